@@ -1,0 +1,67 @@
+"""The ``shardplan`` command line (typer + rich).
+
+Commands live in small modules (``cli_*.py``) that register on :data:`app`; heavy libraries are
+imported inside the commands so that ``shardplan --help`` starts fast. Every failure the user can
+mend is an :class:`~shardplan.errors.InputError`: printed as one line, exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+import typer
+
+from ..errors import InputError, ShardplanError
+
+__all__ = ["app", "main", "emit_json", "fail", "console"]
+
+app = typer.Typer(
+    name="shardplan",
+    help="Plan how to split an LLM across GPUs for inference: a validated, costed parallel strategy DAG.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+def console() -> Any:
+    """A rich console on stdout (created lazily, so importing the CLI stays cheap)."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def emit_json(payload: Any) -> None:
+    """Print ``payload`` (a pydantic model or plain data) as JSON on stdout."""
+    if hasattr(payload, "model_dump"):
+        payload = payload.model_dump(mode="json")
+    sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print one error line on stderr and exit with ``code``."""
+    sys.stderr.write(f"error: {message}\n")
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    """Console-script entry point: runs the app and turns expected errors into one line and exit 2."""
+    from . import cli_catalog  # noqa: F401  (registers commands)
+
+    for module in _OPTIONAL_COMMANDS:
+        __import__(f"{__package__}.{module}")
+    try:
+        app()
+    except InputError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(2)
+    except ShardplanError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(2)
+
+
+# Command modules registered at start-up, in help order. Each is small and imports heavy code lazily.
+_OPTIONAL_COMMANDS: list[str] = []

@@ -1,0 +1,46 @@
+"""The exception tree of shardplan.
+
+Three kinds of failure are kept apart, because callers react to them differently:
+
+* :class:`InputError`: the input is malformed (unknown model, bad key, a degree that does not divide).
+  The CLI prints it as one line and exits 2; tools return it as a structured error.
+* :class:`InfeasibleError`: the input is well formed but no answer exists (the model does not fit,
+  no strategy meets the targets). Planning reports these as a plan marked infeasible, not a crash.
+* Anything else is a bug.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ShardplanError", "InputError", "StrategyError", "InfeasibleError"]
+
+
+class ShardplanError(Exception):
+    """Base class of every error shardplan raises on purpose."""
+
+
+class InputError(ShardplanError, ValueError):
+    """Malformed input. ``field`` names what was wrong, ``fix`` says how to mend it."""
+
+    def __init__(self, message: str, *, field: str | None = None, fix: str | None = None) -> None:
+        self.field = field
+        self.fix = fix
+        text = message
+        if fix:
+            text = f"{message}; {fix}"
+        super().__init__(text)
+
+    def to_dict(self) -> dict[str, str | None]:
+        """The error as a JSON-able object, the shape tools and the MCP server return."""
+        return {"error": type(self).__name__, "message": str(self), "field": self.field, "fix": self.fix}
+
+
+class StrategyError(InputError):
+    """A strategy that cannot be built for this model and cluster (a degree that does not divide, ...)."""
+
+
+class InfeasibleError(ShardplanError):
+    """A well-formed request with no answer: the model does not fit, or no strategy is possible."""
+
+    def __init__(self, message: str, *, min_gpus: int | None = None) -> None:
+        self.min_gpus = min_gpus
+        super().__init__(message)

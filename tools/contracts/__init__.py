@@ -1,0 +1,18 @@
+"""Pydantic contracts of shardplan: light to import, no I/O."""
+
+from .common import DTYPE_BYTES, DType, Objective, Phase
+from .dag import COMM_KINDS, COMPUTE_KINDS, DAG, STATE_KINDS, CommNode, ComputeNode, DAGMeta, Edge, Node, StateNode
+from .hardware import GPU, Cluster
+from .model import MLASpec, ModelSpec, MoESpec
+from .plan import Alternative, Plan, PlanRequest
+from .reports import CostReport, MemoryReport, PathStep, PhaseCost, ValidationReport, Violation
+from .strategy import PhaseStrategy, Strategy, parse_strategy
+from .workload import Workload
+
+__all__ = [
+    "DTYPE_BYTES", "DType", "Objective", "Phase",
+    "COMM_KINDS", "COMPUTE_KINDS", "STATE_KINDS", "DAG", "DAGMeta", "CommNode", "ComputeNode", "Edge", "Node",
+    "StateNode", "GPU", "Cluster", "MLASpec", "ModelSpec", "MoESpec", "Alternative", "Plan", "PlanRequest",
+    "CostReport", "MemoryReport", "PathStep", "PhaseCost", "ValidationReport", "Violation",
+    "PhaseStrategy", "Strategy", "parse_strategy", "Workload",
+]

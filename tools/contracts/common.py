@@ -1,0 +1,27 @@
+"""Closed vocabularies shared by every contract."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["DType", "Phase", "Objective", "Contract", "DTYPE_BYTES"]
+
+DType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
+"""Numeric formats for weights, activations and the KV cache."""
+
+Phase = Literal["prefill", "decode", "handoff"]
+"""Top-level branch of the DAG. ``handoff`` holds only the KV transfer of disaggregated serving."""
+
+Objective = Literal["latency", "throughput", "goodput"]
+"""What a search optimises: lowest latency, highest throughput, or highest throughput under targets."""
+
+DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}
+"""Bytes per element. fp4 formats carry block scales; 0.5 is the payload, scales are counted by callers."""
+
+
+class Contract(BaseModel):
+    """Base of every contract: unknown keys are an error, values are checked on assignment too."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, frozen=False)

@@ -1,0 +1,87 @@
+"""GPU and Cluster: what the cost model needs to know about the machines."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .common import Contract
+
+__all__ = ["GPU", "Cluster", "LinkScope"]
+
+LinkScope = Literal["intra_node", "inter_node", "local"]
+
+
+class GPU(Contract):
+    """One accelerator model, with datasheet figures (dense, not sparse, peak throughput)."""
+
+    name: str = Field(description="Short catalog name, e.g. H100.")
+    full_name: str = Field(description="Marketing name with form factor and memory.")
+    vendor: Literal["nvidia", "amd", "other"] = Field(description="Maker.")
+    memory_gb: float = Field(gt=0, description="HBM capacity in GB (1e9 bytes) as on the datasheet.")
+    memory_bandwidth_gbps: float = Field(gt=0, description="Peak HBM bandwidth in GB/s.")
+    dense_tflops: dict[str, float] = Field(description="Peak dense tensor throughput in TFLOP/s per dtype (bf16, fp8, ...).")
+    intra_node_bandwidth_gbps: float = Field(gt=0, description="Per-GPU unidirectional scale-up link bandwidth (NVLink, Infinity Fabric, PCIe), GB/s.")
+    intra_node_latency_us: float = Field(ge=0, description="Small-message collective latency inside a node, microseconds.")
+    gpus_per_node: int = Field(default=8, ge=1, description="GPUs in a typical node of this model.")
+    inter_node_bandwidth_gbps: float = Field(default=50.0, gt=0, description="Typical per-GPU network bandwidth across nodes, GB/s.")
+    inter_node_latency_us: float = Field(default=8.0, ge=0, description="Typical small-message latency across nodes, microseconds.")
+    tdp_w: float | None = Field(default=None, description="Board power, watts.")
+    source: str = Field(default="", description="Where the figures come from.")
+    notes: str = Field(default="", description="How the figures were read (dense vs sparse, estimates).")
+
+    def peak_flops(self, dtype: str) -> float:
+        """Peak dense FLOP/s for ``dtype``, falling back to the widest supported format at or above it."""
+        for candidate in (dtype, *_WIDER[dtype]):
+            if candidate in self.dense_tflops:
+                return self.dense_tflops[candidate] * 1e12
+        return max(self.dense_tflops.values()) * 1e12
+
+
+_WIDER: dict[str, tuple[str, ...]] = {
+    "fp4": ("fp8", "int8", "bf16", "fp16"),
+    "fp8": ("int8", "bf16", "fp16"),
+    "int8": ("fp8", "bf16", "fp16"),
+    "fp16": ("bf16",),
+    "bf16": ("fp16",),
+    "fp32": ("bf16", "fp16"),
+}
+
+
+class Cluster(Contract):
+    """GPUs of one kind arranged in nodes; link figures are per GPU and unidirectional."""
+
+    name: str = Field(default="cluster", description="A label.")
+    gpu: GPU = Field(description="The accelerator in every slot.")
+    gpus_per_node: int = Field(ge=1, description="GPUs joined by the fast scale-up link.")
+    nodes: int = Field(ge=1, description="Nodes joined by the network.")
+    intra_node_bandwidth_gbps: float = Field(gt=0, description="Per-GPU unidirectional bandwidth inside a node, GB/s.")
+    intra_node_latency_us: float = Field(ge=0, description="Collective latency inside a node, microseconds.")
+    inter_node_bandwidth_gbps: float = Field(gt=0, description="Per-GPU unidirectional bandwidth across nodes, GB/s.")
+    inter_node_latency_us: float = Field(ge=0, description="Collective latency across nodes, microseconds.")
+    description: str = Field(default="", description="Free text.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Cluster:
+        if self.inter_node_bandwidth_gbps > self.intra_node_bandwidth_gbps * 4:
+            raise ValueError(
+                f"inter_node_bandwidth_gbps={self.inter_node_bandwidth_gbps} is far above "
+                f"intra_node_bandwidth_gbps={self.intra_node_bandwidth_gbps}; figures are per GPU, unidirectional GB/s"
+            )
+        return self
+
+    @property
+    def world_size(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    def node_of(self, rank: int) -> int:
+        """The node that global ``rank`` sits on (ranks fill nodes in order)."""
+        return rank // self.gpus_per_node
+
+    def scope_of(self, ranks: list[int] | tuple[int, ...]) -> LinkScope:
+        """Which link a group of ranks crosses: none (one rank), NVLink-class, or the network."""
+        if len(set(ranks)) <= 1:
+            return "local"
+        nodes = {rank // self.gpus_per_node for rank in ranks}
+        return "intra_node" if len(nodes) == 1 else "inter_node"

@@ -1,0 +1,93 @@
+"""ModelSpec: the architecture facts of a decoder-only transformer that planning needs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .common import Contract, DType
+
+__all__ = ["ModelSpec", "MoESpec", "MLASpec", "AttentionKind"]
+
+AttentionKind = Literal["full", "sliding"]
+
+
+class MLASpec(Contract):
+    """Multi-head latent attention (DeepSeek-V2/V3): K/V are cached as one compressed latent per token."""
+
+    q_lora_rank: int | None = Field(description="Rank of the query down-projection; None when queries are not compressed.")
+    kv_lora_rank: int = Field(ge=1, description="Width of the compressed KV latent that is cached per token.")
+    qk_nope_head_dim: int = Field(ge=1, description="Per-head query/key width without rotary embedding.")
+    qk_rope_head_dim: int = Field(ge=0, description="Per-head query/key width carrying rotary embedding (cached once, shared by heads).")
+    v_head_dim: int = Field(ge=1, description="Per-head value width.")
+
+
+class MoESpec(Contract):
+    """Mixture-of-experts feed-forward layers with top-k routing."""
+
+    num_experts: int = Field(ge=2, description="Routed experts per MoE layer.")
+    experts_per_token: int = Field(ge=1, description="Top-k: routed experts each token activates.")
+    expert_intermediate_size: int = Field(ge=1, description="Hidden width of one routed expert's FFN.")
+    num_shared_experts: int = Field(default=0, ge=0, description="Experts every token passes through (DeepSeek, Qwen2-MoE).")
+    shared_expert_intermediate_size: int = Field(default=0, ge=0, description="Hidden width of one shared expert.")
+    first_dense_layers: int = Field(default=0, ge=0, description="Leading layers that use a dense FFN instead of MoE (DeepSeek-V3: 3).")
+    expert_bias: bool = Field(default=False, description="Whether expert projections carry biases (gpt-oss).")
+
+
+class ModelSpec(Contract):
+    """A decoder-only transformer, read from a Hugging Face ``config.json``.
+
+    Sizes follow the Hugging Face names; derived quantities (parameters, KV bytes, FLOPs) are plain
+    functions in :mod:`shardplan.tools.model_math`.
+    """
+
+    name: str = Field(description="Hugging Face repository id or the path the config was read from.")
+    architecture: str = Field(description="The config's model_type (llama, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss).")
+    hidden_size: int = Field(ge=1, description="Residual stream width.")
+    num_layers: int = Field(ge=1, description="Transformer blocks.")
+    num_attention_heads: int = Field(ge=1, description="Query heads.")
+    num_kv_heads: int = Field(ge=1, description="Key/value heads (GQA); equal to the query heads for MHA; 1 latent for MLA.")
+    head_dim: int = Field(ge=1, description="Per-head query/key width (MLA: nope + rope width).")
+    intermediate_size: int = Field(ge=1, description="Hidden width of the dense FFN (dense layers of MoE models too).")
+    vocab_size: int = Field(ge=1, description="Vocabulary size (rows of the embedding and the LM head).")
+    tie_word_embeddings: bool = Field(default=False, description="Whether the LM head shares the embedding matrix.")
+    gated_mlp: bool = Field(default=True, description="SwiGLU-style FFN with gate and up projections (3 matrices).")
+    attention_bias: bool = Field(default=False, description="Whether Q/K/V/O projections carry biases.")
+    qk_norm: bool = Field(default=False, description="Per-head RMSNorm on queries and keys (Qwen3).")
+    attention_sinks: bool = Field(default=False, description="Learned per-head attention sink logits (gpt-oss).")
+    sliding_window: int | None = Field(default=None, ge=1, description="Window of sliding-window attention layers, in tokens.")
+    layer_types: list[AttentionKind] = Field(description="Attention kind of each layer, in order; length num_layers.")
+    mla: MLASpec | None = Field(default=None, description="Latent attention parameters; None for MHA/GQA.")
+    moe: MoESpec | None = Field(default=None, description="Mixture-of-experts parameters; None for dense models.")
+    max_position_embeddings: int = Field(default=131072, ge=1, description="Longest supported context.")
+    weight_dtype: DType = Field(default="bf16", description="Storage format of the weights.")
+    expert_dtype: DType | None = Field(
+        default=None, description="Storage format of routed-expert weights when it differs (gpt-oss: MXFP4 experts)."
+    )
+    kv_dtype: DType = Field(default="bf16", description="Storage format of the KV cache.")
+    activation_dtype: DType = Field(default="bf16", description="Format of activations and of communicated tensors.")
+
+    @model_validator(mode="after")
+    def _check_shapes(self) -> ModelSpec:
+        if len(self.layer_types) != self.num_layers:
+            raise ValueError(f"layer_types has {len(self.layer_types)} entries but num_layers={self.num_layers}")
+        if "sliding" in self.layer_types and self.sliding_window is None:
+            raise ValueError("layer_types names sliding layers but sliding_window is not set")
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_kv_heads={self.num_kv_heads} does not divide num_attention_heads={self.num_attention_heads}"
+            )
+        if self.moe is not None and self.moe.experts_per_token > self.moe.num_experts:
+            raise ValueError(
+                f"experts_per_token={self.moe.experts_per_token} exceeds num_experts={self.moe.num_experts}"
+            )
+        return self
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether ``layer`` (0-based) has a mixture-of-experts FFN."""
+        return self.moe is not None and layer >= self.moe.first_dense_layers

@@ -1,0 +1,117 @@
+"""The GPU catalog and clusters: bundled datasheet figures, or the user's own YAML."""
+
+from __future__ import annotations
+
+import difflib
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import InputError
+from .contracts.hardware import GPU, Cluster
+
+__all__ = ["gpu_catalog", "get_gpu", "make_cluster", "load_cluster"]
+
+_ALIASES = {"H100-SXM": "H100", "H100SXM": "H100", "H200-SXM": "H200", "A100-80GB": "A100", "A100-SXM": "A100"}
+
+
+@lru_cache(maxsize=1)
+def gpu_catalog() -> dict[str, GPU]:
+    """The bundled GPUs by short name (H100, H200, B200, A100, L40S, MI300X)."""
+    import yaml
+
+    raw = yaml.safe_load((resources.files("shardplan.tools") / "data" / "gpus.yaml").read_text())
+    return {name: GPU(name=name, **fields) for name, fields in raw["gpus"].items()}
+
+
+def get_gpu(name: str) -> GPU:
+    """A catalog GPU by short name, any case.
+
+    Raises:
+        InputError: unknown GPU; the message lists the catalog.
+
+    >>> get_gpu("h100").memory_gb
+    80.0
+    """
+    catalog = gpu_catalog()
+    key = name.strip().upper()
+    key = _ALIASES.get(key, key)
+    for short, gpu in catalog.items():
+        if short.upper() == key:
+            return gpu
+    close = difflib.get_close_matches(key, list(catalog), n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise InputError(f"unknown GPU '{name}'", field="gpu",
+                     fix=f"{hint}the catalog has {', '.join(catalog)}; describe another one with --cluster FILE")
+
+
+def make_cluster(gpu: str | GPU, gpus: int, gpus_per_node: int | None = None) -> Cluster:
+    """A cluster of ``gpus`` catalog GPUs, ``gpus_per_node`` to a node (the GPU's usual node size by default).
+
+    Raises:
+        InputError: a count that is not positive, or GPUs that do not fill whole nodes.
+    """
+    spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    if gpus < 1:
+        raise InputError(f"gpus={gpus} is not positive", field="gpus", fix="give at least 1 GPU")
+    per_node = gpus_per_node or spec.gpus_per_node
+    if per_node < 1:
+        raise InputError(f"gpus_per_node={per_node} is not positive", field="gpus_per_node", fix="give at least 1")
+    if gpus <= per_node:
+        per_node, nodes = gpus, 1
+    elif gpus % per_node:
+        raise InputError(f"gpus={gpus} does not fill whole nodes of {per_node}", field="gpus",
+                         fix=f"use a multiple of {per_node} GPUs or set --gpus-per-node")
+    else:
+        nodes = gpus // per_node
+    return Cluster(
+        name=f"{nodes}x{per_node} {spec.name}", gpu=spec, gpus_per_node=per_node, nodes=nodes,
+        intra_node_bandwidth_gbps=spec.intra_node_bandwidth_gbps, intra_node_latency_us=spec.intra_node_latency_us,
+        inter_node_bandwidth_gbps=spec.inter_node_bandwidth_gbps, inter_node_latency_us=spec.inter_node_latency_us,
+    )
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    """A cluster from YAML: ``gpu`` names a catalog GPU (or is a mapping describing one), link figures optional.
+
+    Raises:
+        InputError: unreadable file, unknown GPU, or a wrong field (named in the message).
+    """
+    import yaml
+
+    file = Path(path)
+    try:
+        raw: Any = yaml.safe_load(file.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot read cluster file {file}: {exc}", field="cluster",
+                         fix="give a YAML file with gpu, gpus_per_node and nodes") from None
+    if not isinstance(raw, dict) or "gpu" not in raw:
+        raise InputError(f"cluster file {file} has no 'gpu' key", field="cluster.gpu",
+                         fix="add gpu: H100 (a catalog name) or a mapping with the GPU's figures")
+    fields = dict(raw)
+    gpu_field = fields.pop("gpu")
+    try:
+        gpu = get_gpu(gpu_field) if isinstance(gpu_field, str) else GPU.model_validate(gpu_field)
+    except ValidationError as exc:
+        raise _field_error(exc, "cluster.gpu") from None
+    for key in ("intra_node_bandwidth_gbps", "intra_node_latency_us", "inter_node_bandwidth_gbps",
+                "inter_node_latency_us"):
+        fields.setdefault(key, getattr(gpu, key))
+    fields.setdefault("gpus_per_node", gpu.gpus_per_node)
+    fields.setdefault("nodes", 1)
+    fields.setdefault("name", file.stem)
+    try:
+        return Cluster(gpu=gpu, **fields)
+    except (ValidationError, TypeError) as exc:
+        if isinstance(exc, TypeError):
+            raise InputError(f"cluster file {file}: {exc}", field="cluster", fix="check the keys") from None
+        raise _field_error(exc, "cluster") from None
+
+
+def _field_error(exc: ValidationError, prefix: str) -> InputError:
+    first = exc.errors()[0]
+    where = ".".join([prefix, *(str(p) for p in first["loc"])])
+    return InputError(f"{where}: {first['msg']}", field=where, fix="see shardplan schema cluster for the fields")
