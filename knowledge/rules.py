@@ -19,7 +19,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["RULE_LINE", "KnowledgeRule", "Severity", "doc_files", "get_rule", "iter_rule_lines", "load_rules"]
+__all__ = [
+    "RULE_LINE",
+    "KnowledgeRule",
+    "Severity",
+    "doc_files",
+    "get_rule",
+    "iter_rule_lines",
+    "load_rules",
+    "split_sections",
+]
 
 Severity = Literal["mandatory", "recommended", "informational"]
 
@@ -61,6 +70,27 @@ def doc_files() -> list[Traversable]:
     return docs
 
 
+def split_sections(text: str) -> list[tuple[str, str]]:
+    """Split a markdown document into ``(heading, body)`` pairs at its ``## `` headings.
+
+    Text before the first ``## `` heading (title and introduction) comes first with heading ``""``;
+    ``###`` and deeper headings stay inside their ``## `` section.
+
+    >>> split_sections("# T\\nintro\\n## A\\nbody\\n")
+    [('', '# T\\nintro'), ('A', 'body')]
+    """
+    sections: list[tuple[str, str]] = []
+    heading, lines = "", list[str]()
+    for line in text.splitlines():
+        if line.startswith("## "):
+            sections.append((heading, "\n".join(lines).strip()))
+            heading, lines = line[3:].strip(), []
+        else:
+            lines.append(line)
+    sections.append((heading, "\n".join(lines).strip()))
+    return sections
+
+
 def iter_rule_lines(doc: str, text: str) -> Iterator[KnowledgeRule]:
     """Yield the rules defined in one document's text, in order of appearance.
 
@@ -74,25 +104,22 @@ def iter_rule_lines(doc: str, text: str) -> Iterator[KnowledgeRule]:
     >>> [r.id for r in iter_rule_lines("x.md", "## S\\n- **AB-1** (mandatory): a rule.\\n")]
     ['AB-1']
     """
-    section = ""
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.startswith("## "):
-            section = line[3:].strip()
-            continue
-        match = RULE_LINE.match(line.rstrip())
-        if match:
-            yield KnowledgeRule(
-                id=match["id"],
-                severity=match["severity"],  # type: ignore[arg-type]
-                text=match["text"].strip(),
-                doc=doc,
-                section=section,
-            )
-        elif line.startswith("- **") and _RULE_ID.match(line[4:].split("**", 1)[0]):
-            raise ValueError(
-                f"{doc}:{number}: rule line does not match "
-                f"'- **ID** (mandatory|recommended|informational): text': {line!r}"
-            )
+    for section, body in split_sections(text):
+        for line in body.splitlines():
+            match = RULE_LINE.match(line.rstrip())
+            if match:
+                yield KnowledgeRule(
+                    id=match["id"],
+                    severity=match["severity"],  # type: ignore[arg-type]
+                    text=match["text"].strip(),
+                    doc=doc,
+                    section=section,
+                )
+            elif line.startswith("- **") and _RULE_ID.match(line[4:].split("**", 1)[0]):
+                raise ValueError(
+                    f"{doc}, section {section!r}: rule line does not match "
+                    f"'- **ID** (mandatory|recommended|informational): text': {line!r}"
+                )
 
 
 @functools.lru_cache(maxsize=1)

@@ -32,17 +32,19 @@ class GPU(Contract):
     notes: str = Field(default="", description="How the figures were read (dense vs sparse, estimates).")
 
     def peak_flops(self, dtype: str) -> float:
-        """Peak dense FLOP/s for ``dtype``, falling back to the widest supported format at or above it."""
+        """Peak dense FLOP/s for ``dtype``, falling back to the next wider floating-point format supported."""
         for candidate in (dtype, *_WIDER[dtype]):
             if candidate in self.dense_tflops:
                 return self.dense_tflops[candidate] * 1e12
         return max(self.dense_tflops.values()) * 1e12
 
 
+# Integer and floating-point tensor formats do not stand in for each other: fp8 on a GPU without
+# fp8 support (A100) runs as bf16, not at the int8 rate.
 _WIDER: dict[str, tuple[str, ...]] = {
-    "fp4": ("fp8", "int8", "bf16", "fp16"),
-    "fp8": ("int8", "bf16", "fp16"),
-    "int8": ("fp8", "bf16", "fp16"),
+    "fp4": ("fp8", "bf16", "fp16"),
+    "fp8": ("bf16", "fp16"),
+    "int8": ("bf16", "fp16"),
     "fp16": ("bf16",),
     "bf16": ("fp16",),
     "fp32": ("bf16", "fp16"),
