@@ -60,7 +60,13 @@ def show_model_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Show a model's architecture and derived sizes (parameters, KV bytes per token)."""
-    from ..tools.model_math import flops_per_token, kv_bytes_per_token, params_active, params_total, weight_bytes
+    from ..tools.model_math import (
+        flops_per_token,
+        kv_bytes_per_token,
+        params_active,
+        params_total,
+        weight_bytes,
+    )
     from ..tools.models import load_model
 
     spec = load_model(model)

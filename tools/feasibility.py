@@ -12,7 +12,7 @@ from .contracts.model import ModelSpec
 from .contracts.strategy import PhaseStrategy, Strategy
 from .contracts.workload import Workload
 
-__all__ = ["Problem", "strategy_problems", "split_layers"]
+__all__ = ["Problem", "phase_problems", "strategy_problems", "split_layers"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,8 @@ def split_layers(num_layers: int, pp: int, given: list[int] | None = None) -> li
     return stages
 
 
-def _phase_problems(name: str, phase: PhaseStrategy, model: ModelSpec, workload: Workload) -> list[Problem]:
+def phase_problems(name: str, phase: PhaseStrategy, model: ModelSpec, workload: Workload) -> list[Problem]:
+    """Why one phase's layout cannot be built (the per-phase half of :func:`strategy_problems`)."""
     problems: list[Problem] = []
     add = problems.append
     heads, kv_heads = model.num_attention_heads, model.num_kv_heads
@@ -101,8 +102,8 @@ def strategy_problems(model: ModelSpec, strategy: Strategy, workload: Workload, 
     >>> [p.rule for p in strategy_problems(load_model("llama-3.1-8b"), parse_strategy("tp=3"), Workload(isl=8, osl=8), 3)]
     ['TP-3', 'TP-3', 'TP-3']
     """
-    problems = _phase_problems("prefill", strategy.prefill, model, workload)
-    problems += _phase_problems("decode", strategy.decode, model, workload)
+    problems = phase_problems("prefill", strategy.prefill, model, workload)
+    problems += phase_problems("decode", strategy.decode, model, workload)
     p, d = strategy.prefill, strategy.decode
     if strategy.disaggregated:
         if p.gpus + d.gpus != gpus:
@@ -115,9 +116,11 @@ def strategy_problems(model: ModelSpec, strategy: Strategy, workload: Workload, 
                     "HIER-2", f"{name}: dp*pp*adp*sp*tp = {phase.dp}*{phase.pp}*{phase.adp}*{phase.sp}*{phase.tp}"
                     f" = {phase.gpus} GPUs, but the cluster has {gpus}",
                     f"choose degrees whose product is {gpus}"))
-        if (p.pp, p.tp, p.ep, p.layer_split) != (d.pp, d.tp, d.ep, d.layer_split) and p.gpus == d.gpus:
+        expert_split = (p.etp, d.etp) if model.moe is not None else (0, 0)
+        if (p.pp, p.tp, p.ep, p.layer_split) != (d.pp, d.tp, d.ep, d.layer_split) or expert_split[0] != expert_split[1]:
             problems.append(Problem(
-                "HIER-2", f"prefill (pp={p.pp}, tp={p.tp}, ep={p.ep}) and decode (pp={d.pp}, tp={d.tp}, ep={d.ep}) "
-                "shard the weights differently on shared GPUs",
-                "keep pp, tp, ep and the layer split equal across phases, or serve disaggregated (;disagg)"))
+                "HIER-2", f"prefill (pp={p.pp}, tp={p.tp}, ep={p.ep}, etp={p.etp}) and decode (pp={d.pp}, tp={d.tp}, "
+                f"ep={d.ep}, etp={d.etp}) shard the weights differently on shared GPUs",
+                "keep pp, tp, ep, expert TP (adp*sp*tp/ep) and the layer split equal across phases, "
+                "or serve disaggregated (;disagg)"))
     return problems

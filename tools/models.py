@@ -80,7 +80,7 @@ def load_model(name_or_path: str, *, weight_dtype: DType | None = None, kv_dtype
     """
     path = Path(name_or_path).expanduser()
     looks_like_path = path.suffix == ".json" or "/" in name_or_path and path.exists() or path.is_dir()
-    if looks_like_path and not name_or_path.strip().lower() in {r.lower() for r in bundled_models()}:
+    if looks_like_path and name_or_path.strip().lower() not in {r.lower() for r in bundled_models()}:
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():

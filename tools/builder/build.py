@@ -32,7 +32,7 @@ from . import ops
 from .graph import GraphBuffer
 from .ranks import RankLayout
 
-__all__ = ["build_dag", "decode_context"]
+__all__ = ["build_dag", "build_phase_sample", "decode_context", "representative_layers"]
 
 
 def decode_context(workload: Workload) -> int:
@@ -259,7 +259,7 @@ class _PhaseBuilder:
         routed_pairs = stage_tokens * moe.experts_per_token / ep
         expert_outs = []
         for rank_group in range(ep):
-            work = ops.expert_ffn(m, routed_pairs, local_experts, etp)
+            work = ops.expert_ffn(m, stage_tokens, local_experts, ep, etp)
             ranks = self.lay.expert_ranks(stage, rank_group)
             node = self.g.compute(id=f"{base}/experts" + (f"/e{rank_group}" if ep > 1 else ""), name="experts",
                                   kind="expert", op="routed_experts", parallel="expert" if ep > 1 else "column",
@@ -372,13 +372,16 @@ class _PhaseBuilder:
             self.g.edge(head, sampler)
             self.ends.append(sampler)
 
-    def build(self, boundary_in: str) -> None:
+    def build(self, boundary_in: str, *, microbatches: int | None = None,
+              only_layers: set[int] | None = None) -> None:
+        """Emit the phase. ``microbatches`` and ``only_layers`` restrict it to a sample, for fast estimates."""
         self.boundary_in = boundary_in
-        for mb in range(self.s.mb):
+        for mb in range(self.s.mb if microbatches is None else microbatches):
             current = self.embedding(mb)
             for stage, layers in enumerate(self.stages):
                 for layer in layers:
-                    current = self.layer(mb, layer, stage, current)
+                    if only_layers is None or layer in only_layers:
+                        current = self.layer(mb, layer, stage, current)
                 if stage + 1 < len(self.stages):
                     current = self.pipeline_hop(mb, layers[-1], stage, current)
             self.head(mb, current)
@@ -427,7 +430,7 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
     g.edges_from([n for n in decode.ends if "/kv_write" not in n], next_step, "sync")
 
     meta = DAGMeta(
-        model=model, gpu=cluster.gpu.name, gpus=cluster.world_size, gpus_per_node=cluster.gpus_per_node,
+        model=model, gpu=cluster.gpu.name, gpus=cluster.world_size, gpus_per_node=cluster.gpus_per_node, cluster=cluster,
         strategy=strategy, workload=workload,
         stage_layers={"prefill": prefill.stages, "decode": decode.stages},
         rank_pools={"prefill": prefill_layout.replica_ranks(), "decode": decode_layout.replica_ranks()},
@@ -451,3 +454,33 @@ def _kv_handoff(g: GraphBuffer, model: ModelSpec, strategy: Strategy, workload: 
                       message_bytes=size, dtype=model.kv_dtype)
         g.edge(prefill_end, node, "state")
         g.edge(node, decode_start, "state")
+
+
+def representative_layers(model: ModelSpec, stage_layers: list[list[int]]) -> dict[int, int]:
+    """One layer per (stage, FFN kind, attention kind), mapped to how many layers of its stage it stands for."""
+    picks: dict[int, int] = {}
+    for layers in stage_layers:
+        first_of: dict[tuple[bool, str], int] = {}
+        for layer in layers:
+            key = (model.is_moe_layer(layer), model.layer_types[layer])
+            if key not in first_of:
+                first_of[key] = layer
+                picks[layer] = 0
+            picks[first_of[key]] += 1
+    return picks
+
+
+def build_phase_sample(model: ModelSpec, cluster: Cluster, phase_name: str, phase: PhaseStrategy,
+                       workload: Workload) -> tuple[GraphBuffer, dict[int, int], list[list[int]]]:
+    """One microbatch of one phase with only representative layers, for the search's fast estimate.
+
+    Returns the graph, the representative layers with their multiplicities, and the stage split.
+    """
+    g = GraphBuffer(cluster)
+    layout = RankLayout.of(phase)
+    start = g.state(id=f"{phase_name}/sample_start", name="start", kind="step_boundary", phase=phase_name,
+                    boundary="step_start", ranks=layout.replica_ranks())
+    builder = _PhaseBuilder(g, model, phase_name, phase, layout, workload)
+    picks = representative_layers(model, builder.stages)
+    builder.build(start, microbatches=1, only_layers=set(picks))
+    return g, picks, builder.stages

@@ -93,8 +93,9 @@ def activated_experts(local_experts: int, total_experts: int, top_k: int, tokens
     return local_experts * (1.0 - miss)
 
 
-def expert_ffn(spec: ModelSpec, tokens_routed: float, local_experts: int, etp: int) -> Work:
-    """Routed-expert FFNs on one rank: ``tokens_routed`` (token, expert) pairs over ``local_experts`` experts.
+def expert_ffn(spec: ModelSpec, stage_tokens: int, local_experts: int, ep: int, etp: int) -> Work:
+    """Routed-expert FFNs on one rank of an expert group, for ``stage_tokens`` tokens routed top-k
+    across ``ep`` groups holding ``local_experts`` experts each, every expert split ``etp`` ways.
 
     Weights are read only for experts some token activates, which is what makes small-batch decode of
     MoE models cheaper than their size suggests.
@@ -104,10 +105,10 @@ def expert_ffn(spec: ModelSpec, tokens_routed: float, local_experts: int, etp: i
     wb = DTYPE_BYTES[spec.expert_dtype or spec.weight_dtype]
     ab = DTYPE_BYTES[spec.activation_dtype]
     per_expert = expert_params(spec) / etp
-    tokens_seen = tokens_routed * moe.num_experts / max(moe.experts_per_token, 1)
-    active = activated_experts(local_experts, moe.num_experts, moe.experts_per_token, round(tokens_seen))
-    routed = int(round(tokens_routed))
-    return Work(2.0 * tokens_routed * per_expert, active * per_expert * wb + routed * spec.hidden_size * ab,
+    pairs = stage_tokens * moe.experts_per_token / ep  # (token, expert) pairs landing on this group
+    active = activated_experts(local_experts, moe.num_experts, moe.experts_per_token, stage_tokens)
+    routed = max(1, int(round(pairs)))
+    return Work(2.0 * pairs * per_expert, active * per_expert * wb + routed * spec.hidden_size * ab,
                 routed * spec.hidden_size * ab,
                 {"m": routed, "n": spec.hidden_size, "k": moe.expert_intermediate_size // etp,
-                 "experts": local_experts})
+                 "experts": max(1, round(active))})

@@ -1,7 +1,18 @@
 """Pydantic contracts of shardplan: light to import, no I/O."""
 
 from .common import DTYPE_BYTES, DType, Objective, Phase
-from .dag import COMM_KINDS, COMPUTE_KINDS, DAG, STATE_KINDS, CommNode, ComputeNode, DAGMeta, Edge, Node, StateNode
+from .dag import (
+    COMM_KINDS,
+    COMPUTE_KINDS,
+    DAG,
+    STATE_KINDS,
+    CommNode,
+    ComputeNode,
+    DAGMeta,
+    Edge,
+    Node,
+    StateNode,
+)
 from .hardware import GPU, Cluster
 from .model import MLASpec, ModelSpec, MoESpec
 from .plan import Alternative, Plan, PlanRequest

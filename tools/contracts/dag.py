@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from .common import Contract, DType, Phase
-from .hardware import LinkScope
+from .hardware import Cluster, LinkScope
 from .model import ModelSpec
 from .strategy import Strategy
 from .workload import Workload
@@ -73,7 +73,11 @@ class CommNode(_NodeBase):
     kind: CommKind = Field(description="Collective or transfer type.")
     purpose: Purpose = Field(description="Why it exists: tp_reduce, ep_dispatch, pp_activation, ...")
     peers: list[int] = Field(default_factory=list, description="send: destination ranks; recv: source ranks; kv_transfer: decode ranks.")
-    message_bytes: float = Field(default=0.0, ge=0, description="Bytes each rank contributes (the collective's buffer per rank).")
+    message_bytes: float = Field(
+        default=0.0, ge=0,
+        description="Size of the whole tensor the operation moves, as one rank sees it: all-reduce and reduce-scatter "
+        "input, all-gather output, all-to-all total sent by one rank, send/recv/kv_transfer payload per rank.",
+    )
     dtype: DType = Field(default="bf16", description="Format of the data moved.")
     scope: LinkScope = Field(default="intra_node", description="Link crossed: inside a node or across the network.")
 
@@ -106,6 +110,7 @@ class DAGMeta(Contract):
     gpu: str = Field(description="GPU catalog name.")
     gpus: int = Field(ge=1, description="GPUs of the deployment (all replicas, both pools).")
     gpus_per_node: int = Field(ge=1, description="GPUs per node, for placing ranks on links.")
+    cluster: Cluster | None = Field(default=None, description="The cluster the graph was built for, so it can be priced alone.")
     strategy: Strategy = Field(description="Degrees per phase.")
     workload: Workload = Field(description="Lengths and batch the shapes were computed for.")
     stage_layers: dict[str, list[list[int]]] = Field(description="Per phase, the layers each pipeline stage holds.")

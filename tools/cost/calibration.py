@@ -1,0 +1,65 @@
+"""The cost model's efficiency parameters (``tools/data/calibration.yaml``), loaded once."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Calibration", "calibration"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GemmCal(_Section):
+    max_efficiency: dict[str, float]
+    m_half: float
+
+
+class MemoryCal(_Section):
+    efficiency: float
+
+
+class AttentionCal(_Section):
+    max_efficiency: float
+    l_half: float
+    decode_memory_efficiency: float
+
+
+class CollectiveCal(_Section):
+    latency_factor: dict[str, float]
+    bandwidth_efficiency: dict[str, float]
+
+
+class LaunchCal(_Section):
+    prefill_us: float
+    decode_us: float
+    extra_kernels: dict[str, int]
+
+
+class WorkspaceCal(_Section):
+    fixed_gb: float
+    capacity_share: float
+
+
+class Calibration(_Section):
+    """Every tunable figure of the cost model, with the data it was fitted to named in the YAML."""
+
+    gemm: GemmCal
+    memory: MemoryCal
+    attention: AttentionCal
+    collectives: CollectiveCal
+    launch: LaunchCal
+    workspace: WorkspaceCal
+
+
+@lru_cache(maxsize=1)
+def calibration() -> Calibration:
+    """The bundled calibration."""
+    import yaml
+
+    text = (resources.files("shardplan.tools") / "data" / "calibration.yaml").read_text()
+    return Calibration.model_validate(yaml.safe_load(text))

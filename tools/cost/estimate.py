@@ -1,0 +1,106 @@
+"""The cost report of a DAG: schedule it, read off TTFT, TPOT, throughput, memory and the critical path."""
+
+from __future__ import annotations
+
+from ...errors import InputError
+from ..contracts.dag import DAG, CommNode
+from ..contracts.hardware import Cluster
+from ..contracts.reports import CostReport, PathStep, PhaseCost
+from ..contracts.strategy import Strategy
+from ..contracts.workload import Workload
+from .memory import memory_reports
+from .op_time import bytes_on_wire
+from .schedule import Schedule, busy_overlap, schedule_dag
+
+__all__ = ["estimate_cost", "throughput", "target_misses"]
+
+
+def throughput(strategy: Strategy, workload: Workload, ttft_ms: float, tpot_ms: float) -> float:
+    """Output tokens per second of the deployment.
+
+    Shared GPUs serve a batch in TTFT plus (osl - 1) decode steps. Separate pools work as a two-stage
+    pipeline whose slower stage sets the rate.
+    """
+    batch, osl = workload.batch, workload.osl
+    if strategy.disaggregated:
+        requests_per_s = min(batch / max(ttft_ms, 1e-9), batch / max(osl * tpot_ms, 1e-9)) * 1e3
+        return requests_per_s * osl
+    return batch * osl / max(ttft_ms + (osl - 1) * tpot_ms, 1e-9) * 1e3
+
+
+def target_misses(workload: Workload, ttft_ms: float, tpot_ms: float) -> list[str]:
+    """Each TTFT/TPOT target the figures miss, with the gap."""
+    misses = []
+    if workload.ttft_ms is not None and ttft_ms > workload.ttft_ms:
+        misses.append(f"TTFT {ttft_ms:.1f} ms > target {workload.ttft_ms:g} ms (+{ttft_ms - workload.ttft_ms:.1f} ms)")
+    if workload.tpot_ms is not None and tpot_ms > workload.tpot_ms:
+        misses.append(f"TPOT {tpot_ms:.2f} ms > target {workload.tpot_ms:g} ms (+{tpot_ms - workload.tpot_ms:.2f} ms)")
+    return misses
+
+
+def _phase_cost(dag: DAG, sched: Schedule, phase: str, first: str, last: str, cluster: Cluster) -> PhaseCost:
+    lo, hi = sched.finish[first], sched.finish[last]
+    span = max(hi - lo, 1e-12)
+    nodes = [n for n in dag.nodes if n.phase == phase]
+    comm = [n for n in nodes if isinstance(n, CommNode) and n.kind != "recv"]
+    ranks = sorted(set(dag.meta.rank_pools[phase]))
+    compute_busy = {r: sum(min(e, hi) - max(s, lo) for s, e in sched.compute_busy.get(r, []) if e > lo and s < hi)
+                    for r in ranks}
+    comm_busy = {r: sum(min(e, hi) - max(s, lo) for s, e in sched.comm_busy.get(r, []) if e > lo and s < hi)
+                 for r in ranks}
+    overlapped = sum(busy_overlap(sched.compute_busy.get(r, []), sched.comm_busy.get(r, []), lo, hi) for r in ranks)
+    total_comm = sum(comm_busy.values())
+    idle = sum(span - compute_busy[r] - comm_busy[r] + busy_overlap(
+        sched.compute_busy.get(r, []), sched.comm_busy.get(r, []), lo, hi) for r in ranks)
+    path = [nid for nid in sched.critical_path(last) if sched.finish[nid] > lo or nid == first]
+    by_id = {n.id: n for n in nodes}
+    steps = [PathStep(node=nid, kind=by_id[nid].kind, ms=(sched.finish[nid] - sched.start[nid]) * 1e3)
+             for nid in path if nid in by_id]
+    exposed = sum(s.ms for s in steps if s.kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                                  "send", "recv", "kv_transfer"))
+    return PhaseCost(
+        latency_ms=span * 1e3,
+        compute_ms=max(compute_busy.values(), default=0.0) * 1e3,
+        communication_ms=max(comm_busy.values(), default=0.0) * 1e3,
+        exposed_communication_ms=exposed,
+        bubble_fraction=min(1.0, max(0.0, idle / (span * max(len(ranks), 1)))),
+        overlap_fraction=overlapped / total_comm if total_comm > 0 else 0.0,
+        communication_bytes=sum(bytes_on_wire(n) * len(n.ranks) for n in comm),
+        collectives=len(comm),
+        inter_node_collectives=sum(1 for n in comm if n.scope == "inter_node"),
+        critical_path=steps,
+    )
+
+
+def estimate_cost(dag: DAG, cluster: Cluster | None = None) -> CostReport:
+    """Price ``dag``: simulate its schedule and account memory.
+
+    Raises:
+        InputError: no cluster is given and the DAG does not carry one.
+    """
+    cluster = cluster or dag.meta.cluster
+    if cluster is None:
+        raise InputError("the DAG carries no cluster", field="meta.cluster", fix="pass the cluster it runs on")
+    meta = dag.meta
+    sched = schedule_dag(dag, cluster)
+    prefill = _phase_cost(dag, sched, "prefill", "prefill/start", "prefill/end", cluster)
+    handoff = sched.finish["decode/step_t"] - sched.finish["prefill/end"]
+    decode = _phase_cost(dag, sched, "decode", "decode/step_t", "decode/step_t+1", cluster)
+    ttft = prefill.latency_ms + handoff * 1e3
+    tpot = decode.latency_ms
+    strategy, workload = meta.strategy, meta.workload
+    tokens = throughput(strategy, workload, ttft, tpot)
+    memory = memory_reports(meta.model, cluster.gpu, strategy, workload)
+    misses = target_misses(workload, ttft, tpot)
+    notes = [
+        "decode step priced at the average context (prompt + half the output)",
+        "prefill prices the whole batch arriving together; throughput assumes static batches",
+    ]
+    return CostReport(
+        ttft_ms=ttft, tpot_ms=tpot, e2e_ms=ttft + (workload.osl - 1) * tpot,
+        tokens_per_s=tokens, tokens_per_s_per_gpu=tokens / strategy.gpus,
+        tokens_per_s_per_user=1e3 / tpot if tpot > 0 else 0.0,
+        memory_per_gpu_gb=max(m.total_gb for m in memory), fits=all(m.fits for m in memory), memory=memory,
+        prefill=prefill, decode=decode, kv_transfer_ms=handoff * 1e3 if strategy.disaggregated else 0.0,
+        meets_targets=not misses, target_misses=misses, notes=notes,
+    )

@@ -1,0 +1,43 @@
+"""Closed-form phase latency for the search: schedule a sample and scale it.
+
+The sample is one microbatch of the phase with one representative layer per layer kind and stage
+(built by the real builder, priced by the real scheduler), so the fast figure and the full schedule
+share every formula. Each representative layer's span is multiplied by the layers it stands for;
+microbatches add ``(mb - 1)`` times the slowest stage, the pipeline fill of a GPipe-style schedule.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..builder.build import build_phase_sample
+from ..contracts.hardware import Cluster
+from ..contracts.model import ModelSpec
+from ..contracts.strategy import PhaseStrategy
+from ..contracts.workload import Workload
+from .schedule import schedule_graph
+
+__all__ = ["phase_latency_s"]
+
+
+def phase_latency_s(model: ModelSpec, cluster: Cluster, phase_name: str, phase: PhaseStrategy,
+                    workload: Workload) -> float:
+    """Estimated makespan in seconds of one prefill, or one decode step, under ``phase``."""
+    graph, picks, stages = build_phase_sample(model, cluster, phase_name, phase, workload)
+    sched = schedule_graph(graph.nodes, graph.edges, cluster)
+    layer_end: dict[int, float] = defaultdict(float)
+    for node in graph.nodes:
+        if node.layer is not None and node.layer in picks:
+            layer_end[node.layer] = max(layer_end[node.layer], sched.finish[node.id])
+    makespan = max(sched.finish.values())
+    stage_of = {layer: index for index, layers in enumerate(stages) for layer in layers}
+    previous = max((sched.finish[n.id] for n in graph.nodes if "/embed/" in n.id), default=0.0)
+    stage_time: dict[int, float] = defaultdict(float)
+    extra = 0.0
+    for layer in sorted(picks):
+        span = max(layer_end[layer] - previous, 0.0)
+        previous = layer_end[layer]
+        extra += (picks[layer] - 1) * span
+        stage_time[stage_of[layer]] += picks[layer] * span
+    one_microbatch = makespan + extra
+    return one_microbatch + (phase.mb - 1) * max(stage_time.values(), default=0.0)

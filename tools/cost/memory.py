@@ -1,0 +1,124 @@
+"""Memory per GPU: weight shard, KV cache, activations and workspace, for the worst-loaded GPU."""
+
+from __future__ import annotations
+
+import math
+
+from ..contracts.common import DTYPE_BYTES
+from ..contracts.hardware import GPU
+from ..contracts.model import ModelSpec
+from ..contracts.reports import MemoryReport
+from ..contracts.strategy import PhaseStrategy, Strategy
+from ..contracts.workload import Workload
+from ..feasibility import split_layers
+from ..model_math import attention_params, dense_mlp_params, expert_params, kv_width
+from .calibration import calibration
+
+__all__ = ["weight_bytes_per_gpu", "kv_bytes_per_sequence_per_gpu", "memory_report", "memory_reports"]
+
+GB = 1e9
+
+
+def _attention_bytes_per_rank(spec: ModelSpec, tp: int) -> float:
+    wb = DTYPE_BYTES[spec.weight_dtype]
+    if spec.mla is not None:
+        m, h = spec.mla, spec.hidden_size
+        replicated = (h * m.q_lora_rank if m.q_lora_rank else 0) + h * (m.kv_lora_rank + m.qk_rope_head_dim)
+        return (replicated + (attention_params(spec) - replicated) / tp) * wb
+    kv_share = max(1, spec.num_kv_heads // tp) / spec.num_kv_heads
+    kv = 2 * spec.hidden_size * spec.num_kv_heads * spec.head_dim
+    return ((attention_params(spec) - kv) / tp + kv * kv_share) * wb
+
+
+def _ffn_bytes_per_rank(spec: ModelSpec, layer: int, phase: PhaseStrategy) -> float:
+    wb = DTYPE_BYTES[spec.weight_dtype]
+    if not spec.is_moe_layer(layer):
+        return dense_mlp_params(spec) / phase.tp * wb
+    moe = spec.moe
+    assert moe is not None
+    etp = max(phase.stage_gpus // phase.ep, 1)
+    experts = moe.num_experts // phase.ep * expert_params(spec) / etp * DTYPE_BYTES[spec.expert_dtype or spec.weight_dtype]
+    shared = moe.num_shared_experts * dense_mlp_params(spec, moe.shared_expert_intermediate_size) / phase.tp * wb
+    return experts + shared + spec.hidden_size * moe.num_experts * wb
+
+
+def weight_bytes_per_gpu(spec: ModelSpec, phase: PhaseStrategy) -> float:
+    """Weight bytes on the most loaded GPU of a phase's layout (stage 0 holds the embedding, the last the head)."""
+    wb = DTYPE_BYTES[spec.weight_dtype]
+    table = spec.vocab_size * spec.hidden_size / phase.tp * wb
+    attention = _attention_bytes_per_rank(spec, phase.tp)
+    moe_ffn = _ffn_bytes_per_rank(spec, spec.num_layers - 1, phase)
+    dense_ffn = dense_mlp_params(spec) / phase.tp * wb
+    worst = 0.0
+    stages = split_layers(spec.num_layers, phase.pp, phase.layer_split)
+    for index, layers in enumerate(stages):
+        moe_layers = sum(1 for layer in layers if spec.is_moe_layer(layer))
+        total = len(layers) * attention + moe_layers * moe_ffn + (len(layers) - moe_layers) * dense_ffn
+        if index == 0:
+            total += table
+        if index == len(stages) - 1 and (not spec.tie_word_embeddings or phase.pp > 1):
+            total += table
+        worst = max(worst, total)
+    return worst
+
+
+def kv_bytes_per_sequence_per_gpu(spec: ModelSpec, phase: PhaseStrategy, tokens: int) -> float:
+    """KV-cache bytes one sequence of ``tokens`` puts on one GPU of the most loaded stage."""
+    per_layer_token = kv_width(spec) * DTYPE_BYTES[spec.kv_dtype]
+    if spec.mla is None:
+        per_layer_token *= max(1, spec.num_kv_heads // phase.tp) / spec.num_kv_heads
+    tokens_kept = math.ceil(tokens / phase.sp)
+    worst = 0.0
+    for layers in split_layers(spec.num_layers, phase.pp, phase.layer_split):
+        total = 0.0
+        for layer in layers:
+            window = spec.sliding_window if spec.layer_types[layer] == "sliding" else None
+            total += per_layer_token * (min(tokens_kept, window) if window else tokens_kept)
+        worst = max(worst, total)
+    return worst
+
+
+def _activation_bytes(spec: ModelSpec, phase: PhaseStrategy, workload: Workload, prefill: bool) -> float:
+    ab = DTYPE_BYTES[spec.activation_dtype]
+    seqs = math.ceil(workload.batch / (phase.dp * phase.adp * phase.mb))
+    tokens = seqs * (math.ceil(workload.isl / phase.sp) if prefill else 1)
+    width = spec.intermediate_size if spec.moe is None else max(
+        spec.intermediate_size if spec.moe.first_dense_layers else 0,
+        spec.moe.expert_intermediate_size * spec.moe.experts_per_token)
+    live = tokens * (6 * spec.hidden_size + 3 * width / phase.tp) * ab
+    logits = seqs * spec.vocab_size / phase.tp * 4.0
+    return live * min(phase.mb, phase.pp) + logits
+
+
+def memory_report(spec: ModelSpec, gpu: GPU, phase: PhaseStrategy, workload: Workload, pool: str,
+                  kv_tokens: int, prefill_phase: PhaseStrategy | None = None) -> MemoryReport:
+    """Memory of one GPU pool laid out as ``phase`` holding ``kv_tokens`` of KV per sequence.
+
+    ``prefill_phase`` adds the prefill activations when prefill runs on the same GPUs.
+    """
+    weights = weight_bytes_per_gpu(spec, phase)
+    seqs_per_gpu = math.ceil(workload.batch / (phase.dp * phase.adp))
+    kv_seq = kv_bytes_per_sequence_per_gpu(spec, phase, kv_tokens)
+    kv = seqs_per_gpu * kv_seq
+    activations = _activation_bytes(spec, phase, workload, prefill=pool == "prefill")
+    if prefill_phase is not None:
+        activations = max(activations, _activation_bytes(spec, prefill_phase, workload, prefill=True))
+    cal = calibration().workspace
+    capacity = gpu.memory_gb * GB
+    workspace = cal.fixed_gb * GB + cal.capacity_share * capacity
+    total = weights + kv + activations + workspace
+    room = capacity - weights - workspace - activations
+    per_seq = kv_seq + activations / max(seqs_per_gpu, 1)
+    max_batch = max(0, int(room // per_seq) * phase.dp * phase.adp) if per_seq > 0 and room > 0 else 0
+    return MemoryReport(pool=pool, weights_gb=weights / GB, kv_cache_gb=kv / GB, activations_gb=activations / GB,  # type: ignore[arg-type]
+                        workspace_gb=workspace / GB, total_gb=total / GB, capacity_gb=gpu.memory_gb,
+                        fits=total <= capacity, max_batch=max_batch)
+
+
+def memory_reports(spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload) -> list[MemoryReport]:
+    """One report per GPU pool: shared by both phases, or prefill and decode pools when disaggregated."""
+    full = workload.isl + workload.osl
+    if strategy.disaggregated:
+        return [memory_report(spec, gpu, strategy.prefill, workload, "prefill", workload.isl),
+                memory_report(spec, gpu, strategy.decode, workload, "decode", full)]
+    return [memory_report(spec, gpu, strategy.decode, workload, "shared", full, prefill_phase=strategy.prefill)]

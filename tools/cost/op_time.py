@@ -1,0 +1,124 @@
+"""Time of one DAG node on its GPUs: a roofline for compute, latency plus bandwidth for communication.
+
+Plain functions of a node and a cluster; the scheduler adds them up.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..contracts.dag import CommNode, ComputeNode, StateNode
+from ..contracts.hardware import Cluster
+from .calibration import calibration
+
+__all__ = ["gemm_efficiency", "compute_time_s", "collective_time_s", "node_time_s", "bytes_on_wire"]
+
+
+def gemm_efficiency(m: float, dtype: str) -> float:
+    """Fraction of peak FLOP/s a GEMM with ``m`` rows reaches (small m leaves tensor cores idle).
+
+    >>> round(gemm_efficiency(4096, "bf16"), 2)
+    0.72
+    """
+    cal = calibration().gemm
+    return cal.max_efficiency.get(dtype, cal.max_efficiency["bf16"]) * m / (m + cal.m_half)
+
+
+def _launch_s(node: ComputeNode | StateNode, phase: str) -> float:
+    cal = calibration().launch
+    per_kernel = (cal.decode_us if phase == "decode" else cal.prefill_us) * 1e-6
+    return per_kernel * (1 + cal.extra_kernels.get(node.kind, 0))
+
+
+def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
+    """Roofline time of a compute node on one of its ranks, plus kernel launch overhead."""
+    gpu = cluster.gpu
+    cal = calibration()
+    bandwidth = gpu.memory_bandwidth_gbps * 1e9
+    moved = node.bytes_read + node.bytes_written
+    if node.kind == "attention":
+        if node.phase == "prefill":
+            length = node.shape.get("kv_len", 1)
+            efficiency = cal.attention.max_efficiency * length / (length + cal.attention.l_half)
+            memory_efficiency = cal.memory.efficiency
+        else:
+            efficiency = gemm_efficiency(node.shape.get("q_len", 1) * node.shape.get("heads", 1), "bf16")
+            memory_efficiency = cal.attention.decode_memory_efficiency
+        flops_time = node.flops / (gpu.peak_flops("bf16") * efficiency)
+    else:
+        rows = node.shape.get("m", 1)
+        if node.kind == "expert" and node.shape.get("experts"):
+            rows = max(1.0, rows / node.shape["experts"])  # grouped GEMM: rows per expert set the tile fill
+        flops_time = node.flops / (gpu.peak_flops(node.dtype) * gemm_efficiency(rows, node.dtype)) if node.flops else 0.0
+        memory_efficiency = cal.memory.efficiency
+    return max(flops_time, moved / (bandwidth * memory_efficiency)) + _launch_s(node, node.phase)
+
+
+def bytes_on_wire(node: CommNode) -> float:
+    """Bytes one rank sends for the operation (ring algorithms for collectives)."""
+    n = max(len(node.ranks), 1)
+    size = node.message_bytes
+    if node.kind == "all_reduce":
+        return 2.0 * (n - 1) / n * size
+    if node.kind in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n * size
+    if node.kind == "recv":
+        return 0.0
+    return size
+
+
+def collective_time_s(node: CommNode, cluster: Cluster) -> float:
+    """Latency plus bandwidth time of a communication node on the links its ranks cross.
+
+    Inside one node a collective runs at the scale-up link's bandwidth. A group that spans nodes runs
+    hierarchically: the intra-node part on NVLink-class links and only the inter-node share over the
+    network, each GPU with its own NIC, which is how NCCL and DeepEP behave on HGX systems.
+    """
+    cal = calibration().collectives
+    ranks = node.ranks if node.kind not in ("send", "recv", "kv_transfer") else node.ranks + node.peers
+    per_node = cluster.gpus_per_node
+    nodes = len({r // per_node for r in ranks})
+    n = len(set(node.ranks)) if node.kind not in ("send", "recv", "kv_transfer") else 2
+    if n <= 1 and node.kind not in ("send", "kv_transfer"):
+        return 0.0
+    intra_bw = cluster.intra_node_bandwidth_gbps * 1e9 * cal.bandwidth_efficiency["intra_node"]
+    inter_bw = cluster.inter_node_bandwidth_gbps * 1e9 * cal.bandwidth_efficiency["inter_node"]
+    factor = cal.latency_factor.get(node.kind, 1.0)
+    if nodes > 1:
+        alpha = cluster.inter_node_latency_us * 1e-6
+    else:
+        alpha = cluster.intra_node_latency_us * 1e-6
+    latency = factor * alpha * (1 + math.log2(max(n, 2)))
+    size = node.message_bytes
+    if node.kind in ("send", "recv"):
+        if node.kind == "recv":
+            return 0.0  # the matching send carries the transfer time
+        bandwidth = inter_bw if nodes > 1 else intra_bw
+        return latency + size / bandwidth
+    if node.kind == "kv_transfer":
+        return latency + size / (inter_bw if nodes > 1 else intra_bw)
+    if nodes == 1:
+        return latency + bytes_on_wire(node) / intra_bw
+    local = max(n // nodes, 1)
+    if node.kind == "all_to_all":
+        off_node = size * (n - local) / n
+        on_node = size * (local - 1) / n
+        return latency + max(off_node / inter_bw, on_node / intra_bw)
+    # Hierarchical: reduce/gather inside each node, then the 1/local share crosses the network.
+    steps = 2.0 if node.kind == "all_reduce" else 1.0
+    intra = steps * (local - 1) / local * size / intra_bw if local > 1 else 0.0
+    inter = steps * (nodes - 1) / nodes * (size / local) / inter_bw
+    return latency + intra + inter
+
+
+def node_time_s(node: ComputeNode | CommNode | StateNode, cluster: Cluster) -> float:
+    """Duration of any node in seconds. KV reads and step boundaries are dependency markers: the
+    attention node already pays for reading the cache."""
+    if isinstance(node, ComputeNode):
+        return compute_time_s(node, cluster)
+    if isinstance(node, CommNode):
+        return collective_time_s(node, cluster)
+    if node.kind == "kv_write":
+        bandwidth = cluster.gpu.memory_bandwidth_gbps * 1e9 * calibration().memory.efficiency
+        return node.bytes / bandwidth + _launch_s(node, node.phase)
+    return 0.0

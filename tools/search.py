@@ -1,0 +1,285 @@
+"""Strategy search: enumerate every buildable strategy, score all with the fast estimate, schedule the best.
+
+Objectives (``Workload.objective``):
+
+* ``latency``: lowest end-to-end request latency, TTFT + (osl - 1) x TPOT;
+* ``throughput``: highest output tokens/s per GPU;
+* ``goodput``: highest tokens/s per GPU among strategies meeting the TTFT/TPOT targets; when none
+  does, the one that misses them by the least.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from ..errors import InfeasibleError
+from .builder import build_dag
+from .contracts.common import Contract
+from .contracts.hardware import Cluster
+from .contracts.model import ModelSpec
+from .contracts.reports import CostReport
+from .contracts.strategy import PhaseStrategy, Strategy
+from .contracts.workload import Workload
+from .cost.estimate import target_misses, throughput
+from .cost.fast import phase_latency_s
+from .cost.memory import memory_reports
+from .feasibility import phase_problems, strategy_problems
+
+__all__ = ["Candidate", "SearchResult", "enumerate_strategies", "search", "min_gpus_to_fit", "pareto_front"]
+
+
+class Candidate(Contract):
+    """One strategy with its predicted figures."""
+
+    strategy: Strategy = Field(description="Degrees per phase.")
+    spec: str = Field(description="SPEC text.")
+    ttft_ms: float = Field(description="Predicted TTFT.")
+    tpot_ms: float = Field(description="Predicted TPOT.")
+    tokens_per_s: float = Field(description="Output tokens/s of the deployment.")
+    tokens_per_s_per_gpu: float = Field(description="Output tokens/s per GPU.")
+    tokens_per_s_per_user: float = Field(description="1000 / TPOT.")
+    memory_per_gpu_gb: float = Field(description="Worst GPU's memory.")
+    fits: bool = Field(description="Memory fits on every GPU.")
+    meets_targets: bool = Field(description="TTFT and TPOT targets met.")
+    target_misses: list[str] = Field(default_factory=list, description="Missed targets with gaps.")
+    scored_by: str = Field(description="'estimate' (sampled closed form) or 'schedule' (full DAG simulation).")
+
+
+class SearchResult(Contract):
+    """Ranked strategies, best first, and the Pareto frontier of tokens/s/GPU against tokens/s/user."""
+
+    objective: str = Field(description="What was optimised.")
+    candidates: list[Candidate] = Field(description="Fitting strategies, best first.")
+    frontier: list[Candidate] = Field(description="Pareto-optimal strategies, by tokens/s/user.")
+    evaluated: int = Field(description="Strategies priced.")
+    rejected: dict[str, int] = Field(description="Strategies pruned, counted by rule ID or 'memory'.")
+    seconds: float = Field(description="Wall time of the search.")
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _phase_layouts(model: ModelSpec, gpus: int, workload: Workload, *, prefill: bool) -> Iterator[PhaseStrategy]:
+    """Every factorisation of ``gpus`` into dp x pp x adp x sp x tp with EP and microbatch choices.
+
+    Pruned where a choice cannot help: attention-DP only for MoE models (for dense ones it equals dp);
+    SP only in prefill and for prompts of at least 4k tokens (its purpose, knowledge doc 05);
+    microbatches only where they can pipeline (pp > 1) or overlap expert all-to-alls (prefill, ep > 1).
+    """
+    for tp in _divisors(gpus):
+        if model.num_attention_heads % tp:
+            continue
+        for pp in _divisors(gpus // tp):
+            if pp > model.num_layers:
+                continue
+            rest = gpus // (tp * pp)
+            for sp in _divisors(rest) if prefill and workload.isl >= 4096 else [1]:
+                for adp in _divisors(rest // sp) if model.moe else [1]:
+                    dp = rest // (sp * adp)
+                    stage = adp * sp * tp
+                    eps = [e for e in _divisors(stage) if model.moe and model.moe.num_experts % e == 0] or [1]
+                    for ep in eps:
+                        if pp > 1:
+                            mbs = sorted({1, pp, 2 * pp}) if prefill else sorted({1, pp})
+                        else:
+                            mbs = [1, 2] if ep > 1 and prefill else [1]
+                        for mb in mbs:
+                            phase = PhaseStrategy(dp=dp, pp=pp, adp=adp, sp=sp, tp=tp, ep=ep, mb=mb)
+                            if not phase_problems("prefill" if prefill else "decode", phase, model, workload):
+                                yield phase
+
+
+def _pool_sizes(gpus: int, per_node: int) -> list[int]:
+    step = per_node if gpus > per_node else 1
+    return list(range(step, gpus, step))
+
+
+def _family(phase: PhaseStrategy) -> tuple[int, int, int, int]:
+    """What fixes the weight sharding (stages, attention/dense TP, expert EP x TP): phases sharing GPUs
+    must agree on it."""
+    return (phase.pp, phase.tp, phase.ep, phase.etp)
+
+
+def enumerate_strategies(model: ModelSpec, gpus: int, workload: Workload, *, gpus_per_node: int = 8,
+                         disaggregated: bool = True) -> Iterator[Strategy]:
+    """Every strategy shape for ``gpus`` GPUs: shared GPUs with equal weight sharding across phases, and
+    (when ``disaggregated``) prefill and decode pools of whole nodes. Each phase layout is buildable on
+    its own; the pairing is checked by the caller."""
+    decode = list(_phase_layouts(model, gpus, workload, prefill=False))
+    prefill = list(_phase_layouts(model, gpus, workload, prefill=True))
+    for p in prefill:
+        for d in decode:
+            if _family(p) == _family(d):
+                yield Strategy(prefill=p, decode=d)
+    if disaggregated and gpus >= 2:
+        for prefill_gpus in _pool_sizes(gpus, gpus_per_node):
+            for p in _phase_layouts(model, prefill_gpus, workload, prefill=True):
+                for d in _phase_layouts(model, gpus - prefill_gpus, workload, prefill=False):
+                    yield Strategy(prefill=p, decode=d, disaggregated=True)
+
+
+@dataclass
+class _Pricer:
+    model: ModelSpec
+    cluster: Cluster
+    workload: Workload
+
+    def __post_init__(self) -> None:
+        self._cache: dict[tuple[str, str], float] = {}
+
+    def phase(self, name: str, phase: PhaseStrategy) -> float:
+        """Fast latency of one phase layout in ms, memoised: many strategies share a phase layout."""
+        key = (name, phase.to_spec())
+        if key not in self._cache:
+            self._cache[key] = phase_latency_s(self.model, self.cluster, name, phase, self.workload) * 1e3
+        return self._cache[key]
+
+    def candidate(self, strategy: Strategy) -> Candidate:
+        ttft = self.phase("prefill", strategy.prefill)
+        tpot = self.phase("decode", strategy.decode)
+        return _candidate(strategy, self.model, self.cluster, self.workload, ttft, tpot, "estimate")
+
+
+def _candidate(strategy: Strategy, model: ModelSpec, cluster: Cluster, workload: Workload, ttft: float,
+               tpot: float, scored_by: str, cost: CostReport | None = None) -> Candidate:
+    memory = cost.memory if cost else memory_reports(model, cluster.gpu, strategy, workload)
+    tokens = throughput(strategy, workload, ttft, tpot)
+    misses = target_misses(workload, ttft, tpot)
+    return Candidate(strategy=strategy, spec=strategy.to_spec(), ttft_ms=ttft, tpot_ms=tpot, tokens_per_s=tokens,
+                     tokens_per_s_per_gpu=tokens / strategy.gpus, tokens_per_s_per_user=1e3 / max(tpot, 1e-9),
+                     memory_per_gpu_gb=max(m.total_gb for m in memory), fits=all(m.fits for m in memory),
+                     meets_targets=not misses, target_misses=misses, scored_by=scored_by)
+
+
+def _sort_key(objective: str, workload: Workload) -> object:
+    def miss(c: Candidate) -> float:
+        gap = 0.0
+        if workload.ttft_ms:
+            gap += max(0.0, c.ttft_ms / workload.ttft_ms - 1)
+        if workload.tpot_ms:
+            gap += max(0.0, c.tpot_ms / workload.tpot_ms - 1)
+        return gap
+
+    def key(c: Candidate) -> tuple[float, ...]:
+        e2e = c.ttft_ms + (workload.osl - 1) * c.tpot_ms
+        if objective == "latency":
+            return (miss(c), e2e, -c.tokens_per_s_per_gpu)
+        if objective == "throughput":
+            return (miss(c), -c.tokens_per_s_per_gpu, e2e)
+        return (miss(c), -c.tokens_per_s_per_gpu, e2e)
+
+    return key
+
+
+def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
+    """Candidates no other beats on both tokens/s/GPU and tokens/s/user, by ascending tokens/s/user."""
+    ordered = sorted(candidates, key=lambda c: (-c.tokens_per_s_per_user, -c.tokens_per_s_per_gpu))
+    front: list[Candidate] = []
+    best_gpu = -1.0
+    for cand in ordered:
+        if cand.tokens_per_s_per_gpu > best_gpu:
+            front.append(cand)
+            best_gpu = cand.tokens_per_s_per_gpu
+    return sorted(front, key=lambda c: c.tokens_per_s_per_user)
+
+
+def search(model: ModelSpec, cluster: Cluster, workload: Workload, *, top: int = 5, scheduled: int = 3,
+           disaggregated: bool = True) -> SearchResult:
+    """Find the best strategies for ``model`` on ``cluster`` serving ``workload``.
+
+    Every enumerated strategy is checked for buildability and memory, the survivors are priced by the
+    fast estimate, and the best ``scheduled`` are re-priced by building and scheduling their full DAG.
+
+    Raises:
+        InfeasibleError: no strategy fits in memory; ``min_gpus`` says how many GPUs would.
+    """
+    began = time.perf_counter()
+    pricer = _Pricer(model, cluster, workload)
+    rejected: dict[str, int] = {}
+    fitting: list[Candidate] = []
+    evaluated = 0
+
+    def consider(strategy: Strategy) -> None:
+        nonlocal evaluated
+        problems = strategy_problems(model, strategy, workload, cluster.world_size)
+        if problems:
+            rejected[problems[0].rule] = rejected.get(problems[0].rule, 0) + 1
+            return
+        if not all(m.fits for m in memory_reports(model, cluster.gpu, strategy, workload)):
+            rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
+            return
+        evaluated += 1
+        fitting.append(pricer.candidate(strategy))
+
+    gpus = cluster.world_size
+    decode_layouts = list(_phase_layouts(model, gpus, workload, prefill=False))
+    # Every objective improves as TTFT or TPOT falls, and prefill does not change the decode figures, so
+    # each weight-sharding family needs only its fastest prefill layout.
+    best_prefill: dict[tuple[int, int, int, int], PhaseStrategy] = {}
+    for layout in _phase_layouts(model, gpus, workload, prefill=True):
+        family = _family(layout)
+        if family not in best_prefill or pricer.phase("prefill", layout) < pricer.phase("prefill", best_prefill[family]):
+            best_prefill[family] = layout
+    for layout in decode_layouts:
+        if _family(layout) in best_prefill:
+            consider(Strategy(prefill=best_prefill[_family(layout)], decode=layout))
+    if disaggregated and gpus >= 2:
+        for prefill_gpus in _pool_sizes(gpus, cluster.gpus_per_node):
+            pool = [p for p in _phase_layouts(model, prefill_gpus, workload, prefill=True)
+                    if memory_reports(model, cluster.gpu, Strategy(prefill=p, decode=p, disaggregated=True),
+                                      workload)[0].fits]
+            if not pool:
+                continue
+            fastest = min(pool, key=lambda p: pricer.phase("prefill", p))
+            for layout in _phase_layouts(model, gpus - prefill_gpus, workload, prefill=False):
+                consider(Strategy(prefill=fastest, decode=layout, disaggregated=True))
+    if not fitting:
+        need = min_gpus_to_fit(model, cluster, workload)
+        raise InfeasibleError(
+            f"{model.name} does not fit on {cluster.world_size} x {cluster.gpu.name} for batch {workload.batch} "
+            f"at {workload.isl}+{workload.osl} tokens"
+            + (f"; it needs at least {need} GPUs" if need else "; no GPU count up to 1024 fits"),
+            min_gpus=need,
+        )
+    key = _sort_key(workload.objective, workload)
+    fitting.sort(key=key)  # type: ignore[arg-type]
+    rescored = []
+    for cand in fitting[:scheduled]:
+        cost = estimate_cost_for(model, cluster, cand.strategy, workload)
+        rescored.append(_candidate(cand.strategy, model, cluster, workload, cost.ttft_ms, cost.tpot_ms, "schedule",
+                                   cost))
+    ranked = sorted(rescored, key=key) + fitting[scheduled:]  # type: ignore[arg-type]
+    return SearchResult(objective=workload.objective, candidates=ranked[: max(top, 1)],
+                        frontier=pareto_front(ranked), evaluated=evaluated, rejected=rejected,
+                        seconds=time.perf_counter() - began)
+
+
+def estimate_cost_for(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> CostReport:
+    """Build the strategy's full DAG and schedule it."""
+    from .cost.estimate import estimate_cost
+
+    return estimate_cost(build_dag(model, cluster, strategy, workload), cluster)
+
+
+def min_gpus_to_fit(model: ModelSpec, cluster: Cluster, workload: Workload, limit: int = 1024) -> int | None:
+    """The fewest GPUs of the cluster's kind on which some strategy fits in memory, or None up to ``limit``."""
+    from .hardware import make_cluster
+
+    per_node = cluster.gpus_per_node
+    counts = sorted({n for n in (1, 2, 4) if n < per_node} | set(range(per_node, limit + 1, per_node)))
+    for gpus in counts:
+        if gpus <= cluster.world_size:
+            continue
+        trial = make_cluster(cluster.gpu, gpus, per_node)
+        for phase in _phase_layouts(model, gpus, workload, prefill=False):
+            strategy = Strategy(prefill=phase, decode=phase)
+            if strategy_problems(model, strategy, workload, trial.world_size):
+                continue
+            if all(m.fits for m in memory_reports(model, trial.gpu, strategy, workload)):
+                return gpus
+    return None
