@@ -64,4 +64,4 @@ def main() -> None:
 
 
 # Command modules registered at start-up, in help order. Each is small and imports heavy code lazily.
-_OPTIONAL_COMMANDS: list[str] = []
+_OPTIONAL_COMMANDS: list[str] = ["cli_plan"]

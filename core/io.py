@@ -1,0 +1,32 @@
+"""Writing result files so that a failure never leaves half a file behind."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import InputError
+
+__all__ = ["write_atomic"]
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename.
+
+    Raises:
+        InputError: the folder does not exist or is not writable.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"cannot write {target}: folder {folder} does not exist", field="output",
+                         fix="create the folder or choose another path")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise InputError(f"cannot write {target}: {exc.strerror}", field="output", fix="choose a writable path") from None
+    return target

@@ -1,0 +1,136 @@
+"""The deterministic planner: request to Plan, by search, build, validate and cost.
+
+This is what the ``builtin`` policy's tool calls do, and what ``shardplan plan`` runs. Each step is a
+plain function so the agent, the MCP server and the CLI share it.
+"""
+
+from __future__ import annotations
+
+from .. import __version__
+from ..errors import InfeasibleError
+from .builder import build_dag
+from .contracts.hardware import Cluster
+from .contracts.model import ModelSpec
+from .contracts.plan import Alternative, Plan, PlanRequest
+from .contracts.reports import CostReport, ValidationReport
+from .contracts.strategy import Strategy
+from .cost.estimate import estimate_cost
+from .hardware import load_cluster, make_cluster
+from .models import load_model
+from .search import Candidate, SearchResult, search
+
+__all__ = ["resolve_request", "plan", "plan_for_strategy", "explain", "why_not"]
+
+
+def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
+    """The model and cluster a request names.
+
+    Raises:
+        InputError: unknown model or GPU, unreadable cluster file, a GPU count that does not fit nodes.
+    """
+    model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    if request.cluster:
+        cluster = load_cluster(request.cluster)
+        if request.gpus != cluster.world_size:
+            cluster = make_cluster(cluster.gpu, request.gpus, cluster.gpus_per_node)
+    else:
+        cluster = make_cluster(request.gpu, request.gpus, request.gpus_per_node)
+    return model, cluster
+
+
+def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
+    """One line saying why ``candidate`` lost to ``chosen`` under ``objective``."""
+    if candidate.target_misses and not chosen.target_misses:
+        return "misses " + "; ".join(candidate.target_misses)
+    reasons = []
+    if objective in ("throughput", "goodput") and candidate.tokens_per_s_per_gpu < chosen.tokens_per_s_per_gpu:
+        drop = 1 - candidate.tokens_per_s_per_gpu / max(chosen.tokens_per_s_per_gpu, 1e-9)
+        reasons.append(f"{drop:.0%} fewer tokens/s/GPU ({candidate.tokens_per_s_per_gpu:.1f} vs "
+                       f"{chosen.tokens_per_s_per_gpu:.1f})")
+    if candidate.tpot_ms > chosen.tpot_ms * 1.005:
+        reasons.append(f"TPOT {candidate.tpot_ms:.2f} ms vs {chosen.tpot_ms:.2f} ms")
+    if candidate.ttft_ms > chosen.ttft_ms * 1.005:
+        reasons.append(f"TTFT {candidate.ttft_ms:.1f} ms vs {chosen.ttft_ms:.1f} ms")
+    if not reasons:
+        reasons.append("equal within the model's error; ranked lower on the tie-breaker")
+    return "; ".join(reasons)
+
+
+def explain(model: ModelSpec, cluster: Cluster, strategy: Strategy, cost: CostReport,
+            runner_up: Alternative | None) -> str:
+    """A few sentences on why the strategy suits the request, citing knowledge rule IDs."""
+    p, d = strategy.prefill, strategy.decode
+    parts = [f"{model.name} on {cluster.world_size} x {cluster.gpu.name} ({cluster.nodes} node"
+             f"{'s' if cluster.nodes > 1 else ''}): prefill {p.to_spec()}, decode {d.to_spec()}"
+             + (", disaggregated" if strategy.disaggregated else "") + "."]
+    if d.tp > 1:
+        inside = d.tp <= cluster.gpus_per_node
+        parts.append(f"TP={d.tp} {'stays inside one node' if inside else 'spans nodes'} (TP-5); its "
+                     f"{cost.decode.collectives} collectives per decode step sit on the critical path because the "
+                     "all-reduce after each row-parallel projection blocks the residual add (TP-2, TP-6).")
+    if d.pp > 1:
+        parts.append(f"PP={d.pp} crosses stage boundaries with send/recv only (PP-3), at the price of running "
+                     "stages one after another within a decode step (PP-5).")
+    if model.is_moe and d.ep > 1:
+        parts.append(f"EP={d.ep} spreads the experts; every MoE layer routes, dispatches, computes and combines "
+                     "through explicit all-to-alls (EP-1).")
+    if p.sp > 1:
+        parts.append(f"SP={p.sp} shards the prompt in prefill only (SP-1, SP-2).")
+    parts.append(f"Predicted TTFT {cost.ttft_ms:.1f} ms, TPOT {cost.tpot_ms:.2f} ms, "
+                 f"{cost.tokens_per_s_per_gpu:.1f} tokens/s/GPU, {cost.memory_per_gpu_gb:.1f} GB per GPU.")
+    if runner_up is not None:
+        parts.append(f"Runner-up {runner_up.strategy}: {runner_up.why_not}.")
+    return " ".join(parts)
+
+
+def _validate(dag: object) -> ValidationReport:
+    from ..validators import validate
+
+    return validate(dag)  # type: ignore[arg-type]
+
+
+def plan_for_strategy(request: PlanRequest, model: ModelSpec, cluster: Cluster, strategy: Strategy,
+                      alternatives: list[Alternative] | None = None, messages: list[str] | None = None) -> Plan:
+    """A Plan for a given strategy: build its DAG, validate it, price it, explain it.
+
+    Raises:
+        StrategyError: the strategy cannot be built.
+    """
+    dag = build_dag(model, cluster, strategy, request.workload)
+    validation = _validate(dag)
+    cost = estimate_cost(dag, cluster)
+    alternatives = alternatives or []
+    status = "ok" if cost.meets_targets and cost.fits and validation.valid else "targets_missed"
+    if not cost.fits:
+        status = "infeasible"
+    return Plan(shardplan_version=__version__, request=request, status=status, strategy=strategy, dag=dag,  # type: ignore[arg-type]
+                validation=validation, cost=cost, alternatives=alternatives,
+                explanation=explain(model, cluster, strategy, cost, alternatives[0] if alternatives else None),
+                messages=list(messages or []) + cost.target_misses)
+
+
+def alternatives_from(result: SearchResult, chosen: Candidate, objective: str, limit: int = 4) -> list[Alternative]:
+    """The runners-up of a search, each with why it lost."""
+    return [Alternative(strategy=c.spec, ttft_ms=c.ttft_ms, tpot_ms=c.tpot_ms,
+                        tokens_per_s_per_gpu=c.tokens_per_s_per_gpu, tokens_per_s_per_user=c.tokens_per_s_per_user,
+                        why_not=why_not(c, chosen, objective))
+            for c in result.candidates if c.spec != chosen.spec][:limit]
+
+
+def plan(request: PlanRequest) -> Plan:
+    """Search the strategy space for ``request`` and return the best plan, or an infeasible one.
+
+    Raises:
+        InputError: the request names an unknown model or GPU, or malformed files.
+    """
+    model, cluster = resolve_request(request)
+    try:
+        result = search(model, cluster, request.workload, top=6)
+    except InfeasibleError as exc:
+        return Plan(shardplan_version=__version__, request=request, status="infeasible", strategy=None,
+                    min_gpus=exc.min_gpus, explanation=str(exc) + " (MEM-1).", messages=[str(exc)])
+    best = result.candidates[0]
+    messages = [f"searched {result.evaluated} strategies in {result.seconds:.2f} s; "
+                f"rejected {sum(result.rejected.values())} ({', '.join(f'{k}: {v}' for k, v in result.rejected.items())})"]
+    return plan_for_strategy(request, model, cluster, best.strategy,
+                             alternatives_from(result, best, request.workload.objective), messages)
