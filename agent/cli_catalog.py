@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,7 +17,7 @@ def models_command(as_json: JsonFlag = False) -> None:
     from ..tools.model_math import params_active, params_total
     from ..tools.models import bundled_models, load_model
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for repo in bundled_models():
         spec = load_model(repo)
         rows.append({"name": repo, "architecture": spec.architecture, "params_total": params_total(spec),
@@ -70,7 +70,7 @@ def show_model_command(
     from ..tools.models import load_model
 
     spec = load_model(model)
-    facts = {
+    facts: dict[str, Any] = {
         "name": spec.name,
         "architecture": spec.architecture,
         "params_total": params_total(spec),

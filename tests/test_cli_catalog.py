@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-# The console script beside this interpreter is the one of this checkout; PATH may hold another.
-_BESIDE = Path(sys.executable).parent / "shardplan"
-SHARDPLAN = str(_BESIDE) if _BESIDE.exists() else (shutil.which("shardplan") or "shardplan")
+from cli_helpers import ROOT
+from cli_helpers import run_cli as _cli
 
 REQUIRED_MODELS = {
     "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B",
@@ -22,9 +16,6 @@ REQUIRED_MODELS = {
     "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b", "openai/gpt-oss-120b",
 }
 
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([SHARDPLAN, *args], capture_output=True, text=True, timeout=120, check=False)
 
 
 def _json(*args: str) -> object:

@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import ROOT
+from cli_helpers import run_cli as _cli
 from jsonschema import Draft202012Validator
-
 from shardplan.tools.contracts import DAG
 from shardplan.tools.schemas import SCHEMA_NAMES, json_schema
-
-ROOT = Path(__file__).resolve().parents[1]
-# The console script beside this interpreter is the one of this checkout; PATH may hold another.
-_BESIDE = Path(sys.executable).parent / "shardplan"
-SHARDPLAN = str(_BESIDE) if _BESIDE.exists() else (shutil.which("shardplan") or "shardplan")
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([SHARDPLAN, *args], capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.mark.parametrize("name", SCHEMA_NAMES)
@@ -31,7 +19,8 @@ def test_committed_schema_matches_the_contract(name: str) -> None:
     regenerate = "run `python -m shardplan.tools.schemas schemas` and commit the result"
     assert path.is_file(), f"{path} is missing; {regenerate}"
     committed = json.loads(path.read_text())
-    assert committed == json.loads(json.dumps(json_schema(name))), f"{path} drifted from the contract; {regenerate}"
+    current = json.loads(json.dumps(json_schema(name)))
+    assert committed == current, f"{path} drifted from the contract; {regenerate}"
 
 
 @pytest.mark.parametrize("name", SCHEMA_NAMES)
@@ -65,8 +54,8 @@ def _hand_written_dag() -> dict[str, Any]:
              "parallel": "column", "shape": {"q_len": 1, "kv_len": 129, "heads": 2}, "flops": 66048.0},
             {**where, "id": "decode/L0/attn.o_proj", "name": "o_proj", "kind": "linear", "op": "o_proj",
              "parallel": "row", "partial": True, "shape": {"m": 1, "n": 256, "k": 128}, "flops": 65536.0},
-            {**where, "id": "decode/L0/attn.ar", "name": "all-reduce", "kind": "all_reduce", "purpose": "tp_reduce",
-             "message_bytes": 512.0, "scope": "intra_node"},
+            {**where, "id": "decode/L0/attn.ar", "name": "all-reduce", "kind": "all_reduce",
+             "purpose": "tp_reduce", "message_bytes": 512.0, "scope": "intra_node"},
         ],
         "edges": [
             {"src": "decode/L0/kv_read", "dst": "decode/L0/attn", "kind": "state"},
@@ -91,7 +80,8 @@ def test_cli_dag_schema_accepts_a_hand_written_dag(dag_validator: Draft202012Val
     assert errors == []
     # The pydantic contract agrees with its schema.
     parsed = DAG.model_validate(dag)
-    assert [type(node).__name__ for node in parsed.nodes] == ["StateNode", "ComputeNode", "ComputeNode", "CommNode"]
+    kinds = [type(node).__name__ for node in parsed.nodes]
+    assert kinds == ["StateNode", "ComputeNode", "ComputeNode", "CommNode"]
 
 
 def test_cli_dag_schema_rejects_an_unknown_node_kind(dag_validator: Draft202012Validator) -> None:

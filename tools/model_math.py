@@ -137,7 +137,7 @@ def attention_flops(spec: ModelSpec, layer: int, q_tokens: int, kv_tokens: int, 
         per_pair = spec.num_attention_heads * (spec.head_dim + spec.mla.v_head_dim)
     else:
         per_pair = spec.num_attention_heads * 2 * spec.head_dim
-    pairs = q_tokens * kv_tokens
+    pairs: float = q_tokens * kv_tokens
     if causal and q_tokens == kv_tokens:
         pairs = q_tokens * (kv_tokens + 1) / 2
     return 2.0 * per_pair * pairs

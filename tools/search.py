@@ -11,7 +11,7 @@ Objectives (``Workload.objective``):
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -156,7 +156,7 @@ def _candidate(strategy: Strategy, model: ModelSpec, cluster: Cluster, workload:
                      meets_targets=not misses, target_misses=misses, scored_by=scored_by)
 
 
-def _sort_key(objective: str, workload: Workload) -> object:
+def _sort_key(objective: str, workload: Workload) -> Callable[[Candidate], tuple[float, ...]]:
     def miss(c: Candidate) -> float:
         gap = 0.0
         if workload.ttft_ms:
@@ -247,13 +247,13 @@ def search(model: ModelSpec, cluster: Cluster, workload: Workload, *, top: int =
             min_gpus=need,
         )
     key = _sort_key(workload.objective, workload)
-    fitting.sort(key=key)  # type: ignore[arg-type]
+    fitting.sort(key=key)
     rescored = []
     for cand in fitting[:scheduled]:
         cost = estimate_cost_for(model, cluster, cand.strategy, workload)
         rescored.append(_candidate(cand.strategy, model, cluster, workload, cost.ttft_ms, cost.tpot_ms, "schedule",
                                    cost))
-    ranked = sorted(rescored, key=key) + fitting[scheduled:]  # type: ignore[arg-type]
+    ranked = sorted(rescored, key=key) + fitting[scheduled:]
     return SearchResult(objective=workload.objective, candidates=ranked[: max(top, 1)],
                         frontier=pareto_front(ranked), evaluated=evaluated, rejected=rejected,
                         seconds=time.perf_counter() - began)

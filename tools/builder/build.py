@@ -137,7 +137,8 @@ class _PhaseBuilder:
         return node
 
     def attention_block(self, mb: int, layer: int, stage: int, inputs: dict[tuple[int, int], str]
-                        ) -> dict[tuple[int, int], str]:
+                        ) -> dict[tuple[int, int], tuple[str, str]]:
+        """Attention of one layer per unit; returns each unit's (residual add, post-attention norm) ids."""
         m, s = self.m, self.s
         h, tp = m.hidden_size, s.tp
         kvw = kv_width(m) * DTYPE_BYTES[m.kv_dtype]
@@ -165,7 +166,7 @@ class _PhaseBuilder:
                     phase=self.name, layer=layer, stage=stage, microbatch=mb, shard=None)
                 self.g.edges_from([qkv[(group, k)] for k in range(s.sp)], node)
                 kv_gather[group] = node
-        outs = {}
+        outs: dict[tuple[int, int], tuple[str, str]] = {}
         for unit in self._units():
             g, k = unit
             kv_state = f"kv/L{layer}/mb{mb}" + (f"/g{g}" if s.adp > 1 else "") + (f"/s{k}" if s.sp > 1 else "")
@@ -204,7 +205,7 @@ class _PhaseBuilder:
             norm = self._compute(mb, layer, stage, unit, "post_attn_norm", "norm",
                                  ops.memory_op(self._shard_tokens(), h, self.ab, flops_per_element=5))
             self.g.edge(add, norm)
-            outs[unit] = (add, norm)  # type: ignore[assignment]
+            outs[unit] = (add, norm)
         return outs
 
     def dense_ffn(self, mb: int, layer: int, stage: int, unit: tuple[int, int], norm: str) -> str:
@@ -313,15 +314,15 @@ class _PhaseBuilder:
         h = self.m.hidden_size
         ffn_parts: dict[tuple[int, int], list[str]]
         if self.m.is_moe_layer(layer):
-            ffn_parts = self.moe_ffn(mb, layer, stage, {u: attn[u][1] for u in self._units()})  # type: ignore[index]
+            ffn_parts = self.moe_ffn(mb, layer, stage, {u: attn[u][1] for u in self._units()})
         else:
-            ffn_parts = {u: [self.dense_ffn(mb, layer, stage, u, attn[u][1])] for u in self._units()}  # type: ignore[index]
+            ffn_parts = {u: [self.dense_ffn(mb, layer, stage, u, attn[u][1])] for u in self._units()}
         outs = {}
         for unit in self._units():
             add = self._compute(mb, layer, stage, unit, "ffn.residual_add", "elementwise",
                                 ops.memory_op(self._shard_tokens(), h, self.ab, reads=1 + len(ffn_parts[unit])))
             self.g.edges_from(ffn_parts[unit], add)
-            self.g.edge(attn[unit][0], add)  # type: ignore[index]
+            self.g.edge(attn[unit][0], add)
             outs[unit] = add
         return outs
 

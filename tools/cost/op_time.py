@@ -46,7 +46,7 @@ def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
             memory_efficiency = cal.attention.decode_memory_efficiency
         flops_time = node.flops / (gpu.peak_flops("bf16") * efficiency)
     else:
-        rows = node.shape.get("m", 1)
+        rows: float = node.shape.get("m", 1)
         if node.kind == "expert" and node.shape.get("experts"):
             rows = max(1.0, rows / node.shape["experts"])  # grouped GEMM: rows per expert set the tile fill
         flops_time = node.flops / (gpu.peak_flops(node.dtype) * gemm_efficiency(rows, node.dtype)) if node.flops else 0.0
