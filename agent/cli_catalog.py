@@ -20,8 +20,16 @@ def models_command(as_json: JsonFlag = False) -> None:
     rows: list[dict[str, Any]] = []
     for repo in bundled_models():
         spec = load_model(repo)
-        rows.append({"name": repo, "architecture": spec.architecture, "params_total": params_total(spec),
-                     "params_active": params_active(spec), "moe": spec.is_moe, "layers": spec.num_layers})
+        rows.append(
+            {
+                "name": repo,
+                "architecture": spec.architecture,
+                "params_total": params_total(spec),
+                "params_active": params_active(spec),
+                "moe": spec.is_moe,
+                "layers": spec.num_layers,
+            }
+        )
     if as_json:
         emit_json(rows)
         return
@@ -29,8 +37,13 @@ def models_command(as_json: JsonFlag = False) -> None:
 
     table = Table("model", "type", "layers", "total", "active")
     for row in rows:
-        table.add_row(row["name"], row["architecture"], str(row["layers"]),
-                      f"{row['params_total'] / 1e9:.1f}B", f"{row['params_active'] / 1e9:.1f}B")
+        table.add_row(
+            row["name"],
+            row["architecture"],
+            str(row["layers"]),
+            f"{row['params_total'] / 1e9:.1f}B",
+            f"{row['params_active'] / 1e9:.1f}B",
+        )
     console().print(table)
 
 
@@ -48,15 +61,23 @@ def gpus_command(as_json: JsonFlag = False) -> None:
     table = Table("gpu", "memory", "HBM GB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "link GB/s", "net GB/s")
     for name, gpu in catalog.items():
         fp8 = gpu.dense_tflops.get("fp8")
-        table.add_row(name, f"{gpu.memory_gb:g} GB", f"{gpu.memory_bandwidth_gbps:g}",
-                      f"{gpu.dense_tflops.get('bf16', 0):g}", f"{fp8:g}" if fp8 else "-",
-                      f"{gpu.intra_node_bandwidth_gbps:g}", f"{gpu.inter_node_bandwidth_gbps:g}")
+        table.add_row(
+            name,
+            f"{gpu.memory_gb:g} GB",
+            f"{gpu.memory_bandwidth_gbps:g}",
+            f"{gpu.dense_tflops.get('bf16', 0):g}",
+            f"{fp8:g}" if fp8 else "-",
+            f"{gpu.intra_node_bandwidth_gbps:g}",
+            f"{gpu.inter_node_bandwidth_gbps:g}",
+        )
     console().print(table)
 
 
 @app.command("show-model")
 def show_model_command(
-    model: Annotated[str, typer.Argument(help="Bundled name (meta-llama/Llama-3.1-70B, llama-3.1-70b) or path to config.json.")],
+    model: Annotated[
+        str, typer.Argument(help="Bundled name (meta-llama/Llama-3.1-70B, llama-3.1-70b) or path to config.json.")
+    ],
     as_json: JsonFlag = False,
 ) -> None:
     """Show a model's architecture and derived sizes (parameters, KV bytes per token)."""
@@ -100,16 +121,23 @@ def show_model_command(
         return
     out = console()
     out.print(f"[bold]{spec.name}[/bold] ({spec.architecture})")
-    out.print(f"  parameters   {facts['params_total'] / 1e9:.2f}B total, {facts['params_active'] / 1e9:.2f}B active"
-              f", {facts['weight_bytes'] / 1e9:.1f} GB of weights ({spec.weight_dtype}"
-              + (f", experts {spec.expert_dtype}" if spec.expert_dtype else "") + ")")
+    out.print(
+        f"  parameters   {facts['params_total'] / 1e9:.2f}B total, {facts['params_active'] / 1e9:.2f}B active"
+        f", {facts['weight_bytes'] / 1e9:.1f} GB of weights ({spec.weight_dtype}"
+        + (f", experts {spec.expert_dtype}" if spec.expert_dtype else "")
+        + ")"
+    )
     out.print(f"  layers       {spec.num_layers} (hidden {spec.hidden_size})")
-    out.print(f"  attention    {facts['attention']}: {spec.num_attention_heads} heads, {spec.num_kv_heads} KV heads, "
-              f"head_dim {spec.head_dim}"
-              + (f", {facts['sliding_layers']} sliding layers (window {spec.sliding_window})" if spec.sliding_window else ""))
+    out.print(
+        f"  attention    {facts['attention']}: {spec.num_attention_heads} heads, {spec.num_kv_heads} KV heads, "
+        f"head_dim {spec.head_dim}"
+        + (f", {facts['sliding_layers']} sliding layers (window {spec.sliding_window})" if spec.sliding_window else "")
+    )
     if spec.moe:
-        out.print(f"  experts      {spec.moe.num_experts} routed, top-{spec.moe.experts_per_token}, "
-                  f"{spec.moe.num_shared_experts} shared, first {spec.moe.first_dense_layers} layers dense")
+        out.print(
+            f"  experts      {spec.moe.num_experts} routed, top-{spec.moe.experts_per_token}, "
+            f"{spec.moe.num_shared_experts} shared, first {spec.moe.first_dense_layers} layers dense"
+        )
     out.print(f"  KV cache     {facts['kv_bytes_per_token'] / 1024:.1f} KiB per token ({spec.kv_dtype})")
     out.print(f"  FLOPs        {facts['flops_per_token'] / 1e9:.1f} GFLOP per token")
 

@@ -25,8 +25,11 @@ def read_json(path: Path) -> Any:
     except FileNotFoundError:
         raise InputError(f"no file {path}", field="file", fix="give the path of a DAG or plan JSON") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path} is not readable JSON: {exc}", field="file",
-                         fix="give a DAG (shardplan build -o) or plan (shardplan plan -o) file") from None
+        raise InputError(
+            f"{path} is not readable JSON: {exc}",
+            field="file",
+            fix="give a DAG (shardplan build -o) or plan (shardplan plan -o) file",
+        ) from None
 
 
 def read_dag(path: Path) -> DAG:
@@ -45,5 +48,6 @@ def read_dag(path: Path) -> DAG:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise InputError(f"{path} is not a DAG: {where}: {first['msg']}", field=where,
-                         fix="check it with shardplan validate FILE") from None
+        raise InputError(
+            f"{path} is not a DAG: {where}: {first['msg']}", field=where, fix="check it with shardplan validate FILE"
+        ) from None

@@ -20,13 +20,18 @@ def write_atomic(path: str | Path, text: str) -> Path:
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
-        raise InputError(f"cannot write {target}: folder {folder} does not exist", field="output",
-                         fix="create the folder or choose another path")
+        raise InputError(
+            f"cannot write {target}: folder {folder} does not exist",
+            field="output",
+            fix="create the folder or choose another path",
+        )
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
         os.replace(tmp, target)
     except OSError as exc:
-        raise InputError(f"cannot write {target}: {exc.strerror}", field="output", fix="choose a writable path") from None
+        raise InputError(
+            f"cannot write {target}: {exc.strerror}", field="output", fix="choose a writable path"
+        ) from None
     return target

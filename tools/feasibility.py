@@ -45,52 +45,119 @@ def phase_problems(name: str, phase: PhaseStrategy, model: ModelSpec, workload: 
     add = problems.append
     heads, kv_heads = model.num_attention_heads, model.num_kv_heads
     if name == "decode" and phase.sp > 1:
-        add(Problem("SP-1", f"sp={phase.sp} in decode: sequence parallelism exists only in prefill",
-                    "set decode sp=1 and use those GPUs as adp (attention data parallel) or dp"))
+        add(
+            Problem(
+                "SP-1",
+                f"sp={phase.sp} in decode: sequence parallelism exists only in prefill",
+                "set decode sp=1 and use those GPUs as adp (attention data parallel) or dp",
+            )
+        )
     if heads % phase.tp:
-        add(Problem("TP-3", f"{name}: tp={phase.tp} does not divide num_attention_heads={heads}",
-                    f"choose tp among the divisors of {heads}"))
+        add(
+            Problem(
+                "TP-3",
+                f"{name}: tp={phase.tp} does not divide num_attention_heads={heads}",
+                f"choose tp among the divisors of {heads}",
+            )
+        )
     if model.mla is None and kv_heads % phase.tp and phase.tp % kv_heads:
-        add(Problem("TP-3", f"{name}: tp={phase.tp} neither divides nor is a multiple of num_kv_heads={kv_heads}",
-                    "choose tp that divides the KV heads or is a multiple of them (heads are replicated)"))
+        add(
+            Problem(
+                "TP-3",
+                f"{name}: tp={phase.tp} neither divides nor is a multiple of num_kv_heads={kv_heads}",
+                "choose tp that divides the KV heads or is a multiple of them (heads are replicated)",
+            )
+        )
     dense_layers = model.num_layers if model.moe is None else model.moe.first_dense_layers
     if dense_layers and model.intermediate_size % phase.tp:
-        add(Problem("TP-3", f"{name}: tp={phase.tp} does not divide intermediate_size={model.intermediate_size}",
-                    "choose a tp that divides the FFN width"))
+        add(
+            Problem(
+                "TP-3",
+                f"{name}: tp={phase.tp} does not divide intermediate_size={model.intermediate_size}",
+                "choose a tp that divides the FFN width",
+            )
+        )
     if model.moe is None:
         if phase.ep > 1:
-            add(Problem("EP-3", f"{name}: ep={phase.ep} on a dense model ({model.name} has no experts)",
-                        "set ep=1; expert parallelism needs a mixture-of-experts model"))
+            add(
+                Problem(
+                    "EP-3",
+                    f"{name}: ep={phase.ep} on a dense model ({model.name} has no experts)",
+                    "set ep=1; expert parallelism needs a mixture-of-experts model",
+                )
+            )
     else:
         moe = model.moe
         if moe.num_experts % phase.ep:
-            add(Problem("EP-3", f"{name}: ep={phase.ep} does not divide num_experts={moe.num_experts}",
-                        f"choose ep among the divisors of {moe.num_experts}"))
+            add(
+                Problem(
+                    "EP-3",
+                    f"{name}: ep={phase.ep} does not divide num_experts={moe.num_experts}",
+                    f"choose ep among the divisors of {moe.num_experts}",
+                )
+            )
         if phase.stage_gpus % phase.ep:
-            add(Problem("HIER-1", f"{name}: ep={phase.ep} does not divide the stage's adp*sp*tp={phase.stage_gpus} GPUs",
-                        "EP regroups a stage's GPUs: choose ep dividing adp*sp*tp"))
+            add(
+                Problem(
+                    "HIER-1",
+                    f"{name}: ep={phase.ep} does not divide the stage's adp*sp*tp={phase.stage_gpus} GPUs",
+                    "EP regroups a stage's GPUs: choose ep dividing adp*sp*tp",
+                )
+            )
         elif moe.expert_intermediate_size % phase.etp:
-            add(Problem("TP-3", f"{name}: expert tp={phase.etp} does not divide the expert width "
-                        f"{moe.expert_intermediate_size}", "raise ep so that each expert is split less"))
+            add(
+                Problem(
+                    "TP-3",
+                    f"{name}: expert tp={phase.etp} does not divide the expert width {moe.expert_intermediate_size}",
+                    "raise ep so that each expert is split less",
+                )
+            )
         if moe.num_shared_experts and moe.shared_expert_intermediate_size % phase.tp:
-            add(Problem("TP-3", f"{name}: tp={phase.tp} does not divide the shared expert width "
-                        f"{moe.shared_expert_intermediate_size}", "choose a tp that divides it"))
+            add(
+                Problem(
+                    "TP-3",
+                    f"{name}: tp={phase.tp} does not divide the shared expert width "
+                    f"{moe.shared_expert_intermediate_size}",
+                    "choose a tp that divides it",
+                )
+            )
     if phase.pp > model.num_layers:
-        add(Problem("PP-4", f"{name}: pp={phase.pp} exceeds num_layers={model.num_layers}",
-                    f"use at most {model.num_layers} stages"))
+        add(
+            Problem(
+                "PP-4",
+                f"{name}: pp={phase.pp} exceeds num_layers={model.num_layers}",
+                f"use at most {model.num_layers} stages",
+            )
+        )
     if phase.layer_split is not None:
         split = phase.layer_split
         if len(split) != phase.pp or sum(split) != model.num_layers or min(split) < 1:
-            add(Problem("PP-1", f"{name}: layer split {split} is not {phase.pp} positive counts summing to "
-                        f"num_layers={model.num_layers}", "give one count per stage, each at least 1"))
+            add(
+                Problem(
+                    "PP-1",
+                    f"{name}: layer split {split} is not {phase.pp} positive counts summing to "
+                    f"num_layers={model.num_layers}",
+                    "give one count per stage, each at least 1",
+                )
+            )
     if name == "prefill" and phase.sp > workload.isl:
-        add(Problem("SP-5", f"prefill: sp={phase.sp} exceeds the prompt length isl={workload.isl}",
-                    "use fewer sequence shards than prompt tokens"))
+        add(
+            Problem(
+                "SP-5",
+                f"prefill: sp={phase.sp} exceeds the prompt length isl={workload.isl}",
+                "use fewer sequence shards than prompt tokens",
+            )
+        )
     groups = phase.dp * phase.adp * phase.mb
     if groups > workload.batch:
-        add(Problem("MB-3", f"{name}: batch={workload.batch} cannot feed dp*adp*mb={groups} "
-                    f"(dp={phase.dp}, adp={phase.adp}, mb={phase.mb}) with a sequence each",
-                    f"raise the batch to at least {groups} or lower dp, adp or mb"))
+        add(
+            Problem(
+                "MB-3",
+                f"{name}: batch={workload.batch} cannot feed dp*adp*mb={groups} "
+                f"(dp={phase.dp}, adp={phase.adp}, mb={phase.mb}) with a sequence each",
+                f"raise the batch to at least {groups} or lower dp, adp or mb",
+            )
+        )
     return problems
 
 
@@ -99,7 +166,8 @@ def strategy_problems(model: ModelSpec, strategy: Strategy, workload: Workload, 
 
     >>> from shardplan.tools.models import load_model
     >>> from shardplan.tools.contracts import parse_strategy, Workload
-    >>> [p.rule for p in strategy_problems(load_model("llama-3.1-8b"), parse_strategy("tp=3"), Workload(isl=8, osl=8), 3)]
+    >>> llama = load_model("llama-3.1-8b")
+    >>> [p.rule for p in strategy_problems(llama, parse_strategy("tp=3"), Workload(isl=8, osl=8), 3)]
     ['TP-3', 'TP-3', 'TP-3']
     """
     problems = phase_problems("prefill", strategy.prefill, model, workload)
@@ -107,20 +175,33 @@ def strategy_problems(model: ModelSpec, strategy: Strategy, workload: Workload, 
     p, d = strategy.prefill, strategy.decode
     if strategy.disaggregated:
         if p.gpus + d.gpus != gpus:
-            problems.append(Problem("HIER-2", f"prefill pool {p.gpus} + decode pool {d.gpus} GPUs != {gpus} GPUs",
-                                    "size the two pools to add up to the GPU count"))
+            problems.append(
+                Problem(
+                    "HIER-2",
+                    f"prefill pool {p.gpus} + decode pool {d.gpus} GPUs != {gpus} GPUs",
+                    "size the two pools to add up to the GPU count",
+                )
+            )
     else:
         for name, phase in (("prefill", p), ("decode", d)):
             if phase.gpus != gpus:
-                problems.append(Problem(
-                    "HIER-2", f"{name}: dp*pp*adp*sp*tp = {phase.dp}*{phase.pp}*{phase.adp}*{phase.sp}*{phase.tp}"
-                    f" = {phase.gpus} GPUs, but the cluster has {gpus}",
-                    f"choose degrees whose product is {gpus}"))
+                problems.append(
+                    Problem(
+                        "HIER-2",
+                        f"{name}: dp*pp*adp*sp*tp = {phase.dp}*{phase.pp}*{phase.adp}*{phase.sp}*{phase.tp}"
+                        f" = {phase.gpus} GPUs, but the cluster has {gpus}",
+                        f"choose degrees whose product is {gpus}",
+                    )
+                )
         expert_split = (p.etp, d.etp) if model.moe is not None else (0, 0)
         if (p.pp, p.tp, p.ep, p.layer_split) != (d.pp, d.tp, d.ep, d.layer_split) or expert_split[0] != expert_split[1]:
-            problems.append(Problem(
-                "HIER-2", f"prefill (pp={p.pp}, tp={p.tp}, ep={p.ep}, etp={p.etp}) and decode (pp={d.pp}, tp={d.tp}, "
-                f"ep={d.ep}, etp={d.etp}) shard the weights differently on shared GPUs",
-                "keep pp, tp, ep, expert TP (adp*sp*tp/ep) and the layer split equal across phases, "
-                "or serve disaggregated (;disagg)"))
+            problems.append(
+                Problem(
+                    "HIER-2",
+                    f"prefill (pp={p.pp}, tp={p.tp}, ep={p.ep}, etp={p.etp}) and decode (pp={d.pp}, tp={d.tp}, "
+                    f"ep={d.ep}, etp={d.etp}) shard the weights differently on shared GPUs",
+                    "keep pp, tp, ep, expert TP (adp*sp*tp/ep) and the layer split equal across phases, "
+                    "or serve disaggregated (;disagg)",
+                )
+            )
     return problems

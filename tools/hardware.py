@@ -44,8 +44,11 @@ def get_gpu(name: str) -> GPU:
             return gpu
     close = difflib.get_close_matches(key, list(catalog), n=1, cutoff=0.5)
     hint = f"did you mean {close[0]}? " if close else ""
-    raise InputError(f"unknown GPU '{name}'", field="gpu",
-                     fix=f"{hint}the catalog has {', '.join(catalog)}; describe another one with --cluster FILE")
+    raise InputError(
+        f"unknown GPU '{name}'",
+        field="gpu",
+        fix=f"{hint}the catalog has {', '.join(catalog)}; describe another one with --cluster FILE",
+    )
 
 
 def make_cluster(gpu: str | GPU, gpus: int, gpus_per_node: int | None = None) -> Cluster:
@@ -63,14 +66,22 @@ def make_cluster(gpu: str | GPU, gpus: int, gpus_per_node: int | None = None) ->
     if gpus <= per_node:
         per_node, nodes = gpus, 1
     elif gpus % per_node:
-        raise InputError(f"gpus={gpus} does not fill whole nodes of {per_node}", field="gpus",
-                         fix=f"use a multiple of {per_node} GPUs or set --gpus-per-node")
+        raise InputError(
+            f"gpus={gpus} does not fill whole nodes of {per_node}",
+            field="gpus",
+            fix=f"use a multiple of {per_node} GPUs or set --gpus-per-node",
+        )
     else:
         nodes = gpus // per_node
     return Cluster(
-        name=f"{nodes}x{per_node} {spec.name}", gpu=spec, gpus_per_node=per_node, nodes=nodes,
-        intra_node_bandwidth_gbps=spec.intra_node_bandwidth_gbps, intra_node_latency_us=spec.intra_node_latency_us,
-        inter_node_bandwidth_gbps=spec.inter_node_bandwidth_gbps, inter_node_latency_us=spec.inter_node_latency_us,
+        name=f"{nodes}x{per_node} {spec.name}",
+        gpu=spec,
+        gpus_per_node=per_node,
+        nodes=nodes,
+        intra_node_bandwidth_gbps=spec.intra_node_bandwidth_gbps,
+        intra_node_latency_us=spec.intra_node_latency_us,
+        inter_node_bandwidth_gbps=spec.inter_node_bandwidth_gbps,
+        inter_node_latency_us=spec.inter_node_latency_us,
     )
 
 
@@ -86,19 +97,29 @@ def load_cluster(path: str | Path) -> Cluster:
     try:
         raw: Any = yaml.safe_load(file.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"cannot read cluster file {file}: {exc}", field="cluster",
-                         fix="give a YAML file with gpu, gpus_per_node and nodes") from None
+        raise InputError(
+            f"cannot read cluster file {file}: {exc}",
+            field="cluster",
+            fix="give a YAML file with gpu, gpus_per_node and nodes",
+        ) from None
     if not isinstance(raw, dict) or "gpu" not in raw:
-        raise InputError(f"cluster file {file} has no 'gpu' key", field="cluster.gpu",
-                         fix="add gpu: H100 (a catalog name) or a mapping with the GPU's figures")
+        raise InputError(
+            f"cluster file {file} has no 'gpu' key",
+            field="cluster.gpu",
+            fix="add gpu: H100 (a catalog name) or a mapping with the GPU's figures",
+        )
     fields = dict(raw)
     gpu_field = fields.pop("gpu")
     try:
         gpu = get_gpu(gpu_field) if isinstance(gpu_field, str) else GPU.model_validate(gpu_field)
     except ValidationError as exc:
         raise _field_error(exc, "cluster.gpu") from None
-    for key in ("intra_node_bandwidth_gbps", "intra_node_latency_us", "inter_node_bandwidth_gbps",
-                "inter_node_latency_us"):
+    for key in (
+        "intra_node_bandwidth_gbps",
+        "intra_node_latency_us",
+        "inter_node_bandwidth_gbps",
+        "inter_node_latency_us",
+    ):
         fields.setdefault(key, getattr(gpu, key))
     fields.setdefault("gpus_per_node", gpu.gpus_per_node)
     fields.setdefault("nodes", 1)

@@ -11,9 +11,19 @@ from .contracts.common import DTYPE_BYTES
 from .contracts.model import ModelSpec
 
 __all__ = [
-    "attention_params", "dense_mlp_params", "expert_params", "layer_params", "params_total", "params_active",
-    "embedding_params", "kv_bytes_per_token", "kv_cache_bytes", "flops_per_token", "weight_bytes",
-    "q_width", "kv_width",
+    "attention_params",
+    "dense_mlp_params",
+    "expert_params",
+    "layer_params",
+    "params_total",
+    "params_active",
+    "embedding_params",
+    "kv_bytes_per_token",
+    "kv_cache_bytes",
+    "flops_per_token",
+    "weight_bytes",
+    "q_width",
+    "kv_width",
 ]
 
 
@@ -109,8 +119,9 @@ def weight_bytes(spec: ModelSpec) -> float:
     total = params_total(spec)
     if spec.moe is None or spec.expert_dtype is None:
         return total * DTYPE_BYTES[spec.weight_dtype]
-    routed = sum(spec.moe.num_experts * expert_params(spec) for layer in range(spec.num_layers)
-                 if spec.is_moe_layer(layer))
+    routed = sum(
+        spec.moe.num_experts * expert_params(spec) for layer in range(spec.num_layers) if spec.is_moe_layer(layer)
+    )
     return (total - routed) * DTYPE_BYTES[spec.weight_dtype] + routed * DTYPE_BYTES[spec.expert_dtype]
 
 

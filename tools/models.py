@@ -18,9 +18,20 @@ from .contracts.model import AttentionKind, MLASpec, ModelSpec, MoESpec
 __all__ = ["bundled_models", "load_model", "model_from_config", "resolve_model_name"]
 
 _DTYPE_ALIASES: dict[str, DType] = {
-    "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "half": "fp16",
-    "float32": "fp32", "fp32": "fp32", "fp8": "fp8", "float8": "fp8", "e4m3": "fp8", "int8": "int8",
-    "fp4": "fp4", "mxfp4": "fp4", "nvfp4": "fp4",
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "float16": "fp16",
+    "fp16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "fp32": "fp32",
+    "fp8": "fp8",
+    "float8": "fp8",
+    "e4m3": "fp8",
+    "int8": "int8",
+    "fp4": "fp4",
+    "mxfp4": "fp4",
+    "nvfp4": "fp4",
 }
 
 
@@ -64,7 +75,9 @@ def resolve_model_name(name: str) -> str:
         return prefixed[0]
     candidates = difflib.get_close_matches(wanted, list(by_short) + list(by_full), n=4, cutoff=0.4)
     suggestions = sorted(prefixed) if len(prefixed) > 1 else sorted({by_short.get(c) or by_full[c] for c in candidates})
-    listing = f"closest bundled models: {', '.join(suggestions)}" if suggestions else f"bundled models: {', '.join(ids)}"
+    listing = (
+        f"closest bundled models: {', '.join(suggestions)}" if suggestions else f"bundled models: {', '.join(ids)}"
+    )
     raise InputError(
         f"unknown model '{name}'" + (" (ambiguous)" if len(prefixed) > 1 else ""),
         field="model",
@@ -84,12 +97,15 @@ def load_model(name_or_path: str, *, weight_dtype: DType | None = None, kv_dtype
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():
-            raise InputError(f"no config file at {path}", field="model", fix="give a path to a Hugging Face config.json")
+            raise InputError(
+                f"no config file at {path}", field="model", fix="give a path to a Hugging Face config.json"
+            )
         try:
             config = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read {path} as JSON: {exc}", field="model",
-                             fix="give a Hugging Face config.json") from None
+            raise InputError(
+                f"cannot read {path} as JSON: {exc}", field="model", fix="give a Hugging Face config.json"
+            ) from None
         label = str(path)
     else:
         repo = resolve_model_name(name_or_path)
@@ -102,15 +118,21 @@ def _need(config: dict[str, Any], *keys: str) -> Any:
     for key in keys:
         if key in config and config[key] is not None:
             return config[key]
-    raise InputError(f"config.json lacks '{keys[0]}'", field=keys[0],
-                     fix=f"add '{keys[0]}' (a Hugging Face config of a decoder-only model has it)")
+    raise InputError(
+        f"config.json lacks '{keys[0]}'",
+        field=keys[0],
+        fix=f"add '{keys[0]}' (a Hugging Face config of a decoder-only model has it)",
+    )
 
 
 def _int(config: dict[str, Any], *keys: str) -> int:
     value = _need(config, *keys)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"config.json key '{keys[0]}' is {value!r}, not a positive integer", field=keys[0],
-                         fix=f"set '{keys[0]}' to a whole number")
+        raise InputError(
+            f"config.json key '{keys[0]}' is {value!r}, not a positive integer",
+            field=keys[0],
+            fix=f"set '{keys[0]}' to a whole number",
+        )
     return value
 
 
@@ -131,8 +153,11 @@ def _layer_types(config: dict[str, Any], num_layers: int) -> tuple[list[Attentio
     raw = config.get("layer_types")
     if isinstance(raw, list) and raw:
         if len(raw) != num_layers:
-            raise InputError(f"config.json layer_types has {len(raw)} entries, num_hidden_layers is {num_layers}",
-                             field="layer_types", fix="give one attention type per layer")
+            raise InputError(
+                f"config.json layer_types has {len(raw)} entries, num_hidden_layers is {num_layers}",
+                field="layer_types",
+                fix="give one attention type per layer",
+            )
         kinds: list[AttentionKind] = ["sliding" if "sliding" in str(t) else "full" for t in raw]
         return kinds, window if "sliding" in kinds else None
     uses_window = config.get("use_sliding_window", config.get("model_type") == "mistral")
@@ -188,8 +213,11 @@ def model_from_config(
             shared, shared_width = 1, int(config["shared_expert_intermediate_size"])
         first_dense = int(config.get("first_k_dense_replace") or 0)
         if config.get("mlp_only_layers"):
-            raise InputError("config.json mlp_only_layers is not supported", field="mlp_only_layers",
-                             fix="remove it or use first_k_dense_replace for leading dense layers")
+            raise InputError(
+                "config.json mlp_only_layers is not supported",
+                field="mlp_only_layers",
+                fix="remove it or use first_k_dense_replace for leading dense layers",
+            )
         moe = MoESpec(
             num_experts=int(num_experts),
             experts_per_token=_int(config, "num_experts_per_tok", "experts_per_token", "top_k"),
@@ -230,8 +258,11 @@ def model_from_config(
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "config"
-        raise InputError(f"config.json is inconsistent at {where}: {first['msg']}", field=where,
-                         fix="check the config against the model's published one") from None
+        raise InputError(
+            f"config.json is inconsistent at {where}: {first['msg']}",
+            field=where,
+            fix="check the config against the model's published one",
+        ) from None
 
 
 assert set(_DTYPE_ALIASES.values()) <= set(DTYPE_BYTES)

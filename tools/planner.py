@@ -45,8 +45,9 @@ def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
     reasons = []
     if objective in ("throughput", "goodput") and candidate.tokens_per_s_per_gpu < chosen.tokens_per_s_per_gpu:
         drop = 1 - candidate.tokens_per_s_per_gpu / max(chosen.tokens_per_s_per_gpu, 1e-9)
-        reasons.append(f"{drop:.0%} fewer tokens/s/GPU ({candidate.tokens_per_s_per_gpu:.1f} vs "
-                       f"{chosen.tokens_per_s_per_gpu:.1f})")
+        reasons.append(
+            f"{drop:.0%} fewer tokens/s/GPU ({candidate.tokens_per_s_per_gpu:.1f} vs {chosen.tokens_per_s_per_gpu:.1f})"
+        )
     if candidate.tpot_ms > chosen.tpot_ms * 1.005:
         reasons.append(f"TPOT {candidate.tpot_ms:.2f} ms vs {chosen.tpot_ms:.2f} ms")
     if candidate.ttft_ms > chosen.ttft_ms * 1.005:
@@ -56,28 +57,40 @@ def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
     return "; ".join(reasons)
 
 
-def explain(model: ModelSpec, cluster: Cluster, strategy: Strategy, cost: CostReport,
-            runner_up: Alternative | None) -> str:
+def explain(
+    model: ModelSpec, cluster: Cluster, strategy: Strategy, cost: CostReport, runner_up: Alternative | None
+) -> str:
     """A few sentences on why the strategy suits the request, citing knowledge rule IDs."""
     p, d = strategy.prefill, strategy.decode
-    parts = [f"{model.name} on {cluster.world_size} x {cluster.gpu.name} ({cluster.nodes} node"
-             f"{'s' if cluster.nodes > 1 else ''}): prefill {p.to_spec()}, decode {d.to_spec()}"
-             + (", disaggregated" if strategy.disaggregated else "") + "."]
+    parts = [
+        f"{model.name} on {cluster.world_size} x {cluster.gpu.name} ({cluster.nodes} node"
+        f"{'s' if cluster.nodes > 1 else ''}): prefill {p.to_spec()}, decode {d.to_spec()}"
+        + (", disaggregated" if strategy.disaggregated else "")
+        + "."
+    ]
     if d.tp > 1:
         inside = d.tp <= cluster.gpus_per_node
-        parts.append(f"TP={d.tp} {'stays inside one node' if inside else 'spans nodes'} (TP-5); its "
-                     f"{cost.decode.collectives} collectives per decode step sit on the critical path because the "
-                     "all-reduce after each row-parallel projection blocks the residual add (TP-2, TP-6).")
+        parts.append(
+            f"TP={d.tp} {'stays inside one node' if inside else 'spans nodes'} (TP-5); its "
+            f"{cost.decode.collectives} collectives per decode step sit on the critical path because the "
+            "all-reduce after each row-parallel projection blocks the residual add (TP-2, TP-6)."
+        )
     if d.pp > 1:
-        parts.append(f"PP={d.pp} crosses stage boundaries with send/recv only (PP-3), at the price of running "
-                     "stages one after another within a decode step (PP-5).")
+        parts.append(
+            f"PP={d.pp} crosses stage boundaries with send/recv only (PP-3), at the price of running "
+            "stages one after another within a decode step (PP-5)."
+        )
     if model.is_moe and d.ep > 1:
-        parts.append(f"EP={d.ep} spreads the experts; every MoE layer routes, dispatches, computes and combines "
-                     "through explicit all-to-alls (EP-1).")
+        parts.append(
+            f"EP={d.ep} spreads the experts; every MoE layer routes, dispatches, computes and combines "
+            "through explicit all-to-alls (EP-1)."
+        )
     if p.sp > 1:
         parts.append(f"SP={p.sp} shards the prompt in prefill only (SP-1, SP-2).")
-    parts.append(f"Predicted TTFT {cost.ttft_ms:.1f} ms, TPOT {cost.tpot_ms:.2f} ms, "
-                 f"{cost.tokens_per_s_per_gpu:.1f} tokens/s/GPU, {cost.memory_per_gpu_gb:.1f} GB per GPU.")
+    parts.append(
+        f"Predicted TTFT {cost.ttft_ms:.1f} ms, TPOT {cost.tpot_ms:.2f} ms, "
+        f"{cost.tokens_per_s_per_gpu:.1f} tokens/s/GPU, {cost.memory_per_gpu_gb:.1f} GB per GPU."
+    )
     if runner_up is not None:
         parts.append(f"Runner-up {runner_up.strategy}: {runner_up.why_not}.")
     return " ".join(parts)
@@ -89,8 +102,14 @@ def _validate(dag: object) -> ValidationReport:
     return validate(dag)  # type: ignore[arg-type]
 
 
-def plan_for_strategy(request: PlanRequest, model: ModelSpec, cluster: Cluster, strategy: Strategy,
-                      alternatives: list[Alternative] | None = None, messages: list[str] | None = None) -> Plan:
+def plan_for_strategy(
+    request: PlanRequest,
+    model: ModelSpec,
+    cluster: Cluster,
+    strategy: Strategy,
+    alternatives: list[Alternative] | None = None,
+    messages: list[str] | None = None,
+) -> Plan:
     """A Plan for a given strategy: build its DAG, validate it, price it, explain it.
 
     Raises:
@@ -103,18 +122,34 @@ def plan_for_strategy(request: PlanRequest, model: ModelSpec, cluster: Cluster, 
     status = "ok" if cost.meets_targets and cost.fits and validation.valid else "targets_missed"
     if not cost.fits:
         status = "infeasible"
-    return Plan(shardplan_version=__version__, request=request, status=status, strategy=strategy, dag=dag,  # type: ignore[arg-type]
-                validation=validation, cost=cost, alternatives=alternatives,
-                explanation=explain(model, cluster, strategy, cost, alternatives[0] if alternatives else None),
-                messages=list(messages or []) + cost.target_misses)
+    return Plan(
+        shardplan_version=__version__,
+        request=request,
+        status=status,
+        strategy=strategy,
+        dag=dag,  # type: ignore[arg-type]
+        validation=validation,
+        cost=cost,
+        alternatives=alternatives,
+        explanation=explain(model, cluster, strategy, cost, alternatives[0] if alternatives else None),
+        messages=list(messages or []) + cost.target_misses,
+    )
 
 
 def alternatives_from(result: SearchResult, chosen: Candidate, objective: str, limit: int = 4) -> list[Alternative]:
     """The runners-up of a search, each with why it lost."""
-    return [Alternative(strategy=c.spec, ttft_ms=c.ttft_ms, tpot_ms=c.tpot_ms,
-                        tokens_per_s_per_gpu=c.tokens_per_s_per_gpu, tokens_per_s_per_user=c.tokens_per_s_per_user,
-                        why_not=why_not(c, chosen, objective))
-            for c in result.candidates if c.spec != chosen.spec][:limit]
+    return [
+        Alternative(
+            strategy=c.spec,
+            ttft_ms=c.ttft_ms,
+            tpot_ms=c.tpot_ms,
+            tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
+            tokens_per_s_per_user=c.tokens_per_s_per_user,
+            why_not=why_not(c, chosen, objective),
+        )
+        for c in result.candidates
+        if c.spec != chosen.spec
+    ][:limit]
 
 
 def plan(request: PlanRequest) -> Plan:
@@ -127,10 +162,20 @@ def plan(request: PlanRequest) -> Plan:
     try:
         result = search(model, cluster, request.workload, top=6)
     except InfeasibleError as exc:
-        return Plan(shardplan_version=__version__, request=request, status="infeasible", strategy=None,
-                    min_gpus=exc.min_gpus, explanation=str(exc) + " (MEM-1).", messages=[str(exc)])
+        return Plan(
+            shardplan_version=__version__,
+            request=request,
+            status="infeasible",
+            strategy=None,
+            min_gpus=exc.min_gpus,
+            explanation=str(exc) + " (MEM-1).",
+            messages=[str(exc)],
+        )
     best = result.candidates[0]
-    messages = [f"searched {result.evaluated} strategies in {result.seconds:.2f} s; "
-                f"rejected {sum(result.rejected.values())} ({', '.join(f'{k}: {v}' for k, v in result.rejected.items())})"]
-    return plan_for_strategy(request, model, cluster, best.strategy,
-                             alternatives_from(result, best, request.workload.objective), messages)
+    messages = [
+        f"searched {result.evaluated} strategies in {result.seconds:.2f} s; "
+        f"rejected {sum(result.rejected.values())} ({', '.join(f'{k}: {v}' for k, v in result.rejected.items())})"
+    ]
+    return plan_for_strategy(
+        request, model, cluster, best.strategy, alternatives_from(result, best, request.workload.objective), messages
+    )

@@ -22,8 +22,14 @@ def _model_for(name: str) -> Any:
     from . import contracts as c
 
     return {
-        "plan": c.Plan, "dag": c.DAG, "strategy": c.Strategy, "model": c.ModelSpec, "cluster": c.Cluster,
-        "workload": c.Workload, "validation": c.ValidationReport, "cost": c.CostReport,
+        "plan": c.Plan,
+        "dag": c.DAG,
+        "strategy": c.Strategy,
+        "model": c.ModelSpec,
+        "cluster": c.Cluster,
+        "workload": c.Workload,
+        "validation": c.ValidationReport,
+        "cost": c.CostReport,
     }[name]
 
 

@@ -28,6 +28,7 @@ from .cost.estimate import target_misses, throughput
 from .cost.fast import phase_latency_s
 from .cost.memory import memory_reports
 from .feasibility import phase_problems, strategy_problems
+from .model_math import weight_bytes
 
 __all__ = ["Candidate", "SearchResult", "enumerate_strategies", "search", "min_gpus_to_fit", "pareto_front"]
 
@@ -105,8 +106,9 @@ def _family(phase: PhaseStrategy) -> tuple[int, int, int, int]:
     return (phase.pp, phase.tp, phase.ep, phase.etp)
 
 
-def enumerate_strategies(model: ModelSpec, gpus: int, workload: Workload, *, gpus_per_node: int = 8,
-                         disaggregated: bool = True) -> Iterator[Strategy]:
+def enumerate_strategies(
+    model: ModelSpec, gpus: int, workload: Workload, *, gpus_per_node: int = 8, disaggregated: bool = True
+) -> Iterator[Strategy]:
     """Every strategy shape for ``gpus`` GPUs: shared GPUs with equal weight sharding across phases, and
     (when ``disaggregated``) prefill and decode pools of whole nodes. Each phase layout is buildable on
     its own; the pairing is checked by the caller."""
@@ -145,15 +147,33 @@ class _Pricer:
         return _candidate(strategy, self.model, self.cluster, self.workload, ttft, tpot, "estimate")
 
 
-def _candidate(strategy: Strategy, model: ModelSpec, cluster: Cluster, workload: Workload, ttft: float,
-               tpot: float, scored_by: str, cost: CostReport | None = None) -> Candidate:
+def _candidate(
+    strategy: Strategy,
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    ttft: float,
+    tpot: float,
+    scored_by: str,
+    cost: CostReport | None = None,
+) -> Candidate:
     memory = cost.memory if cost else memory_reports(model, cluster.gpu, strategy, workload)
     tokens = throughput(strategy, workload, ttft, tpot)
     misses = target_misses(workload, ttft, tpot)
-    return Candidate(strategy=strategy, spec=strategy.to_spec(), ttft_ms=ttft, tpot_ms=tpot, tokens_per_s=tokens,
-                     tokens_per_s_per_gpu=tokens / strategy.gpus, tokens_per_s_per_user=1e3 / max(tpot, 1e-9),
-                     memory_per_gpu_gb=max(m.total_gb for m in memory), fits=all(m.fits for m in memory),
-                     meets_targets=not misses, target_misses=misses, scored_by=scored_by)
+    return Candidate(
+        strategy=strategy,
+        spec=strategy.to_spec(),
+        ttft_ms=ttft,
+        tpot_ms=tpot,
+        tokens_per_s=tokens,
+        tokens_per_s_per_gpu=tokens / strategy.gpus,
+        tokens_per_s_per_user=1e3 / max(tpot, 1e-9),
+        memory_per_gpu_gb=max(m.total_gb for m in memory),
+        fits=all(m.fits for m in memory),
+        meets_targets=not misses,
+        target_misses=misses,
+        scored_by=scored_by,
+    )
 
 
 def _sort_key(objective: str, workload: Workload) -> Callable[[Candidate], tuple[float, ...]]:
@@ -188,8 +208,15 @@ def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
     return sorted(front, key=lambda c: c.tokens_per_s_per_user)
 
 
-def search(model: ModelSpec, cluster: Cluster, workload: Workload, *, top: int = 5, scheduled: int = 3,
-           disaggregated: bool = True) -> SearchResult:
+def search(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    *,
+    top: int = 5,
+    scheduled: int = 3,
+    disaggregated: bool = True,
+) -> SearchResult:
     """Find the best strategies for ``model`` on ``cluster`` serving ``workload``.
 
     Every enumerated strategy is checked for buildability and memory, the survivors are priced by the
@@ -223,16 +250,22 @@ def search(model: ModelSpec, cluster: Cluster, workload: Workload, *, top: int =
     best_prefill: dict[tuple[int, int, int, int], PhaseStrategy] = {}
     for layout in _phase_layouts(model, gpus, workload, prefill=True):
         family = _family(layout)
-        if family not in best_prefill or pricer.phase("prefill", layout) < pricer.phase("prefill", best_prefill[family]):
+        if family not in best_prefill or pricer.phase("prefill", layout) < pricer.phase(
+            "prefill", best_prefill[family]
+        ):
             best_prefill[family] = layout
     for layout in decode_layouts:
         if _family(layout) in best_prefill:
             consider(Strategy(prefill=best_prefill[_family(layout)], decode=layout))
     if disaggregated and gpus >= 2:
         for prefill_gpus in _pool_sizes(gpus, cluster.gpus_per_node):
-            pool = [p for p in _phase_layouts(model, prefill_gpus, workload, prefill=True)
-                    if memory_reports(model, cluster.gpu, Strategy(prefill=p, decode=p, disaggregated=True),
-                                      workload)[0].fits]
+            pool = [
+                p
+                for p in _phase_layouts(model, prefill_gpus, workload, prefill=True)
+                if memory_reports(model, cluster.gpu, Strategy(prefill=p, decode=p, disaggregated=True), workload)[
+                    0
+                ].fits
+            ]
             if not pool:
                 continue
             fastest = min(pool, key=lambda p: pricer.phase("prefill", p))
@@ -240,10 +273,15 @@ def search(model: ModelSpec, cluster: Cluster, workload: Workload, *, top: int =
                 consider(Strategy(prefill=fastest, decode=layout, disaggregated=True))
     if not fitting:
         need = min_gpus_to_fit(model, cluster, workload)
+        weights_gb = weight_bytes(model) / 1e9
+        capacity_gb = cluster.world_size * cluster.gpu.memory_gb
         raise InfeasibleError(
-            f"{model.name} does not fit on {cluster.world_size} x {cluster.gpu.name} for batch {workload.batch} "
-            f"at {workload.isl}+{workload.osl} tokens"
-            + (f"; it needs at least {need} GPUs" if need else "; no GPU count up to 1024 fits"),
+            f"{model.name} does not fit on {cluster.world_size} x {cluster.gpu.name}: its weights are "
+            f"{weights_gb:.0f} GB ({model.weight_dtype}) and batch {workload.batch} at {workload.isl}+{workload.osl} "
+            f"tokens adds KV cache, against {capacity_gb:.0f} GB of GPU memory less runtime workspace"
+            + (
+                f"; the fewest {cluster.gpu.name} GPUs that fit is {need}" if need else "; no GPU count up to 1024 fits"
+            ),
             min_gpus=need,
         )
     key = _sort_key(workload.objective, workload)
@@ -251,12 +289,18 @@ def search(model: ModelSpec, cluster: Cluster, workload: Workload, *, top: int =
     rescored = []
     for cand in fitting[:scheduled]:
         cost = estimate_cost_for(model, cluster, cand.strategy, workload)
-        rescored.append(_candidate(cand.strategy, model, cluster, workload, cost.ttft_ms, cost.tpot_ms, "schedule",
-                                   cost))
+        rescored.append(
+            _candidate(cand.strategy, model, cluster, workload, cost.ttft_ms, cost.tpot_ms, "schedule", cost)
+        )
     ranked = sorted(rescored, key=key) + fitting[scheduled:]
-    return SearchResult(objective=workload.objective, candidates=ranked[: max(top, 1)],
-                        frontier=pareto_front(ranked), evaluated=evaluated, rejected=rejected,
-                        seconds=time.perf_counter() - began)
+    return SearchResult(
+        objective=workload.objective,
+        candidates=ranked[: max(top, 1)],
+        frontier=pareto_front(ranked),
+        evaluated=evaluated,
+        rejected=rejected,
+        seconds=time.perf_counter() - began,
+    )
 
 
 def estimate_cost_for(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> CostReport:
@@ -270,7 +314,8 @@ def min_gpus_to_fit(model: ModelSpec, cluster: Cluster, workload: Workload, limi
     """The fewest GPUs of the cluster's kind on which some strategy fits in memory, or None up to ``limit``."""
     from .hardware import make_cluster
 
-    per_node = cluster.gpus_per_node
+    # A request smaller than one node still buys whole nodes of the GPU's usual size when it grows.
+    per_node = max(cluster.gpus_per_node, cluster.gpu.gpus_per_node) if cluster.nodes == 1 else cluster.gpus_per_node
     counts = sorted({n for n in (1, 2, 4) if n < per_node} | set(range(per_node, limit + 1, per_node)))
     for gpus in counts:
         if gpus <= cluster.world_size:

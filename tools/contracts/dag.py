@@ -21,8 +21,17 @@ from .strategy import Strategy
 from .workload import Workload
 
 __all__ = [
-    "ComputeNode", "CommNode", "StateNode", "Node", "Edge", "EdgeKind", "DAG", "DAGMeta",
-    "COMPUTE_KINDS", "COMM_KINDS", "STATE_KINDS",
+    "ComputeNode",
+    "CommNode",
+    "StateNode",
+    "Node",
+    "Edge",
+    "EdgeKind",
+    "DAG",
+    "DAGMeta",
+    "COMPUTE_KINDS",
+    "COMM_KINDS",
+    "STATE_KINDS",
 ]
 
 ComputeKind = Literal["embedding", "norm", "linear", "attention", "expert", "router", "sampler", "elementwise"]
@@ -36,8 +45,17 @@ STATE_KINDS: frozenset[str] = frozenset(StateKind.__args__)  # type: ignore[attr
 
 Parallel = Literal["replicated", "column", "row", "vocab", "expert", "sequence", "none"]
 Purpose = Literal[
-    "tp_reduce", "sp_reduce_scatter", "sp_kv_gather", "sp_gather", "ep_dispatch", "ep_combine",
-    "pp_activation", "vocab_gather", "kv_transfer", "adp_gather", "adp_scatter",
+    "tp_reduce",
+    "sp_reduce_scatter",
+    "sp_kv_gather",
+    "sp_gather",
+    "ep_dispatch",
+    "ep_combine",
+    "pp_activation",
+    "vocab_gather",
+    "kv_transfer",
+    "adp_gather",
+    "adp_scatter",
 ]
 
 
@@ -57,11 +75,17 @@ class ComputeNode(_NodeBase):
     """Arithmetic on one or more ranks: a TP operator is one node mapped to its whole TP group."""
 
     kind: ComputeKind = Field(description="Compute operation class.")
-    op: str = Field(description="Role in the block: qkv_proj, attention, o_proj, residual_add, post_attn_norm, gate_up_proj, ...")
+    op: str = Field(
+        description="Role in the block: qkv_proj, attention, o_proj, residual_add, post_attn_norm, gate_up_proj, ..."
+    )
     parallel: Parallel = Field(default="replicated", description="How the operator is split over its ranks.")
-    partial: bool = Field(default=False, description="True when the output is a partial sum that must be reduced before use.")
+    partial: bool = Field(
+        default=False, description="True when the output is a partial sum that must be reduced before use."
+    )
     dtype: DType = Field(default="bf16", description="Arithmetic format.")
-    shape: dict[str, int] = Field(default_factory=dict, description="Per-rank problem shape, e.g. GEMM m/n/k or attention q_len/kv_len/heads.")
+    shape: dict[str, int] = Field(
+        default_factory=dict, description="Per-rank problem shape, e.g. GEMM m/n/k or attention q_len/kv_len/heads."
+    )
     flops: float = Field(default=0.0, ge=0, description="FLOPs per rank.")
     bytes_read: float = Field(default=0.0, ge=0, description="HBM bytes read per rank (weights, activations, KV).")
     bytes_written: float = Field(default=0.0, ge=0, description="HBM bytes written per rank.")
@@ -72,9 +96,12 @@ class CommNode(_NodeBase):
 
     kind: CommKind = Field(description="Collective or transfer type.")
     purpose: Purpose = Field(description="Why it exists: tp_reduce, ep_dispatch, pp_activation, ...")
-    peers: list[int] = Field(default_factory=list, description="send: destination ranks; recv: source ranks; kv_transfer: decode ranks.")
+    peers: list[int] = Field(
+        default_factory=list, description="send: destination ranks; recv: source ranks; kv_transfer: decode ranks."
+    )
     message_bytes: float = Field(
-        default=0.0, ge=0,
+        default=0.0,
+        ge=0,
         description="Size of the whole tensor the operation moves, as one rank sees it: all-reduce and reduce-scatter "
         "input, all-gather output, all-to-all total sent by one rank, send/recv/kv_transfer payload per rank.",
     )
@@ -86,10 +113,14 @@ class StateNode(_NodeBase):
     """KV-cache reads and updates, and the step boundaries of decode."""
 
     kind: StateKind = Field(description="kv_read, kv_write or step_boundary.")
-    kv_state: str | None = Field(default=None, description="Identity of the KV-cache object touched (per microbatch and layer).")
+    kv_state: str | None = Field(
+        default=None, description="Identity of the KV-cache object touched (per microbatch and layer)."
+    )
     tokens: int = Field(default=0, ge=0, description="Tokens per sequence read (kv_read) or written (kv_write).")
     bytes: float = Field(default=0.0, ge=0, description="HBM bytes moved per rank.")
-    boundary: Literal["step_start", "step_end"] | None = Field(default=None, description="For step_boundary: which end of the step.")
+    boundary: Literal["step_start", "step_end"] | None = Field(
+        default=None, description="For step_boundary: which end of the step."
+    )
 
 
 Node = Annotated[ComputeNode | CommNode | StateNode, Field(discriminator="kind")]
@@ -100,7 +131,9 @@ class Edge(Contract):
 
     src: str = Field(description="Producer node id.")
     dst: str = Field(description="Consumer node id.")
-    kind: EdgeKind = Field(description="data (tensor flows), pipeline (across stages), sync (ordering/visibility), state (KV cache).")
+    kind: EdgeKind = Field(
+        description="data (tensor flows), pipeline (across stages), sync (ordering/visibility), state (KV cache)."
+    )
 
 
 class DAGMeta(Contract):
@@ -110,12 +143,16 @@ class DAGMeta(Contract):
     gpu: str = Field(description="GPU catalog name.")
     gpus: int = Field(ge=1, description="GPUs of the deployment (all replicas, both pools).")
     gpus_per_node: int = Field(ge=1, description="GPUs per node, for placing ranks on links.")
-    cluster: Cluster | None = Field(default=None, description="The cluster the graph was built for, so it can be priced alone.")
+    cluster: Cluster | None = Field(
+        default=None, description="The cluster the graph was built for, so it can be priced alone."
+    )
     strategy: Strategy = Field(description="Degrees per phase.")
     workload: Workload = Field(description="Lengths and batch the shapes were computed for.")
     stage_layers: dict[str, list[list[int]]] = Field(description="Per phase, the layers each pipeline stage holds.")
     rank_pools: dict[str, list[int]] = Field(description="Per phase, the ranks of the drawn replica.")
-    collapsed: bool = Field(default=False, description="True for a layer-collapsed view (one representative layer per stage).")
+    collapsed: bool = Field(
+        default=False, description="True for a layer-collapsed view (one representative layer per stage)."
+    )
 
 
 class DAG(Contract):

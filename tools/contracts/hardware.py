@@ -21,12 +21,22 @@ class GPU(Contract):
     vendor: Literal["nvidia", "amd", "other"] = Field(description="Maker.")
     memory_gb: float = Field(gt=0, description="HBM capacity in GB (1e9 bytes) as on the datasheet.")
     memory_bandwidth_gbps: float = Field(gt=0, description="Peak HBM bandwidth in GB/s.")
-    dense_tflops: dict[str, float] = Field(description="Peak dense tensor throughput in TFLOP/s per dtype (bf16, fp8, ...).")
-    intra_node_bandwidth_gbps: float = Field(gt=0, description="Per-GPU unidirectional scale-up link bandwidth (NVLink, Infinity Fabric, PCIe), GB/s.")
-    intra_node_latency_us: float = Field(ge=0, description="Small-message collective latency inside a node, microseconds.")
+    dense_tflops: dict[str, float] = Field(
+        description="Peak dense tensor throughput in TFLOP/s per dtype (bf16, fp8, ...)."
+    )
+    intra_node_bandwidth_gbps: float = Field(
+        gt=0, description="Per-GPU unidirectional scale-up link bandwidth (NVLink, Infinity Fabric, PCIe), GB/s."
+    )
+    intra_node_latency_us: float = Field(
+        ge=0, description="Small-message collective latency inside a node, microseconds."
+    )
     gpus_per_node: int = Field(default=8, ge=1, description="GPUs in a typical node of this model.")
-    inter_node_bandwidth_gbps: float = Field(default=50.0, gt=0, description="Typical per-GPU network bandwidth across nodes, GB/s.")
-    inter_node_latency_us: float = Field(default=8.0, ge=0, description="Typical small-message latency across nodes, microseconds.")
+    inter_node_bandwidth_gbps: float = Field(
+        default=50.0, gt=0, description="Typical per-GPU network bandwidth across nodes, GB/s."
+    )
+    inter_node_latency_us: float = Field(
+        default=8.0, ge=0, description="Typical small-message latency across nodes, microseconds."
+    )
     tdp_w: float | None = Field(default=None, description="Board power, watts.")
     source: str = Field(default="", description="Where the figures come from.")
     notes: str = Field(default="", description="How the figures were read (dense vs sparse, estimates).")

@@ -16,10 +16,14 @@ AttentionKind = Literal["full", "sliding"]
 class MLASpec(Contract):
     """Multi-head latent attention (DeepSeek-V2/V3): K/V are cached as one compressed latent per token."""
 
-    q_lora_rank: int | None = Field(description="Rank of the query down-projection; None when queries are not compressed.")
+    q_lora_rank: int | None = Field(
+        description="Rank of the query down-projection; None when queries are not compressed."
+    )
     kv_lora_rank: int = Field(ge=1, description="Width of the compressed KV latent that is cached per token.")
     qk_nope_head_dim: int = Field(ge=1, description="Per-head query/key width without rotary embedding.")
-    qk_rope_head_dim: int = Field(ge=0, description="Per-head query/key width carrying rotary embedding (cached once, shared by heads).")
+    qk_rope_head_dim: int = Field(
+        ge=0, description="Per-head query/key width carrying rotary embedding (cached once, shared by heads)."
+    )
     v_head_dim: int = Field(ge=1, description="Per-head value width.")
 
 
@@ -29,9 +33,13 @@ class MoESpec(Contract):
     num_experts: int = Field(ge=2, description="Routed experts per MoE layer.")
     experts_per_token: int = Field(ge=1, description="Top-k: routed experts each token activates.")
     expert_intermediate_size: int = Field(ge=1, description="Hidden width of one routed expert's FFN.")
-    num_shared_experts: int = Field(default=0, ge=0, description="Experts every token passes through (DeepSeek, Qwen2-MoE).")
+    num_shared_experts: int = Field(
+        default=0, ge=0, description="Experts every token passes through (DeepSeek, Qwen2-MoE)."
+    )
     shared_expert_intermediate_size: int = Field(default=0, ge=0, description="Hidden width of one shared expert.")
-    first_dense_layers: int = Field(default=0, ge=0, description="Leading layers that use a dense FFN instead of MoE (DeepSeek-V3: 3).")
+    first_dense_layers: int = Field(
+        default=0, ge=0, description="Leading layers that use a dense FFN instead of MoE (DeepSeek-V3: 3)."
+    )
     expert_bias: bool = Field(default=False, description="Whether expert projections carry biases (gpt-oss).")
 
 
@@ -43,11 +51,15 @@ class ModelSpec(Contract):
     """
 
     name: str = Field(description="Hugging Face repository id or the path the config was read from.")
-    architecture: str = Field(description="The config's model_type (llama, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss).")
+    architecture: str = Field(
+        description="The config's model_type (llama, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss)."
+    )
     hidden_size: int = Field(ge=1, description="Residual stream width.")
     num_layers: int = Field(ge=1, description="Transformer blocks.")
     num_attention_heads: int = Field(ge=1, description="Query heads.")
-    num_kv_heads: int = Field(ge=1, description="Key/value heads (GQA); equal to the query heads for MHA; 1 latent for MLA.")
+    num_kv_heads: int = Field(
+        ge=1, description="Key/value heads (GQA); equal to the query heads for MHA; 1 latent for MLA."
+    )
     head_dim: int = Field(ge=1, description="Per-head query/key width (MLA: nope + rope width).")
     intermediate_size: int = Field(ge=1, description="Hidden width of the dense FFN (dense layers of MoE models too).")
     vocab_size: int = Field(ge=1, description="Vocabulary size (rows of the embedding and the LM head).")
@@ -56,7 +68,9 @@ class ModelSpec(Contract):
     attention_bias: bool = Field(default=False, description="Whether Q/K/V/O projections carry biases.")
     qk_norm: bool = Field(default=False, description="Per-head RMSNorm on queries and keys (Qwen3).")
     attention_sinks: bool = Field(default=False, description="Learned per-head attention sink logits (gpt-oss).")
-    sliding_window: int | None = Field(default=None, ge=1, description="Window of sliding-window attention layers, in tokens.")
+    sliding_window: int | None = Field(
+        default=None, ge=1, description="Window of sliding-window attention layers, in tokens."
+    )
     layer_types: list[AttentionKind] = Field(description="Attention kind of each layer, in order; length num_layers.")
     mla: MLASpec | None = Field(default=None, description="Latent attention parameters; None for MHA/GQA.")
     moe: MoESpec | None = Field(default=None, description="Mixture-of-experts parameters; None for dense models.")

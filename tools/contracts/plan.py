@@ -54,5 +54,7 @@ class Plan(Contract):
     cost: CostReport | None = Field(default=None, description="Cost model's figures.")
     alternatives: list[Alternative] = Field(default_factory=list, description="Runners-up, best first.")
     explanation: str = Field(default="", description="Why this strategy, in a few sentences, citing rule IDs.")
-    min_gpus: int | None = Field(default=None, description="When infeasible for memory: the fewest GPUs that would fit.")
+    min_gpus: int | None = Field(
+        default=None, description="When infeasible for memory: the fewest GPUs that would fit."
+    )
     messages: list[str] = Field(default_factory=list, description="What the planner noticed along the way.")

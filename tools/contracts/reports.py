@@ -49,9 +49,15 @@ class PhaseCost(Contract):
     latency_ms: float = Field(ge=0, description="Makespan of the phase (prefill: TTFT; decode: one step).")
     compute_ms: float = Field(ge=0, description="Busy time of the busiest compute stream.")
     communication_ms: float = Field(ge=0, description="Busy time of the busiest communication stream.")
-    exposed_communication_ms: float = Field(ge=0, description="Communication time on the critical path, not hidden behind compute.")
-    bubble_fraction: float = Field(ge=0, le=1, description="Share of GPU-time idle within the makespan, averaged over GPUs.")
-    overlap_fraction: float = Field(ge=0, le=1, description="Share of communication time that ran while the same GPU computed.")
+    exposed_communication_ms: float = Field(
+        ge=0, description="Communication time on the critical path, not hidden behind compute."
+    )
+    bubble_fraction: float = Field(
+        ge=0, le=1, description="Share of GPU-time idle within the makespan, averaged over GPUs."
+    )
+    overlap_fraction: float = Field(
+        ge=0, le=1, description="Share of communication time that ran while the same GPU computed."
+    )
     communication_bytes: float = Field(ge=0, description="Bytes sent over links per step, summed over ranks.")
     collectives: int = Field(ge=0, description="Communication nodes per step (per token in decode).")
     inter_node_collectives: int = Field(ge=0, description="Communication nodes that cross the network.")
@@ -61,7 +67,9 @@ class PhaseCost(Contract):
 class MemoryReport(Contract):
     """Memory per GPU of one GPU pool, for the worst-loaded GPU."""
 
-    pool: Literal["shared", "prefill", "decode"] = Field(description="Which GPUs: shared by both phases, or one pool of disaggregated serving.")
+    pool: Literal["shared", "prefill", "decode"] = Field(
+        description="Which GPUs: shared by both phases, or one pool of disaggregated serving."
+    )
     weights_gb: float = Field(ge=0, description="Weight shard, experts included.")
     kv_cache_gb: float = Field(ge=0, description="KV cache for the batch over input plus output length.")
     activations_gb: float = Field(ge=0, description="Peak live activations.")

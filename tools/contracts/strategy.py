@@ -24,7 +24,11 @@ class PhaseStrategy(Contract):
 
     dp: int = Field(default=1, ge=1, description="Independent model replicas; no communication between them.")
     pp: int = Field(default=1, ge=1, description="Pipeline stages of consecutive layers.")
-    adp: int = Field(default=1, ge=1, description="Data-parallel attention groups inside a replica, each attending to its own sequences.")
+    adp: int = Field(
+        default=1,
+        ge=1,
+        description="Data-parallel attention groups inside a replica, each attending to its own sequences.",
+    )
     sp: int = Field(default=1, ge=1, description="Sequence shards of the prompt (prefill only).")
     tp: int = Field(default=1, ge=1, description="Tensor-parallel shards of every attention and dense operator.")
     ep: int = Field(default=1, ge=1, description="Expert-parallel groups of MoE layers; expert TP is adp*sp*tp/ep.")
@@ -114,8 +118,11 @@ def _parse_phase(text: str, where: str) -> dict[str, object]:
                 fix=f"use one of {', '.join(DEGREE_KEYS)} or split=L1/L2/...",
             )
         if not raw.isdigit() or int(raw) < 1:
-            raise InputError(f"{key}={raw} in strategy {where} is not a positive integer", field="strategy",
-                             fix=f"give {key} a whole number of 1 or more")
+            raise InputError(
+                f"{key}={raw} in strategy {where} is not a positive integer",
+                field="strategy",
+                fix=f"give {key} a whole number of 1 or more",
+            )
         if key in values:
             raise InputError(f"{key} is given twice in strategy {where}", field="strategy", fix="give each degree once")
         values[key] = int(raw)
@@ -149,18 +156,25 @@ def parse_strategy(spec: str) -> Strategy:
             name, _, body = chunk.partition(":")
             name = name.strip().lower()
             if name not in ("prefill", "decode"):
-                raise InputError(f"unknown phase '{name}' in strategy", field="strategy",
-                                 fix="name phases prefill: and decode:")
+                raise InputError(
+                    f"unknown phase '{name}' in strategy", field="strategy", fix="name phases prefill: and decode:"
+                )
             phases[name] = _parse_phase(body, f"phase {name}")
         else:
             if plain is not None:
-                raise InputError("two unnamed phase lists in strategy", field="strategy",
-                                 fix="separate phases as prefill:...;decode:...")
+                raise InputError(
+                    "two unnamed phase lists in strategy",
+                    field="strategy",
+                    fix="separate phases as prefill:...;decode:...",
+                )
             plain = _parse_phase(chunk, "")
     if plain is not None:
         if phases:
-            raise InputError("strategy mixes an unnamed list with named phases", field="strategy",
-                             fix="name both phases: prefill:...;decode:...")
+            raise InputError(
+                "strategy mixes an unnamed list with named phases",
+                field="strategy",
+                fix="name both phases: prefill:...;decode:...",
+            )
         decode_values = dict(plain)
         sp = int(str(decode_values.pop("sp", 1)))
         if sp > 1:
@@ -168,8 +182,11 @@ def parse_strategy(spec: str) -> Strategy:
         phases = {"prefill": plain, "decode": decode_values}
     if set(phases) != {"prefill", "decode"}:
         missing = ({"prefill", "decode"} - set(phases)).pop()
-        raise InputError(f"strategy names one phase but not {missing}", field="strategy",
-                         fix=f"add {missing}:... or give one unnamed list for both phases")
+        raise InputError(
+            f"strategy names one phase but not {missing}",
+            field="strategy",
+            fix=f"add {missing}:... or give one unnamed list for both phases",
+        )
     return Strategy(
         prefill=PhaseStrategy.model_validate(phases["prefill"]),
         decode=PhaseStrategy.model_validate(phases["decode"]),

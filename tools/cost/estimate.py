@@ -44,20 +44,33 @@ def _phase_cost(dag: DAG, sched: Schedule, phase: str, first: str, last: str, cl
     nodes = [n for n in dag.nodes if n.phase == phase]
     comm = [n for n in nodes if isinstance(n, CommNode) and n.kind != "recv"]
     ranks = sorted(set(dag.meta.rank_pools[phase]))
-    compute_busy = {r: sum(min(e, hi) - max(s, lo) for s, e in sched.compute_busy.get(r, []) if e > lo and s < hi)
-                    for r in ranks}
-    comm_busy = {r: sum(min(e, hi) - max(s, lo) for s, e in sched.comm_busy.get(r, []) if e > lo and s < hi)
-                 for r in ranks}
+    compute_busy = {
+        r: sum(min(e, hi) - max(s, lo) for s, e in sched.compute_busy.get(r, []) if e > lo and s < hi) for r in ranks
+    }
+    comm_busy = {
+        r: sum(min(e, hi) - max(s, lo) for s, e in sched.comm_busy.get(r, []) if e > lo and s < hi) for r in ranks
+    }
     overlapped = sum(busy_overlap(sched.compute_busy.get(r, []), sched.comm_busy.get(r, []), lo, hi) for r in ranks)
     total_comm = sum(comm_busy.values())
-    idle = sum(span - compute_busy[r] - comm_busy[r] + busy_overlap(
-        sched.compute_busy.get(r, []), sched.comm_busy.get(r, []), lo, hi) for r in ranks)
+    idle = sum(
+        span
+        - compute_busy[r]
+        - comm_busy[r]
+        + busy_overlap(sched.compute_busy.get(r, []), sched.comm_busy.get(r, []), lo, hi)
+        for r in ranks
+    )
     path = [nid for nid in sched.critical_path(last) if sched.finish[nid] > lo or nid == first]
     by_id = {n.id: n for n in nodes}
-    steps = [PathStep(node=nid, kind=by_id[nid].kind, ms=(sched.finish[nid] - sched.start[nid]) * 1e3)
-             for nid in path if nid in by_id]
-    exposed = sum(s.ms for s in steps if s.kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                                                  "send", "recv", "kv_transfer"))
+    steps = [
+        PathStep(node=nid, kind=by_id[nid].kind, ms=(sched.finish[nid] - sched.start[nid]) * 1e3)
+        for nid in path
+        if nid in by_id
+    ]
+    exposed = sum(
+        s.ms
+        for s in steps
+        if s.kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv", "kv_transfer")
+    )
     return PhaseCost(
         latency_ms=span * 1e3,
         compute_ms=max(compute_busy.values(), default=0.0) * 1e3,
@@ -97,10 +110,19 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None) -> CostReport:
         "prefill prices the whole batch arriving together; throughput assumes static batches",
     ]
     return CostReport(
-        ttft_ms=ttft, tpot_ms=tpot, e2e_ms=ttft + (workload.osl - 1) * tpot,
-        tokens_per_s=tokens, tokens_per_s_per_gpu=tokens / strategy.gpus,
+        ttft_ms=ttft,
+        tpot_ms=tpot,
+        e2e_ms=ttft + (workload.osl - 1) * tpot,
+        tokens_per_s=tokens,
+        tokens_per_s_per_gpu=tokens / strategy.gpus,
         tokens_per_s_per_user=1e3 / tpot if tpot > 0 else 0.0,
-        memory_per_gpu_gb=max(m.total_gb for m in memory), fits=all(m.fits for m in memory), memory=memory,
-        prefill=prefill, decode=decode, kv_transfer_ms=handoff * 1e3 if strategy.disaggregated else 0.0,
-        meets_targets=not misses, target_misses=misses, notes=notes,
+        memory_per_gpu_gb=max(m.total_gb for m in memory),
+        fits=all(m.fits for m in memory),
+        memory=memory,
+        prefill=prefill,
+        decode=decode,
+        kv_transfer_ms=handoff * 1e3 if strategy.disaggregated else 0.0,
+        meets_targets=not misses,
+        target_misses=misses,
+        notes=notes,
     )

@@ -20,8 +20,9 @@ from .schedule import schedule_graph
 __all__ = ["phase_latency_s"]
 
 
-def phase_latency_s(model: ModelSpec, cluster: Cluster, phase_name: str, phase: PhaseStrategy,
-                    workload: Workload) -> float:
+def phase_latency_s(
+    model: ModelSpec, cluster: Cluster, phase_name: str, phase: PhaseStrategy, workload: Workload
+) -> float:
     """Estimated makespan in seconds of one prefill, or one decode step, under ``phase``."""
     graph, picks, stages = build_phase_sample(model, cluster, phase_name, phase, workload)
     sched = schedule_graph(graph.nodes, graph.edges, cluster)

@@ -37,7 +37,9 @@ def _ffn_bytes_per_rank(spec: ModelSpec, layer: int, phase: PhaseStrategy) -> fl
     moe = spec.moe
     assert moe is not None
     etp = max(phase.stage_gpus // phase.ep, 1)
-    experts = moe.num_experts // phase.ep * expert_params(spec) / etp * DTYPE_BYTES[spec.expert_dtype or spec.weight_dtype]
+    experts = (
+        moe.num_experts // phase.ep * expert_params(spec) / etp * DTYPE_BYTES[spec.expert_dtype or spec.weight_dtype]
+    )
     shared = moe.num_shared_experts * dense_mlp_params(spec, moe.shared_expert_intermediate_size) / phase.tp * wb
     return experts + shared + spec.hidden_size * moe.num_experts * wb
 
@@ -82,16 +84,28 @@ def _activation_bytes(spec: ModelSpec, phase: PhaseStrategy, workload: Workload,
     ab = DTYPE_BYTES[spec.activation_dtype]
     seqs = math.ceil(workload.batch / (phase.dp * phase.adp * phase.mb))
     tokens = seqs * (math.ceil(workload.isl / phase.sp) if prefill else 1)
-    width = spec.intermediate_size if spec.moe is None else max(
-        spec.intermediate_size if spec.moe.first_dense_layers else 0,
-        spec.moe.expert_intermediate_size * spec.moe.experts_per_token)
+    width = (
+        spec.intermediate_size
+        if spec.moe is None
+        else max(
+            spec.intermediate_size if spec.moe.first_dense_layers else 0,
+            spec.moe.expert_intermediate_size * spec.moe.experts_per_token,
+        )
+    )
     live = tokens * (6 * spec.hidden_size + 3 * width / phase.tp) * ab
     logits = seqs * spec.vocab_size / phase.tp * 4.0
     return live * min(phase.mb, phase.pp) + logits
 
 
-def memory_report(spec: ModelSpec, gpu: GPU, phase: PhaseStrategy, workload: Workload, pool: str,
-                  kv_tokens: int, prefill_phase: PhaseStrategy | None = None) -> MemoryReport:
+def memory_report(
+    spec: ModelSpec,
+    gpu: GPU,
+    phase: PhaseStrategy,
+    workload: Workload,
+    pool: str,
+    kv_tokens: int,
+    prefill_phase: PhaseStrategy | None = None,
+) -> MemoryReport:
     """Memory of one GPU pool laid out as ``phase`` holding ``kv_tokens`` of KV per sequence.
 
     ``prefill_phase`` adds the prefill activations when prefill runs on the same GPUs.
@@ -110,15 +124,25 @@ def memory_report(spec: ModelSpec, gpu: GPU, phase: PhaseStrategy, workload: Wor
     room = capacity - weights - workspace - activations
     per_seq = kv_seq + activations / max(seqs_per_gpu, 1)
     max_batch = max(0, int(room // per_seq) * phase.dp * phase.adp) if per_seq > 0 and room > 0 else 0
-    return MemoryReport(pool=pool, weights_gb=weights / GB, kv_cache_gb=kv / GB, activations_gb=activations / GB,  # type: ignore[arg-type]
-                        workspace_gb=workspace / GB, total_gb=total / GB, capacity_gb=gpu.memory_gb,
-                        fits=total <= capacity, max_batch=max_batch)
+    return MemoryReport(
+        pool=pool,
+        weights_gb=weights / GB,
+        kv_cache_gb=kv / GB,
+        activations_gb=activations / GB,  # type: ignore[arg-type]
+        workspace_gb=workspace / GB,
+        total_gb=total / GB,
+        capacity_gb=gpu.memory_gb,
+        fits=total <= capacity,
+        max_batch=max_batch,
+    )
 
 
 def memory_reports(spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload) -> list[MemoryReport]:
     """One report per GPU pool: shared by both phases, or prefill and decode pools when disaggregated."""
     full = workload.isl + workload.osl
     if strategy.disaggregated:
-        return [memory_report(spec, gpu, strategy.prefill, workload, "prefill", workload.isl),
-                memory_report(spec, gpu, strategy.decode, workload, "decode", full)]
+        return [
+            memory_report(spec, gpu, strategy.prefill, workload, "prefill", workload.isl),
+            memory_report(spec, gpu, strategy.decode, workload, "decode", full),
+        ]
     return [memory_report(spec, gpu, strategy.decode, workload, "shared", full, prefill_phase=strategy.prefill)]

@@ -49,7 +49,9 @@ def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
         rows: float = node.shape.get("m", 1)
         if node.kind == "expert" and node.shape.get("experts"):
             rows = max(1.0, rows / node.shape["experts"])  # grouped GEMM: rows per expert set the tile fill
-        flops_time = node.flops / (gpu.peak_flops(node.dtype) * gemm_efficiency(rows, node.dtype)) if node.flops else 0.0
+        flops_time = (
+            node.flops / (gpu.peak_flops(node.dtype) * gemm_efficiency(rows, node.dtype)) if node.flops else 0.0
+        )
         memory_efficiency = cal.memory.efficiency
     return max(flops_time, moved / (bandwidth * memory_efficiency)) + _launch_s(node, node.phase)
 
@@ -84,10 +86,7 @@ def collective_time_s(node: CommNode, cluster: Cluster) -> float:
     intra_bw = cluster.intra_node_bandwidth_gbps * 1e9 * cal.bandwidth_efficiency["intra_node"]
     inter_bw = cluster.inter_node_bandwidth_gbps * 1e9 * cal.bandwidth_efficiency["inter_node"]
     factor = cal.latency_factor.get(node.kind, 1.0)
-    if nodes > 1:
-        alpha = cluster.inter_node_latency_us * 1e-6
-    else:
-        alpha = cluster.intra_node_latency_us * 1e-6
+    alpha = (cluster.inter_node_latency_us if nodes > 1 else cluster.intra_node_latency_us) * 1e-6
     latency = factor * alpha * (1 + math.log2(max(n, 2)))
     size = node.message_bytes
     if node.kind in ("send", "recv"):
