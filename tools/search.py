@@ -26,7 +26,7 @@ from .contracts.strategy import PhaseStrategy, Strategy
 from .contracts.workload import Workload
 from .cost.estimate import target_misses, throughput
 from .cost.fast import phase_latency_s
-from .cost.memory import memory_reports
+from .cost.memory import memory_reports, weight_bytes_per_gpu
 from .feasibility import phase_problems, strategy_problems
 from .model_math import weight_bytes
 
@@ -214,7 +214,7 @@ def search(
     workload: Workload,
     *,
     top: int = 5,
-    scheduled: int = 3,
+    scheduled: int = 2,
     disaggregated: bool = True,
 ) -> SearchResult:
     """Find the best strategies for ``model`` on ``cluster`` serving ``workload``.
@@ -248,7 +248,11 @@ def search(
     # Every objective improves as TTFT or TPOT falls, and prefill does not change the decode figures, so
     # each weight-sharding family needs only its fastest prefill layout.
     best_prefill: dict[tuple[int, int, int, int], PhaseStrategy] = {}
+    capacity = cluster.gpu.memory_gb * 1e9
     for layout in _phase_layouts(model, gpus, workload, prefill=True):
+        if weight_bytes_per_gpu(model, layout) > capacity:
+            rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
+            continue
         family = _family(layout)
         if family not in best_prefill or pricer.phase("prefill", layout) < pricer.phase(
             "prefill", best_prefill[family]

@@ -17,8 +17,16 @@ Phase = Literal["prefill", "decode", "handoff"]
 Objective = Literal["latency", "throughput", "goodput"]
 """What a search optimises: lowest latency, highest throughput, or highest throughput under targets."""
 
-DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}
-"""Bytes per element. fp4 formats carry block scales; 0.5 is the payload, scales are counted by callers."""
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    # MXFP4: 4-bit elements plus one 8-bit scale per block of 32 (gpt-oss's 65 GB checkpoint checks out).
+    "fp4": 0.5 + 1 / 32,
+}
+"""Bytes per element, block scales included."""
 
 
 class Contract(BaseModel):

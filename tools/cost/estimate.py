@@ -50,15 +50,10 @@ def _phase_cost(dag: DAG, sched: Schedule, phase: str, first: str, last: str, cl
     comm_busy = {
         r: sum(min(e, hi) - max(s, lo) for s, e in sched.comm_busy.get(r, []) if e > lo and s < hi) for r in ranks
     }
-    overlapped = sum(busy_overlap(sched.compute_busy.get(r, []), sched.comm_busy.get(r, []), lo, hi) for r in ranks)
+    both = {r: busy_overlap(sched.compute_busy.get(r, []), sched.comm_busy.get(r, []), lo, hi) for r in ranks}
+    overlapped = sum(both.values())
     total_comm = sum(comm_busy.values())
-    idle = sum(
-        span
-        - compute_busy[r]
-        - comm_busy[r]
-        + busy_overlap(sched.compute_busy.get(r, []), sched.comm_busy.get(r, []), lo, hi)
-        for r in ranks
-    )
+    idle = sum(span - compute_busy[r] - comm_busy[r] + both[r] for r in ranks)
     path = [nid for nid in sched.critical_path(last) if sched.finish[nid] > lo or nid == first]
     by_id = {n.id: n for n in nodes}
     steps = [

@@ -1,0 +1,241 @@
+"""Held-out validation: shardplan's predicted latency and throughput against public end-to-end measurements.
+
+The rows of ``benchmarks/calibration/end_to_end.yaml`` are HELD OUT. No parameter of the cost model is
+fitted to them: ``fit.py`` fits the kernel-level parameters to ``kernels.yaml`` only, and nothing here
+feeds back into ``tools/data/calibration.yaml``. This script only prices each row and reports the error.
+
+Which rows are priced: those with a well-defined concurrency -- every ``tpot_ms`` / ``ttft_ms`` row and
+every row that states a batch. Online-serving rows measured at a fixed request rate (``qps``) without a
+batch get their concurrency from Little's law, per phase, solved by fixed-point iteration on the model's
+own predictions:
+
+* decode concurrency ``N = qps x (TTFT + (osl - 1) x TPOT)``, with TPOT priced at batch ``round(N)``;
+* prefill concurrency ``qps x TTFT`` (requests arriving during one prefill), at least 1.
+
+The batch column says when a row's batch came from Little's law. Rows are skipped, with the reason
+printed, when: the GPU is not in the catalog (GB200; H800, which has H100 compute but 400 GB/s NVLink),
+the note says speculative decoding / MTP (a step then emits several tokens), the metric is not one the
+model predicts (prefill-only input throughput), or no concurrency can be known (max-throughput sweeps
+at an infinite request rate, where the engine's scheduler picks the batch). A row whose strategy does
+not parse or whose DAG cannot be built is reported and skipped. Rows kept with a caveat say so in the
+notes column (the gpt-fast A100 rows ran at a 330 W power cap; mapped models; assumed output length).
+
+For each priced row: ``load_model(model, weight_dtype=row weight_dtype)`` (FP8 KV cache where the note
+says so), ``make_cluster(gpu, gpus)``, ``parse_strategy(strategy)``, ``Workload(isl, osl or 128,
+batch)``, ``build_dag`` and ``estimate_cost``; the row's metric is read off the CostReport.
+
+Usage::
+
+    .venv/bin/python benchmarks/calibration/error_table.py [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from shardplan.tools.builder import build_dag
+from shardplan.tools.contracts import CostReport, Workload, parse_strategy
+from shardplan.tools.cost.estimate import estimate_cost
+from shardplan.tools.hardware import gpu_catalog, make_cluster
+from shardplan.tools.models import load_model
+
+HERE = Path(__file__).resolve().parent
+END_TO_END = HERE / "end_to_end.yaml"
+DEFAULT_OSL = 128
+METRICS = {"tpot_ms", "ttft_ms", "output_tokens_per_s", "output_tokens_per_s_per_gpu"}
+
+
+@dataclass
+class Result:
+    id: str
+    model: str
+    gpu: str
+    strategy: str
+    metric: str
+    batch: str
+    measured: float
+    predicted: float
+    error_pct: float
+    source: str
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Skipped:
+    id: str
+    reason: str
+
+
+def short_source(source: str) -> str:
+    """``owner/repo`` plus an issue, pull request or file name; or the web host."""
+    repo = re.search(r"github\.com/([\w.-]+/[\w.-]+)", source)
+    if repo:
+        name = repo.group(1)
+        ref = re.search(r"(?:issue|pull)\s*#(\d+)", source)
+        if ref:
+            return f"{name} #{ref.group(1)}"
+        doc = re.search(r"([\w.-]+)\.md", source[repo.end():])
+        if not doc:
+            return name
+        stem = doc.group(1)
+        return f"{name} {stem if len(stem) <= 24 else stem[:22] + '..'}"
+    host = re.search(r"https?://([^/\s]+)", source)
+    return host.group(1) if host else source[:40]
+
+
+def request_rate(row: dict[str, Any]) -> float | None:
+    """Requests per second of an online-serving row (``inf`` for a saturating run), else None."""
+    found = re.search(r"qps(inf|\d+(?:\.\d+)?)", row["id"], re.I)
+    if found:
+        return math.inf if found.group(1).lower() == "inf" else float(found.group(1))
+    found = re.search(r"rate of (\d+(?:\.\d+)?) req/s", str(row.get("note", "")))
+    return float(found.group(1)) if found else None
+
+
+@cache
+def price(model: str, weight_dtype: str, kv_dtype: str | None, gpu: str, gpus: int, strategy: str,
+          isl: int, osl: int, batch: int) -> CostReport:
+    spec = load_model(model, weight_dtype=weight_dtype, kv_dtype=kv_dtype)  # type: ignore[arg-type]
+    cluster = make_cluster(gpu, gpus)
+    dag = build_dag(spec, cluster, parse_strategy(strategy), Workload(isl=isl, osl=osl, batch=batch))
+    return estimate_cost(dag, cluster)
+
+
+def skip_reason(row: dict[str, Any]) -> str | None:
+    note = str(row.get("note", ""))
+    if row["gpu"] not in gpu_catalog():
+        extra = " (H100 compute, 400 GB/s NVLink)" if row["gpu"] == "H800" else ""
+        return f"GPU {row['gpu']} not in the catalog{extra}"
+    if re.search(r"\bMTP\b|speculative", note, re.I):
+        return "speculative decoding (MTP): a decode step emits several tokens"
+    if row["metric"] not in METRICS:
+        return f"metric {row['metric']} not predicted by the model"
+    if not row.get("isl"):
+        return "no input length"
+    if row.get("batch"):
+        return None
+    rate = request_rate(row)
+    if rate is None:
+        return "no batch and no request rate: the engine's scheduler set the concurrency (max-throughput sweep)"
+    if math.isinf(rate):
+        return "saturating run (QPS=INF): concurrency set by the scheduler, not stated"
+    return None
+
+
+def evaluate(row: dict[str, Any]) -> Result:
+    note = str(row.get("note", ""))
+    notes: list[str] = []
+    osl = row.get("osl") or DEFAULT_OSL
+    if not row.get("osl"):
+        notes.append(f"osl {DEFAULT_OSL} assumed")
+    kv_dtype = "fp8" if re.search(r"fp8 kv", note, re.I) else None
+    if kv_dtype:
+        notes.append("FP8 KV cache")
+    if "power" in note.lower() and "330" in note:
+        notes.append("A100 at 330 W power cap")
+    if "MAPPED MODEL" in note:
+        notes.append("model mapped (see note)")
+    if "LOW CONFIDENCE" in note:
+        notes.append("low-confidence layout")
+    if "AWQ" in note:
+        notes.append("AWQ 4-bit priced as fp4 bytes")
+    key = (row["model"], row["weight_dtype"], kv_dtype, row["gpu"], int(row["gpus"]), row["strategy"],
+           int(row["isl"]), int(osl))
+    if row.get("batch"):
+        batch = int(row["batch"])
+        report = price(*key, batch)
+        ttft, tpot = report.ttft_ms, report.tpot_ms
+        batch_text = str(batch)
+    else:
+        rate = request_rate(row)
+        assert rate is not None
+        concurrency, prefill_batch = 1.0, 1
+        for _ in range(50):
+            decode = price(*key, max(1, round(concurrency)))
+            prefill = price(*key, prefill_batch)
+            seconds = (prefill.ttft_ms + (osl - 1) * decode.tpot_ms) / 1e3
+            new = rate * seconds
+            prefill_batch = max(1, round(rate * prefill.ttft_ms / 1e3))
+            if abs(new - concurrency) < 0.01:
+                break
+            concurrency = new
+        ttft, tpot = prefill.ttft_ms, decode.tpot_ms
+        report = decode
+        if row["metric"] == "ttft_ms":
+            batch_text = f"{prefill_batch} (Little: prefill; decode N={concurrency:.1f})"
+        else:
+            batch_text = f"{max(1, round(concurrency))} (Little: {rate:g} req/s x {seconds:.2f} s = {concurrency:.1f})"
+    predicted = {"tpot_ms": tpot, "ttft_ms": ttft, "output_tokens_per_s": report.tokens_per_s,
+                 "output_tokens_per_s_per_gpu": report.tokens_per_s_per_gpu}[row["metric"]]
+    measured = float(row["value"])
+    short_model = row["model"].split("/", 1)[1]
+    return Result(row["id"], short_model, f"{row['gpu']} x{row['gpus']}", row["strategy"], row["metric"],
+                  batch_text, measured, predicted, (predicted - measured) / measured * 100.0,
+                  short_source(str(row["source"])), notes)
+
+
+def summary(results: list[Result]) -> dict[str, float]:
+    errors = [abs(r.error_pct) for r in results]
+    return {"rows": len(results), "median_abs_error_pct": statistics.median(errors) if errors else math.nan,
+            "mean_abs_error_pct": statistics.fmean(errors) if errors else math.nan,
+            "within_25_pct": sum(1 for e in errors if e <= 25.0)}
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="also write the rows, skipped rows and summary to FILE")
+    args = parser.parse_args(argv)
+
+    rows = yaml.safe_load(END_TO_END.read_text())
+    results: list[Result] = []
+    skipped: list[Skipped] = []
+    for row in rows:
+        reason = skip_reason(row)
+        if reason:
+            skipped.append(Skipped(row["id"], reason))
+            continue
+        try:
+            results.append(evaluate(row))
+        except Exception as exc:  # a strategy that does not parse or build is reported, not fatal
+            skipped.append(Skipped(row["id"], f"parse/build failed: {type(exc).__name__}: {exc}"))
+
+    print("Held-out end-to-end validation (no cost-model parameter is fitted to these rows).\n")
+    print("| id | model | GPU x n | strategy | metric | batch | measured | predicted | error % | source | notes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r.id} | {r.model} | {r.gpu} | {r.strategy} | {r.metric} | {r.batch} | {_fmt(r.measured)} | "
+              f"{_fmt(r.predicted)} | {r.error_pct:+.0f}% | {r.source} | {'; '.join(r.notes)} |")
+    s = summary(results)
+    print(f"\nSummary: {s['rows']} rows; median |error| {s['median_abs_error_pct']:.1f}%; "
+          f"mean |error| {s['mean_abs_error_pct']:.1f}%; within ±25%: {s['within_25_pct']}/{s['rows']}.")
+    for metric in sorted({r.metric for r in results}):
+        part = summary([r for r in results if r.metric == metric])
+        print(f"  {metric}: {part['rows']} rows, median |error| {part['median_abs_error_pct']:.1f}%, "
+              f"within ±25%: {part['within_25_pct']}/{part['rows']}")
+    print(f"\nSkipped ({len(skipped)}):\n")
+    print("| id | reason |\n|---|---|")
+    for k in skipped:
+        print(f"| {k.id} | {k.reason} |")
+
+    if args.json:
+        args.json.write_text(json.dumps({"rows": [asdict(r) for r in results],
+                                         "skipped": [asdict(k) for k in skipped], "summary": s}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
