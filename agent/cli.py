@@ -64,4 +64,4 @@ def main() -> None:
 
 
 # Command modules registered at start-up, in help order. Each is small and imports heavy code lazily.
-_OPTIONAL_COMMANDS: list[str] = ["cli_plan"]
+_OPTIONAL_COMMANDS: list[str] = ["cli_plan", "cli_build", "cli_chat", "cli_validate", "cli_eval", "cli_report"]

@@ -25,12 +25,19 @@ def write_atomic(path: str | Path, text: str) -> Path:
             field="output",
             fix="create the folder or choose another path",
         )
+    tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
+        # mkstemp creates the file private (0600); give it the mode an ordinary write would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
     except OSError as exc:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
         raise InputError(
             f"cannot write {target}: {exc.strerror}", field="output", fix="choose a writable path"
         ) from None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
-
 from shardplan.errors import InputError
 from shardplan.tools.contracts import (
     CommNode,
@@ -26,7 +25,8 @@ from shardplan.tools.models import load_model
 def test_plain_spec_applies_to_both_phases() -> None:
     strategy = parse_strategy("tp=4,pp=2")
     for phase in (strategy.prefill, strategy.decode):
-        assert (phase.tp, phase.pp, phase.dp, phase.sp, phase.adp, phase.ep, phase.mb) == (4, 2, 1, 1, 1, 1, 1)
+        degrees = (phase.tp, phase.pp, phase.dp, phase.sp, phase.adp, phase.ep, phase.mb)
+        assert degrees == (4, 2, 1, 1, 1, 1, 1)
     assert not strategy.disaggregated
     assert strategy.gpus == 8
     assert strategy.to_spec() == "pp=2,tp=4"
@@ -42,8 +42,9 @@ def test_sp_in_a_plain_spec_becomes_attention_dp_in_decode() -> None:
 def test_phase_spec_round_trips() -> None:
     spec = "prefill:sp=8,tp=8,ep=64,mb=2;decode:adp=8,tp=8,ep=64"
     strategy = parse_strategy(spec)
-    assert (strategy.prefill.sp, strategy.prefill.tp, strategy.prefill.ep, strategy.prefill.mb) == (8, 8, 64, 2)
-    assert (strategy.decode.adp, strategy.decode.tp, strategy.decode.ep, strategy.decode.mb) == (8, 8, 64, 1)
+    prefill, decode = strategy.prefill, strategy.decode
+    assert (prefill.sp, prefill.tp, prefill.ep, prefill.mb) == (8, 8, 64, 2)
+    assert (decode.adp, decode.tp, decode.ep, decode.mb) == (8, 8, 64, 1)
     assert strategy.prefill.etp == 1 and strategy.decode.etp == 1
     assert strategy.to_spec() == spec
     assert parse_strategy(strategy.to_spec()) == strategy
@@ -130,13 +131,13 @@ def test_model_spec_rejects_kv_heads_that_do_not_divide_heads() -> None:
 # ---------------------------------------------------------------- the DAG node union
 
 NODE = TypeAdapter(Node)
-COMMON = {"phase": "decode", "layer": 0, "ranks": [0, 1]}
+COMMON = {"name": "n", "phase": "decode", "layer": 0, "ranks": [0, 1]}
 
 
 def test_node_union_is_discriminated_by_kind() -> None:
-    comm = NODE.validate_python({**COMMON, "id": "d/L0/ar", "name": "ar", "kind": "all_reduce", "purpose": "tp_reduce"})
-    state = NODE.validate_python({**COMMON, "id": "d/L0/kv", "name": "kv", "kind": "kv_read", "tokens": 1024})
-    compute = NODE.validate_python({**COMMON, "id": "d/L0/qkv", "name": "qkv", "kind": "linear", "op": "qkv_proj"})
+    comm = NODE.validate_python({**COMMON, "id": "ar", "kind": "all_reduce", "purpose": "tp_reduce"})
+    state = NODE.validate_python({**COMMON, "id": "kv", "kind": "kv_read", "tokens": 1024})
+    compute = NODE.validate_python({**COMMON, "id": "qkv", "kind": "linear", "op": "qkv_proj"})
     assert type(comm) is CommNode and comm.purpose == "tp_reduce"
     assert type(state) is StateNode and state.tokens == 1024
     assert type(compute) is ComputeNode and compute.op == "qkv_proj"
@@ -144,10 +145,10 @@ def test_node_union_is_discriminated_by_kind() -> None:
 
 def test_node_union_rejects_unknown_kind_and_fields_of_another_kind() -> None:
     with pytest.raises(ValidationError, match="does not match any of the expected tags"):
-        NODE.validate_python({**COMMON, "id": "x", "name": "x", "kind": "matmul", "op": "qkv_proj"})
+        NODE.validate_python({**COMMON, "id": "x", "kind": "matmul", "op": "qkv_proj"})
     with pytest.raises(ValidationError, match="kind"):
-        NODE.validate_python({**COMMON, "id": "x", "name": "x", "op": "qkv_proj"})
+        NODE.validate_python({**COMMON, "id": "x", "op": "qkv_proj"})
     # A compute field on a communication node is an extra key, not silently ignored.
     with pytest.raises(ValidationError, match="extra"):
-        NODE.validate_python({**COMMON, "id": "x", "name": "x", "kind": "all_reduce", "purpose": "tp_reduce",
+        NODE.validate_python({**COMMON, "id": "x", "kind": "all_reduce", "purpose": "tp_reduce",
                               "op": "qkv_proj"})

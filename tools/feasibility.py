@@ -193,15 +193,22 @@ def strategy_problems(model: ModelSpec, strategy: Strategy, workload: Workload, 
                         f"choose degrees whose product is {gpus}",
                     )
                 )
-        expert_split = (p.etp, d.etp) if model.moe is not None else (0, 0)
-        if (p.pp, p.tp, p.ep, p.layer_split) != (d.pp, d.tp, d.ep, d.layer_split) or expert_split[0] != expert_split[1]:
+        moe = model.moe is not None
+
+        def sharding(x: PhaseStrategy) -> str:
+            return f"pp={x.pp}, tp={x.tp}" + (f", ep={x.ep}, etp={x.etp}" if moe else "")
+
+        same = (p.pp, p.tp, p.layer_split) == (d.pp, d.tp, d.layer_split) and (
+            not moe or (p.ep, p.etp) == (d.ep, d.etp)
+        )
+        if not same:
             problems.append(
                 Problem(
                     "HIER-2",
-                    f"prefill (pp={p.pp}, tp={p.tp}, ep={p.ep}, etp={p.etp}) and decode (pp={d.pp}, tp={d.tp}, "
-                    f"ep={d.ep}, etp={d.etp}) shard the weights differently on shared GPUs",
-                    "keep pp, tp, ep, expert TP (adp*sp*tp/ep) and the layer split equal across phases, "
-                    "or serve disaggregated (;disagg)",
+                    f"prefill ({sharding(p)}) and decode ({sharding(d)}) shard the weights differently on shared GPUs",
+                    "keep pp, tp, the layer split"
+                    + (", ep and expert TP (adp*sp*tp/ep)" if moe else "")
+                    + " equal across phases, or serve disaggregated (;disagg)",
                 )
             )
     return problems

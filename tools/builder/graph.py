@@ -13,9 +13,13 @@ AnyNode = ComputeNode | CommNode | StateNode
 
 
 def _static_defaults(cls: type[ComputeNode | CommNode | StateNode]) -> dict[str, Any]:
-    """Defaults of the fields without a default factory; factory fields are filled per node."""
-    return {name: field.default for name, field in cls.model_fields.items()
-            if not field.is_required() and field.default_factory is None}
+    """Every field in declaration order, with its default; required and factory fields are filled per node.
+
+    Updating a copy of this template keeps the declaration order, so a node serialises exactly as a
+    validated one does (``id`` first, not after the defaulted fields).
+    """
+    return {name: None if field.is_required() or field.default_factory is not None else field.default
+            for name, field in cls.model_fields.items()}
 
 
 _DEFAULTS = {cls: _static_defaults(cls) for cls in (ComputeNode, CommNode, StateNode)}

@@ -52,16 +52,26 @@ def _stream(node: AnyNode) -> str | None:
 
 
 def schedule_dag(dag: DAG, cluster: Cluster) -> Schedule:
-    """Simulate ``dag`` on ``cluster``: ready nodes run in order of readiness, first come first served.
+    """Simulate ``dag`` on ``cluster``.
+
+    Ready nodes run in order of readiness, first come first served, so a second microbatch fills the
+    communication gaps of the first. In a pipelined phase (pp > 1) lower microbatches go first instead,
+    so each stage finishes microbatch m before starting m + 1 and the stages overlap as a pipeline.
 
     Raises:
         ValueError: the graph has a cycle (validate it first).
     """
-    return schedule_graph(dag.nodes, dag.edges, cluster)
+    pipelined = {name for name in ("prefill", "decode") if getattr(dag.meta.strategy, name).pp > 1}
+    return schedule_graph(dag.nodes, dag.edges, cluster, microbatch_first=pipelined)
 
 
-def schedule_graph(node_list: Sequence[AnyNode], edge_list: Sequence[Edge], cluster: Cluster) -> Schedule:
-    """:func:`schedule_dag` on bare node and edge lists (a sample graph that is not a whole DAG)."""
+def schedule_graph(
+    node_list: Sequence[AnyNode], edge_list: Sequence[Edge], cluster: Cluster, microbatch_first: set[str] | None = None
+) -> Schedule:
+    """:func:`schedule_dag` on bare node and edge lists (a sample graph that is not a whole DAG).
+
+    ``microbatch_first`` names the phases whose ready nodes are taken in microbatch order.
+    """
     nodes: dict[str, AnyNode] = {n.id: n for n in node_list}
     preds: dict[str, list[str]] = defaultdict(list)
     succs: dict[str, list[str]] = defaultdict(list)
@@ -70,7 +80,13 @@ def schedule_graph(node_list: Sequence[AnyNode], edge_list: Sequence[Edge], clus
         succs[edge.src].append(edge.dst)
     waiting = {nid: len(preds[nid]) for nid in nodes}
     order = {nid: i for i, nid in enumerate(nodes)}
-    ready = [(0.0, order[nid], nid) for nid, count in waiting.items() if count == 0]
+    first = microbatch_first or set()
+
+    def rank_of(nid: str) -> int:
+        node = nodes[nid]
+        return node.microbatch if node.phase in first else 0
+
+    ready = [(rank_of(nid), 0.0, order[nid], nid) for nid, count in waiting.items() if count == 0]
     heapq.heapify(ready)
     free: dict[tuple[str, int], float] = defaultdict(float)
     last_on: dict[tuple[str, int], str] = {}
@@ -80,7 +96,7 @@ def schedule_graph(node_list: Sequence[AnyNode], edge_list: Sequence[Edge], clus
     compute_busy: dict[int, list[tuple[float, float]]] = defaultdict(list)
     comm_busy: dict[int, list[tuple[float, float]]] = defaultdict(list)
     while ready:
-        data_ready, _, nid = heapq.heappop(ready)
+        _, data_ready, _, nid = heapq.heappop(ready)
         node = nodes[nid]
         stream = _stream(node)
         begin, gated_by = data_ready, max(preds[nid], key=finish.__getitem__, default=None)
@@ -101,7 +117,7 @@ def schedule_graph(node_list: Sequence[AnyNode], edge_list: Sequence[Edge], clus
         for nxt in succs[nid]:
             waiting[nxt] -= 1
             if waiting[nxt] == 0:
-                heapq.heappush(ready, (max(finish[p] for p in preds[nxt]), order[nxt], nxt))
+                heapq.heappush(ready, (rank_of(nxt), max(finish[p] for p in preds[nxt]), order[nxt], nxt))
     if len(finish) != len(nodes):
         raise ValueError(f"the DAG has a cycle: {len(nodes) - len(finish)} nodes never became ready")
     return Schedule(start, finish, gate, dict(compute_busy), dict(comm_busy))

@@ -1,0 +1,698 @@
+"""Mutation operators for the validators: each breaks one knowledge rule in a builder DAG.
+
+An operator is a plain function ``DAG -> DAG | None`` registered with the rule it must trigger and a
+line saying when it applies; it returns ``None`` when the DAG offers nothing to break (no TP reduction
+to drop when tp=1, no pipeline edge when pp=1, ...). Operators never modify their input: they build a
+new DAG from new node and edge lists and copy only the nodes they change.
+
+The builder cases the mutation matrix runs on (:data:`CASES`) are here too, with :func:`kill_table`,
+which applies every operator to every case and reports which mutants the validators caught, by the
+rule each operator declares; benchmarks print it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from shardplan.tools.builder import build_dag
+from shardplan.tools.contracts import DAG, CommNode, Edge, StateNode, Workload, parse_strategy
+from shardplan.tools.contracts.dag import ComputeNode
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.hardware import make_cluster
+from shardplan.tools.models import load_model
+from shardplan.validators import RULES, validate
+
+__all__ = [
+    "Mutation",
+    "MUTATIONS",
+    "Case",
+    "CASES",
+    "case_dag",
+    "trimmed_model",
+    "KillRow",
+    "kill_table",
+    "format_kill_table",
+]
+
+AnyNode = ComputeNode | CommNode | StateNode
+Mutator = Callable[[DAG], "DAG | None"]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """A mutation operator and the rule whose validator must catch it."""
+
+    name: str
+    rule: str
+    applies: str
+    apply: Mutator
+
+
+MUTATIONS: dict[str, Mutation] = {}
+"""Every operator by name, in definition order."""
+
+
+def mutation(rule: str, applies: str = "always") -> Callable[[Mutator], Mutator]:
+    """Register the decorated operator as breaking knowledge rule ``rule``."""
+
+    def register(func: Mutator) -> Mutator:
+        MUTATIONS[func.__name__] = Mutation(func.__name__, rule, applies, func)
+        return func
+
+    return register
+
+
+# -- building blocks -------------------------------------------------------------------------------
+def _dag(
+    dag: DAG,
+    *,
+    nodes: Iterable[AnyNode] | None = None,
+    edges: Iterable[Edge] | None = None,
+    meta: object = None,
+) -> DAG:
+    """A new DAG sharing the unchanged parts of ``dag``."""
+    return DAG.model_construct(
+        schema_version=dag.schema_version,
+        meta=meta if meta is not None else dag.meta,
+        nodes=list(dag.nodes if nodes is None else nodes),
+        edges=list(dag.edges if edges is None else edges),
+    )
+
+
+def _find(dag: DAG, test: Callable[[AnyNode], bool]) -> AnyNode | None:
+    return next((node for node in dag.nodes if test(node)), None)
+
+
+def _update(dag: DAG, node_id: str, **fields: object) -> DAG:
+    """``dag`` with one node's fields changed."""
+    return _dag(
+        dag, nodes=[node.model_copy(update=fields) if node.id == node_id else node for node in dag.nodes]
+    )
+
+
+def _add_edges(dag: DAG, *edges: tuple[str, str, str]) -> DAG:
+    return _dag(dag, edges=[*dag.edges, *(Edge(src=s, dst=d, kind=k) for s, d, k in edges)])  # type: ignore[arg-type]
+
+
+def _drop_edges(dag: DAG, test: Callable[[Edge], bool]) -> DAG:
+    return _dag(dag, edges=[edge for edge in dag.edges if not test(edge)])
+
+
+def _remove(dag: DAG, ids: set[str], *, rewire: bool) -> DAG:
+    """``dag`` without the nodes ``ids``; with ``rewire``, each outside producer of a removed chain is
+    joined by a data edge to each outside consumer (the transfer disappears, the data flow stays)."""
+    inside = [e for e in dag.edges if e.src in ids or e.dst in ids]
+    edges = [e for e in dag.edges if e.src not in ids and e.dst not in ids]
+    if rewire:
+        producers = [e.src for e in inside if e.src not in ids and e.kind in ("data", "pipeline")]
+        consumers = [e.dst for e in inside if e.dst not in ids and e.kind in ("data", "pipeline")]
+        edges += [
+            Edge(src=p, dst=c, kind="data")
+            for p in dict.fromkeys(producers)
+            for c in dict.fromkeys(consumers)
+        ]
+    return _dag(dag, nodes=[n for n in dag.nodes if n.id not in ids], edges=edges)
+
+
+def _strategy(dag: DAG, phase: str, **degrees: object) -> DAG:
+    """``dag`` claiming other degrees for one phase in its meta."""
+    strategy = dag.meta.strategy
+    changed = getattr(strategy, phase).model_copy(update=degrees)
+    return _dag(
+        dag, meta=dag.meta.model_copy(update={"strategy": strategy.model_copy(update={phase: changed})})
+    )
+
+
+def _data_preds(dag: DAG, node_id: str) -> list[str]:
+    return [e.src for e in dag.edges if e.dst == node_id and e.kind == "data"]
+
+
+def _data_succs(dag: DAG, node_id: str) -> list[str]:
+    return [e.dst for e in dag.edges if e.src == node_id and e.kind == "data"]
+
+
+def _stage_ranks(dag: DAG, phase: str, stage: int) -> set[int]:
+    return {
+        r
+        for n in dag.nodes
+        if n.phase == phase and n.stage == stage and isinstance(n, ComputeNode)
+        for r in n.ranks
+    }
+
+
+def _is(node: AnyNode, kind: str, phase: str | None = None, purpose: str | None = None) -> bool:
+    return (
+        node.kind == kind
+        and (phase is None or node.phase == phase)
+        and (purpose is None or getattr(node, "purpose", None) == purpose)
+    )
+
+
+# -- structure -------------------------------------------------------------------------------------
+@mutation("DAG-1")
+def close_cycle(dag: DAG) -> DAG | None:
+    """Feed an attention output back into the projection that produced its input."""
+    attention = _find(dag, lambda n: n.kind == "attention")
+    if attention is None:
+        return None
+    return _add_edges(dag, *[(attention.id, src, "data") for src in _data_preds(dag, attention.id)[:1]])
+
+
+@mutation("DAG-2")
+def dangling_edge(dag: DAG) -> DAG | None:
+    """Add an edge to a node that does not exist."""
+    return _add_edges(dag, (dag.nodes[0].id, "ghost/node", "data"))
+
+
+@mutation("DAG-2")
+def duplicate_node(dag: DAG) -> DAG | None:
+    """Draw one node twice under the same id."""
+    return _dag(dag, nodes=[*dag.nodes, dag.nodes[len(dag.nodes) // 2]])
+
+
+@mutation("DAG-3")
+def cross_phase_edge(dag: DAG) -> DAG | None:
+    """Let a decode embedding read a prefill sampler directly."""
+    sampler = _find(dag, lambda n: _is(n, "sampler", "prefill"))
+    embedding = _find(dag, lambda n: _is(n, "embedding", "decode"))
+    if sampler is None or embedding is None:
+        return None
+    return _add_edges(dag, (sampler.id, embedding.id, "data"))
+
+
+@mutation("DAG-4")
+def rank_outside_world(dag: DAG) -> DAG | None:
+    """Run a node on a GPU beyond the world size."""
+    node = _find(dag, lambda n: n.kind == "linear")
+    return None if node is None else _update(dag, node.id, ranks=[*node.ranks, dag.meta.gpus])
+
+
+@mutation("DAG-5", "a collective or send/recv joins disjoint GPU sets (EP across groups, PP, ...)")
+def bypass_comm(dag: DAG) -> DAG | None:
+    """Keep a transfer but add a direct edge around it between disjoint GPU sets."""
+    by_id = {n.id: n for n in dag.nodes}
+    for comm in dag.nodes:
+        if not isinstance(comm, CommNode):
+            continue
+        chain = [comm.id]
+        if comm.kind == "send":
+            chain += [e.dst for e in dag.edges if e.src == comm.id and e.kind == "pipeline"]
+        for src in _data_preds(dag, chain[0]):
+            for dst in _data_succs(dag, chain[-1]):
+                a, b = by_id[src], by_id[dst]
+                if (
+                    not isinstance(a, CommNode)
+                    and not isinstance(b, CommNode)
+                    and not set(a.ranks) & set(b.ranks)
+                ):
+                    return _add_edges(dag, (src, dst, "data"))
+    return None
+
+
+# -- phases and decode -----------------------------------------------------------------------------
+@mutation("PH-1")
+def drop_prefill_kv_write(dag: DAG) -> DAG | None:
+    """Prefill forgets to write one layer's KV cache."""
+    node = _find(dag, lambda n: _is(n, "kv_write", "prefill"))
+    return None if node is None else _remove(dag, {node.id}, rewire=False)
+
+
+@mutation("PH-1")
+def partial_prompt_write(dag: DAG) -> DAG | None:
+    """Prefill caches only half the prompt positions of one layer."""
+    node = _find(dag, lambda n: _is(n, "kv_write", "prefill"))
+    if not isinstance(node, StateNode) or node.tokens < 2:
+        return None
+    return _update(dag, node.id, tokens=node.tokens // 2)
+
+
+@mutation("KV-1")
+def drop_decode_kv_write(dag: DAG) -> DAG | None:
+    """Decode forgets to append one layer's new K/V."""
+    node = _find(dag, lambda n: _is(n, "kv_write", "decode"))
+    return None if node is None else _remove(dag, {node.id}, rewire=False)
+
+
+@mutation("KV-2", "disaggregated serving")
+def drop_kv_transfer(dag: DAG) -> DAG | None:
+    """Join disaggregated prefill and decode boundary to boundary, without moving the cache."""
+    if not dag.meta.strategy.disaggregated:
+        return None
+    transfers = {n.id for n in dag.nodes if n.kind == "kv_transfer"}
+    return _add_edges(_remove(dag, transfers, rewire=False), ("prefill/end", "decode/step_t", "state"))
+
+
+@mutation("DEC-1")
+def drop_sampler_sync(dag: DAG) -> DAG | None:
+    """Let step t+1 start without waiting for a sampler."""
+    sampler = _find(dag, lambda n: _is(n, "sampler", "decode"))
+    if sampler is None:
+        return None
+    return _drop_edges(dag, lambda e: e.src == sampler.id and e.dst == "decode/step_t+1")
+
+
+@mutation("DEC-2")
+def drop_kv_read(dag: DAG) -> DAG | None:
+    """Decode attention without the read of the cached K/V."""
+    node = _find(dag, lambda n: _is(n, "kv_read", "decode"))
+    return None if node is None else _remove(dag, {node.id}, rewire=False)
+
+
+@mutation("DEC-3", "tp > 1 in decode (vocabulary-parallel LM head)")
+def drop_vocab_gather(dag: DAG) -> DAG | None:
+    """Sample from vocabulary slices without gathering the logits."""
+    node = _find(dag, lambda n: _is(n, "all_gather", "decode", "vocab_gather"))
+    return None if node is None else _remove(dag, {node.id}, rewire=True)
+
+
+@mutation("DEC-4")
+def multi_token_decode(dag: DAG) -> DAG | None:
+    """Decode attention over four new tokens per sequence (tokens of one sequence in parallel)."""
+    node = _find(dag, lambda n: _is(n, "attention", "decode"))
+    if not isinstance(node, ComputeNode):
+        return None
+    return _update(dag, node.id, shape={**node.shape, "q_len": 4})
+
+
+@mutation("DEC-5")
+def uncommitted_kv_write(dag: DAG) -> DAG | None:
+    """A decode KV write that the step boundary does not wait for."""
+    node = _find(dag, lambda n: _is(n, "kv_write", "decode"))
+    if node is None:
+        return None
+    return _drop_edges(dag, lambda e: e.src == node.id and e.dst == "decode/step_t+1")
+
+
+@mutation("OVL-1")
+def step_back_edge(dag: DAG) -> DAG | None:
+    """An edge from step t+1 back into step t."""
+    node = _find(dag, lambda n: _is(n, "norm", "decode"))
+    return None if node is None else _add_edges(dag, ("decode/step_t+1", node.id, "sync"))
+
+
+@mutation("OVL-1")
+def prefetch_next_step(dag: DAG) -> DAG | None:
+    """Start reading step t+1's cache while step t still runs."""
+    read = _find(dag, lambda n: _is(n, "kv_read", "decode"))
+    if read is None:
+        return None
+    early = read.model_copy(update={"id": f"{read.id}@t+1", "step": 1})
+    return _add_edges(_dag(dag, nodes=[*dag.nodes, early]), ("decode/step_t", early.id, "sync"))
+
+
+# -- tensor parallelism ----------------------------------------------------------------------------
+@mutation("TP-1", "tp > 1")
+def tp_node_per_shard(dag: DAG) -> DAG | None:
+    """Draw a TP operator on one shard's rank instead of its whole TP group."""
+    node = _find(
+        dag,
+        lambda n: _is(n, "linear", "decode") and getattr(n, "parallel", "") == "column" and len(n.ranks) > 1,
+    )
+    return None if node is None else _update(dag, node.id, ranks=node.ranks[:1])
+
+
+@mutation("TP-2", "tp > 1")
+def drop_all_reduce(dag: DAG) -> DAG | None:
+    """Remove the all-reduce after a row-parallel projection; its neighbours join directly."""
+    node = _find(
+        dag,
+        lambda n: _is(n, "all_reduce", "decode", "tp_reduce") and ".all_reduce" in n.id and "o_proj" in n.id,
+    )
+    return None if node is None else _remove(dag, {node.id}, rewire=True)
+
+
+@mutation("TP-2", "tp > 1")
+def unmark_partial(dag: DAG) -> DAG | None:
+    """Declare a row-parallel projection's output whole, hiding that it must be reduced."""
+    node = _find(dag, lambda n: _is(n, "linear", "decode") and getattr(n, "partial", False))
+    return None if node is None else _update(dag, node.id, partial=False)
+
+
+@mutation("TP-3")
+def tp_not_dividing_heads(dag: DAG) -> DAG | None:
+    """Claim a TP degree that does not divide the attention heads."""
+    heads = dag.meta.model.num_attention_heads
+    tp = next(t for t in range(3, heads + 2) if heads % t)
+    return _strategy(dag, "prefill", tp=tp)
+
+
+@mutation("TP-4", "tp > 1")
+def norm_before_reduction(dag: DAG) -> DAG | None:
+    """Normalize the partial output of o_proj before its all-reduce."""
+    o_proj = _find(dag, lambda n: _is(n, "linear", "decode") and getattr(n, "partial", False))
+    if o_proj is None:
+        return None
+    norm = _find(
+        dag,
+        lambda n: (
+            _is(n, "norm", "decode")
+            and n.layer == o_proj.layer
+            and n.microbatch == o_proj.microbatch
+            and n.shard == o_proj.shard
+            and "post_attn_norm" in n.id
+        ),
+    )
+    return None if norm is None else _add_edges(dag, (o_proj.id, norm.id, "data"))
+
+
+@mutation("TP-5", "tp > 1 (a TP group then straddles one-GPU nodes)")
+def tp_group_across_nodes(dag: DAG) -> DAG | None:
+    """Place the same ranks on one-GPU nodes, so each TP group crosses the network."""
+    if max(dag.meta.strategy.prefill.tp, dag.meta.strategy.decode.tp) < 2:
+        return None
+    return _dag(dag, meta=dag.meta.model_copy(update={"gpus_per_node": 1}))
+
+
+# -- pipeline parallelism --------------------------------------------------------------------------
+@mutation("PP-1", "pp > 1")
+def layer_on_wrong_stage(dag: DAG) -> DAG | None:
+    """Run the first layer of stage 1 on stage 0."""
+    stages = dag.meta.stage_layers["prefill"]
+    if len(stages) < 2:
+        return None
+    layer = stages[1][0]
+    return _dag(
+        dag,
+        nodes=[
+            n.model_copy(update={"stage": 0})
+            if n.phase == "prefill" and n.layer == layer and not isinstance(n, CommNode)
+            else n
+            for n in dag.nodes
+        ],
+    )
+
+
+@mutation("PP-2", "pp > 1")
+def reverse_pipeline_edge(dag: DAG) -> DAG | None:
+    """Point a pipeline edge from the later stage back to the earlier one."""
+    index = next((k for k, e in enumerate(dag.edges) if e.kind == "pipeline"), None)
+    if index is None:
+        return None
+    edges = list(dag.edges)
+    edges[index] = Edge(src=edges[index].dst, dst=edges[index].src, kind="pipeline")
+    return _dag(dag, edges=edges)
+
+
+@mutation("PP-3", "pp > 1")
+def drop_send_recv(dag: DAG) -> DAG | None:
+    """Cross a stage boundary without the send/recv pair."""
+    send = _find(dag, lambda n: n.kind == "send")
+    if send is None:
+        return None
+    recv = [e.dst for e in dag.edges if e.src == send.id and e.kind == "pipeline"]
+    return _remove(dag, {send.id, *recv}, rewire=True)
+
+
+@mutation("PP-4")
+def pp_exceeds_layers(dag: DAG) -> DAG | None:
+    """Claim more pipeline stages than layers."""
+    return _strategy(dag, "decode", pp=dag.meta.model.num_layers + 1)
+
+
+# -- expert parallelism ----------------------------------------------------------------------------
+@mutation("EP-1", "ep > 1")
+def drop_ep_dispatch(dag: DAG) -> DAG | None:
+    """Send tokens from the routers straight to the experts, without the dispatch all-to-all."""
+    node = _find(dag, lambda n: _is(n, "all_to_all", None, "ep_dispatch"))
+    return None if node is None else _remove(dag, {node.id}, rewire=True)
+
+
+@mutation("EP-2", "ep > 1 and pp > 1")
+def ep_outside_stage(dag: DAG) -> DAG | None:
+    """Let an expert all-to-all reach a GPU of the next stage."""
+    node = _find(dag, lambda n: _is(n, "all_to_all", None, "ep_dispatch"))
+    if node is None:
+        return None
+    other = _stage_ranks(dag, node.phase, node.stage + 1)
+    return None if not other else _update(dag, node.id, ranks=[*node.ranks, min(other)])
+
+
+@mutation("EP-3")
+def ep_not_dividing(dag: DAG) -> DAG | None:
+    """Claim EP on a dense model, or an EP degree that does not divide the experts."""
+    moe = dag.meta.model.moe
+    return _strategy(dag, "decode", ep=2 if moe is None else 2 * moe.num_experts)
+
+
+@mutation("EP-4", "MoE model")
+def router_tp_split(dag: DAG) -> DAG | None:
+    """Split a router by TP."""
+    node = _find(dag, lambda n: n.kind == "router")
+    return None if node is None else _update(dag, node.id, parallel="column")
+
+
+# -- sequence parallelism --------------------------------------------------------------------------
+@mutation("SP-1")
+def decode_sp_gather(dag: DAG) -> DAG | None:
+    """Shard decode attention by tokens: an SP K/V all-gather in the decode branch."""
+    attention = _find(dag, lambda n: _is(n, "attention", "decode"))
+    if attention is None:
+        return None
+    gather = CommNode(
+        id=f"{attention.id}.kv.all_gather",
+        name="kv.all_gather",
+        kind="all_gather",
+        purpose="sp_kv_gather",
+        phase="decode",
+        layer=attention.layer,
+        stage=attention.stage,
+        microbatch=attention.microbatch,
+        ranks=list(attention.ranks),
+    )
+    producers = [(src, gather.id, "data") for src in _data_preds(dag, attention.id)[:1]]
+    return _add_edges(_dag(dag, nodes=[*dag.nodes, gather]), *producers, (gather.id, attention.id, "data"))
+
+
+@mutation("SP-1")
+def decode_sp_degree(dag: DAG) -> DAG | None:
+    """Claim sp=2 for decode."""
+    return _strategy(dag, "decode", sp=2)
+
+
+@mutation("SP-2", "prefill sp > 1")
+def drop_sp_kv_gather(dag: DAG) -> DAG | None:
+    """Let attention shards see only their own tokens' K/V."""
+    node = _find(dag, lambda n: _is(n, "all_gather", "prefill", "sp_kv_gather"))
+    return None if node is None else _remove(dag, {node.id}, rewire=False)
+
+
+@mutation("SP-3", "prefill sp > 1 and pp > 1")
+def sp_outside_stage(dag: DAG) -> DAG | None:
+    """Let an SP K/V gather reach a GPU of the next stage."""
+    node = _find(dag, lambda n: _is(n, "all_gather", "prefill", "sp_kv_gather"))
+    if node is None:
+        return None
+    other = _stage_ranks(dag, "prefill", node.stage + 1)
+    return None if not other else _update(dag, node.id, ranks=[*node.ranks, min(other)])
+
+
+@mutation("SP-4", "prefill sp > 1 and tp > 1 on an MoE model")
+def router_before_sp_sync(dag: DAG) -> DAG | None:
+    """Route the reduce-scattered shard of a token before gathering it."""
+    routers = {n.id for n in dag.nodes if n.kind == "router"}
+    gather = _find(
+        dag,
+        lambda n: (
+            _is(n, "all_gather", "prefill", "sp_gather") and any(s in routers for s in _data_succs(dag, n.id))
+        ),
+    )
+    return None if gather is None else _remove(dag, {gather.id}, rewire=True)
+
+
+@mutation("SP-5", "prefill sp > 1")
+def sp_exceeds_prompt(dag: DAG) -> DAG | None:
+    """Claim a prompt shorter than the number of sequence shards."""
+    sp = dag.meta.strategy.prefill.sp
+    if sp < 2:
+        return None
+    workload = dag.meta.workload.model_copy(update={"isl": sp - 1})
+    return _dag(dag, meta=dag.meta.model_copy(update={"workload": workload}))
+
+
+# -- microbatches ----------------------------------------------------------------------------------
+@mutation("MB-1", "mb > 1")
+def join_microbatches(dag: DAG) -> DAG | None:
+    """An edge from microbatch 0 into microbatch 1."""
+    first = _find(dag, lambda n: _is(n, "norm", "prefill") and n.microbatch == 0 and n.layer == 0)
+    second = _find(dag, lambda n: _is(n, "norm", "prefill") and n.microbatch == 1 and n.layer == 0)
+    return None if first is None or second is None else _add_edges(dag, (first.id, second.id, "data"))
+
+
+@mutation("MB-2", "mb > 1")
+def share_kv_state(dag: DAG) -> DAG | None:
+    """Let microbatch 1 write microbatch 0's KV cache."""
+    mine = _find(dag, lambda n: _is(n, "kv_write", "prefill") and n.microbatch == 0)
+    theirs = _find(dag, lambda n: _is(n, "kv_write", "prefill") and n.microbatch == 1)
+    if not isinstance(mine, StateNode) or theirs is None:
+        return None
+    return _update(dag, theirs.id, kv_state=mine.kv_state)
+
+
+@mutation("MB-3", "dp * adp * mb > 1")
+def mb_exceeds_batch(dag: DAG) -> DAG | None:
+    """Claim a batch of one sequence for more microbatches or groups than that."""
+    groups = max(p.dp * p.adp * p.mb for p in (dag.meta.strategy.prefill, dag.meta.strategy.decode))
+    if groups < 2:
+        return None
+    workload = dag.meta.workload.model_copy(update={"batch": 1})
+    return _dag(dag, meta=dag.meta.model_copy(update={"workload": workload}))
+
+
+@mutation("MB-4")
+def detach_microbatch(dag: DAG) -> DAG | None:
+    """Let the last decode microbatch start without waiting for step t to open."""
+    last = max(n.microbatch for n in dag.nodes if n.phase == "decode")
+    chain = {
+        n.id for n in dag.nodes if n.phase == "decode" and n.microbatch == last and n.kind != "step_boundary"
+    }
+    return _drop_edges(dag, lambda e: e.src == "decode/step_t" and e.dst in chain)
+
+
+# -- hierarchy and overlap -------------------------------------------------------------------------
+def _shifted_reduction(dag: DAG) -> tuple[CommNode, list[int]] | None:
+    """A TP all-reduce of a stage with several TP groups, and its ranks moved by one inside the stage."""
+    for node in dag.nodes:
+        if _is(node, "all_reduce", None, "tp_reduce") and isinstance(node, CommNode) and len(node.ranks) > 1:
+            moved = [r + 1 for r in node.ranks]
+            if set(moved) <= _stage_ranks(dag, node.phase, node.stage):
+                return node, moved
+    return None
+
+
+@mutation("HIER-1", "tp > 1 and a stage with several TP groups (sp, adp or ep)")
+def straddle_tp_groups(dag: DAG) -> DAG | None:
+    """Run a TP all-reduce over half of one TP group and half of the next."""
+    found = _shifted_reduction(dag)
+    return None if found is None else _update(dag, found[0].id, ranks=found[1])
+
+
+@mutation("HIER-2")
+def wrong_gpu_count(dag: DAG) -> DAG | None:
+    """Claim twice the GPUs the degrees multiply to."""
+    return _dag(dag, meta=dag.meta.model_copy(update={"gpus": 2 * dag.meta.gpus}))
+
+
+@mutation("HIER-3", "dp > 1")
+def reach_other_replica(dag: DAG) -> DAG | None:
+    """Run a decode operator on the GPUs of the second replica."""
+    pool = dag.meta.rank_pools["decode"]
+    if dag.meta.strategy.decode.dp < 2:
+        return None
+    node = _find(dag, lambda n: _is(n, "linear", "decode"))
+    if node is None:
+        return None
+    return _update(dag, node.id, ranks=[r + len(pool) for r in node.ranks])
+
+
+@mutation("OVL-3", "pp > 1")
+def send_recv_mismatch(dag: DAG) -> DAG | None:
+    """A recv that expects half the bytes its send delivers."""
+    recv = _find(dag, lambda n: n.kind == "recv")
+    if not isinstance(recv, CommNode):
+        return None
+    return _update(dag, recv.id, message_bytes=recv.message_bytes / 2)
+
+
+@mutation("OVL-3", "tp > 1 and a stage with several TP groups")
+def reduce_on_other_group(dag: DAG) -> DAG | None:
+    """Reduce a partial output on another TP group than the one holding it."""
+    for node in dag.nodes:
+        if _is(node, "all_reduce", "decode", "tp_reduce") and len(node.ranks) > 1:
+            other = [r + len(node.ranks) for r in node.ranks]
+            if set(other) <= _stage_ranks(dag, node.phase, node.stage):
+                return _update(dag, node.id, ranks=other)
+    return None
+
+
+# -- the cases and the kill table ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Case:
+    """A builder DAG to mutate: model (cut to ``layers``), GPU count, strategy SPEC."""
+
+    model: str
+    layers: int
+    gpus: int
+    spec: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}[{self.layers}L] {self.spec} on {self.gpus}"
+
+
+CASES: tuple[Case, ...] = (
+    Case("llama-3.1-8b", 4, 4, "tp=2,pp=2,mb=2"),
+    Case("llama-3.1-8b", 4, 8, "sp=2,tp=2,pp=2,mb=2"),
+    Case("mixtral-8x7b", 4, 8, "sp=2,tp=2,ep=2,pp=2,mb=2"),
+    Case("llama-3.1-8b", 4, 4, "prefill:tp=2;decode:tp=2;disagg"),
+    Case("qwen3-30b-a3b", 4, 4, "dp=2,tp=2,ep=2"),
+    Case("deepseek-v3", 5, 4, "prefill:sp=2,tp=2,ep=4;decode:adp=2,tp=2,ep=4"),
+    Case("gpt-oss-20b", 4, 4, "adp=2,tp=2,mb=2"),
+    Case("mixtral-8x7b", 4, 8, "prefill:tp=2,ep=2,pp=2;decode:dp=2,tp=2,ep=2;disagg"),
+    Case("deepseek-v3", 5, 8, "prefill:sp=2,tp=2,ep=2,pp=2,mb=2;decode:adp=2,tp=2,ep=2,pp=2"),
+)
+"""Strategies that, together, give every operator something to break."""
+
+WORKLOAD = Workload(isl=64, osl=8, batch=8)
+
+
+def trimmed_model(name: str, layers: int) -> ModelSpec:
+    """A bundled model cut to its first ``layers`` layers (the graph stays small, its structure the same)."""
+    model = load_model(name)
+    return model.model_copy(update={"num_layers": layers, "layer_types": model.layer_types[:layers]})
+
+
+@functools.cache
+def case_dag(case: Case) -> DAG:
+    """The builder DAG of a case (cached; treat it as read-only)."""
+    return build_dag(
+        trimmed_model(case.model, case.layers),
+        make_cluster("H100", case.gpus),
+        parse_strategy(case.spec),
+        WORKLOAD,
+    )
+
+
+@dataclass(frozen=True)
+class KillRow:
+    """How one operator fared over the cases."""
+
+    operator: str
+    rule: str
+    applied: int
+    killed: int
+    missed: tuple[str, ...]
+
+
+def kill_table(cases: Iterable[Case] = CASES) -> list[KillRow]:
+    """Apply every operator to every case; a mutant is killed when its declared rule reports a violation
+    of the rule's severity (an error for mandatory rules), and the report is invalid for errors."""
+    rows = []
+    dags = [(case, case_dag(case)) for case in cases]
+    for op in MUTATIONS.values():
+        applied, killed, missed = 0, 0, []
+        severity = RULES[op.rule].severity
+        for case, dag in dags:
+            mutant = op.apply(dag)
+            if mutant is None:
+                continue
+            applied += 1
+            report = validate(mutant)
+            caught = any(v.rule == op.rule and v.severity == severity for v in report.violations)
+            if caught and (severity != "error" or not report.valid):
+                killed += 1
+            else:
+                missed.append(case.label)
+        rows.append(KillRow(op.name, op.rule, applied, killed, tuple(missed)))
+    return rows
+
+
+def format_kill_table(rows: list[KillRow]) -> str:
+    """The kill table as Markdown, with the overall kill rate in the last line."""
+    lines = ["| operator | rule | mutants | killed |", "| --- | --- | ---: | ---: |"]
+    lines += [f"| {r.operator} | {r.rule} | {r.applied} | {r.killed} |" for r in rows]
+    applied, killed = sum(r.applied for r in rows), sum(r.killed for r in rows)
+    rate = 100.0 * killed / applied if applied else 0.0
+    lines.append(f"\n{len(rows)} operators, {applied} mutants, {killed} killed: kill rate {rate:.1f}%")
+    return "\n".join(lines)

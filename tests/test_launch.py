@@ -1,0 +1,203 @@
+"""Launch commands pinned for representative plans, per engine, and ``shardplan export`` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_helpers import run_cli
+from shardplan.errors import InputError
+from shardplan.tools.contracts import Plan, PlanRequest, Workload, parse_strategy
+from shardplan.tools.launch import ENGINES, LaunchSpec, launch_command
+from shardplan.tools.planner import plan_for_strategy, resolve_request
+
+LLAMA = "meta-llama/Llama-3.1-70B"
+QWEN_MOE = "Qwen/Qwen3-30B-A3B"
+
+
+def _plan(model: str, spec: str, gpus: int = 8, batch: int = 16) -> Plan:
+    request = PlanRequest(model=model, gpu="H100", gpus=gpus, workload=Workload(isl=2048, osl=256, batch=batch))
+    spec_model, cluster = resolve_request(request)
+    return plan_for_strategy(request, spec_model, cluster, parse_strategy(spec))
+
+
+@pytest.fixture(scope="module")
+def plans() -> dict[str, Plan]:
+    return {
+        "dense_tp8": _plan(LLAMA, "tp=8"),
+        "tp4_pp2": _plan(LLAMA, "tp=4,pp=2,mb=2"),
+        "moe_adp_ep": _plan(QWEN_MOE, "adp=4,tp=2,ep=8"),
+        "disaggregated": _plan(LLAMA, "prefill:tp=4;decode:tp=4;disagg"),
+        "sp": _plan(LLAMA, "sp=2,tp=4"),
+    }
+
+
+PINNED: dict[tuple[str, str], str] = {
+    ("dense_tp8", "vllm"): "vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 8 --max-num-seqs 16",
+    ("dense_tp8", "sglang"):
+        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B --tp-size 8 --max-running-requests 16",
+    ("dense_tp8", "trtllm"): "trtllm-serve meta-llama/Llama-3.1-70B --backend pytorch --tp_size 8 --max_batch_size 16",
+    ("tp4_pp2", "vllm"):
+        "vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4 --pipeline-parallel-size 2 --max-num-seqs 16",
+    ("tp4_pp2", "sglang"):
+        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B --tp-size 4 --pp-size 2 "
+        "--max-running-requests 16 --pp-max-micro-batch-size 8",
+    ("tp4_pp2", "trtllm"):
+        "trtllm-serve meta-llama/Llama-3.1-70B --backend pytorch --tp_size 4 --pp_size 2 --max_batch_size 16",
+    ("moe_adp_ep", "vllm"):
+        "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2 --data-parallel-size 4 --enable-expert-parallel "
+        "--max-num-seqs 4",
+    ("moe_adp_ep", "sglang"):
+        "python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --tp-size 8 --dp-size 4 --enable-dp-attention "
+        "--ep-size 8 --moe-a2a-backend deepep --max-running-requests 16",
+    ("moe_adp_ep", "trtllm"):
+        "cat > extra_llm_api_options.yaml <<'EOF'\nenable_attention_dp: true\nEOF\n"
+        "trtllm-serve Qwen/Qwen3-30B-A3B --backend pytorch --tp_size 8 --ep_size 8 --max_batch_size 2 "
+        "--extra_llm_api_options extra_llm_api_options.yaml",
+    ("disaggregated", "vllm"):
+        "CUDA_VISIBLE_DEVICES=0,1,2,3 VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve meta-llama/Llama-3.1-70B "
+        "--tensor-parallel-size 4 --max-num-seqs 16 "
+        "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}' --port 8100 &\n"
+        "CUDA_VISIBLE_DEVICES=4,5,6,7 VLLM_NIXL_SIDE_CHANNEL_PORT=5700 vllm serve meta-llama/Llama-3.1-70B "
+        "--tensor-parallel-size 4 --max-num-seqs 16 "
+        "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}' --port 8200 &\nwait",
+    ("disaggregated", "sglang"):
+        "CUDA_VISIBLE_DEVICES=0,1,2,3 python -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B "
+        "--tp-size 4 --max-running-requests 16 --disaggregation-mode prefill --disaggregation-transfer-backend nixl "
+        "--port 30000 &\n"
+        "CUDA_VISIBLE_DEVICES=4,5,6,7 python -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B "
+        "--tp-size 4 --max-running-requests 16 --disaggregation-mode decode --disaggregation-transfer-backend nixl "
+        "--port 30100 &\n"
+        "python -m sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 "
+        "--decode http://127.0.0.1:30100 --host 0.0.0.0 --port 8000 &\nwait",
+    ("sp", "vllm"):
+        "vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4 --data-parallel-size 2 --max-num-seqs 8",
+    ("sp", "sglang"):
+        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B --tp-size 4 --dp-size 2 "
+        "--max-running-requests 16",
+    ("sp", "trtllm"):
+        "cat > extra_llm_api_options.yaml <<'EOF'\nenable_attention_dp: true\nEOF\n"
+        "trtllm-serve meta-llama/Llama-3.1-70B --backend pytorch --tp_size 8 --max_batch_size 2 "
+        "--extra_llm_api_options extra_llm_api_options.yaml",
+}
+
+
+@pytest.mark.parametrize(("case", "engine"), sorted(PINNED))
+def test_pinned_command(plans: dict[str, Plan], case: str, engine: str) -> None:
+    assert launch_command(plans[case], engine).command == PINNED[(case, engine)]  # type: ignore[arg-type]
+
+
+def test_trtllm_disaggregated_has_context_generation_and_orchestrator(plans: dict[str, Plan]) -> None:
+    spec = launch_command(plans["disaggregated"], "trtllm")
+    assert set(spec.commands) == {"prefill", "decode", "router"}
+    assert spec.commands["router"] == "trtllm-serve disaggregated -c disagg_config.yaml"
+    assert spec.files["prefill_config.yaml"] == (
+        "disable_overlap_scheduler: true\ncache_transceiver_config:\n  backend: NIXL\n  max_tokens_in_buffer: 2048\n")
+    assert "disable_overlap_scheduler" not in spec.files["decode_config.yaml"]
+    assert '- "localhost:8001"' in spec.files["disagg_config.yaml"]
+    assert '- "localhost:8101"' in spec.files["disagg_config.yaml"]
+    assert spec.flags["prefill"]["--port"] == 8001 and spec.flags["decode"]["--port"] == 8101
+    assert spec.env["decode"] == {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+
+
+def test_disaggregated_roles_for_every_engine(plans: dict[str, Plan]) -> None:
+    for engine in ENGINES:
+        spec = launch_command(plans["disaggregated"], engine)  # type: ignore[arg-type]
+        assert {"prefill", "decode"} <= set(spec.flags), engine
+    vllm = launch_command(plans["disaggregated"], "vllm")
+    assert any("NixlConnector" in note and "proxy" in note for note in vllm.notes)
+    assert vllm.env["prefill"]["VLLM_NIXL_SIDE_CHANNEL_PORT"] != vllm.env["decode"]["VLLM_NIXL_SIDE_CHANNEL_PORT"]
+
+
+def test_sp_plan_says_what_cannot_be_expressed(plans: dict[str, Plan]) -> None:
+    for engine in ENGINES:
+        notes = " ".join(launch_command(plans["sp"], engine).notes)  # type: ignore[arg-type]
+        assert "sp=2" in notes and "not expressed" in notes, engine
+        assert "different layouts" in notes, engine
+
+
+def test_microbatches_and_attention_dp_limits_are_noted(plans: dict[str, Plan]) -> None:
+    assert any("mb=2" in note for note in launch_command(plans["tp4_pp2"], "vllm").notes)
+    trt = launch_command(plans["moe_adp_ep"], "trtllm").notes
+    assert any("attention_dp_size = tp_size = 8" in note and "cannot be expressed" in note for note in trt)
+    assert launch_command(plans["moe_adp_ep"], "vllm").notes == []  # vLLM's EP = TP x DP = 8 = the plan's ep
+    assert launch_command(plans["dense_tp8"], "sglang").notes == []
+
+
+def test_vllm_ep_size_mismatch_and_moe_replicas() -> None:
+    plan = _plan(QWEN_MOE, "dp=2,adp=2,tp=2,ep=2")
+    spec = launch_command(plan, "vllm")
+    assert any("TP x DP = 4" in note and "ep=2" in note for note in spec.notes)
+    lines = spec.commands["serve"].splitlines()
+    assert [line.split()[0] for line in lines] == ["CUDA_VISIBLE_DEVICES=0,1,2,3", "CUDA_VISIBLE_DEVICES=4,5,6,7"]
+    assert lines[1].endswith("--port 8001")
+
+
+def test_disaggregated_prefill_sp_folds_into_tp() -> None:
+    plan = _plan(LLAMA, "prefill:sp=2,tp=2;decode:tp=4;disagg")
+    spec = launch_command(plan, "sglang")
+    assert spec.flags["prefill"]["--tp-size"] == 4
+    assert any(note.startswith("prefill: sp=2") for note in spec.notes)
+
+
+def test_sglang_multinode_lines_per_node() -> None:
+    request = PlanRequest(model="openai/gpt-oss-120b", gpu="H100", gpus=2, gpus_per_node=1,
+                          workload=Workload(isl=2048, osl=256, batch=4))
+    model, cluster = resolve_request(request)
+    plan = plan_for_strategy(request, model, cluster, parse_strategy("pp=2"))
+    spec = launch_command(plan, "sglang")
+    assert spec.command.startswith("# node 0\n")
+    assert '--nnodes 2 --node-rank 1 --dist-init-addr "${HEAD_IP}:5000"' in spec.command
+    assert launch_command(plan, "trtllm").command.startswith("trtllm-llmapi-launch trtllm-serve")
+    assert "--distributed-executor-backend ray" in launch_command(plan, "vllm").command
+
+
+def test_infeasible_plan_and_unknown_engine_are_input_errors(plans: dict[str, Plan]) -> None:
+    infeasible = Plan(shardplan_version="0", request=plans["dense_tp8"].request, status="infeasible", strategy=None,
+                      explanation="does not fit", min_gpus=16)
+    with pytest.raises(InputError, match="infeasible"):
+        launch_command(infeasible, "vllm")
+    with pytest.raises(InputError, match="unknown engine"):
+        launch_command(plans["dense_tp8"], "tgi")  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory: pytest.TempPathFactory, plans: dict[str, Plan]) -> Path:
+    path = tmp_path_factory.mktemp("export") / "plan.json"
+    path.write_text(plans["moe_adp_ep"].model_dump_json())
+    return path
+
+
+def test_export_prints_a_shell_script(plan_file: Path) -> None:
+    result = run_cli("export", str(plan_file), "--engine", "sglang")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].startswith("# sglang launch for Qwen/Qwen3-30B-A3B")
+    assert PINNED[("moe_adp_ep", "sglang")] in result.stdout
+
+
+def test_export_json_is_a_launch_spec(plan_file: Path) -> None:
+    result = run_cli("export", str(plan_file), "--engine", "trtllm", "--json")
+    assert result.returncode == 0, result.stderr
+    spec = LaunchSpec.model_validate(json.loads(result.stdout))
+    assert spec.flags["serve"]["--ep_size"] == 8
+
+
+def test_export_bad_input_exits_2_with_one_line(tmp_path: Path, plan_file: Path) -> None:
+    missing = run_cli("export", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "no file" in missing.stderr
+    junk = tmp_path / "junk.json"
+    junk.write_text("{not json")
+    assert run_cli("export", str(junk)).returncode == 2
+    engine = run_cli("export", str(plan_file), "--engine", "tgi")
+    assert engine.returncode == 2 and "vllm, sglang, trtllm" in engine.stderr
+    infeasible = tmp_path / "infeasible.json"
+    request = json.loads(plan_file.read_text())["request"]
+    infeasible.write_text(json.dumps({"shardplan_version": "0", "request": request, "status": "infeasible",
+                                      "strategy": None, "explanation": "does not fit (MEM-1)", "min_gpus": 16}))
+    result = run_cli("export", str(infeasible))
+    assert result.returncode == 2 and "infeasible" in result.stderr and "Traceback" not in result.stderr

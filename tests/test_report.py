@@ -1,0 +1,235 @@
+"""The HTML report and the schedule trace of a real plan: sections, links, self-containment, escaping, and
+the page as headless Chromium loads it (no console errors, DAG and timeline rendered, a screenshot)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from cli_helpers import run_cli
+from shardplan.tools.contracts import Plan, PlanRequest, ValidationReport, Violation, Workload
+from shardplan.tools.cost.schedule import schedule_dag
+from shardplan.tools.planner import plan
+from shardplan.tools.report import render_report, trace_events
+
+SECTIONS = ("strategy", "time", "memory", "pareto", "timeline", "dag", "validation", "launch", "explanation",
+            "knowledge")
+
+
+@pytest.fixture(scope="module")
+def real_plan() -> Plan:
+    """What ``shardplan plan`` answers for Qwen3-30B-A3B on 8 H100 at batch 64 for throughput (disaggregated)."""
+    request = PlanRequest(model="Qwen/Qwen3-30B-A3B", gpu="H100", gpus=8,
+                          workload=Workload(isl=2048, osl=256, batch=64, objective="throughput"))
+    result = plan(request)
+    assert result.strategy is not None and result.dag is not None
+    return result
+
+
+@pytest.fixture(scope="module")
+def page(real_plan: Plan) -> str:
+    return render_report(real_plan)
+
+
+class _Collector(HTMLParser):
+    """Every element id, every href and src, and every tag name of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: list[str] = []
+        self.links: list[tuple[str, str, str]] = []
+        self.tags: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        for name, value in attrs:
+            if name == "id" and value:
+                self.ids.append(value)
+            if name in ("href", "src", "xlink:href", "action", "data") and value is not None:
+                self.links.append((tag, name, value))
+
+
+def _collect(page: str) -> _Collector:
+    collector = _Collector()
+    collector.feed(page)
+    return collector
+
+
+def test_page_has_every_section(page: str, real_plan: Plan) -> None:
+    ids = set(_collect(page).ids)
+    assert set(SECTIONS) <= ids
+    assert page.count('<svg class="timeline"') == 2  # prefill (with the KV handoff) and the decode step
+    assert '<svg class="dag-blocks"' in page and '<svg class="pareto"' in page and '<svg class="breakdown"' in page
+    assert real_plan.strategy is not None
+    assert real_plan.strategy.to_spec() in page
+    for alternative in real_plan.alternatives:
+        assert alternative.strategy in page
+    assert "vllm serve Qwen/Qwen3-30B-A3B" in page and "sglang.launch_server" in page and "trtllm-serve" in page
+
+
+def test_rule_links_resolve_to_embedded_knowledge(page: str, real_plan: Plan) -> None:
+    collected = _collect(page)
+    ids = set(collected.ids)
+    assert len(ids) == len(collected.ids), "element ids are unique"
+    internal = [value[1:] for _, name, value in collected.links if name == "href" and value.startswith("#")]
+    assert internal and all(target in ids for target in internal)
+    assert real_plan.validation is not None
+    for rule in real_plan.validation.rules_checked:
+        assert f'href="#rule-{rule}"' in page and f'id="rule-{rule}"' in page
+    assert re.search(r'id="rule-TP-2"><b>TP-2</b> <span class="sev mandatory">mandatory</span> The partial', page)
+
+
+def test_page_is_self_contained(page: str) -> None:
+    collected = _collect(page)
+    external = [link for link in collected.links if not link[2].startswith("#")]
+    assert external == []
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page)
+    assert "@import" not in page and "url(http" not in page and "<link" not in page
+    assert "<script src" not in page and "<iframe" not in page and "<img" not in page
+    assert {"style", "script", "svg"} <= collected.tags
+
+
+def test_text_is_escaped(real_plan: Plan) -> None:
+    hostile = "<script>alert('x')</script> & <b>"
+    assert real_plan.validation is not None
+    validation = ValidationReport(valid=False, violations=[Violation(
+        rule="TP-2", severity="error", message=hostile + " breaks TP-2", nodes=["<n>"], fix="fix <it>",
+        citation="02-tensor-parallelism.md")], rules_checked=real_plan.validation.rules_checked, nodes=1, edges=1)
+    page = render_report(real_plan.model_copy(update={"validation": validation, "explanation": hostile}))
+    assert "<script>alert" not in page and "<b> breaks" not in page
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &lt;b&gt;" in page
+    assert 'breaks <a class="rule-link" href="#rule-TP-2">TP-2</a>' in page
+    assert "fix &lt;it&gt;" in page and "1 error" in page
+
+
+def test_infeasible_plan_gets_a_page_that_says_so(real_plan: Plan) -> None:
+    infeasible = Plan(shardplan_version="0", request=real_plan.request, status="infeasible", strategy=None,
+                      explanation="needs 200 GB per GPU (MEM-1)", min_gpus=32)
+    page = render_report(infeasible)
+    assert "No strategy fits" in page and "<b>32</b>" in page and 'id="rule-MEM-1"' in page
+    assert 'class="timeline"' not in page
+
+
+def test_trace_has_a_complete_event_per_scheduled_node_and_rank(real_plan: Plan) -> None:
+    assert real_plan.dag is not None and real_plan.dag.meta.cluster is not None
+    trace = json.loads(json.dumps(trace_events(real_plan)))
+    events = trace["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in complete)
+    per_node: dict[str, set[int]] = {}
+    for event in complete:
+        per_node.setdefault(event["name"], set()).add(event["pid"])
+        assert event["tid"] in (0, 1, 2)
+    sched = schedule_dag(real_plan.dag, real_plan.dag.meta.cluster)
+    for node in real_plan.dag.nodes:
+        if sched.finish[node.id] - sched.start[node.id] > 0:
+            assert per_node.get(node.id) == set(node.ranks), node.id
+    ranks = {r for n in real_plan.dag.nodes for r in n.ranks}
+    names = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == ranks
+    threads = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert threads == {"compute", "communication", "wait"}
+    kinds = {e["args"]["kind"] for e in complete if e["tid"] == 1}
+    assert kinds and kinds <= {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "kv_transfer"}
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory: pytest.TempPathFactory, real_plan: Plan) -> Path:
+    path = tmp_path_factory.mktemp("report") / "plan.json"
+    path.write_text(real_plan.model_dump_json())
+    return path
+
+
+def test_cli_writes_report_and_trace(plan_file: Path, tmp_path: Path) -> None:
+    out, trace = tmp_path / "report.html", tmp_path / "trace.json"
+    result = run_cli("report", str(plan_file), "-o", str(out), "--trace", str(trace), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["report"] == str(out) and summary["events"] > 0
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+def test_cli_bad_files_exit_2_with_one_line(tmp_path: Path, plan_file: Path) -> None:
+    missing = run_cli("report", str(tmp_path / "missing.json"))
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    dag_only = tmp_path / "dag.json"
+    dag_only.write_text(json.dumps(json.loads(plan_file.read_text())["dag"]))
+    result = run_cli("report", str(dag_only))
+    assert result.returncode == 2 and "not a plan" in result.stderr and "DAG" in result.stderr
+    broken = tmp_path / "broken.json"
+    data = json.loads(plan_file.read_text())
+    data["status"] = "maybe"
+    broken.write_text(json.dumps(data))
+    result = run_cli("report", str(broken))
+    assert result.returncode == 2 and "status" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "broken.html").exists()
+
+
+def test_cli_infeasible_plan(tmp_path: Path, plan_file: Path) -> None:
+    request = json.loads(plan_file.read_text())["request"]
+    infeasible = tmp_path / "infeasible.json"
+    infeasible.write_text(json.dumps({"shardplan_version": "0", "request": request, "status": "infeasible",
+                                      "strategy": None, "explanation": "does not fit (MEM-1)", "min_gpus": 16}))
+    result = run_cli("report", str(infeasible))
+    assert result.returncode == 0, result.stderr
+    assert "No strategy fits" in (tmp_path / "infeasible.html").read_text()
+    traced = run_cli("report", str(infeasible), "--trace", str(tmp_path / "t.json"))
+    assert traced.returncode == 2 and "no schedule" in traced.stderr
+
+
+# ------------------------------------------------------------------------------------------ Chromium
+
+_PROBE_HEAD = ("<script>window.addEventListener('error', function (e) {"
+               "document.documentElement.setAttribute('data-js-error', String(e.message)); });</script>")
+# Runs after the page's own script: clicks the first DAG block and records whether its details opened.
+_PROBE_TAIL = ("<script>(function () { var b = document.querySelector('svg.dag-blocks g.block');"
+               "b.dispatchEvent(new MouseEvent('click', {bubbles: true}));"
+               "var d = document.getElementById(b.getAttribute('data-open'));"
+               "document.body.setAttribute('data-click-opened', d && d.open ? '1' : '0'); })();</script>")
+
+
+def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        pytest.skip("Debian's chromium package is not installed (apt-get install -y chromium)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0"]
+    return subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_page_loads_in_headless_chromium(page: str, tmp_path: Path) -> None:
+    probed = page.replace("<head>", "<head>" + _PROBE_HEAD, 1).replace("</body>", _PROBE_TAIL + "</body>", 1)
+    path = tmp_path / "report.html"
+    path.write_text(probed)
+    result = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", path.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    console = [line for line in result.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == [], console
+    assert re.search(r"<html[^>]*data-js-error", dom) is None
+    assert 'data-ready="1"' in dom
+    assert int(re.search(r'data-timeline-bars="(\d+)"', dom).group(1)) > 100  # type: ignore[union-attr]
+    assert int(re.search(r'data-dag-blocks="(\d+)"', dom).group(1)) >= 4  # type: ignore[union-attr]
+    assert 'data-click-opened="1"' in dom
+    assert '<svg class="timeline"' in dom and '<svg class="dag-blocks"' in dom
+
+
+def test_screenshot_of_the_report(page: str, tmp_path: Path) -> None:
+    path = tmp_path / "report.html"
+    path.write_text(page)
+    shot = tmp_path / "report.png"
+    result = _chromium(tmp_path, "--hide-scrollbars", f"--screenshot={shot}", "--window-size=1400,2000",
+                       path.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000

@@ -1,0 +1,95 @@
+"""The chosen strategy among its alternatives: tokens/s per GPU against tokens/s per user, hand-drawn in SVG.
+
+A point is on the Pareto frontier when no other point is at least as good on both axes and better on
+one. The frontier is drawn as a step line; the chosen strategy is ringed and labelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..contracts.plan import Plan
+from .svg import esc, fmt_num, nice_range, svg_open, text
+
+__all__ = ["Point", "plan_points", "pareto_front", "pareto_svg"]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One strategy on the plot."""
+
+    spec: str
+    per_user: float
+    per_gpu: float
+    chosen: bool
+    why_not: str = ""
+
+
+def plan_points(plan: Plan) -> list[Point]:
+    """The chosen strategy (first) and the alternatives of ``plan``; empty when the plan has no cost."""
+    if plan.strategy is None or plan.cost is None:
+        return []
+    points = [Point(plan.strategy.to_spec(), plan.cost.tokens_per_s_per_user, plan.cost.tokens_per_s_per_gpu, True)]
+    points += [Point(a.strategy, a.tokens_per_s_per_user, a.tokens_per_s_per_gpu, False, a.why_not)
+               for a in plan.alternatives]
+    return points
+
+
+def pareto_front(points: list[Point]) -> list[Point]:
+    """The non-dominated points (higher is better on both axes), by increasing tokens/s per user.
+
+    >>> front = pareto_front([Point("a", 1, 9, False), Point("b", 5, 5, False), Point("c", 4, 4, False)])
+    >>> [p.spec for p in front]
+    ['a', 'b']
+    """
+    front = [p for p in points
+             if not any(q.per_user >= p.per_user and q.per_gpu >= p.per_gpu
+                        and (q.per_user > p.per_user or q.per_gpu > p.per_gpu) for q in points)]
+    return sorted(front, key=lambda p: (p.per_user, -p.per_gpu))
+
+
+def pareto_svg(points: list[Point], width: int = 520, height: int = 330) -> str:
+    """The scatter of ``points`` with the frontier and the chosen point marked."""
+    left, right, top, bottom = 58, 16, 14, 44
+    plot_w, plot_h = width - left - right, height - top - bottom
+    xs = nice_range(min(p.per_user for p in points), max(p.per_user for p in points))
+    ys = nice_range(min(p.per_gpu for p in points), max(p.per_gpu for p in points))
+
+    def px(v: float) -> float:
+        return left + (v - xs[0]) / (xs[-1] - xs[0]) * plot_w
+
+    def py(v: float) -> float:
+        return top + plot_h - (v - ys[0]) / (ys[-1] - ys[0]) * plot_h
+
+    out = [svg_open(width, height, "pareto", "tokens per second per GPU against per user")]
+    for tick in xs:
+        out.append(f'<line x1="{px(tick):.1f}" y1="{top}" x2="{px(tick):.1f}" y2="{top + plot_h}" class="grid"/>')
+        out.append(text(px(tick), top + plot_h + 14, fmt_num(tick), size=10, anchor="middle", fill="#475569"))
+    for tick in ys:
+        out.append(f'<line x1="{left}" y1="{py(tick):.1f}" x2="{left + plot_w}" y2="{py(tick):.1f}" class="grid"/>')
+        out.append(text(left - 6, py(tick) + 3, fmt_num(tick), size=10, anchor="end", fill="#475569"))
+    out.append(f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="frame"/>')
+    out.append(text(left + plot_w / 2, height - 8, "tokens/s per user (interactivity) →", size=11, anchor="middle"))
+    out.append(f'<text x="14" y="{top + plot_h / 2:.0f}" font-size="11" text-anchor="middle" '
+               f'transform="rotate(-90 14 {top + plot_h / 2:.0f})">tokens/s per GPU (throughput) →</text>')
+    front = pareto_front(points)
+    if len(front) > 1:
+        steps = " ".join(f"{px(p.per_user):.1f},{py(p.per_gpu):.1f}" for p in front)
+        out.append(f'<polyline points="{steps}" class="frontier"/>')
+    on_front = {p.spec for p in front}
+    for number, p in sorted(enumerate(points, 1), key=lambda item: item[1].chosen):
+        x, y = px(p.per_user), py(p.per_gpu)
+        tip = f"{number}. {p.spec}: {p.per_gpu:.1f} tok/s/GPU, {p.per_user:.1f} tok/s/user" + (
+            " (chosen)" if p.chosen else f" — {p.why_not}")
+        if p.chosen:
+            out.append(f'<g class="chosen"><circle cx="{x:.1f}" cy="{y:.1f}" r="9" class="ring"/>'
+                       f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" class="dot chosen-dot"/><title>{esc(tip)}</title></g>')
+        else:
+            cls = "dot front-dot" if p.spec in on_front else "dot"
+            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" class="{cls}"><title>{esc(tip)}</title></circle>')
+        # Points are numbered as in the table beside the plot; long SPEC labels would collide.
+        label = f"{number} chosen" if p.chosen else str(number)
+        out.append(text(x + 9, y - 6, label, size=11, weight="bold" if p.chosen else "normal",
+                        fill="#b91c1c" if p.chosen else "#334155"))
+    out.append("</svg>")
+    return "".join(out)

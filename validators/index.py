@@ -1,0 +1,389 @@
+"""DagIndex: every lookup the validator rules need, built once per validation in O(N + E).
+
+Nodes are addressed by their position in ``dag.nodes`` (an ``int``) and edges by theirs in
+``dag.edges``. Per-node facts are plain lists and the adjacency is in compressed (CSR) form, so that a
+DAG of a hundred thousand nodes is indexed with a handful of C-level passes and without allocating a
+container per node. Edges whose endpoints do not exist (DAG-2) are left out of the adjacency, so every
+other rule can walk the graph without checking for them. Nothing here raises on a schema-valid DAG,
+however odd its contents.
+
+>>> from shardplan.tools.models import load_model
+>>> from shardplan.tools.hardware import make_cluster
+>>> from shardplan.tools.contracts import parse_strategy, Workload
+>>> from shardplan.tools.builder import build_dag
+>>> dag = build_dag(load_model("llama-3.1-8b"), make_cluster("H100", 2), parse_strategy("tp=2"),
+...                 Workload(isl=64, osl=8, batch=2))
+>>> ix = DagIndex(dag)
+>>> ix.ids[ix.decode_ends[0]]
+'decode/step_t+1'
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from functools import cached_property
+from itertools import accumulate, compress, repeat
+from operator import is_not, itemgetter, ne
+from typing import Any, TypeAlias
+
+from ..tools.contracts.dag import COMM_KINDS, DAG, CommNode, ComputeNode, StateNode
+from ..tools.contracts.strategy import PhaseStrategy
+from ..tools.feasibility import Problem, strategy_problems
+
+__all__ = ["AnyNode", "DagIndex", "REDUCTION_KINDS", "PHASES"]
+
+AnyNode: TypeAlias = ComputeNode | CommNode | StateNode
+
+PHASES: tuple[str, str] = ("prefill", "decode")
+"""The two top-level branches; ``handoff`` holds only the KV transfer between them."""
+
+REDUCTION_KINDS: frozenset[str] = frozenset({"all_reduce", "reduce_scatter"})
+"""Collectives that sum partial outputs."""
+
+
+def _offsets(keys: list[int], n: int) -> list[int]:
+    """CSR offsets of ``n`` rows from the row number of each entry (entries sorted by row)."""
+    counts = [0] * (n + 1)
+    for row, count in Counter(keys).items():
+        counts[row + 1] = count
+    return list(accumulate(counts))
+
+
+class DagIndex:
+    """Tables, adjacency and cached graph walks over one DAG.
+
+    Per node ``i``: ``ids``, ``kind``, ``phase``, ``stage``, ``mb``, ``step``, ``layer``, ``is_comm``,
+    ``partial``, ``parallel``, ``purpose``, ``ranks`` (an interned frozenset) and ``footprint`` (ranks
+    plus peers for communication nodes). Per edge ``e``: ``src[e]``, ``dst[e]`` (``-1`` when the
+    endpoint does not exist) and ``edge_kind[e]``. ``out_edges(i)`` and ``in_edges(i)`` list edge numbers.
+    """
+
+    def __init__(self, dag: DAG) -> None:
+        self.dag = dag
+        self.meta = dag.meta
+        self.nodes: list[AnyNode] = list(dag.nodes)
+        self.fields: list[dict[str, Any]] = [node.__dict__ for node in self.nodes]
+        """Each node's field values by name: the fastest way to read a kind-specific field."""
+        fields = self.fields
+        # One pass over the node objects, then columns out of the compact rows (memory-friendly).
+        rows = list(
+            map(itemgetter("id", "kind", "phase", "stage", "microbatch", "step", "layer", "ranks"), fields)
+        )
+        self.ids: list[str] = list(map(itemgetter(0), rows))
+        self.kind: list[str] = list(map(itemgetter(1), rows))
+        self.phase: list[str] = list(map(itemgetter(2), rows))
+        self.stage: list[int] = list(map(itemgetter(3), rows))
+        self.mb: list[int] = list(map(itemgetter(4), rows))
+        self.step: list[int] = list(map(itemgetter(5), rows))
+        self.layer: list[int | None] = list(map(itemgetter(6), rows))
+        self.rank_lists: list[tuple[int, ...]] = list(map(tuple, map(itemgetter(7), rows)))
+        """Each node's ranks as written (order and repeats kept)."""
+        del rows
+        self.is_comm: list[bool] = list(map(COMM_KINDS.__contains__, self.kind))
+        self.partial: list[bool] = [f.get("partial") is True for f in fields]
+        """Compute nodes whose output is a partial sum."""
+        self.parallel: list[str | None] = [f.get("parallel") for f in fields]
+        """How a compute node is split over its ranks; None for other nodes."""
+        self.purpose: list[str | None] = [f.get("purpose") for f in fields]
+        """Why a communication node exists; None for other nodes."""
+
+        self.pos: dict[str, int] = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        self.duplicate_ids: dict[str, int] = {}
+        if len(self.pos) != len(self.ids):
+            self.pos = {}
+            for i, node_id in enumerate(self.ids):
+                if node_id in self.pos:
+                    self.duplicate_ids[node_id] = self.duplicate_ids.get(node_id, 1) + 1
+                else:
+                    self.pos[node_id] = i
+
+        interned = {key: frozenset(key) for key in set(self.rank_lists)}
+        self.ranks: list[frozenset[int]] = list(map(interned.__getitem__, self.rank_lists))
+        self.footprint: list[frozenset[int]] = list(self.ranks)
+        for i in compress(range(len(fields)), self.is_comm):
+            peers = fields[i].get("peers")
+            if peers:
+                key = (*self.rank_lists[i], -1, *peers)
+                both = interned.get(key)
+                if both is None:
+                    both = interned[key] = self.ranks[i] | frozenset(peers)
+                self.footprint[i] = both
+
+        edge_rows = list(map(itemgetter("src", "dst", "kind"), (edge.__dict__ for edge in dag.edges)))
+        count = len(edge_rows)
+        self.src: list[int] = list(map(self.pos.get, map(itemgetter(0), edge_rows), repeat(-1, count)))
+        self.dst: list[int] = list(map(self.pos.get, map(itemgetter(1), edge_rows), repeat(-1, count)))
+        self.edge_kind: list[str] = list(map(itemgetter(2), edge_rows))
+        del edge_rows
+        self.dangling: list[int] = (
+            [e for e in range(count) if self.src[e] < 0 or self.dst[e] < 0]
+            if (-1 in self.src or -1 in self.dst)
+            else []
+        )
+        self.valid_edges: list[int] = (
+            list(range(count)) if not self.dangling else sorted(set(range(count)) - set(self.dangling))
+        )
+        n = len(self.nodes)
+        self._out = sorted(self.valid_edges, key=self.src.__getitem__)
+        self._in = sorted(self.valid_edges, key=self.dst.__getitem__)
+        self._out_start = _offsets(list(map(self.src.__getitem__, self._out)), n)
+        self._in_start = _offsets(list(map(self.dst.__getitem__, self._in)), n)
+
+        self.by_kind: dict[str, list[int]] = {}
+        for i, kind in enumerate(self.kind):
+            self.by_kind.setdefault(kind, []).append(i)
+
+    # -- basic lookups ------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def edge_count(self) -> int:
+        """Number of edges, dangling ones included."""
+        return len(self.src)
+
+    def out_edges(self, i: int) -> list[int]:
+        """Edges leaving node ``i``."""
+        return self._out[self._out_start[i] : self._out_start[i + 1]]
+
+    def in_edges(self, i: int) -> list[int]:
+        """Edges entering node ``i``."""
+        return self._in[self._in_start[i] : self._in_start[i + 1]]
+
+    def of_kind(self, *kinds: str) -> list[int]:
+        """Nodes of the given kinds, in graph order."""
+        if len(kinds) == 1:
+            return self.by_kind.get(kinds[0], [])
+        return sorted(i for kind in kinds for i in self.by_kind.get(kind, []))
+
+    def edge_ids(self, e: int) -> tuple[str, str]:
+        """An edge as ``(src id, dst id)``, as written in the DAG (endpoints may not exist)."""
+        edge = self.dag.edges[e]
+        return edge.src, edge.dst
+
+    def succ(self, i: int, kind: str | None = None) -> list[int]:
+        """Successor nodes of ``i`` (through edges of ``kind`` only, when given)."""
+        if kind is None:
+            return [self.dst[e] for e in self.out_edges(i)]
+        return [self.dst[e] for e in self.out_edges(i) if self.edge_kind[e] == kind]
+
+    def pred(self, i: int, kind: str | None = None) -> list[int]:
+        """Predecessor nodes of ``i`` (through edges of ``kind`` only, when given)."""
+        if kind is None:
+            return [self.src[e] for e in self.in_edges(i)]
+        return [self.src[e] for e in self.in_edges(i) if self.edge_kind[e] == kind]
+
+    def attr(self, i: int, name: str, default: object = None) -> object:
+        """A kind-specific field of node ``i`` (``kv_state``, ``shape``, ``op``, ...) or ``default``."""
+        return self.fields[i].get(name, default)
+
+    def is_boundary(self, i: int) -> bool:
+        """Whether ``i`` is a step boundary (they join every microbatch and stage of a phase)."""
+        return self.kind[i] == "step_boundary"
+
+    def is_reduction(self, i: int) -> bool:
+        """Whether ``i`` completes a partial sum: an all-reduce, a reduce-scatter or the EP combine."""
+        kind = self.kind[i]
+        return kind in REDUCTION_KINDS or (kind == "all_to_all" and self.purpose[i] == "ep_combine")
+
+    def is_routed_expert(self, i: int) -> bool:
+        """Whether ``i`` is the routed-expert compute of one expert rank (not a shared expert)."""
+        return self.kind[i] == "expert" and self.attr(i, "op") != "shared_experts"
+
+    def phase_strategy(self, phase: str) -> PhaseStrategy | None:
+        """Degrees of ``phase`` from the DAG's strategy; None for ``handoff``."""
+        if phase == "prefill":
+            return self.meta.strategy.prefill
+        if phase == "decode":
+            return self.meta.strategy.decode
+        return None
+
+    def pool(self, phase: str) -> frozenset[int] | None:
+        """Ranks of the drawn replica in ``phase`` (``meta.rank_pools``), None when not given."""
+        ranks = self.meta.rank_pools.get(phase)
+        return None if ranks is None else frozenset(ranks)
+
+    # -- cached facts -------------------------------------------------------------------------------
+    @cached_property
+    def problems(self) -> list[Problem]:
+        """What :func:`strategy_problems` says about the strategy the DAG claims."""
+        meta = self.meta
+        return strategy_problems(meta.model, meta.strategy, meta.workload, meta.gpus)
+
+    @cached_property
+    def crossing(self) -> dict[str, list[int]]:
+        """Existing edges whose endpoints differ in ``phase``, ``microbatch``, ``stage``, ``step``,
+        ``layer`` or ``ranks`` (rank sets that are not the same interned object), by fact; and
+        ``pipeline``, the pipeline edges. In a sound DAG each list is a small part of the edges, so
+        the rules about those facts look at these lists only."""
+        valid = self.valid_edges
+        sources = list(map(self.src.__getitem__, valid))
+        targets = list(map(self.dst.__getitem__, valid))
+
+        def differ(table: Sequence[object], test: Callable[[object, object], bool] = ne) -> list[int]:
+            return list(
+                compress(valid, map(test, map(table.__getitem__, sources), map(table.__getitem__, targets)))
+            )
+
+        return {
+            "phase": differ(self.phase),
+            "microbatch": differ(self.mb),
+            "stage": differ(self.stage),
+            "step": differ(self.step),
+            "layer": differ(self.layer),
+            "ranks": differ(self.ranks, is_not),
+            "pipeline": [e for e in valid if self.edge_kind[e] == "pipeline"],
+        }
+
+    @cached_property
+    def microbatches(self) -> dict[str, list[int]]:
+        """Microbatches drawn in each phase (step boundaries, which join them all, left out)."""
+        boundary = [kind == "step_boundary" for kind in self.kind]
+        seen: dict[str, set[int]] = {}
+        for phase, mb, skip in set(zip(self.phase, self.mb, boundary, strict=True)):
+            if not skip:
+                seen.setdefault(phase, set()).add(mb)
+        return {phase: sorted(mbs) for phase, mbs in seen.items()}
+
+    @cached_property
+    def layer_stage(self) -> dict[str, dict[int, int]]:
+        """Per phase, the stage ``meta.stage_layers`` assigns to each layer (first stage wins)."""
+        table: dict[str, dict[int, int]] = {}
+        for phase, stages in self.meta.stage_layers.items():
+            owner: dict[int, int] = {}
+            for stage, layers in enumerate(stages):
+                for layer in layers:
+                    owner.setdefault(layer, stage)
+            table[phase] = owner
+        return table
+
+    @cached_property
+    def stage_ranks(self) -> dict[tuple[str, int], frozenset[int]]:
+        """Ranks of each ``(phase, stage)``: the union of the ranks its compute and KV nodes run on.
+
+        Communication nodes and step boundaries are left out: they are what the rules check against
+        the stages, and a boundary spans the whole replica by design.
+        """
+        holders = [
+            not comm and kind != "step_boundary" for comm, kind in zip(self.is_comm, self.kind, strict=True)
+        ]
+        sets: dict[tuple[str, int], set[int]] = {}
+        for phase, stage, ranks in set(
+            compress(zip(self.phase, self.stage, self.ranks, strict=True), holders)
+        ):
+            sets.setdefault((phase, stage), set()).update(ranks)
+        return {key: frozenset(value) for key, value in sets.items()}
+
+    @cached_property
+    def topological_order(self) -> list[int]:
+        """Kahn's order of the nodes; shorter than the node count exactly when the graph has a cycle."""
+        indegree = [self._in_start[i + 1] - self._in_start[i] for i in range(len(self.nodes))]
+        ready = [i for i, d in enumerate(indegree) if d == 0]
+        order: list[int] = []
+        dst, out, start = self.dst, self._out, self._out_start
+        while ready:
+            i = ready.pop()
+            order.append(i)
+            for e in out[start[i] : start[i + 1]]:
+                j = dst[e]
+                indegree[j] -= 1
+                if indegree[j] == 0:
+                    ready.append(j)
+        return order
+
+    @cached_property
+    def cycle(self) -> list[int]:
+        """One directed cycle as a node list (first node not repeated), or ``[]`` when acyclic."""
+        if len(self.topological_order) == len(self.nodes):
+            return []
+        remaining = bytearray(b"\x01") * len(self.nodes)
+        for i in self.topological_order:
+            remaining[i] = 0
+        # A node Kahn left over still has a predecessor left over; walking predecessors inside the
+        # remainder must therefore revisit a node, and the walk from that node on is a cycle.
+        seen: dict[int, int] = {}
+        path: list[int] = []
+        i = remaining.index(1)
+        while i not in seen:
+            seen[i] = len(path)
+            path.append(i)
+            i = next(self.src[e] for e in self.in_edges(i) if remaining[self.src[e]])
+        cycle = path[seen[i] :]
+        cycle.reverse()
+        return cycle
+
+    def reach(self, starts: Iterable[int], *, forward: bool = True, phase: str | None = None) -> bytearray:
+        """Mask of the nodes reachable from ``starts`` (inclusive), along edges or against them,
+        walking only through nodes of ``phase`` when one is given."""
+        mask = bytearray(len(self.nodes))
+        stack = [i for i in starts if 0 <= i < len(self.nodes)]
+        for i in stack:
+            mask[i] = 1
+        edges, start, ends = (
+            (self._out, self._out_start, self.dst) if forward else (self._in, self._in_start, self.src)
+        )
+        phases = self.phase
+        while stack:
+            i = stack.pop()
+            for e in edges[start[i] : start[i + 1]]:
+                j = ends[e]
+                if not mask[j] and (phase is None or phases[j] == phase):
+                    mask[j] = 1
+                    stack.append(j)
+        return mask
+
+    @cached_property
+    def decode_starts(self) -> list[int]:
+        """Step boundaries that open the drawn decode step t."""
+        return [
+            i
+            for i in self.of_kind("step_boundary")
+            if self.phase[i] == "decode" and self.attr(i, "boundary") != "step_end" and self.step[i] == 0
+        ]
+
+    @cached_property
+    def decode_ends(self) -> list[int]:
+        """Step boundaries that close step t and open step t+1."""
+        return [
+            i
+            for i in self.of_kind("step_boundary")
+            if self.phase[i] == "decode" and (self.attr(i, "boundary") == "step_end" or self.step[i] >= 1)
+        ]
+
+    @cached_property
+    def after_decode_start(self) -> bytearray:
+        """Decode nodes that depend (transitively, within decode) on the opening of step t."""
+        return self.reach(self.decode_starts, phase="decode")
+
+    @cached_property
+    def before_decode_end(self) -> bytearray:
+        """Decode nodes the closing step boundary depends on (transitively, within decode)."""
+        return self.reach(self.decode_ends, forward=False, phase="decode")
+
+    @cached_property
+    def after_decode_end(self) -> bytearray:
+        """Nodes that depend (transitively) on the end of step t."""
+        return self.reach(self.decode_ends)
+
+    def taint(self, sources: Sequence[int], stop: Callable[[int], bool]) -> dict[int, int]:
+        """Nodes reached from ``sources`` along data edges, each mapped to the source that reached it.
+
+        The walk does not enter nodes for which ``stop`` is true; sources themselves are reported only
+        when another source reaches them.
+        """
+        origin: dict[int, int] = {}
+        stack = [(i, i) for i in sources]
+        visited = set(sources)
+        while stack:
+            i, source = stack.pop()
+            for e in self.out_edges(i):
+                if self.edge_kind[e] != "data":
+                    continue
+                j = self.dst[e]
+                if j in visited or stop(j):
+                    continue
+                visited.add(j)
+                origin[j] = source
+                stack.append((j, source))
+        return origin

@@ -1,0 +1,190 @@
+"""The mandatory constraints of the decode branch (10-decode-constraints.md): one step, strictly ordered,
+with explicit KV-cache dependencies and no hidden communication."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .index import DagIndex
+from .registry import Finding, rule, sample
+
+__all__ = [
+    "rule_step_order",
+    "rule_attention_reads_kv",
+    "rule_decode_comm_explicit",
+    "rule_one_token_step",
+    "rule_kv_write_commits",
+]
+
+
+@rule("DEC-1")
+def rule_step_order(ix: DagIndex) -> Iterator[Finding]:
+    """Step t+1 depends on every sampler and every KV-cache write of step t."""
+    if "decode" not in ix.microbatches:
+        return
+    if not ix.decode_ends:
+        yield Finding(
+            message="the decode branch has no step boundary closing step t (a step_boundary with "
+            "boundary='step_end', step=1), so nothing orders step t+1 after step t",
+            fix="add decode/step_t+1 and feed it every sampler (sync) and every kv_write (state)",
+        )
+        return
+    before = ix.before_decode_end
+    loose = [
+        ix.ids[i] for i in ix.of_kind("sampler", "kv_write") if ix.phase[i] == "decode" and not before[i]
+    ]
+    if loose:
+        end = ix.ids[ix.decode_ends[0]]
+        yield Finding(
+            message=f"{len(loose)} decode samplers or KV writes do not precede {end}: "
+            f"{sample(loose)}; step t+1 could start before they finish",
+            fix=f"add an edge from each of them to {end} (sync for samplers, state for kv_write)",
+            nodes=loose,
+        )
+
+
+@rule("DEC-2")
+def rule_attention_reads_kv(ix: DagIndex) -> Iterator[Finding]:
+    """Each decode attention node reads the cached K/V through a kv_read node and a state edge."""
+    unread, mismatched = [], []
+    for i in ix.of_kind("attention"):
+        if ix.phase[i] != "decode":
+            continue
+        reads = [p for p in ix.pred(i, "state") if ix.kind[p] == "kv_read"]
+        if not reads:
+            unread.append(ix.ids[i])
+        elif any(ix.layer[p] != ix.layer[i] or ix.attr(p, "kv_state") is None for p in reads):
+            mismatched.append(ix.ids[i])
+    if unread:
+        yield Finding(
+            message=f"{len(unread)} decode attention nodes have no kv_read predecessor through a state "
+            f"edge: {sample(unread)}; they would attend to nothing cached",
+            fix="add a kv_read of the layer's cache (kv_state set) with a state edge into the attention",
+            nodes=unread,
+        )
+    if mismatched:
+        yield Finding(
+            message=f"{len(mismatched)} decode attention nodes read a cache of another layer or with no "
+            f"kv_state: {sample(mismatched)}",
+            fix="read the cache of the attention's own layer and name it in kv_state",
+            nodes=mismatched,
+        )
+
+
+def _implicit_move(ix: DagIndex, s: int, d: int) -> bool:
+    """Whether a decode data edge between two non-communication nodes changes the GPU set."""
+    return (
+        ix.phase[s] == "decode"
+        and ix.phase[d] == "decode"
+        and not ix.is_comm[s]
+        and not ix.is_comm[d]
+        and ix.ranks[s] != ix.ranks[d]
+    )
+
+
+@rule("DEC-3", full_graph=True)
+def rule_decode_comm_explicit(ix: DagIndex) -> Iterator[Finding]:
+    """In decode every reduction, gather and transfer is its own communication node."""
+    hidden: list[tuple[str, str]] = []
+    unreduced: list[str] = []
+    split = [
+        i
+        for i, (partial, parallel) in enumerate(zip(ix.partial, ix.parallel, strict=True))
+        if partial or parallel == "vocab"
+    ]
+    for i in split:
+        if ix.phase[i] != "decode":
+            continue
+        readers = ix.succ(i, "data")
+        hidden += [(ix.ids[i], ix.ids[j]) for j in readers if not ix.is_comm[j]]
+        if not any(ix.is_comm[j] for j in readers):
+            unreduced.append(ix.ids[i])
+    reshaped = [
+        ix.edge_ids(e)
+        for e in ix.crossing["ranks"]
+        if ix.edge_kind[e] == "data" and _implicit_move(ix, ix.src[e], ix.dst[e])
+    ]
+    if hidden or unreduced:
+        names = sorted({a for a, _ in hidden} | set(unreduced))
+        yield Finding(
+            message=f"{len(names)} decode nodes with partial or vocabulary-split outputs are read without "
+            f"an explicit collective: {sample(names)}",
+            fix="insert the all-reduce (partial sums) or all-gather (vocabulary slices) as a node",
+            nodes=names,
+            edges=hidden,
+        )
+    if reshaped:
+        a, b = reshaped[0]
+        yield Finding(
+            message=f"{len(reshaped)} decode data edges change the GPU set without a communication node, "
+            f"e.g. {a} on {sorted(ix.ranks[ix.pos[a]])[:8]} -> {b} on "
+            f"{sorted(ix.ranks[ix.pos[b]])[:8]}",
+            fix="route the tensor through the collective (all-gather, all-to-all, send/recv) that moves it",
+            edges=reshaped,
+        )
+
+
+@rule("DEC-4")
+def rule_one_token_step(ix: DagIndex) -> Iterator[Finding]:
+    """The decode branch is exactly one step producing one new token per sequence."""
+    if "decode" not in ix.microbatches:
+        return
+    fix_step = "draw one decode step: one step_start boundary (step t) and one step_end boundary (step t+1)"
+    if len(ix.decode_starts) != 1 or len(ix.decode_ends) != 1:
+        names = [ix.ids[i] for i in ix.decode_starts + ix.decode_ends]
+        yield Finding(
+            message=f"the decode branch has {len(ix.decode_starts)} step-start and "
+            f"{len(ix.decode_ends)} step-end boundaries; exactly one of each is expected",
+            fix=fix_step,
+            nodes=names,
+        )
+    far = [ix.ids[i] for i, step in enumerate(ix.step) if step > 1 and ix.phase[i] == "decode"]
+    if far:
+        yield Finding(
+            message=f"{len(far)} decode nodes belong to step t+2 or later: {sample(far)}",
+            fix=fix_step,
+            nodes=far,
+        )
+    multi = []
+    for i in ix.of_kind("attention"):
+        shape = ix.attr(i, "shape") or {}
+        if ix.phase[i] == "decode" and isinstance(shape, dict) and shape.get("q_len", 1) != 1:
+            multi.append((ix.ids[i], shape.get("q_len")))
+    for i in ix.of_kind("kv_write"):
+        if ix.phase[i] == "decode" and ix.attr(i, "tokens") not in (0, 1):
+            multi.append((ix.ids[i], ix.attr(i, "tokens")))
+    if multi:
+        yield Finding(
+            message=f"{len(multi)} decode attention or kv_write nodes handle more than one new token per "
+            f"sequence, e.g. {multi[0][0]} with {multi[0][1]} tokens",
+            fix="decode one token per sequence per step: q_len=1 and kv_write tokens=1",
+            nodes=[name for name, _ in multi],
+        )
+    with_sampler = {ix.mb[i] for i in ix.of_kind("sampler") if ix.phase[i] == "decode"}
+    silent = [mb for mb in ix.microbatches.get("decode", []) if mb not in with_sampler]
+    if silent:
+        yield Finding(
+            message=f"decode microbatches {silent[:8]} produce no token: they have no sampler",
+            fix="end every decode microbatch with final norm, LM head and a sampler",
+        )
+
+
+@rule("DEC-5")
+def rule_kv_write_commits(ix: DagIndex) -> Iterator[Finding]:
+    """Every decode kv_write feeds the step boundary through a state edge."""
+    ends = set(ix.decode_ends)
+    if not ends:
+        return  # DEC-1 reports the missing boundary
+    loose = [
+        ix.ids[i]
+        for i in ix.of_kind("kv_write")
+        if ix.phase[i] == "decode" and not any(j in ends for j in ix.succ(i, "state"))
+    ]
+    if loose:
+        end = ix.ids[min(ends)]
+        yield Finding(
+            message=f"{len(loose)} decode kv_write nodes are not committed at the step boundary "
+            f"{end}: {sample(loose)}",
+            fix=f"add a state edge from each kv_write to {end}",
+            nodes=loose,
+        )

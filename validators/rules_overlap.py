@@ -1,0 +1,87 @@
+"""Overlap rules (08-overlap.md): decode steps never overlap, and a transfer delivers what its consumer
+expects, whatever the schedule overlaps it with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .index import REDUCTION_KINDS, DagIndex
+from .registry import Finding, rule, sample
+
+__all__ = ["rule_no_cross_step_overlap", "rule_transfer_matches_consumer"]
+
+
+@rule("OVL-1")
+def rule_no_cross_step_overlap(ix: DagIndex) -> Iterator[Finding]:
+    """No node of step t+1 starts before step t completed; no edge leads from step t+1 back into step t."""
+    back = [ix.edge_ids(e) for e in ix.crossing["step"] if ix.step[ix.src[e]] > ix.step[ix.dst[e]]]
+    if back:
+        a, b = back[0]
+        yield Finding(
+            message=f"{len(back)} edges lead from a later decode step back into an earlier one, e.g. {a} "
+            f"(step {ix.step[ix.pos[a]]}) -> {b} (step {ix.step[ix.pos[b]]})",
+            fix="step t+1 may only depend on step t, never feed it: remove the backward edges",
+            edges=back,
+        )
+    after = ix.after_decode_end
+    early = [
+        ix.ids[i] for i, step in enumerate(ix.step) if step >= 1 and ix.phase[i] == "decode" and not after[i]
+    ]
+    if early:
+        end = ix.ids[ix.decode_ends[0]] if ix.decode_ends else "the step-t+1 boundary"
+        yield Finding(
+            message=f"{len(early)} nodes of step t+1 can start before step t completed (they do not "
+            f"depend on {end}): {sample(early)}",
+            fix=f"make every step-t+1 node depend on {end}, or leave step t+1 undrawn",
+            nodes=early,
+        )
+
+
+@rule("OVL-3")
+def rule_transfer_matches_consumer(ix: DagIndex) -> Iterator[Finding]:
+    """Each transfer delivers the shape, dtype and placement its consumer expects."""
+    misplaced: list[tuple[str, str]] = []
+    for kind in REDUCTION_KINDS:
+        for i in ix.of_kind(kind):
+            misplaced += [
+                (ix.ids[p], ix.ids[i])
+                for p in ix.pred(i, "data")
+                if ix.partial[p] and ix.ranks[p] != ix.ranks[i]
+            ]
+    if misplaced:
+        src, dst = misplaced[0]
+        yield Finding(
+            message=f"{len(misplaced)} reductions run on other GPUs than the partial sums they reduce, "
+            f"e.g. {dst} on {sorted(ix.ranks[ix.pos[dst]])[:8]} reduces {src} on "
+            f"{sorted(ix.ranks[ix.pos[src]])[:8]}",
+            fix="reduce a partial output over exactly the ranks that hold it",
+            edges=misplaced,
+        )
+    unmatched: list[tuple[str, str]] = []
+    reasons: list[str] = []
+    for s in ix.of_kind("send"):
+        for e in ix.out_edges(s):
+            d = ix.dst[e]
+            if ix.kind[d] != "recv":
+                continue
+            send, recv = ix.nodes[s].__dict__, ix.nodes[d].__dict__
+            why = [
+                what
+                for what, ok in (
+                    ("send peers are not the receivers' ranks", set(send.get("peers") or []) == ix.ranks[d]),
+                    ("recv peers are not the senders' ranks", set(recv.get("peers") or []) == ix.ranks[s]),
+                    ("message sizes differ", send.get("message_bytes") == recv.get("message_bytes")),
+                    ("dtypes differ", send.get("dtype") == recv.get("dtype")),
+                )
+                if not ok
+            ]
+            if why:
+                unmatched.append(ix.edge_ids(e))
+                reasons.append(f"{ix.ids[s]} -> {ix.ids[d]}: {', '.join(why)}")
+    if unmatched:
+        yield Finding(
+            message=f"{len(unmatched)} send/recv pairs disagree on what is transferred: {sample(reasons, 2)}",
+            fix="give a send and its recv the same message size and dtype, with each one's peers equal "
+            "to the other's ranks",
+            edges=unmatched,
+        )

@@ -1,0 +1,140 @@
+"""Tensor-parallel rules (02-tensor-parallelism.md): one node per TP operator, explicit reductions,
+divisibility, reduced tensors only in the residual stream, groups inside a node."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .index import DagIndex
+from .registry import Finding, from_problems, rule, sample
+
+__all__ = [
+    "rule_tp_one_logical_node",
+    "rule_partial_reduced",
+    "rule_tp_divides",
+    "rule_norm_on_reduced",
+    "rule_tp_group_in_node",
+]
+
+_SPLIT = ("column", "row", "vocab")
+
+
+@rule("TP-1")
+def rule_tp_one_logical_node(ix: DagIndex) -> Iterator[Finding]:
+    """A TP-split operator is one node whose ranks are its whole TP group (expert TP for routed experts)."""
+    wrong: list[tuple[str, int, int]] = []
+    strategies = {phase: ix.phase_strategy(phase) for phase in ("prefill", "decode")}
+    for i, parallel in enumerate(ix.parallel):
+        strategy = strategies.get(ix.phase[i])
+        if parallel is None or strategy is None:
+            continue
+        if ix.kind[i] == "expert" and ix.is_routed_expert(i):
+            expected = strategy.etp
+        elif parallel in _SPLIT:
+            expected = strategy.tp
+        else:
+            continue
+        if expected and len(ix.ranks[i]) != expected:
+            wrong.append((ix.ids[i], len(ix.ranks[i]), expected))
+    if wrong:
+        name, have, want = wrong[0]
+        yield Finding(
+            message=f"{len(wrong)} tensor-parallel operators do not span their TP group, e.g. {name} "
+            f"runs on {have} ranks where the group has {want}",
+            fix="draw each TP operator once, on all ranks of its TP group (expert TP group for "
+            "routed experts), never one node per shard",
+            nodes=[w[0] for w in wrong],
+        )
+
+
+@rule("TP-2")
+def rule_partial_reduced(ix: DagIndex) -> Iterator[Finding]:
+    """The partial output of a row-parallel operator is read only by an explicit reduction."""
+    bypassed: list[tuple[str, str]] = []
+    dropped: list[str] = []
+    for i, partial in enumerate(ix.partial):
+        if not partial:
+            continue
+        readers = ix.succ(i, "data")
+        if not readers:
+            dropped.append(ix.ids[i])
+        bypassed += [(ix.ids[i], ix.ids[j]) for j in readers if not ix.is_reduction(j)]
+    if bypassed:
+        src, dst = bypassed[0]
+        yield Finding(
+            message=f"{len(bypassed)} partial (row-parallel) outputs are read before any reduction, "
+            f"e.g. {src} -> {dst} ({ix.kind[ix.pos[dst]]})",
+            fix="put an all-reduce (or a reduce-scatter under SP) node between the partial output and "
+            "its readers",
+            nodes=sorted({s for s, _ in bypassed}),
+            edges=bypassed,
+        )
+    unmarked = [
+        ix.ids[i]
+        for i, parallel in enumerate(ix.parallel)
+        if parallel == "row" and not ix.partial[i] and len(ix.ranks[i]) > 1
+    ]
+    if unmarked:
+        yield Finding(
+            message=f"{len(unmarked)} row-parallel operators on several GPUs are not marked partial, so "
+            f"their reduction cannot be checked: {sample(unmarked)}",
+            fix="set partial=true on row-parallel outputs and reduce them with an explicit collective",
+            nodes=unmarked,
+        )
+    if dropped:
+        yield Finding(
+            message=f"{len(dropped)} partial outputs are never reduced (no data successor): "
+            f"{sample(dropped)}",
+            fix="reduce every partial output with an explicit collective node",
+            nodes=dropped,
+        )
+
+
+@rule("TP-3")
+def rule_tp_divides(ix: DagIndex) -> Iterator[Finding]:
+    """The TP degree divides the attention heads and the FFN / expert widths."""
+    yield from from_problems(ix, "TP-3")
+
+
+@rule("TP-4")
+def rule_norm_on_reduced(ix: DagIndex) -> Iterator[Finding]:
+    """No normalization or residual add reads a partial sum, directly or through other operators."""
+    sources = [i for i, flag in enumerate(ix.partial) if flag]
+    reached = ix.taint(sources, ix.is_reduction)
+    bad = [
+        (ix.ids[source], ix.ids[i]) for i, source in reached.items() if ix.kind[i] in ("norm", "elementwise")
+    ]
+    if bad:
+        src, dst = bad[0]
+        yield Finding(
+            message=f"{len(bad)} normalizations or residual adds consume a partial sum before its "
+            f"reduction, e.g. {dst} reads {src}",
+            fix="feed norms and residual adds from the all-reduce (or reduce-scatter) output, never "
+            "from the row-parallel projection",
+            nodes=[dst for _, dst in bad],
+            edges=bad,
+        )
+
+
+@rule("TP-5")
+def rule_tp_group_in_node(ix: DagIndex) -> Iterator[Finding]:
+    """Each TP group sits on the GPUs of one node."""
+    per_node = ix.meta.gpus_per_node
+    spread: dict[frozenset[int], str] = {}
+    seen: set[int] = set()
+    for i, ranks in enumerate(ix.ranks):
+        if id(ranks) in seen or len(ranks) < 2 or ix.is_comm[i] or ix.kind[i] in ("step_boundary",):
+            continue
+        seen.add(id(ranks))
+        if len({r // per_node for r in ranks}) > 1:
+            spread.setdefault(ranks, ix.ids[i])
+    if spread:
+        group, example = next(iter(spread.items()))
+        nodes = sorted({r // per_node for r in group})
+        yield Finding(
+            message=f"{len(spread)} TP groups span several nodes of {per_node} GPUs, e.g. {example} runs on "
+            f"{len(group)} GPUs over nodes {nodes[:8]}; their collectives cross the network",
+            fix=f"keep tp (and expert tp) at most {per_node} and aligned to nodes; spread pp or dp "
+            "across nodes instead",
+            nodes=list(spread.values()),
+        )

@@ -1,0 +1,241 @@
+"""Validation of DAG JSON from outside: JSON Schema first, then the rule registry.
+
+:func:`validate_json` accepts JSON text, bytes or an already parsed object; a DAG or a whole plan (whose
+``dag`` it checks). Every schema error becomes a violation of rule ``SCHEMA`` naming its JSON path, e.g.
+``$.nodes[3].kind``; only a schema-valid DAG is loaded and handed to :func:`validate`. It never raises:
+malformed input gets a report, not an exception.
+
+>>> report = validate_json('{"schema_version": "1"}')
+>>> report.valid, sorted({v.rule for v in report.violations})
+(False, ['SCHEMA'])
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError
+from pydantic import ValidationError as PydanticError
+
+from ..errors import InputError
+from ..tools.contracts.dag import DAG
+from ..tools.contracts.reports import ValidationReport, Violation
+from .registry import validate
+
+__all__ = [
+    "SCHEMA_RULE",
+    "INTERNAL_RULE",
+    "MAX_NODES",
+    "MAX_SCHEMA_VIOLATIONS",
+    "parse_json",
+    "validate_json",
+    "schema_violations",
+]
+
+SCHEMA_RULE = "SCHEMA"
+"""Rule ID of JSON and JSON Schema problems; not a knowledge rule, it cites the published schema."""
+INTERNAL_RULE = "INTERNAL"
+"""Rule ID of a validator that failed on its input: a bug to report, never expected."""
+MAX_NODES = 2_000_000
+"""Largest DAG accepted, in nodes; beyond it the input is refused before any schema work."""
+MAX_SCHEMA_VIOLATIONS = 200
+"""Schema errors listed one by one; the rest are counted in one closing violation."""
+
+_CITATION = "schemas/dag.schema.json (shardplan schema dag)"
+_SCHEMA_FIX = "make the document match the DAG JSON Schema (shardplan schema dag)"
+_MESSAGE_CHARS = 240
+
+
+def parse_json(text: str | bytes) -> Any:
+    """Parse JSON text.
+
+    Raises:
+        InputError: the text is not UTF-8 or not JSON; the message gives the line and column.
+    """
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        return json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"the input is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            fix="save the file as UTF-8 JSON",
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"the input is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            fix="give a DAG or plan JSON file, e.g. from shardplan build -o dag.json",
+        ) from None
+    except RecursionError:
+        raise InputError(
+            "the input nests too deeply to be read as JSON", fix="give a DAG or plan JSON file"
+        ) from None
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    from ..tools.schemas import json_schema
+
+    return Draft202012Validator(json_schema("dag"))
+
+
+def _path(prefix: str, parts: Any) -> str:
+    """A JSON path such as ``$.nodes[3].kind`` below ``prefix``."""
+    text = prefix
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif isinstance(part, str) and part.isidentifier():
+            text += f".{part}"
+        else:
+            text += f"[{json.dumps(str(part))}]"
+    return text
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 3] + "..."
+
+
+def _leaves(error: ValidationError) -> list[ValidationError]:
+    """The errors to report for ``error``: for a node (``oneOf`` over node kinds), those of the branch its
+    ``kind`` selects, since the other branches fail only because the kind differs."""
+    if error.validator != "oneOf" or not error.context or not isinstance(error.instance, dict):
+        return [error]
+    mapping = (
+        error.schema.get("discriminator", {}).get("mapping", {}) if isinstance(error.schema, dict) else {}
+    )
+    target = mapping.get(error.instance.get("kind")) if isinstance(error.instance.get("kind"), str) else None
+    branches = error.validator_value if isinstance(error.validator_value, list) else []
+    for index, branch in enumerate(branches):
+        if target and isinstance(branch, dict) and branch.get("$ref") == target:
+            chosen = [
+                e for e in error.context if e.relative_schema_path and e.relative_schema_path[0] == index
+            ]
+            if chosen:
+                return [leaf for e in chosen for leaf in _leaves(e)]
+    return [error]
+
+
+def _describe(error: ValidationError, prefix: str) -> Violation:
+    path = _path(prefix, error.absolute_path)
+    if error.validator == "oneOf" and isinstance(error.instance, dict):
+        mapping = (
+            error.schema.get("discriminator", {}).get("mapping", {}) if isinstance(error.schema, dict) else {}
+        )
+        kind = error.instance.get("kind")
+        message = (
+            f"{path}.kind: {json.dumps(kind)[:60] if kind is not None else 'missing'} is not a node kind "
+            f"(one of {', '.join(sorted(mapping))})"
+        )
+    else:
+        message = f"{path}: {_short(error.message)}"
+    return Violation(
+        rule=SCHEMA_RULE, severity="error", message=message, nodes=[], citation=_CITATION, fix=_SCHEMA_FIX
+    )
+
+
+def schema_violations(obj: Any, prefix: str = "$") -> Iterator[Violation]:
+    """Every JSON Schema error of ``obj`` as a DAG, one violation each, in document order."""
+    for error in _validator().iter_errors(obj):
+        for leaf in _leaves(error):
+            yield _describe(leaf, prefix)
+
+
+def _report(violations: list[Violation], nodes: int = 0, edges: int = 0) -> ValidationReport:
+    return ValidationReport(
+        valid=not any(v.severity == "error" for v in violations),
+        violations=violations,
+        rules_checked=[SCHEMA_RULE],
+        nodes=nodes,
+        edges=edges,
+    )
+
+
+def _schema_error(message: str, fix: str = _SCHEMA_FIX) -> Violation:
+    return Violation(rule=SCHEMA_RULE, severity="error", message=message, citation=_CITATION, fix=fix)
+
+
+def _size(obj: Any, key: str) -> int:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return len(value) if isinstance(value, list) else 0
+
+
+def validate_json(source: Any) -> ValidationReport:
+    """Validate a DAG (or a plan holding one) given as JSON text, bytes or a parsed object.
+
+    Never raises: unreadable JSON, schema errors (each with its JSON path), a DAG too large to check
+    and a validator failure all come back as violations of a report whose ``valid`` is false.
+    """
+    try:
+        return _validate_json(source)
+    except RecursionError:
+        return _report([_schema_error("$: the document nests too deeply to be checked")])
+    except Exception as exc:  # noqa: BLE001  (the promise is a report, never an exception)
+        return _report(
+            [
+                Violation(
+                    rule=INTERNAL_RULE,
+                    severity="error",
+                    message=f"the validator failed on this input: {type(exc).__name__}: {_short(str(exc))}",
+                    fix="report this input as a shardplan bug",
+                )
+            ]
+        )
+
+
+def _validate_json(source: Any) -> ValidationReport:
+    if isinstance(source, (str, bytes)):
+        try:
+            source = parse_json(source)
+        except InputError as exc:
+            return _report([_schema_error(str(exc), fix=exc.fix or _SCHEMA_FIX)])
+    obj, prefix = source, "$"
+    if isinstance(obj, dict) and "dag" in obj and "nodes" not in obj:
+        obj, prefix = obj["dag"], "$.dag"
+        if obj is None:
+            return _report(
+                [
+                    _schema_error(
+                        "$.dag: the plan holds no DAG (an infeasible plan has none)",
+                        fix="validate a plan with status ok or targets_missed, or its DAG",
+                    )
+                ]
+            )
+    nodes, edges = _size(obj, "nodes"), _size(obj, "edges")
+    if nodes > MAX_NODES:
+        return _report(
+            [
+                _schema_error(
+                    f"{prefix}.nodes: {nodes} nodes exceed the limit of {MAX_NODES}",
+                    fix="validate a layer-collapsed view or fewer microbatches",
+                )
+            ],
+            nodes,
+            edges,
+        )
+    violations: list[Violation] = []
+    extra = 0
+    for violation in schema_violations(obj, prefix):
+        if len(violations) < MAX_SCHEMA_VIOLATIONS:
+            violations.append(violation)
+        else:
+            extra += 1
+    if extra:
+        violations.append(_schema_error(f"{prefix}: {extra} more schema errors not listed"))
+    if violations:
+        return _report(violations, nodes, edges)
+    try:
+        dag = DAG.model_validate(obj)
+    except PydanticError as exc:
+        return _report(
+            [
+                _schema_error(f"{_path(prefix, error['loc'])}: {_short(error['msg'])}")
+                for error in exc.errors()[:MAX_SCHEMA_VIOLATIONS]
+            ],
+            nodes,
+            edges,
+        )
+    return validate(dag)
