@@ -29,9 +29,13 @@ app = typer.Typer(
 
 def console() -> Any:
     """A rich console on stdout (created lazily, so importing the CLI stays cheap)."""
+    import shutil
+
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    # Piped output has no terminal width; 140 columns keep the tables readable in logs and files.
+    width = None if sys.stdout.isatty() else shutil.get_terminal_size((140, 24)).columns
+    return Console(highlight=False, soft_wrap=True, width=width)
 
 
 def emit_json(payload: Any) -> None:
@@ -64,4 +68,5 @@ def main() -> None:
 
 
 # Command modules registered at start-up, in help order. Each is small and imports heavy code lazily.
-_OPTIONAL_COMMANDS: list[str] = ["cli_plan", "cli_build", "cli_chat", "cli_validate", "cli_eval", "cli_report"]
+_OPTIONAL_COMMANDS: list[str] = ["cli_plan", "cli_build", "cli_chat", "cli_validate", "cli_eval", "cli_report",
+                                 "cli_mcp"]

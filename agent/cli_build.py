@@ -9,6 +9,7 @@ import typer
 
 from ..errors import InputError
 from .cli import app, console, emit_json
+from .cli_common import request_options
 
 Format = Literal["json", "mermaid", "dot"]
 _SUFFIXES: dict[str, Format] = {
@@ -22,25 +23,13 @@ _SUFFIXES: dict[str, Format] = {
 
 
 @app.command("build")
+@request_options
 def build_command(
-    model: Annotated[str, typer.Option("--model", "-m", help="Bundled model name or path to a config.json.")],
+    request: Any,
     strategy: Annotated[
         str,
-        typer.Option(
-            "--strategy", "-s", help="Degrees, e.g. tp=4,pp=2 or 'prefill:sp=2,tp=4;decode:adp=2,tp=4'."
-        ),
+        typer.Option("--strategy", "-s", help="Degrees, e.g. tp=4,pp=2 or 'prefill:sp=2,tp=4;decode:adp=2,tp=4'."),
     ],
-    gpu: Annotated[
-        str | None, typer.Option("--gpu", help="GPU catalog name (H100, H200, B200, ...).")
-    ] = None,
-    gpus: Annotated[
-        int | None, typer.Option("--gpus", help="GPU count (default with --cluster: all of it).")
-    ] = None,
-    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node", help="GPUs per node.")] = None,
-    cluster: Annotated[Path | None, typer.Option("--cluster", help="Cluster YAML; replaces --gpu.")] = None,
-    isl: Annotated[int, typer.Option("--isl", help="Input (prompt) length in tokens.")] = 2048,
-    osl: Annotated[int, typer.Option("--osl", help="Output length in tokens.")] = 256,
-    batch: Annotated[int, typer.Option("--batch", help="Concurrent sequences, all replicas together.")] = 1,
     fmt: Annotated[
         str | None,
         typer.Option("--format", "-f", help="json, mermaid or dot (default: from the -o suffix, else json)."),
@@ -62,11 +51,11 @@ def build_command(
     from ..tools.builder import build_dag
     from ..tools.contracts import parse_strategy
     from ..tools.exports import collapse, summarize, to_dot, to_json, to_mermaid
-    from .cli_common import resolve_target
+    from ..tools.planner import resolve_request
 
     chosen = _format(fmt, output)
-    spec, where, load = resolve_target(model, gpu, gpus, gpus_per_node, cluster, isl, osl, batch)
-    dag = build_dag(spec, where, parse_strategy(strategy), load)
+    spec, where = resolve_request(request)
+    dag = build_dag(spec, where, parse_strategy(strategy), request.workload)
     summary = summarize(dag)
     if output is not None or (chosen != "json" and not as_json):
         if chosen == "json":

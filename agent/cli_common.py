@@ -1,101 +1,221 @@
-"""What several commands share: turning the model, cluster and workload options into contracts."""
+"""What several commands share: the request options, and turning them into contracts.
+
+``plan``, ``search`` and ``build`` take the same model, hardware and workload options. They are
+declared once here; :func:`request_options` adds them to a command and hands it the
+:class:`~shardplan.tools.contracts.PlanRequest` they describe.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
 
 from ..errors import InputError
 
 if TYPE_CHECKING:
-    from ..tools.contracts import Cluster, DType, ModelSpec, Objective, Workload
+    from ..tools.contracts import Cluster, ModelSpec, PlanRequest, Workload
 
-__all__ = ["resolve_target"]
+__all__ = ["build_request", "request_options", "resolve_target", "JsonFlag"]
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+_KW = inspect.Parameter.KEYWORD_ONLY
+_REQUEST_PARAMETERS = [
+    inspect.Parameter(
+        "model",
+        _KW,
+        annotation=Annotated[
+            str,
+            typer.Option(
+                "--model", "-m", help="Bundled model (meta-llama/Llama-3.1-70B, llama-3.1-70b) or config.json path."
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "gpu",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option("--gpu", "-g", help="GPU catalog name: H100 (default), H200, B200, A100, L40S, MI300X."),
+        ],
+    ),
+    inspect.Parameter(
+        "gpus",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            int | None, typer.Option("--gpus", "-n", help="GPUs available (default with --cluster: all of it).")
+        ],
+    ),
+    inspect.Parameter(
+        "gpus_per_node",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            int | None, typer.Option("--gpus-per-node", help="GPUs per node (default: the GPU's usual 8).")
+        ],
+    ),
+    inspect.Parameter(
+        "cluster",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            Path | None, typer.Option("--cluster", help="Cluster YAML (GPU, nodes, link figures); replaces --gpu.")
+        ],
+    ),
+    inspect.Parameter(
+        "isl", _KW, default=2048, annotation=Annotated[int, typer.Option("--isl", help="Input (prompt) tokens.")]
+    ),
+    inspect.Parameter("osl", _KW, default=256, annotation=Annotated[int, typer.Option("--osl", help="Output tokens.")]),
+    inspect.Parameter(
+        "batch",
+        _KW,
+        default=1,
+        annotation=Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences of the whole deployment.")],
+    ),
+    inspect.Parameter(
+        "ttft_ms",
+        _KW,
+        default=None,
+        annotation=Annotated[float | None, typer.Option("--ttft-ms", help="Target time to first token, ms.")],
+    ),
+    inspect.Parameter(
+        "tpot_ms",
+        _KW,
+        default=None,
+        annotation=Annotated[float | None, typer.Option("--tpot-ms", help="Target time per output token, ms.")],
+    ),
+    inspect.Parameter(
+        "objective",
+        _KW,
+        default="latency",
+        annotation=Annotated[
+            str, typer.Option("--objective", help="latency, throughput or goodput (throughput under the targets).")
+        ],
+    ),
+    inspect.Parameter(
+        "weight_dtype",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None, typer.Option("--weight-dtype", help="Override the weight format: bf16, fp8, fp4.")
+        ],
+    ),
+    inspect.Parameter(
+        "kv_dtype",
+        _KW,
+        default=None,
+        annotation=Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache format: bf16, fp8.")],
+    ),
+]
+_REQUEST_NAMES = [p.name for p in _REQUEST_PARAMETERS]
 
 
-def resolve_target(
+def build_request(
     model: str,
-    gpu: str | None,
-    gpus: int | None,
-    gpus_per_node: int | None,
-    cluster: str | Path | None,
-    isl: int,
-    osl: int,
-    batch: int,
+    gpu: str | None = None,
+    gpus: int | None = None,
+    gpus_per_node: int | None = None,
+    cluster: str | Path | None = None,
+    isl: int = 2048,
+    osl: int = 256,
+    batch: int = 1,
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
-    objective: Objective = "latency",
-    weight_dtype: DType | None = None,
-    kv_dtype: DType | None = None,
-) -> tuple[ModelSpec, Cluster, Workload]:
-    """The model, cluster and workload that command-line options describe.
-
-    ``cluster`` (a YAML file) replaces ``gpu`` and ``gpus_per_node``; ``gpus`` then defaults to the
-    cluster's size and may ask for fewer whole nodes of it (or part of one node). Without ``cluster``,
-    ``gpu`` and ``gpus`` are required.
+    objective: str = "latency",
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    policy: str = "builtin",
+) -> PlanRequest:
+    """The PlanRequest that command-line options describe; the hardware part is resolved (and checked) here.
 
     Raises:
-        InputError: unknown model or GPU, unreadable cluster file, a GPU count that does not fit the
-            nodes, options that contradict the cluster file, or workload figures out of range; the
-            message names the option.
+        InputError: unknown GPU, unreadable cluster file, contradicting options, a count that does not
+            fit, or a workload or format value out of range; the message names the option.
 
-    >>> spec, where, load = resolve_target("llama-3.1-8b", "H100", 4, None, None, 512, 64, 1)
-    >>> where.world_size, load.isl
-    (4, 512)
+    >>> build_request("llama-3.1-8b", "H100", 4, isl=512).gpus
+    4
     """
     from pydantic import ValidationError
 
-    from ..tools.contracts import Workload
-    from ..tools.hardware import get_gpu, load_cluster, make_cluster
-    from ..tools.models import load_model
+    from ..tools.contracts import PlanRequest, Workload
+    from ..tools.hardware import cluster_for
 
-    spec = load_model(model, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    if cluster is not None:
-        where = load_cluster(cluster)
-        if gpu is not None and get_gpu(gpu).name != where.gpu.name:
-            raise InputError(
-                f"--gpu {gpu} contradicts the cluster file, which holds {where.gpu.name}",
-                field="gpu",
-                fix="leave out --gpu when giving --cluster",
-            )
-        if gpus_per_node is not None and gpus_per_node != where.gpus_per_node:
-            raise InputError(
-                f"--gpus-per-node {gpus_per_node} contradicts the cluster file "
-                f"({where.gpus_per_node} per node)",
-                field="gpus_per_node",
-                fix="leave out --gpus-per-node when giving --cluster",
-            )
-        where = _part_of(where, gpus)
-    else:
-        if gpu is None:
-            raise InputError("no GPU given", field="gpu", fix="give --gpu (e.g. H100) or --cluster FILE")
-        if gpus is None:
-            raise InputError("no GPU count given", field="gpus", fix="give --gpus N")
-        where = make_cluster(gpu, gpus, gpus_per_node)
+    where = cluster_for(gpu or (None if cluster else "H100"), gpus, gpus_per_node, cluster)
     try:
-        load = Workload(isl=isl, osl=osl, batch=batch, ttft_ms=ttft_ms, tpot_ms=tpot_ms, objective=objective)
+        # Options arrive as plain strings; validation turns them into the contract's closed vocabularies.
+        workload = Workload.model_validate(
+            {"isl": isl, "osl": osl, "batch": batch, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "objective": objective}
+        )
+        return PlanRequest.model_validate(
+            {
+                "model": model,
+                "gpu": where.gpu.name,
+                "gpus": where.world_size,
+                "gpus_per_node": where.gpus_per_node,
+                "cluster": str(cluster) if cluster else None,
+                "workload": workload,
+                "weight_dtype": weight_dtype,
+                "kv_dtype": kv_dtype,
+                "policy": policy,
+            }
+        )
     except ValidationError as exc:
         first = exc.errors()[0]
-        name = ".".join(str(p) for p in first["loc"])
+        name = str(first["loc"][-1])
         raise InputError(
-            f"--{name.replace('_', '-')}={first.get('input')}: {first['msg']}",
+            f"--{name.replace('_', '-')}={first.get('input')!r}: {first['msg']}",
             field=name,
-            fix="give positive lengths and batch, and positive targets",
+            fix="give positive lengths, batch and targets; objective latency, throughput or goodput; "
+            "formats bf16, fp8 or fp4",
         ) from None
-    return spec, where, load
 
 
-def _part_of(cluster: Cluster, gpus: int | None) -> Cluster:
-    """The first ``gpus`` GPUs of ``cluster``: whole nodes, or part of a single node."""
-    if gpus is None or gpus == cluster.world_size:
-        return cluster
-    per_node = cluster.gpus_per_node
-    if 1 <= gpus < per_node:
-        return cluster.model_copy(update={"gpus_per_node": gpus, "nodes": 1})
-    if gpus >= 1 and gpus % per_node == 0 and gpus <= cluster.world_size:
-        return cluster.model_copy(update={"nodes": gpus // per_node})
-    raise InputError(
-        f"--gpus {gpus} does not fit the cluster file's {cluster.nodes} nodes of {per_node} GPUs",
-        field="gpus",
-        fix=f"give whole nodes (a multiple of {per_node}) up to {cluster.world_size}, or leave out --gpus",
-    )
+def resolve_target(**options: Any) -> tuple[ModelSpec, Cluster, Workload]:
+    """The model, cluster and workload that the request options describe (see :func:`build_request`)."""
+    from ..tools.planner import resolve_request
+
+    request = build_request(**options)
+    model, cluster = resolve_request(request)
+    return model, cluster, request.workload
+
+
+def request_options(command: Callable[..., None] | None = None, *, optional: bool = False) -> Any:
+    """Give a command the shared request options; it receives them as ``request`` (a PlanRequest).
+
+    With ``optional=True`` the model may be left out, and the command then gets ``request=None`` (for
+    commands that also read a file). The command's own ``policy`` option, if any, goes into the request.
+    """
+
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        own = [
+            p.replace(kind=_KW)
+            for p in inspect.signature(func, eval_str=True).parameters.values()
+            if p.name != "request"
+        ]
+        shared = list(_REQUEST_PARAMETERS)
+        if optional:
+            shared[0] = shared[0].replace(
+                default=None, annotation=Annotated[str | None, shared[0].annotation.__metadata__[0]]
+            )
+
+        @functools.wraps(func)
+        def wrapper(**kwargs: Any) -> None:
+            options = {name: kwargs.pop(name) for name in _REQUEST_NAMES}
+            if "policy" in kwargs:
+                options["policy"] = kwargs["policy"]
+            request = None if options["model"] is None else build_request(**options)
+            func(request=request, **kwargs)
+
+        parameters = shared + own
+        wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+        return wrapper
+
+    return decorate(command) if command is not None else decorate

@@ -8,71 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from .cli import app, console, emit_json, fail
-
-ModelOpt = Annotated[
-    str,
-    typer.Option("--model", "-m", help="Bundled model (meta-llama/Llama-3.1-70B, llama-3.1-70b) or config.json path."),
-]
-GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU catalog name: H100, H200, B200, A100, L40S, MI300X.")]
-GpusOpt = Annotated[int | None, typer.Option("--gpus", "-n", help="GPUs available (default: the cluster file's).")]
-PerNodeOpt = Annotated[int | None, typer.Option("--gpus-per-node", help="GPUs per node (default: the GPU's usual 8).")]
-ClusterOpt = Annotated[Path | None, typer.Option("--cluster", help="Cluster YAML (GPU, nodes, link figures).")]
-IslOpt = Annotated[int, typer.Option("--isl", help="Input (prompt) tokens.")]
-OslOpt = Annotated[int, typer.Option("--osl", help="Output tokens.")]
-BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences of the whole deployment.")]
-TtftOpt = Annotated[float | None, typer.Option("--ttft-ms", help="Target time to first token, ms.")]
-TpotOpt = Annotated[float | None, typer.Option("--tpot-ms", help="Target time per output token, ms.")]
-ObjectiveOpt = Annotated[
-    str, typer.Option("--objective", help="latency, throughput or goodput (throughput under targets).")
-]
-DtypeOpt = Annotated[str | None, typer.Option("--weight-dtype", help="Override weight format: bf16, fp8, fp4.")]
-KvDtypeOpt = Annotated[str | None, typer.Option("--kv-dtype", help="Override KV-cache format: bf16, fp8.")]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-
-
-def build_request(
-    model: str,
-    gpu: str,
-    gpus: int | None,
-    gpus_per_node: int | None,
-    cluster: Path | None,
-    isl: int,
-    osl: int,
-    batch: int,
-    ttft_ms: float | None,
-    tpot_ms: float | None,
-    objective: str,
-    weight_dtype: str | None,
-    kv_dtype: str | None,
-    policy: str = "builtin",
-) -> Any:
-    """A PlanRequest from command-line options; malformed values become one clear error (exit 2)."""
-    from pydantic import ValidationError
-
-    from ..tools.contracts import PlanRequest, Workload
-    from ..tools.hardware import load_cluster
-
-    if gpus is None:
-        if cluster is None:
-            fail("--gpus is missing: give the GPU count, e.g. --gpus 8, or a --cluster file")
-        gpus = load_cluster(cluster).world_size
-    try:
-        workload = Workload(isl=isl, osl=osl, batch=batch, ttft_ms=ttft_ms, tpot_ms=tpot_ms, objective=objective)  # type: ignore[arg-type]
-        return PlanRequest(
-            model=model,
-            gpu=gpu,
-            gpus=gpus,
-            gpus_per_node=gpus_per_node,
-            cluster=str(cluster) if cluster else None,
-            workload=workload,
-            weight_dtype=weight_dtype,
-            kv_dtype=kv_dtype,
-            policy=policy,
-        )  # type: ignore[arg-type]
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        fail(f"--{where.split('.')[-1].replace('_', '-')}: {first['msg']}")
+from .cli_common import JsonFlag, request_options
 
 
 def print_plan(plan: Any) -> None:
@@ -123,20 +59,9 @@ def print_plan(plan: Any) -> None:
 
 
 @app.command("plan")
+@request_options
 def plan_command(
-    model: ModelOpt,
-    gpu: GpuOpt = "H100",
-    gpus: GpusOpt = None,
-    gpus_per_node: PerNodeOpt = None,
-    cluster: ClusterOpt = None,
-    isl: IslOpt = 2048,
-    osl: OslOpt = 256,
-    batch: BatchOpt = 1,
-    ttft_ms: TtftOpt = None,
-    tpot_ms: TpotOpt = None,
-    objective: ObjectiveOpt = "latency",
-    weight_dtype: DtypeOpt = None,
-    kv_dtype: KvDtypeOpt = None,
+    request: Any,
     policy: Annotated[
         str, typer.Option("--policy", help="builtin, or openai:MODEL for an OpenAI-compatible endpoint.")
     ] = "builtin",
@@ -147,22 +72,6 @@ def plan_command(
     from ..io import write_atomic
     from .run import run_plan
 
-    request = build_request(
-        model,
-        gpu,
-        gpus,
-        gpus_per_node,
-        cluster,
-        isl,
-        osl,
-        batch,
-        ttft_ms,
-        tpot_ms,
-        objective,
-        weight_dtype,
-        kv_dtype,
-        policy,
-    )
     plan = run_plan(request, progress=not as_json)
     if output is not None:
         write_atomic(output, plan.model_dump_json(indent=1))
@@ -180,24 +89,14 @@ def _plan_summary(plan: Any) -> dict[str, Any]:
 
 
 @app.command("cost")
+@request_options(optional=True)
 def cost_command(
+    request: Any,
     file: Annotated[Path | None, typer.Argument(help="A DAG or plan JSON file to price.")] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model, when pricing a --strategy.")] = None,
     strategy: Annotated[str | None, typer.Option("--strategy", "-s", help="SPEC, e.g. tp=4,pp=2.")] = None,
-    gpu: GpuOpt = "H100",
-    gpus: GpusOpt = None,
-    gpus_per_node: PerNodeOpt = None,
-    cluster: ClusterOpt = None,
-    isl: IslOpt = 2048,
-    osl: OslOpt = 256,
-    batch: BatchOpt = 1,
-    ttft_ms: TtftOpt = None,
-    tpot_ms: TpotOpt = None,
-    weight_dtype: DtypeOpt = None,
-    kv_dtype: KvDtypeOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Cost report of a DAG/plan file, or of a model and --strategy."""
+    """Cost report of a DAG/plan FILE, or of --model and --strategy."""
     from ..tools.builder import build_dag
     from ..tools.contracts import parse_strategy
     from ..tools.cost import estimate_cost
@@ -205,26 +104,10 @@ def cost_command(
     from .files import read_dag
 
     if file is not None:
-        dag = read_dag(file)
-        report = estimate_cost(dag)
+        report = estimate_cost(read_dag(file))
     else:
-        if model is None or strategy is None:
+        if request is None or strategy is None:
             fail("give a DAG/plan FILE, or --model and --strategy")
-        request = build_request(
-            model,
-            gpu,
-            gpus,
-            gpus_per_node,
-            cluster,
-            isl,
-            osl,
-            batch,
-            ttft_ms,
-            tpot_ms,
-            "latency",
-            weight_dtype,
-            kv_dtype,
-        )
         spec, cl = resolve_request(request)
         report = estimate_cost(build_dag(spec, cl, parse_strategy(strategy), request.workload), cl)
     if as_json:
@@ -304,20 +187,9 @@ def print_cost(report: Any) -> None:
 
 
 @app.command("search")
+@request_options
 def search_command(
-    model: ModelOpt,
-    gpu: GpuOpt = "H100",
-    gpus: GpusOpt = None,
-    gpus_per_node: PerNodeOpt = None,
-    cluster: ClusterOpt = None,
-    isl: IslOpt = 2048,
-    osl: OslOpt = 256,
-    batch: BatchOpt = 1,
-    ttft_ms: TtftOpt = None,
-    tpot_ms: TpotOpt = None,
-    objective: ObjectiveOpt = "latency",
-    weight_dtype: DtypeOpt = None,
-    kv_dtype: KvDtypeOpt = None,
+    request: Any,
     top: Annotated[int, typer.Option("--top", help="How many strategies to list.")] = 10,
     as_json: JsonFlag = False,
 ) -> None:
@@ -328,9 +200,6 @@ def search_command(
     from ..tools.planner import resolve_request
     from ..tools.search import search
 
-    request = build_request(
-        model, gpu, gpus, gpus_per_node, cluster, isl, osl, batch, ttft_ms, tpot_ms, objective, weight_dtype, kv_dtype
-    )
     spec, cl = resolve_request(request)
     try:
         result = search(spec, cl, request.workload, top=top)

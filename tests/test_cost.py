@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from shardplan.tools.builder import build_dag
 from shardplan.tools.contracts import CommNode, Workload, parse_strategy
 from shardplan.tools.cost import estimate_cost, schedule_dag

@@ -422,12 +422,12 @@ def test_cli_build_summary_and_cluster_file() -> None:
     "args",
     [
         ["--gpu", "H100", "--gpus", "4", "--isl", "0"],
-        ["--gpus", "4"],
+        ["--gpu", "H100"],
         ["--gpu", "H999", "--gpus", "4"],
         ["--gpu", "H100", "--gpus", "4", "--format", "svg"],
         ["--gpu", "H100", "--gpus", "4", "-o", "/no/such/folder/dag.json"],
     ],
-    ids=["isl", "no-gpu", "unknown-gpu", "format", "folder"],
+    ids=["isl", "no-gpu-count", "unknown-gpu", "format", "folder"],
 )
 def test_cli_build_bad_options_give_one_line_and_exit_2(args: list[str]) -> None:
     result = run_cli("build", "-m", "llama-3.1-8b", "-s", "tp=2,pp=2", *args)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from shardplan.errors import InfeasibleError
 from shardplan.tools.contracts import Workload
 from shardplan.tools.feasibility import strategy_problems

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from ..errors import InputError
 from .contracts.hardware import GPU, Cluster
 
-__all__ = ["gpu_catalog", "get_gpu", "make_cluster", "load_cluster"]
+__all__ = ["gpu_catalog", "get_gpu", "make_cluster", "load_cluster", "cluster_for"]
 
 _ALIASES = {"H100-SXM": "H100", "H100SXM": "H100", "H200-SXM": "H200", "A100-80GB": "A100", "A100-SXM": "A100"}
 
@@ -136,3 +136,47 @@ def _field_error(exc: ValidationError, prefix: str) -> InputError:
     first = exc.errors()[0]
     where = ".".join([prefix, *(str(p) for p in first["loc"])])
     return InputError(f"{where}: {first['msg']}", field=where, fix="see shardplan schema cluster for the fields")
+
+
+def cluster_for(
+    gpu: str | None, gpus: int | None, gpus_per_node: int | None, cluster_file: str | Path | None
+) -> Cluster:
+    """The cluster a request describes: a cluster file (optionally only ``gpus`` of it), or ``gpus`` catalog GPUs.
+
+    A cluster file replaces ``gpu`` and ``gpus_per_node``; giving a different value for either is an error,
+    not silently ignored. ``gpus`` may ask for whole nodes of the file's cluster or part of one node.
+
+    Raises:
+        InputError: unreadable file, contradicting options, a count that does not fit, or a missing GPU/count.
+    """
+    if cluster_file is None:
+        if gpu is None:
+            raise InputError("no GPU given", field="gpu", fix="give --gpu (e.g. H100) or --cluster FILE")
+        if gpus is None:
+            raise InputError("no GPU count given", field="gpus", fix="give --gpus N")
+        return make_cluster(gpu, gpus, gpus_per_node)
+    where = load_cluster(cluster_file)
+    if gpu is not None and get_gpu(gpu).name != where.gpu.name:
+        raise InputError(
+            f"--gpu {gpu} contradicts the cluster file, which holds {where.gpu.name}",
+            field="gpu",
+            fix="leave out --gpu when giving --cluster",
+        )
+    if gpus is None or gpus == where.world_size:
+        return where
+    per_node = where.gpus_per_node
+    if gpus_per_node is not None and gpus_per_node != per_node and gpus >= per_node:
+        raise InputError(
+            f"--gpus-per-node {gpus_per_node} contradicts the cluster file ({per_node} per node)",
+            field="gpus_per_node",
+            fix="leave out --gpus-per-node when giving --cluster",
+        )
+    if 1 <= gpus < per_node:
+        return where.model_copy(update={"gpus_per_node": gpus, "nodes": 1})
+    if gpus >= 1 and gpus % per_node == 0 and gpus <= where.world_size:
+        return where.model_copy(update={"nodes": gpus // per_node})
+    raise InputError(
+        f"--gpus {gpus} does not fit the cluster file's {where.nodes} nodes of {per_node} GPUs",
+        field="gpus",
+        fix=f"give whole nodes (a multiple of {per_node}) up to {where.world_size}, or leave out --gpus",
+    )

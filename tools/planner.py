@@ -11,11 +11,11 @@ from ..errors import InfeasibleError
 from .builder import build_dag
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
-from .contracts.plan import Alternative, Plan, PlanRequest
+from .contracts.plan import Alternative, Plan, PlanRequest, PlanStatus
 from .contracts.reports import CostReport, ValidationReport
 from .contracts.strategy import Strategy
 from .cost.estimate import estimate_cost
-from .hardware import load_cluster, make_cluster
+from .hardware import cluster_for
 from .models import load_model
 from .search import Candidate, SearchResult, search
 
@@ -29,13 +29,7 @@ def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
         InputError: unknown model or GPU, unreadable cluster file, a GPU count that does not fit nodes.
     """
     model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
-    if request.cluster:
-        cluster = load_cluster(request.cluster)
-        if request.gpus != cluster.world_size:
-            cluster = make_cluster(cluster.gpu, request.gpus, cluster.gpus_per_node)
-    else:
-        cluster = make_cluster(request.gpu, request.gpus, request.gpus_per_node)
-    return model, cluster
+    return model, cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster)
 
 
 def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
@@ -119,7 +113,7 @@ def plan_for_strategy(
     validation = _validate(dag)
     cost = estimate_cost(dag, cluster)
     alternatives = alternatives or []
-    status = "ok" if cost.meets_targets and cost.fits and validation.valid else "targets_missed"
+    status: PlanStatus = "ok" if cost.meets_targets and cost.fits and validation.valid else "targets_missed"
     if not cost.fits:
         status = "infeasible"
     return Plan(
@@ -127,7 +121,7 @@ def plan_for_strategy(
         request=request,
         status=status,
         strategy=strategy,
-        dag=dag,  # type: ignore[arg-type]
+        dag=dag,
         validation=validation,
         cost=cost,
         alternatives=alternatives,

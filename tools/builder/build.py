@@ -43,8 +43,15 @@ def decode_context(workload: Workload) -> int:
 class _PhaseBuilder:
     """Emits one phase's nodes into a shared buffer."""
 
-    def __init__(self, g: GraphBuffer, model: ModelSpec, phase_name: str, phase: PhaseStrategy,
-                 layout: RankLayout, workload: Workload) -> None:
+    def __init__(
+        self,
+        g: GraphBuffer,
+        model: ModelSpec,
+        phase_name: str,
+        phase: PhaseStrategy,
+        layout: RankLayout,
+        workload: Workload,
+    ) -> None:
         self.g, self.m, self.name, self.s, self.lay, self.w = g, model, phase_name, phase, layout, workload
         self.prefill = phase_name == "prefill"
         self.stages = split_layers(model.num_layers, phase.pp, phase.layer_split)
@@ -68,30 +75,61 @@ class _PhaseBuilder:
 
     def _common(self, mb: int, layer: int | None, stage: int, group: int, shard: int) -> dict[str, object]:
         units = self.s.adp * self.s.sp
-        return {"phase": self.name, "layer": layer, "stage": stage, "microbatch": mb,
-                "shard": (group * self.s.sp + shard) if units > 1 else None}
+        return {
+            "phase": self.name,
+            "layer": layer,
+            "stage": stage,
+            "microbatch": mb,
+            "shard": (group * self.s.sp + shard) if units > 1 else None,
+        }
 
-    def _compute(self, mb: int, layer: int | None, stage: int, unit: tuple[int, int], op: str, kind: str,
-                 work: ops.Work, parallel: str = "replicated", partial: bool = False, dtype: str | None = None,
-                 ranks: list[int] | None = None) -> str:
+    def _compute(
+        self,
+        mb: int,
+        layer: int | None,
+        stage: int,
+        unit: tuple[int, int],
+        op: str,
+        kind: str,
+        work: ops.Work,
+        parallel: str = "replicated",
+        partial: bool = False,
+        dtype: str | None = None,
+        ranks: list[int] | None = None,
+    ) -> str:
         g, k = unit
         return self.g.compute(
-            id=self._id(mb, layer, op, g, k), name=op, kind=kind, op=op, parallel=parallel, partial=partial,
+            id=self._id(mb, layer, op, g, k),
+            name=op,
+            kind=kind,
+            op=op,
+            parallel=parallel,
+            partial=partial,
             ranks=ranks if ranks is not None else self.lay.unit_ranks(stage, g, k),
-            dtype=dtype or self.m.activation_dtype, shape=work.shape, flops=work.flops,
-            bytes_read=work.bytes_read, bytes_written=work.bytes_written, **self._common(mb, layer, stage, g, k))
+            dtype=dtype or self.m.activation_dtype,
+            shape=work.shape,
+            flops=work.flops,
+            bytes_read=work.bytes_read,
+            bytes_written=work.bytes_written,
+            **self._common(mb, layer, stage, g, k),
+        )
 
-    def _tp_reduce(self, mb: int, layer: int, stage: int, unit: tuple[int, int], src: str, op: str,
-                   tokens: int) -> str:
+    def _tp_reduce(self, mb: int, layer: int, stage: int, unit: tuple[int, int], src: str, op: str, tokens: int) -> str:
         """The explicit reduction of a row-parallel output (TP-2): all-reduce, or reduce-scatter under SP."""
         if self.s.tp == 1:
             return src
         g, k = unit
         kind = "reduce_scatter" if self.s.sp > 1 else "all_reduce"
-        node = self.g.comm(id=self._id(mb, layer, op, g, k), name=op, kind=kind,
-                           purpose="sp_reduce_scatter" if self.s.sp > 1 else "tp_reduce",
-                           ranks=self.lay.unit_ranks(stage, g, k), message_bytes=tokens * self.m.hidden_size * self.ab,
-                           dtype=self.m.activation_dtype, **self._common(mb, layer, stage, g, k))
+        node = self.g.comm(
+            id=self._id(mb, layer, op, g, k),
+            name=op,
+            kind=kind,
+            purpose="sp_reduce_scatter" if self.s.sp > 1 else "tp_reduce",
+            ranks=self.lay.unit_ranks(stage, g, k),
+            message_bytes=tokens * self.m.hidden_size * self.ab,
+            dtype=self.m.activation_dtype,
+            **self._common(mb, layer, stage, g, k),
+        )
         self.g.edge(src, node)
         return node
 
@@ -100,10 +138,16 @@ class _PhaseBuilder:
         if self.s.sp == 1 or self.s.tp == 1:
             return src
         g, k = unit
-        node = self.g.comm(id=self._id(mb, layer, op, g, k), name=op, kind="all_gather", purpose="sp_gather",
-                           ranks=self.lay.unit_ranks(stage, g, k),
-                           message_bytes=self.unit_tokens * self.m.hidden_size * self.ab,
-                           dtype=self.m.activation_dtype, **self._common(mb, layer, stage, g, k))
+        node = self.g.comm(
+            id=self._id(mb, layer, op, g, k),
+            name=op,
+            kind="all_gather",
+            purpose="sp_gather",
+            ranks=self.lay.unit_ranks(stage, g, k),
+            message_bytes=self.unit_tokens * self.m.hidden_size * self.ab,
+            dtype=self.m.activation_dtype,
+            **self._common(mb, layer, stage, g, k),
+        )
         self.g.edge(src, node)
         return node
 
@@ -116,10 +160,23 @@ class _PhaseBuilder:
         outs = {}
         h, tp = self.m.hidden_size, self.s.tp
         for unit in self._units():
-            work = ops.Work(0.0, self.unit_tokens * h * self.ab, self.unit_tokens * h * self.ab,
-                            {"m": self.unit_tokens, "n": h, "vocab": self.m.vocab_size // tp})
-            node = self._compute(mb, None, 0, unit, "embedding", "embedding", work,
-                                 parallel="vocab" if tp > 1 else "replicated", partial=tp > 1)
+            work = ops.Work(
+                0.0,
+                self.unit_tokens * h * self.ab,
+                self.unit_tokens * h * self.ab,
+                {"m": self.unit_tokens, "n": h, "vocab": self.m.vocab_size // tp},
+            )
+            node = self._compute(
+                mb,
+                None,
+                0,
+                unit,
+                "embedding",
+                "embedding",
+                work,
+                parallel="vocab" if tp > 1 else "replicated",
+                partial=tp > 1,
+            )
             self.g.edge(self.boundary_in, node, "sync")
             if tp > 1:
                 # A vocabulary-parallel lookup leaves zeros for rows other ranks own: an all-reduce completes it.
@@ -129,15 +186,22 @@ class _PhaseBuilder:
 
     def _tp_reduce_named(self, mb: int, unit: tuple[int, int], src: str) -> str:
         g, k = unit
-        node = self.g.comm(id=self._id(mb, None, "embedding.all_reduce", g, k), name="embedding.all_reduce",
-                           kind="all_reduce", purpose="tp_reduce", ranks=self.lay.unit_ranks(0, g, k),
-                           message_bytes=self.unit_tokens * self.m.hidden_size * self.ab,
-                           dtype=self.m.activation_dtype, **self._common(mb, None, 0, g, k))
+        node = self.g.comm(
+            id=self._id(mb, None, "embedding.all_reduce", g, k),
+            name="embedding.all_reduce",
+            kind="all_reduce",
+            purpose="tp_reduce",
+            ranks=self.lay.unit_ranks(0, g, k),
+            message_bytes=self.unit_tokens * self.m.hidden_size * self.ab,
+            dtype=self.m.activation_dtype,
+            **self._common(mb, None, 0, g, k),
+        )
         self.g.edge(src, node)
         return node
 
-    def attention_block(self, mb: int, layer: int, stage: int, inputs: dict[tuple[int, int], str]
-                        ) -> dict[tuple[int, int], tuple[str, str]]:
+    def attention_block(
+        self, mb: int, layer: int, stage: int, inputs: dict[tuple[int, int], str]
+    ) -> dict[tuple[int, int], tuple[str, str]]:
         """Attention of one layer per unit; returns each unit's (residual add, post-attention norm) ids."""
         m, s = self.m, self.s
         h, tp = m.hidden_size, s.tp
@@ -146,13 +210,28 @@ class _PhaseBuilder:
         kv_rank_bytes = kvw if m.mla is not None else kvw * kv_heads_per_rank / m.num_kv_heads
         qkv: dict[tuple[int, int], str] = {}
         for unit in self._units():
-            norm = self._compute(mb, layer, stage, unit, "input_norm", "norm",
-                                 ops.memory_op(self._shard_tokens(), h, self.ab, flops_per_element=5))
+            norm = self._compute(
+                mb,
+                layer,
+                stage,
+                unit,
+                "input_norm",
+                "norm",
+                ops.memory_op(self._shard_tokens(), h, self.ab, flops_per_element=5),
+            )
             self.g.edge(inputs[unit], norm)
             gathered = self._sp_regather(mb, layer, stage, unit, norm, "input_norm.all_gather")
-            proj = self._compute(mb, layer, stage, unit, "qkv_proj", "linear",
-                                 ops.qkv_projection(m, self.unit_tokens, tp), parallel="column",
-                                 dtype=m.weight_dtype)
+            proj = self._compute(
+                mb,
+                layer,
+                stage,
+                unit,
+                "qkv_proj",
+                "linear",
+                ops.qkv_projection(m, self.unit_tokens, tp),
+                parallel="column",
+                dtype=m.weight_dtype,
+            )
             self.g.edge(gathered, proj)
             qkv[unit] = proj
         # Under SP every shard needs the K/V of the whole prompt: one explicit all-gather per attention group.
@@ -160,10 +239,19 @@ class _PhaseBuilder:
         if s.sp > 1:
             for group in range(s.adp):
                 node = self.g.comm(
-                    id=self._id(mb, layer, "kv.all_gather", group, 0).replace("/s0", ""), name="kv.all_gather",
-                    kind="all_gather", purpose="sp_kv_gather", ranks=self.lay.sp_group_ranks(stage, group),
-                    message_bytes=self.seqs * self.w.isl * kv_rank_bytes, dtype=m.kv_dtype,
-                    phase=self.name, layer=layer, stage=stage, microbatch=mb, shard=None)
+                    id=self._id(mb, layer, "kv.all_gather", group, 0).replace("/s0", ""),
+                    name="kv.all_gather",
+                    kind="all_gather",
+                    purpose="sp_kv_gather",
+                    ranks=self.lay.sp_group_ranks(stage, group),
+                    message_bytes=self.seqs * self.w.isl * kv_rank_bytes,
+                    dtype=m.kv_dtype,
+                    phase=self.name,
+                    layer=layer,
+                    stage=stage,
+                    microbatch=mb,
+                    shard=None,
+                )
                 self.g.edges_from([qkv[(group, k)] for k in range(s.sp)], node)
                 kv_gather[group] = node
         outs: dict[tuple[int, int], tuple[str, str]] = {}
@@ -171,10 +259,16 @@ class _PhaseBuilder:
             g, k = unit
             kv_state = f"kv/L{layer}/mb{mb}" + (f"/g{g}" if s.adp > 1 else "") + (f"/s{k}" if s.sp > 1 else "")
             write_tokens = self.q_len
-            write = self.g.state(id=self._id(mb, layer, "kv_write", g, k), name="kv_write", kind="kv_write",
-                                 kv_state=kv_state, tokens=write_tokens,
-                                 bytes=self.seqs * write_tokens * kv_rank_bytes,
-                                 ranks=self.lay.unit_ranks(stage, g, k), **self._common(mb, layer, stage, g, k))
+            write = self.g.state(
+                id=self._id(mb, layer, "kv_write", g, k),
+                name="kv_write",
+                kind="kv_write",
+                kv_state=kv_state,
+                tokens=write_tokens,
+                bytes=self.seqs * write_tokens * kv_rank_bytes,
+                ranks=self.lay.unit_ranks(stage, g, k),
+                **self._common(mb, layer, stage, g, k),
+            )
             self.g.edge(qkv[unit], write, "state")
             self.ends.append(write)
             attn_work = ops.attention(m, layer, self.seqs, self.q_len, self.kv_len, tp, prefill=self.prefill)
@@ -183,27 +277,64 @@ class _PhaseBuilder:
             if s.sp > 1:
                 self.g.edge(kv_gather[g], attn)
             if not self.prefill:
-                read = self.g.state(id=self._id(mb, layer, "kv_read", g, k), name="kv_read", kind="kv_read",
-                                    kv_state=kv_state, tokens=attn_work.shape["kv_len"],
-                                    bytes=self.seqs * attn_work.shape["kv_len"] * kv_rank_bytes,
-                                    ranks=self.lay.unit_ranks(stage, g, k), **self._common(mb, layer, stage, g, k))
+                read = self.g.state(
+                    id=self._id(mb, layer, "kv_read", g, k),
+                    name="kv_read",
+                    kind="kv_read",
+                    kv_state=kv_state,
+                    tokens=attn_work.shape["kv_len"],
+                    bytes=self.seqs * attn_work.shape["kv_len"] * kv_rank_bytes,
+                    ranks=self.lay.unit_ranks(stage, g, k),
+                    **self._common(mb, layer, stage, g, k),
+                )
                 self.g.edge(self.boundary_in, read, "sync")
                 self.g.edge(read, attn, "state")
                 self.g.edge(write, attn, "state")
             v_width = m.mla.v_head_dim if m.mla else m.head_dim
-            o_proj = self._compute(mb, layer, stage, unit, "o_proj", "linear",
-                                   ops.gemm(self.unit_tokens, h, m.num_attention_heads * v_width // tp,
-                                            DTYPE_BYTES[m.weight_dtype], self.ab),
-                                   parallel="row", partial=tp > 1, dtype=m.weight_dtype)
+            o_proj = self._compute(
+                mb,
+                layer,
+                stage,
+                unit,
+                "o_proj",
+                "linear",
+                ops.gemm(
+                    self.unit_tokens, h, m.num_attention_heads * v_width // tp, DTYPE_BYTES[m.weight_dtype], self.ab
+                ),
+                parallel="row",
+                partial=tp > 1,
+                dtype=m.weight_dtype,
+            )
             self.g.edge(attn, o_proj)
-            reduced = self._tp_reduce(mb, layer, stage, unit, o_proj, "o_proj.all_reduce"
-                                      if s.sp == 1 else "o_proj.reduce_scatter", self.unit_tokens)
-            add = self._compute(mb, layer, stage, unit, "attn.residual_add", "elementwise",
-                                ops.memory_op(self._shard_tokens(), h, self.ab, reads=2))
+            reduced = self._tp_reduce(
+                mb,
+                layer,
+                stage,
+                unit,
+                o_proj,
+                "o_proj.all_reduce" if s.sp == 1 else "o_proj.reduce_scatter",
+                self.unit_tokens,
+            )
+            add = self._compute(
+                mb,
+                layer,
+                stage,
+                unit,
+                "attn.residual_add",
+                "elementwise",
+                ops.memory_op(self._shard_tokens(), h, self.ab, reads=2),
+            )
             self.g.edge(reduced, add)
             self.g.edge(inputs[unit], add)
-            norm = self._compute(mb, layer, stage, unit, "post_attn_norm", "norm",
-                                 ops.memory_op(self._shard_tokens(), h, self.ab, flops_per_element=5))
+            norm = self._compute(
+                mb,
+                layer,
+                stage,
+                unit,
+                "post_attn_norm",
+                "norm",
+                ops.memory_op(self._shard_tokens(), h, self.ab, flops_per_element=5),
+            )
             self.g.edge(add, norm)
             outs[unit] = (add, norm)
         return outs
@@ -213,18 +344,44 @@ class _PhaseBuilder:
         wb = DTYPE_BYTES[m.weight_dtype]
         gathered = self._sp_regather(mb, layer, stage, unit, norm, "post_attn_norm.all_gather")
         width = m.intermediate_size // tp
-        up = self._compute(mb, layer, stage, unit, "gate_up_proj", "linear",
-                           ops.gemm(self.unit_tokens, (2 if m.gated_mlp else 1) * width, m.hidden_size, wb, self.ab),
-                           parallel="column", dtype=m.weight_dtype)
+        up = self._compute(
+            mb,
+            layer,
+            stage,
+            unit,
+            "gate_up_proj",
+            "linear",
+            ops.gemm(self.unit_tokens, (2 if m.gated_mlp else 1) * width, m.hidden_size, wb, self.ab),
+            parallel="column",
+            dtype=m.weight_dtype,
+        )
         self.g.edge(gathered, up)
-        down = self._compute(mb, layer, stage, unit, "down_proj", "linear",
-                             ops.gemm(self.unit_tokens, m.hidden_size, width, wb, self.ab),
-                             parallel="row", partial=tp > 1, dtype=m.weight_dtype)
+        down = self._compute(
+            mb,
+            layer,
+            stage,
+            unit,
+            "down_proj",
+            "linear",
+            ops.gemm(self.unit_tokens, m.hidden_size, width, wb, self.ab),
+            parallel="row",
+            partial=tp > 1,
+            dtype=m.weight_dtype,
+        )
         self.g.edge(up, down)
-        return self._tp_reduce(mb, layer, stage, unit, down, "down_proj.all_reduce" if self.s.sp == 1
-                               else "down_proj.reduce_scatter", self.unit_tokens)
+        return self._tp_reduce(
+            mb,
+            layer,
+            stage,
+            unit,
+            down,
+            "down_proj.all_reduce" if self.s.sp == 1 else "down_proj.reduce_scatter",
+            self.unit_tokens,
+        )
 
-    def moe_ffn(self, mb: int, layer: int, stage: int, norms: dict[tuple[int, int], str]) -> dict[tuple[int, int], list[str]]:
+    def moe_ffn(
+        self, mb: int, layer: int, stage: int, norms: dict[tuple[int, int], str]
+    ) -> dict[tuple[int, int], list[str]]:
         """Router, dispatch, expert compute per expert rank, shared experts, combine (EP-1)."""
         m, s = self.m, self.s
         moe = m.moe
@@ -235,8 +392,15 @@ class _PhaseBuilder:
         routers: dict[tuple[int, int], str] = {}
         for unit in self._units():
             gathered = self._sp_regather(mb, layer, stage, unit, norms[unit], "post_attn_norm.all_gather")
-            router = self._compute(mb, layer, stage, unit, "router", "router",
-                                   ops.gemm(self.unit_tokens, moe.num_experts, h, DTYPE_BYTES[m.weight_dtype], self.ab))
+            router = self._compute(
+                mb,
+                layer,
+                stage,
+                unit,
+                "router",
+                "router",
+                ops.gemm(self.unit_tokens, moe.num_experts, h, DTYPE_BYTES[m.weight_dtype], self.ab),
+            )
             self.g.edge(gathered, router)
             routers[unit] = router
         common = {"phase": self.name, "layer": layer, "stage": stage, "microbatch": mb, "shard": None}
@@ -245,13 +409,27 @@ class _PhaseBuilder:
         if ep > 1:
             # Each TP rank of a unit dispatches its 1/tp share of the unit's tokens, top-k copies each.
             sent = self.unit_tokens / tp * moe.experts_per_token * h * self.ab
-            entry = self.g.comm(id=f"{base}/moe.dispatch", name="moe.dispatch", kind="all_to_all",
-                                purpose="ep_dispatch", ranks=stage_ranks, message_bytes=sent, dtype=m.activation_dtype,
-                                **common)
+            entry = self.g.comm(
+                id=f"{base}/moe.dispatch",
+                name="moe.dispatch",
+                kind="all_to_all",
+                purpose="ep_dispatch",
+                ranks=stage_ranks,
+                message_bytes=sent,
+                dtype=m.activation_dtype,
+                **common,
+            )
         elif multi_unit:
-            entry = self.g.comm(id=f"{base}/moe.all_gather", name="moe.all_gather", kind="all_gather",
-                                purpose="adp_gather", ranks=stage_ranks, message_bytes=stage_tokens * h * self.ab,
-                                dtype=m.activation_dtype, **common)
+            entry = self.g.comm(
+                id=f"{base}/moe.all_gather",
+                name="moe.all_gather",
+                kind="all_gather",
+                purpose="adp_gather",
+                ranks=stage_ranks,
+                message_bytes=stage_tokens * h * self.ab,
+                dtype=m.activation_dtype,
+                **common,
+            )
         else:
             entry = ""
         if entry:
@@ -262,32 +440,61 @@ class _PhaseBuilder:
         for rank_group in range(ep):
             work = ops.expert_ffn(m, stage_tokens, local_experts, ep, etp)
             ranks = self.lay.expert_ranks(stage, rank_group)
-            node = self.g.compute(id=f"{base}/experts" + (f"/e{rank_group}" if ep > 1 else ""), name="experts",
-                                  kind="expert", op="routed_experts", parallel="expert" if ep > 1 else "column",
-                                  partial=etp > 1, ranks=ranks, dtype=m.expert_dtype or m.weight_dtype,
-                                  shape=work.shape, flops=work.flops, bytes_read=work.bytes_read,
-                                  bytes_written=work.bytes_written, **{**common, "shard": rank_group if ep > 1 else None})
+            node = self.g.compute(
+                id=f"{base}/experts" + (f"/e{rank_group}" if ep > 1 else ""),
+                name="experts",
+                kind="expert",
+                op="routed_experts",
+                parallel="expert" if ep > 1 else "column",
+                partial=etp > 1,
+                ranks=ranks,
+                dtype=m.expert_dtype or m.weight_dtype,
+                shape=work.shape,
+                flops=work.flops,
+                bytes_read=work.bytes_read,
+                bytes_written=work.bytes_written,
+                **{**common, "shard": rank_group if ep > 1 else None},
+            )
             if entry:
                 self.g.edge(entry, node)
             else:
                 self.g.edges_from(list(routers.values()), node)
             out = node
             if etp > 1 and (ep > 1 or not multi_unit):
-                out = self.g.comm(id=f"{base}/experts.all_reduce" + (f"/e{rank_group}" if ep > 1 else ""),
-                                  name="experts.all_reduce", kind="all_reduce", purpose="tp_reduce", ranks=ranks,
-                                  message_bytes=routed_pairs * h * self.ab, dtype=m.activation_dtype,
-                                  **{**common, "shard": rank_group if ep > 1 else None})
+                out = self.g.comm(
+                    id=f"{base}/experts.all_reduce" + (f"/e{rank_group}" if ep > 1 else ""),
+                    name="experts.all_reduce",
+                    kind="all_reduce",
+                    purpose="tp_reduce",
+                    ranks=ranks,
+                    message_bytes=routed_pairs * h * self.ab,
+                    dtype=m.activation_dtype,
+                    **{**common, "shard": rank_group if ep > 1 else None},
+                )
                 self.g.edge(node, out)
             expert_outs.append(out)
         if ep > 1:
-            exit_node = self.g.comm(id=f"{base}/moe.combine", name="moe.combine", kind="all_to_all",
-                                    purpose="ep_combine", ranks=stage_ranks,
-                                    message_bytes=self.unit_tokens / tp * moe.experts_per_token * h * self.ab,
-                                    dtype=m.activation_dtype, **common)
+            exit_node = self.g.comm(
+                id=f"{base}/moe.combine",
+                name="moe.combine",
+                kind="all_to_all",
+                purpose="ep_combine",
+                ranks=stage_ranks,
+                message_bytes=self.unit_tokens / tp * moe.experts_per_token * h * self.ab,
+                dtype=m.activation_dtype,
+                **common,
+            )
         elif multi_unit:
-            exit_node = self.g.comm(id=f"{base}/moe.reduce_scatter", name="moe.reduce_scatter",
-                                    kind="reduce_scatter", purpose="adp_scatter", ranks=stage_ranks,
-                                    message_bytes=stage_tokens * h * self.ab, dtype=m.activation_dtype, **common)
+            exit_node = self.g.comm(
+                id=f"{base}/moe.reduce_scatter",
+                name="moe.reduce_scatter",
+                kind="reduce_scatter",
+                purpose="adp_scatter",
+                ranks=stage_ranks,
+                message_bytes=stage_tokens * h * self.ab,
+                dtype=m.activation_dtype,
+                **common,
+            )
         else:
             exit_node = ""
         if exit_node:
@@ -298,14 +505,36 @@ class _PhaseBuilder:
             if moe.num_shared_experts:
                 width = moe.num_shared_experts * moe.shared_expert_intermediate_size // tp
                 shared_work = ops.gemm(self.unit_tokens, 3 * width, h, DTYPE_BYTES[m.weight_dtype], self.ab)
-                shared = self._compute(mb, layer, stage, unit, "shared_experts", "expert", shared_work,
-                                       parallel="column", partial=tp > 1, dtype=m.weight_dtype)
+                shared = self._compute(
+                    mb,
+                    layer,
+                    stage,
+                    unit,
+                    "shared_experts",
+                    "expert",
+                    shared_work,
+                    parallel="column",
+                    partial=tp > 1,
+                    dtype=m.weight_dtype,
+                )
                 self.g.edge(routers[unit], shared, "sync")
-                self.g.edge(norms[unit] if self.s.sp == 1 or tp == 1 else
-                            self._id(mb, layer, "post_attn_norm.all_gather", *unit), shared)
-                parts.append(self._tp_reduce(mb, layer, stage, unit, shared, "shared_experts.all_reduce"
-                                             if self.s.sp == 1 else "shared_experts.reduce_scatter",
-                                             self.unit_tokens))
+                self.g.edge(
+                    norms[unit]
+                    if self.s.sp == 1 or tp == 1
+                    else self._id(mb, layer, "post_attn_norm.all_gather", *unit),
+                    shared,
+                )
+                parts.append(
+                    self._tp_reduce(
+                        mb,
+                        layer,
+                        stage,
+                        unit,
+                        shared,
+                        "shared_experts.all_reduce" if self.s.sp == 1 else "shared_experts.reduce_scatter",
+                        self.unit_tokens,
+                    )
+                )
             outs[unit] = parts
         return outs
 
@@ -319,14 +548,23 @@ class _PhaseBuilder:
             ffn_parts = {u: [self.dense_ffn(mb, layer, stage, u, attn[u][1])] for u in self._units()}
         outs = {}
         for unit in self._units():
-            add = self._compute(mb, layer, stage, unit, "ffn.residual_add", "elementwise",
-                                ops.memory_op(self._shard_tokens(), h, self.ab, reads=1 + len(ffn_parts[unit])))
+            add = self._compute(
+                mb,
+                layer,
+                stage,
+                unit,
+                "ffn.residual_add",
+                "elementwise",
+                ops.memory_op(self._shard_tokens(), h, self.ab, reads=1 + len(ffn_parts[unit])),
+            )
             self.g.edges_from(ffn_parts[unit], add)
             self.g.edge(attn[unit][0], add)
             outs[unit] = add
         return outs
 
-    def pipeline_hop(self, mb: int, layer: int, stage: int, outs: dict[tuple[int, int], str]) -> dict[tuple[int, int], str]:
+    def pipeline_hop(
+        self, mb: int, layer: int, stage: int, outs: dict[tuple[int, int], str]
+    ) -> dict[tuple[int, int], str]:
         """Send the residual stream of stage ``stage`` to stage ``stage + 1`` (PP-3)."""
         received = {}
         tokens = self._shard_tokens()
@@ -334,12 +572,28 @@ class _PhaseBuilder:
             g, k = unit
             src_ranks, dst_ranks = self.lay.unit_ranks(stage, g, k), self.lay.unit_ranks(stage + 1, g, k)
             size = tokens * self.m.hidden_size * self.ab
-            send = self.g.comm(id=self._id(mb, layer, "pp.send", g, k), name="pp.send", kind="send",
-                               purpose="pp_activation", ranks=src_ranks, peers=dst_ranks, message_bytes=size,
-                               dtype=self.m.activation_dtype, **self._common(mb, layer, stage, g, k))
-            recv = self.g.comm(id=self._id(mb, layer, "pp.recv", g, k), name="pp.recv", kind="recv",
-                               purpose="pp_activation", ranks=dst_ranks, peers=src_ranks, message_bytes=size,
-                               dtype=self.m.activation_dtype, **self._common(mb, layer, stage + 1, g, k))
+            send = self.g.comm(
+                id=self._id(mb, layer, "pp.send", g, k),
+                name="pp.send",
+                kind="send",
+                purpose="pp_activation",
+                ranks=src_ranks,
+                peers=dst_ranks,
+                message_bytes=size,
+                dtype=self.m.activation_dtype,
+                **self._common(mb, layer, stage, g, k),
+            )
+            recv = self.g.comm(
+                id=self._id(mb, layer, "pp.recv", g, k),
+                name="pp.recv",
+                kind="recv",
+                purpose="pp_activation",
+                ranks=dst_ranks,
+                peers=src_ranks,
+                message_bytes=size,
+                dtype=self.m.activation_dtype,
+                **self._common(mb, layer, stage + 1, g, k),
+            )
             self.g.edge(outs[unit], send)
             self.g.edge(send, recv, "pipeline")
             received[unit] = recv
@@ -353,28 +607,49 @@ class _PhaseBuilder:
             g, k = unit
             if self.prefill and k != self.s.sp - 1:
                 continue  # only the shard holding the last prompt tokens produces logits
-            norm = self._compute(mb, None, last, unit, "final_norm", "norm",
-                                 ops.memory_op(self._shard_tokens(), m.hidden_size, self.ab, flops_per_element=5))
+            norm = self._compute(
+                mb,
+                None,
+                last,
+                unit,
+                "final_norm",
+                "norm",
+                ops.memory_op(self._shard_tokens(), m.hidden_size, self.ab, flops_per_element=5),
+            )
             self.g.edge(inputs[unit], norm)
             src = self._sp_regather(mb, None, last, unit, norm, "final_norm.all_gather")  # type: ignore[arg-type]
-            head = self._compute(mb, None, last, unit, "lm_head", "linear",
-                                 ops.gemm(rows, m.vocab_size // tp, m.hidden_size, DTYPE_BYTES[m.weight_dtype], self.ab),
-                                 parallel="vocab" if tp > 1 else "replicated", dtype=m.weight_dtype)
+            head = self._compute(
+                mb,
+                None,
+                last,
+                unit,
+                "lm_head",
+                "linear",
+                ops.gemm(rows, m.vocab_size // tp, m.hidden_size, DTYPE_BYTES[m.weight_dtype], self.ab),
+                parallel="vocab" if tp > 1 else "replicated",
+                dtype=m.weight_dtype,
+            )
             self.g.edge(src, head)
             if tp > 1:
-                gather = self.g.comm(id=self._id(mb, None, "lm_head.all_gather", g, k), name="lm_head.all_gather",
-                                     kind="all_gather", purpose="vocab_gather", ranks=self.lay.unit_ranks(last, g, k),
-                                     message_bytes=rows * m.vocab_size * 4.0, dtype="fp32",
-                                     **self._common(mb, None, last, g, k))
+                gather = self.g.comm(
+                    id=self._id(mb, None, "lm_head.all_gather", g, k),
+                    name="lm_head.all_gather",
+                    kind="all_gather",
+                    purpose="vocab_gather",
+                    ranks=self.lay.unit_ranks(last, g, k),
+                    message_bytes=rows * m.vocab_size * 4.0,
+                    dtype="fp32",
+                    **self._common(mb, None, last, g, k),
+                )
                 self.g.edge(head, gather)
                 head = gather
-            sampler = self._compute(mb, None, last, unit, "sampler", "sampler",
-                                    ops.memory_op(rows, m.vocab_size, 4.0, flops_per_element=4))
+            sampler = self._compute(
+                mb, None, last, unit, "sampler", "sampler", ops.memory_op(rows, m.vocab_size, 4.0, flops_per_element=4)
+            )
             self.g.edge(head, sampler)
             self.ends.append(sampler)
 
-    def build(self, boundary_in: str, *, microbatches: int | None = None,
-              only_layers: set[int] | None = None) -> None:
+    def build(self, boundary_in: str, *, microbatches: int | None = None, only_layers: set[int] | None = None) -> None:
         """Emit the phase. ``microbatches`` and ``only_layers`` restrict it to a sample, for fast estimates."""
         self.boundary_in = boundary_in
         for mb in range(self.s.mb if microbatches is None else microbatches):
@@ -402,57 +677,108 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
     problems = strategy_problems(model, strategy, workload, cluster.world_size)
     if problems:
         reasons = "; ".join(f"{p.message} [{p.rule}]" for p in problems)
-        raise StrategyError(f"strategy {strategy.to_spec()} cannot be built: {reasons}", field="strategy",
-                            fix=problems[0].fix)
+        raise StrategyError(
+            f"strategy {strategy.to_spec()} cannot be built: {reasons}", field="strategy", fix=problems[0].fix
+        )
     g = GraphBuffer(cluster)
     prefill_layout = RankLayout.of(strategy.prefill)
     decode_layout = RankLayout.of(strategy.decode, offset=strategy.prefill.gpus if strategy.disaggregated else 0)
 
-    prefill_start = g.state(id="prefill/start", name="prefill start", kind="step_boundary", phase="prefill",
-                            boundary="step_start", ranks=prefill_layout.replica_ranks())
+    prefill_start = g.state(
+        id="prefill/start",
+        name="prefill start",
+        kind="step_boundary",
+        phase="prefill",
+        boundary="step_start",
+        ranks=prefill_layout.replica_ranks(),
+    )
     prefill = _PhaseBuilder(g, model, "prefill", strategy.prefill, prefill_layout, workload)
     prefill.build(prefill_start)
-    prefill_end = g.state(id="prefill/end", name="prefill end", kind="step_boundary", phase="prefill",
-                          boundary="step_end", stage=strategy.prefill.pp - 1, ranks=prefill_layout.replica_ranks())
+    prefill_end = g.state(
+        id="prefill/end",
+        name="prefill end",
+        kind="step_boundary",
+        phase="prefill",
+        boundary="step_end",
+        stage=strategy.prefill.pp - 1,
+        ranks=prefill_layout.replica_ranks(),
+    )
     g.edges_from([n for n in prefill.ends if "/kv_write" in n], prefill_end, "state")
     g.edges_from([n for n in prefill.ends if "/kv_write" not in n], prefill_end, "sync")
 
-    decode_start = g.state(id="decode/step_t", name="decode step t", kind="step_boundary", phase="decode",
-                           boundary="step_start", ranks=decode_layout.replica_ranks())
+    decode_start = g.state(
+        id="decode/step_t",
+        name="decode step t",
+        kind="step_boundary",
+        phase="decode",
+        boundary="step_start",
+        ranks=decode_layout.replica_ranks(),
+    )
     if strategy.disaggregated:
         _kv_handoff(g, model, strategy, workload, prefill_layout, decode_layout, prefill_end, decode_start)
     else:
         g.edge(prefill_end, decode_start, "sync")
     decode = _PhaseBuilder(g, model, "decode", strategy.decode, decode_layout, workload)
     decode.build(decode_start)
-    next_step = g.state(id="decode/step_t+1", name="decode step t+1", kind="step_boundary", phase="decode",
-                        boundary="step_end", step=1, stage=strategy.decode.pp - 1, ranks=decode_layout.replica_ranks())
+    next_step = g.state(
+        id="decode/step_t+1",
+        name="decode step t+1",
+        kind="step_boundary",
+        phase="decode",
+        boundary="step_end",
+        step=1,
+        stage=strategy.decode.pp - 1,
+        ranks=decode_layout.replica_ranks(),
+    )
     g.edges_from([n for n in decode.ends if "/kv_write" in n], next_step, "state")
     g.edges_from([n for n in decode.ends if "/kv_write" not in n], next_step, "sync")
 
     meta = DAGMeta(
-        model=model, gpu=cluster.gpu.name, gpus=cluster.world_size, gpus_per_node=cluster.gpus_per_node, cluster=cluster,
-        strategy=strategy, workload=workload,
+        model=model,
+        gpu=cluster.gpu.name,
+        gpus=cluster.world_size,
+        gpus_per_node=cluster.gpus_per_node,
+        cluster=cluster,
+        strategy=strategy,
+        workload=workload,
         stage_layers={"prefill": prefill.stages, "decode": decode.stages},
         rank_pools={"prefill": prefill_layout.replica_ranks(), "decode": decode_layout.replica_ranks()},
     )
     return DAG.model_construct(schema_version="1", meta=meta, nodes=g.nodes, edges=g.edges)
 
 
-def _kv_handoff(g: GraphBuffer, model: ModelSpec, strategy: Strategy, workload: Workload, prefill: RankLayout,
-                decode: RankLayout, prefill_end: str, decode_start: str) -> None:
+def _kv_handoff(
+    g: GraphBuffer,
+    model: ModelSpec,
+    strategy: Strategy,
+    workload: Workload,
+    prefill: RankLayout,
+    decode: RankLayout,
+    prefill_end: str,
+    decode_start: str,
+) -> None:
     """Disaggregated serving: each decode stage receives the KV cache of its layers from the prefill pool (KV-2)."""
     per_token_layer = kv_width(model) * DTYPE_BYTES[model.kv_dtype]
     prefill_stages = split_layers(model.num_layers, strategy.prefill.pp, strategy.prefill.layer_split)
     batch_per_replica = math.ceil(workload.batch / strategy.decode.dp)
     for stage, layers in enumerate(split_layers(model.num_layers, strategy.decode.pp, strategy.decode.layer_split)):
-        sources = sorted({r for s, held in enumerate(prefill_stages) if set(held) & set(layers)
-                          for r in prefill.stage_ranks(s)})
+        sources = sorted(
+            {r for s, held in enumerate(prefill_stages) if set(held) & set(layers) for r in prefill.stage_ranks(s)}
+        )
         dst = decode.stage_ranks(stage)
         size = batch_per_replica * workload.isl * per_token_layer * len(layers) / len(dst)
-        node = g.comm(id=f"handoff/kv_transfer/stage{stage}", name="kv_transfer", kind="kv_transfer",
-                      purpose="kv_transfer", phase="handoff", stage=stage, ranks=sources, peers=dst,
-                      message_bytes=size, dtype=model.kv_dtype)
+        node = g.comm(
+            id=f"handoff/kv_transfer/stage{stage}",
+            name="kv_transfer",
+            kind="kv_transfer",
+            purpose="kv_transfer",
+            phase="handoff",
+            stage=stage,
+            ranks=sources,
+            peers=dst,
+            message_bytes=size,
+            dtype=model.kv_dtype,
+        )
         g.edge(prefill_end, node, "state")
         g.edge(node, decode_start, "state")
 
@@ -471,16 +797,23 @@ def representative_layers(model: ModelSpec, stage_layers: list[list[int]]) -> di
     return picks
 
 
-def build_phase_sample(model: ModelSpec, cluster: Cluster, phase_name: str, phase: PhaseStrategy,
-                       workload: Workload) -> tuple[GraphBuffer, dict[int, int], list[list[int]]]:
+def build_phase_sample(
+    model: ModelSpec, cluster: Cluster, phase_name: str, phase: PhaseStrategy, workload: Workload
+) -> tuple[GraphBuffer, dict[int, int], list[list[int]]]:
     """One microbatch of one phase with only representative layers, for the search's fast estimate.
 
     Returns the graph, the representative layers with their multiplicities, and the stage split.
     """
     g = GraphBuffer(cluster)
     layout = RankLayout.of(phase)
-    start = g.state(id=f"{phase_name}/sample_start", name="start", kind="step_boundary", phase=phase_name,
-                    boundary="step_start", ranks=layout.replica_ranks())
+    start = g.state(
+        id=f"{phase_name}/sample_start",
+        name="start",
+        kind="step_boundary",
+        phase=phase_name,
+        boundary="step_start",
+        ranks=layout.replica_ranks(),
+    )
     builder = _PhaseBuilder(g, model, phase_name, phase, layout, workload)
     picks = representative_layers(model, builder.stages)
     builder.build(start, microbatches=1, only_layers=set(picks))

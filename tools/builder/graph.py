@@ -18,8 +18,10 @@ def _static_defaults(cls: type[ComputeNode | CommNode | StateNode]) -> dict[str,
     Updating a copy of this template keeps the declaration order, so a node serialises exactly as a
     validated one does (``id`` first, not after the defaulted fields).
     """
-    return {name: None if field.is_required() or field.default_factory is not None else field.default
-            for name, field in cls.model_fields.items()}
+    return {
+        name: None if field.is_required() or field.default_factory is not None else field.default
+        for name, field in cls.model_fields.items()
+    }
 
 
 _DEFAULTS = {cls: _static_defaults(cls) for cls in (ComputeNode, CommNode, StateNode)}

@@ -26,15 +26,20 @@ class Work:
 
 def gemm(tokens: int, n: int, k: int, weight_bytes: float, act_bytes: float) -> Work:
     """``tokens x k`` activations times a ``k x n`` weight shard."""
-    return Work(2.0 * tokens * n * k, n * k * weight_bytes + tokens * k * act_bytes, tokens * n * act_bytes,
-                {"m": tokens, "n": n, "k": k})
+    return Work(
+        2.0 * tokens * n * k,
+        n * k * weight_bytes + tokens * k * act_bytes,
+        tokens * n * act_bytes,
+        {"m": tokens, "n": n, "k": k},
+    )
 
 
 def memory_op(tokens: int, width: int, act_bytes: float, reads: int = 1, flops_per_element: float = 1.0) -> Work:
     """Element-wise work (norms, residual adds): ``reads`` tensors in, one out."""
     elements = tokens * width
-    return Work(flops_per_element * elements, reads * elements * act_bytes, elements * act_bytes,
-                {"m": tokens, "n": width})
+    return Work(
+        flops_per_element * elements, reads * elements * act_bytes, elements * act_bytes, {"m": tokens, "n": width}
+    )
 
 
 def _heads_per_rank(spec: ModelSpec, tp: int) -> tuple[int, int]:
@@ -55,8 +60,9 @@ def qkv_projection(spec: ModelSpec, tokens: int, tp: int) -> Work:
         split = q_in * heads * spec.head_dim + m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
         params = replicated + split
         n = heads * (spec.head_dim + m.v_head_dim)
-        return Work(2.0 * tokens * params, params * wb + tokens * h * ab, tokens * n * ab,
-                    {"m": tokens, "n": n, "k": h})
+        return Work(
+            2.0 * tokens * params, params * wb + tokens * h * ab, tokens * n * ab, {"m": tokens, "n": n, "k": h}
+        )
     q_heads, kv_heads = _heads_per_rank(spec, tp)
     n = (q_heads + 2 * kv_heads) * spec.head_dim
     return gemm(tokens, n, h, wb, ab)
@@ -83,8 +89,12 @@ def attention(spec: ModelSpec, layer: int, sequences: int, q_len: int, kv_len: i
         cached = 2 * kv_heads * spec.head_dim * kb
     q_bytes = sequences * q_len * q_heads * spec.head_dim * ab
     kv_bytes = sequences * seen * cached
-    return Work(flops, q_bytes + kv_bytes, q_bytes, {"batch": sequences, "q_len": q_len, "kv_len": seen,
-                                                      "heads": q_heads, "head_dim": spec.head_dim})
+    return Work(
+        flops,
+        q_bytes + kv_bytes,
+        q_bytes,
+        {"batch": sequences, "q_len": q_len, "kv_len": seen, "heads": q_heads, "head_dim": spec.head_dim},
+    )
 
 
 def activated_experts(local_experts: int, total_experts: int, top_k: int, tokens: int) -> float:
@@ -108,7 +118,14 @@ def expert_ffn(spec: ModelSpec, stage_tokens: int, local_experts: int, ep: int, 
     pairs = stage_tokens * moe.experts_per_token / ep  # (token, expert) pairs landing on this group
     active = activated_experts(local_experts, moe.num_experts, moe.experts_per_token, stage_tokens)
     routed = max(1, int(round(pairs)))
-    return Work(2.0 * pairs * per_expert, active * per_expert * wb + routed * spec.hidden_size * ab,
-                routed * spec.hidden_size * ab,
-                {"m": routed, "n": spec.hidden_size, "k": moe.expert_intermediate_size // etp,
-                 "experts": max(1, round(active))})
+    return Work(
+        2.0 * pairs * per_expert,
+        active * per_expert * wb + routed * spec.hidden_size * ab,
+        routed * spec.hidden_size * ab,
+        {
+            "m": routed,
+            "n": spec.hidden_size,
+            "k": moe.expert_intermediate_size // etp,
+            "experts": max(1, round(active)),
+        },
+    )

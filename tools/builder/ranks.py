@@ -72,7 +72,7 @@ class RankLayout:
     def expert_ranks(self, stage: int, expert_rank: int) -> list[int]:
         """The expert-TP group that holds expert shard ``expert_rank`` of a stage's MoE layers."""
         ranks = self.stage_ranks(stage)
-        return ranks[expert_rank * self.etp:(expert_rank + 1) * self.etp]
+        return ranks[expert_rank * self.etp : (expert_rank + 1) * self.etp]
 
     def replica_ranks(self, replica: int = 0) -> list[int]:
         """Every rank of one data-parallel replica."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from ..contracts.common import DTYPE_BYTES
 from ..contracts.hardware import GPU
@@ -102,7 +103,7 @@ def memory_report(
     gpu: GPU,
     phase: PhaseStrategy,
     workload: Workload,
-    pool: str,
+    pool: Literal["shared", "prefill", "decode"],
     kv_tokens: int,
     prefill_phase: PhaseStrategy | None = None,
 ) -> MemoryReport:
@@ -128,7 +129,7 @@ def memory_report(
         pool=pool,
         weights_gb=weights / GB,
         kv_cache_gb=kv / GB,
-        activations_gb=activations / GB,  # type: ignore[arg-type]
+        activations_gb=activations / GB,
         workspace_gb=workspace / GB,
         total_gb=total / GB,
         capacity_gb=gpu.memory_gb,

@@ -1,0 +1,252 @@
+"""The capabilities of :mod:`shardplan.tools.api` as an MCP server (the official SDK's ``MCPServer``).
+
+:func:`build_server` returns the server: ten tools, each a thin wrapper over the capability of the same
+name (its argument model is the tool's input schema, its pydantic result the structured output, its
+docstring the description); one resource per knowledge document (``shardplan://knowledge/<file>.md``)
+and per published JSON Schema (``shardplan://schemas/<name>``); and the prompt ``plan_deployment``.
+:func:`serve` runs it over stdio or streamable HTTP (``http://127.0.0.1:8765/mcp`` by default).
+
+A bad argument never reaches the capability unchecked and never stops the server: the call returns a
+result with ``isError`` set whose text is the JSON of ``{"error", "message", "field", "fix"}``. Sizes are
+bounded (:data:`~shardplan.tools.api.MAX_DAG_CHARS`, :data:`~shardplan.tools.api.MAX_DAG_NODES`, checked
+on the text before it is parsed); config paths are read only under the allowed roots (the working
+directory, or ``$SHARDPLAN_ALLOWED_ROOTS``); nothing runs a shell.
+
+>>> import anyio
+>>> from mcp import Client
+>>> async def models() -> list[str]:
+...     async with Client(build_server()) as client:
+...         result = await client.call_tool("list_models", {})
+...     return [row["name"] for row in result.structured_content["result"]]
+>>> "meta-llama/Llama-3.1-8B" in anyio.run(models)
+True
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import typing
+from collections.abc import Callable
+from importlib.resources.abc import Traversable
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.resources import FunctionResource
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ConfigDict, Field, ValidationError
+
+from .. import __version__
+from ..errors import InputError, ShardplanError
+from . import api
+
+__all__ = ["TOOL_NAMES", "HTTP_PATH", "DEFAULT_HOST", "DEFAULT_PORT", "MAX_HTTP_BODY", "build_server", "serve"]
+
+TOOL_NAMES = ("plan", "build_dag", "validate_dag", "estimate_cost", "search_strategies", "search_knowledge",
+              "get_rule", "list_models", "list_gpus", "describe_model")
+"""The capabilities served as MCP tools, in listing order."""
+HTTP_PATH = "/mcp"
+"""Path of the streamable HTTP endpoint."""
+DEFAULT_HOST = "127.0.0.1"
+"""Address the HTTP transport binds by default: this machine only."""
+DEFAULT_PORT = 8765
+"""Port the HTTP transport listens on by default."""
+MAX_HTTP_BODY = 2 * api.MAX_DAG_CHARS + 1_000_000
+"""Largest HTTP request body accepted, in bytes: room for a DAG at the capability limit sent as an escaped
+JSON string, so the capability's own clear message answers oversized DAGs rather than a bare HTTP 413."""
+
+KNOWLEDGE_URI = "shardplan://knowledge/{doc}"
+"""URI of a knowledge document; ``doc`` is its file name, the ``doc`` of search_knowledge results."""
+SCHEMA_URI = "shardplan://schemas/{name}"
+"""URI of a published JSON Schema; ``name`` is one of :data:`~shardplan.tools.schemas.SCHEMA_NAMES`."""
+
+_INSTRUCTIONS = """\
+shardplan plans how to split a large language model across GPUs for inference. It answers with a parallel
+strategy (TP, PP, EP, SP, DP per phase), its DAG of compute, communication and KV-cache steps, the
+validators' verdict (violations name knowledge rule IDs and a fix) and the cost model's figures (TTFT,
+TPOT, throughput, memory per GPU).
+Start with `plan` (model, gpu, gpus, isl, osl, targets); use `search_strategies` to compare alternatives,
+`build_dag` + `validate_dag` + `estimate_cost` to check one strategy, `search_knowledge` and `get_rule` to
+cite the rules. `list_models`, `list_gpus` and `describe_model` show what is bundled. A strategy SPEC reads
+'tp=4,pp=2' or 'prefill:sp=2,tp=4;decode:adp=2,tp=4'. Errors come back as JSON with a field and a fix."""
+
+
+class _RawArguments(ArgModelBase):
+    """Hands a tool every argument exactly as sent.
+
+    The SDK's own argument model ignores unknown keys and words errors its own way; the capability's
+    argument model (``extra="forbid"``) checks them instead, so an unknown key or a bad value comes back
+    as an InputError that names the field and the fix.
+    """
+
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        """The arguments as sent, for the tool function's keyword arguments."""
+        return dict(self.model_extra or {})
+
+
+def _error_result(exc: Exception) -> CallToolResult:
+    """A tool error the calling model can act on: the JSON of ``{"error", "message", "field", "fix"}``."""
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(api.error_dict(exc)))], is_error=True)
+
+
+def _refuse_oversized(arguments: dict[str, Any]) -> None:
+    """Refuse DAG JSON text over the limits before it is parsed into objects.
+
+    The capability checks the length before parsing and the node count after; here the node count is
+    estimated from the text first (every node has one ``"id"`` key, edges have none), so a DAG that
+    claims a million nodes is refused without building a million dicts.
+    """
+    text = arguments.get("dag_json")
+    if not isinstance(text, str):
+        return
+    if len(text) > api.MAX_DAG_CHARS:
+        raise InputError(f"dag_json: {len(text):,} characters exceed the limit of {api.MAX_DAG_CHARS:,}",
+                         field="dag_json", fix="send a smaller DAG (fewer GPUs or microbatches)")
+    nodes = text.count('"id"')
+    if nodes > api.MAX_DAG_NODES:
+        raise InputError(f"dag_json: {nodes:,} nodes exceed the limit of {api.MAX_DAG_NODES:,}", field="dag_json",
+                         fix="send a smaller DAG (fewer GPUs or microbatches)")
+
+
+def _tool(name: str) -> Tool:
+    """The MCP tool of capability ``name``: its argument model as input schema, its result as output."""
+    cap = api.CAPABILITIES[name]
+
+    def run(**arguments: Any) -> CallToolResult:
+        try:
+            _refuse_oversized(arguments)
+            data = api.dump(cap.func(**arguments))
+        except (ShardplanError, ValidationError) as exc:
+            return _error_result(exc)
+        # Compact JSON text for models that read content; the same data, checked against the output
+        # schema by the SDK, as structured content.
+        text = json.dumps(data, separators=(",", ":"))
+        structured = {"result": data} if tool.fn_metadata.wrap_output else data
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+    run.__name__ = name
+    run.__doc__ = cap.description
+    # The SDK derives the output schema from the signature's return annotation; the arguments are the
+    # capability's to check, so the signature lists none of them.
+    returns = typing.get_type_hints(inspect.unwrap(cap.func))["return"]
+    run.__signature__ = inspect.Signature(return_annotation=returns)  # type: ignore[attr-defined]
+    tool = Tool.from_function(
+        run, name=name, title=name.replace("_", " ").capitalize(), description=cap.description,
+        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+        structured_output=True,
+    )
+    tool.fn_metadata.arg_model = _RawArguments
+    tool.parameters = cap.args.model_json_schema()
+    return tool
+
+
+def _text_reader(path: Traversable) -> Callable[[], str]:
+    def read() -> str:
+        return path.read_text(encoding="utf-8")
+
+    return read
+
+
+def _schema_reader(name: str) -> Callable[[], str]:
+    def read() -> str:
+        from .schemas import json_schema
+
+        return json.dumps(json_schema(name), indent=2, sort_keys=True)
+
+    return read
+
+
+def _knowledge_resources() -> list[FunctionResource]:
+    """One resource per knowledge document, titled by its first heading."""
+    from ..knowledge.rules import doc_files
+
+    resources = []
+    for path in doc_files():
+        first = path.read_text(encoding="utf-8").lstrip().splitlines()[0]
+        title = first.lstrip("#").strip() or path.name
+        resources.append(FunctionResource.from_function(
+            _text_reader(path), uri=KNOWLEDGE_URI.format(doc=path.name), name=path.name, title=title,
+            description=f"Knowledge document '{title}': the rules (with IDs) that the validators enforce.",
+            mime_type="text/markdown"))
+    return resources
+
+
+def _schema_resources() -> list[FunctionResource]:
+    """One resource per published JSON Schema of the contracts."""
+    from .schemas import SCHEMA_NAMES
+
+    return [FunctionResource.from_function(
+        _schema_reader(name), uri=SCHEMA_URI.format(name=name), name=f"{name}.schema.json",
+        title=f"JSON Schema: {name}", description=f"JSON Schema (draft 2020-12) of shardplan's {name} contract.",
+        mime_type="application/schema+json") for name in SCHEMA_NAMES]
+
+
+def plan_deployment(
+    model: Annotated[str, Field(description="Bundled model name (llama-3.1-70b, deepseek-v3) or config.json path.")],
+    gpus: Annotated[int, Field(ge=1, description="GPUs available.")],
+    gpu: Annotated[str, Field(description="GPU catalog name: H100, H200, B200, A100, L40S, MI300X.")] = "H100",
+    isl: Annotated[int, Field(ge=1, description="Input (prompt) tokens.")] = 2048,
+    osl: Annotated[int, Field(ge=1, description="Output tokens.")] = 256,
+    targets: Annotated[str, Field(description="Latency targets, e.g. 'ttft_ms=500, tpot_ms=50'; empty for none.")] = "",
+) -> str:
+    """Plan a deployment with shardplan's tools: which calls to make, in which order, and what to report."""
+    wanted = f" and meet the targets {targets}" if targets.strip() else ""
+    return f"""\
+Plan how to serve {model} on {gpus} x {gpu} GPUs for prompts of {isl} tokens and outputs of {osl} tokens{wanted}.
+Use the shardplan tools; every figure you report must come from a tool result.
+1. describe_model(model="{model}") and list_gpus() to know the model's size and the GPU's memory.
+2. plan(model="{model}", gpu="{gpu}", gpus={gpus}, isl={isl}, osl={osl}{_target_args(targets)}): the chosen
+   strategy per phase, its validation and cost, the runners-up and why they lost.
+   If status is "infeasible", report min_gpus; if "targets_missed", call search_strategies with the same
+   arguments and objective "goodput" to show the best trade-offs.
+3. Check the choice: build_dag with the chosen strategy SPEC and include_dag=true, then validate_dag on its
+   dag (valid must be true) and estimate_cost with the same request and strategy.
+4. For each rule ID cited in the plan's explanation or in any violation, get_rule(rule_id=...) and quote it.
+Answer with the strategy per phase (prefill, decode), TTFT, TPOT, tokens/s per GPU, memory per GPU, whether
+the targets are met, the rule IDs that justify the choice, and the strongest alternative with why it lost.
+If a tool returns an error, read its field and fix, correct the arguments and call again."""
+
+
+def _target_args(targets: str) -> str:
+    """``, ttft_ms=500, tpot_ms=50`` for targets written as 'ttft_ms=500, tpot<=50ms' (other text is ignored)."""
+    found = dict(re.findall(r"\b(ttft|tpot)(?:_ms)?\s*(?:<=|=|<|:)\s*([0-9]+(?:\.[0-9]+)?)", targets.lower()))
+    return "".join(f", {key}_ms={found[key]}" for key in ("ttft", "tpot") if key in found)
+
+
+def build_server() -> MCPServer:
+    """The shardplan MCP server: tools, knowledge and schema resources, and the plan_deployment prompt."""
+    server: MCPServer = MCPServer(
+        "shardplan", title="shardplan", version=__version__, instructions=_INSTRUCTIONS,
+        description="Parallel strategy DAGs for LLM inference: plan, build, validate and price TP/PP/EP/SP/DP.",
+        tools=[_tool(name) for name in TOOL_NAMES],
+        resources=[*_knowledge_resources(), *_schema_resources()],
+        log_level="WARNING",
+    )
+    server.prompt(name="plan_deployment", title="Plan a deployment")(plan_deployment)
+    return server
+
+
+def serve(transport: Literal["stdio", "http"] = "stdio", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    """Run the server until interrupted: over stdin/stdout, or streamable HTTP at ``http://HOST:PORT/mcp``.
+
+    HTTP answers with JSON bodies (no SSE stream per request), so a large result is not cut by a client's
+    event-size limit; requests up to :data:`MAX_HTTP_BODY` bytes are read.
+
+    Raises:
+        InputError: an unknown transport or a port outside 1..65535.
+    """
+    server = build_server()
+    if transport == "stdio":
+        server.run("stdio")
+    elif transport == "http":
+        if not 1 <= port <= 65535:
+            raise InputError(f"port {port} is out of range", field="port", fix="choose a port in 1..65535")
+        server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH, json_response=True,
+                   max_request_body_size=MAX_HTTP_BODY)
+    else:
+        raise InputError(f"unknown transport '{transport}'", field="transport", fix="choose stdio or http")
