@@ -267,9 +267,11 @@ def search_1d(loss: Callable[[float], float], lo: float, hi: float, *, steps: in
     return best
 
 
-def with_gemm(cal: Calibration, efficiency: dict[str, float], m_half: float) -> Calibration:
-    gemm = cal.gemm.model_copy(update={"max_efficiency": {**cal.gemm.max_efficiency, **efficiency},
-                                       "m_half": m_half})
+def with_gemm(cal: Calibration, efficiency: dict[str, float], m_half: float, k_half: float | None = None) -> Calibration:
+    update: dict[str, Any] = {"max_efficiency": {**cal.gemm.max_efficiency, **efficiency}, "m_half": m_half}
+    if k_half is not None:
+        update["k_half"] = k_half
+    gemm = cal.gemm.model_copy(update=update)
     return cal.model_copy(update={"gemm": gemm})
 
 
@@ -301,18 +303,26 @@ def fit(samples: list[Sample], base: Calibration) -> dict[str, float]:
     out["memory.efficiency"] = mem_eff
     cal = with_memory(base, mem_eff)
 
-    def best_eff(dtype: str, m_half: float) -> float:
+    def best_eff(dtype: str, m_half: float, k_half: float) -> float:
         rows = by_cat.get(f"gemm_{dtype}", [])
-        return search_1d(lambda e: sse(rows, with_gemm(cal, {dtype: e}, m_half)), 0.2, 1.0, steps=32)
+        return search_1d(lambda e: sse(rows, with_gemm(cal, {dtype: e}, m_half, k_half)), 0.2, 1.0, steps=32)
 
-    def gemm_loss(m_half: float) -> float:
-        return sum(sse(by_cat.get(f"gemm_{d}", []), with_gemm(cal, {d: best_eff(d, m_half)}, m_half))
+    def gemm_loss(m_half: float, k_half: float) -> float:
+        return sum(sse(by_cat.get(f"gemm_{d}", []), with_gemm(cal, {d: best_eff(d, m_half, k_half)}, m_half, k_half))
                    for d in ("bf16", "fp8"))
 
-    m_half = round(search_1d(gemm_loss, 1.0, 2048.0, steps=24, log=True), 1)
-    effs = {d: round(best_eff(d, m_half), 2) for d in ("bf16", "fp8")}
+    # The inner-dimension term on a coarse grid (0 switches it off); m_half fitted for each.
+    best: tuple[float, float, float] | None = None
+    for k_half in (0.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0):
+        m_half = round(search_1d(lambda mh, kh=k_half: gemm_loss(mh, kh), 1.0, 2048.0, steps=24, log=True), 1)
+        loss = gemm_loss(m_half, k_half)
+        if best is None or loss < best[0]:
+            best = (loss, m_half, k_half)
+    assert best is not None
+    _, m_half, k_half = best
+    effs = {d: round(best_eff(d, m_half, k_half), 2) for d in ("bf16", "fp8")}
     out.update({"gemm.max_efficiency.bf16": effs["bf16"], "gemm.max_efficiency.fp8": effs["fp8"],
-                "gemm.m_half": m_half})
+                "gemm.m_half": m_half, "gemm.k_half": k_half})
 
     attention = by_cat.get("attention", [])
 
@@ -348,7 +358,7 @@ def apply(base: Calibration, values: dict[str, float], categories: set[str] | No
     if "gemm" in want:
         effs = {"bf16": values["gemm.max_efficiency.bf16"], "fp16": values["gemm.max_efficiency.bf16"],
                 "fp8": values["gemm.max_efficiency.fp8"], "int8": values["gemm.max_efficiency.fp8"]}
-        cal = with_gemm(cal, effs, values["gemm.m_half"])
+        cal = with_gemm(cal, effs, values["gemm.m_half"], values.get("gemm.k_half"))
     if "attention" in want:
         cal = with_attention(cal, values["attention.max_efficiency"], values["attention.l_half"])
     if "collectives" in want:
@@ -366,6 +376,7 @@ _YAML_SLOTS: dict[str, tuple[str, str, str | None, str]] = {
     "gemm.max_efficiency.fp8": ("gemm", "max_efficiency", "fp8", "{:.2f}"),
     "gemm.max_efficiency.int8": ("gemm", "max_efficiency", "int8", "{:.2f}"),
     "gemm.m_half": ("gemm", "m_half", None, "{:.1f}"),
+    "gemm.k_half": ("gemm", "k_half", None, "{:.1f}"),
     "memory.efficiency": ("memory", "efficiency", None, "{:.2f}"),
     "attention.max_efficiency": ("attention", "max_efficiency", None, "{:.2f}"),
     "attention.l_half": ("attention", "l_half", None, "{:.1f}"),
@@ -413,11 +424,12 @@ def write_yaml(values: dict[str, float]) -> None:
 # -- report ---------------------------------------------------------------------------------------------
 
 _CATEGORY_OF = {"memory.efficiency": "memory", "gemm.max_efficiency.bf16": "gemm", "gemm.max_efficiency.fp8": "gemm",
-                "gemm.m_half": "gemm", "attention.max_efficiency": "attention", "attention.l_half": "attention",
+                "gemm.m_half": "gemm", "gemm.k_half": "gemm", "attention.max_efficiency": "attention", "attention.l_half": "attention",
                 "collectives.latency_factor.all_reduce": "collectives",
                 "collectives.bandwidth_efficiency.intra_node": "collectives"}
 _SAMPLES_OF = {"memory.efficiency": ("memory",), "gemm.max_efficiency.bf16": ("gemm_bf16",),
                "gemm.max_efficiency.fp8": ("gemm_fp8",), "gemm.m_half": ("gemm_bf16", "gemm_fp8"),
+               "gemm.k_half": ("gemm_bf16", "gemm_fp8"),
                "attention.max_efficiency": ("attention",), "attention.l_half": ("attention",),
                "collectives.latency_factor.all_reduce": ("all_reduce",),
                "collectives.bandwidth_efficiency.intra_node": ("all_reduce",)}

@@ -17,6 +17,7 @@ class _Section(BaseModel):
 class GemmCal(_Section):
     max_efficiency: dict[str, float]
     m_half: float
+    k_half: float = 0.0
 
 
 class MemoryCal(_Section):

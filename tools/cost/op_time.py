@@ -14,14 +14,20 @@ from .calibration import calibration
 __all__ = ["gemm_efficiency", "compute_time_s", "collective_time_s", "node_time_s", "bytes_on_wire"]
 
 
-def gemm_efficiency(m: float, dtype: str) -> float:
-    """Fraction of peak FLOP/s a GEMM with ``m`` rows reaches (small m leaves tensor cores idle).
+def gemm_efficiency(m: float, dtype: str, k: float | None = None) -> float:
+    """Fraction of peak FLOP/s a GEMM with ``m`` rows and inner dimension ``k`` reaches.
+
+    Few rows leave tensor cores idle; a thin inner dimension (a weight split many ways by tensor
+    parallelism) leaves too little work per tile to hide its loads.
 
     >>> round(gemm_efficiency(4096, "bf16"), 2)
     0.72
     """
     cal = calibration().gemm
-    return cal.max_efficiency.get(dtype, cal.max_efficiency["bf16"]) * m / (m + cal.m_half)
+    efficiency = cal.max_efficiency.get(dtype, cal.max_efficiency["bf16"]) * m / (m + cal.m_half)
+    if k is not None and cal.k_half > 0:
+        efficiency *= k / (k + cal.k_half)
+    return efficiency
 
 
 def _launch_s(node: ComputeNode | StateNode, phase: str) -> float:
@@ -49,9 +55,8 @@ def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
         rows: float = node.shape.get("m", 1)
         if node.kind == "expert" and node.shape.get("experts"):
             rows = max(1.0, rows / node.shape["experts"])  # grouped GEMM: rows per expert set the tile fill
-        flops_time = (
-            node.flops / (gpu.peak_flops(node.dtype) * gemm_efficiency(rows, node.dtype)) if node.flops else 0.0
-        )
+        efficiency = gemm_efficiency(rows, node.dtype, node.shape.get("k"))
+        flops_time = node.flops / (gpu.peak_flops(node.dtype) * efficiency) if node.flops else 0.0
         memory_efficiency = cal.memory.efficiency
     return max(flops_time, moved / (bandwidth * memory_efficiency)) + _launch_s(node, node.phase)
 
