@@ -260,6 +260,16 @@ def drop_kv_read(dag: DAG) -> DAG | None:
     return None if node is None else _remove(dag, {node.id}, rewire=False)
 
 
+@mutation("DEC-2", "two or more decode layers")
+def read_other_layer_cache(dag: DAG) -> DAG | None:
+    """Decode attention reads the cache of another layer than the one it writes."""
+    reads = [n for n in dag.nodes if _is(n, "kv_read", "decode") and isinstance(n, StateNode)]
+    other = next((n for n in reads[1:] if n.kv_state != reads[0].kv_state), None) if reads else None
+    if other is None:
+        return None
+    return _update(dag, reads[0].id, kv_state=other.kv_state)
+
+
 @mutation("DEC-3", "tp > 1 in decode (vocabulary-parallel LM head)")
 def drop_vocab_gather(dag: DAG) -> DAG | None:
     """Sample from vocabulary slices without gathering the logits."""

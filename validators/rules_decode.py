@@ -50,10 +50,12 @@ def rule_attention_reads_kv(ix: DagIndex) -> Iterator[Finding]:
     for i in ix.of_kind("attention"):
         if ix.phase[i] != "decode":
             continue
-        reads = [p for p in ix.pred(i, "state") if ix.kind[p] == "kv_read"]
+        cache = [p for p in ix.pred(i, "state") if ix.kind[p] in ("kv_read", "kv_write")]
+        reads = [p for p in cache if ix.kind[p] == "kv_read"]
+        states = {ix.attr(p, "kv_state") for p in cache}
         if not reads:
             unread.append(ix.ids[i])
-        elif any(ix.layer[p] != ix.layer[i] or ix.attr(p, "kv_state") is None for p in reads):
+        elif len(states) != 1 or None in states or any(ix.layer[p] != ix.layer[i] for p in reads):
             mismatched.append(ix.ids[i])
     if unread:
         yield Finding(
@@ -64,9 +66,10 @@ def rule_attention_reads_kv(ix: DagIndex) -> Iterator[Finding]:
         )
     if mismatched:
         yield Finding(
-            message=f"{len(mismatched)} decode attention nodes read a cache of another layer or with no "
-            f"kv_state: {sample(mismatched)}",
-            fix="read the cache of the attention's own layer and name it in kv_state",
+            message=f"{len(mismatched)} decode attention nodes read a cache other than the one their layer "
+            f"writes (another layer, another kv_state, or none named): {sample(mismatched)}",
+            fix="read the cache of the attention's own layer: the kv_read and kv_write feeding an attention "
+            "name the same kv_state",
             nodes=mismatched,
         )
 

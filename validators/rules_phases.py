@@ -79,7 +79,7 @@ def short_prompt_writes(ix: DagIndex) -> list[tuple[str, int]]:
     isl = ix.meta.workload.isl
     short = []
     for writes in written.values():
-        tokens = sum(int(ix.attr(i, "tokens") or 0) for i in writes)
+        tokens = sum(ix.fields[i].get("tokens") or 0 for i in writes)
         if 0 < tokens < isl:
             short.append((ix.ids[writes[0]], tokens))
     return short
