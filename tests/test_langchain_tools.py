@@ -13,7 +13,7 @@ from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatResult
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -36,7 +36,7 @@ class ScriptedChat(GenericFakeChatModel):
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
         """Record the tool names; the script already holds the calls."""
         self.bound = [tool.name for tool in tools]
-        return self  # type: ignore[return-value]
+        return self
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
@@ -48,7 +48,7 @@ def call(name: str, call_id: str, **args: Any) -> dict[str, Any]:
     return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
 
 
-def tool_agent(chat: ScriptedChat, tools: list[BaseTool]) -> CompiledStateGraph[Any, Any, Any, Any]:
+def tool_agent(chat: ScriptedChat, tools: Sequence[BaseTool]) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The minimal tool-calling loop another LangGraph agent would build around the exported tools."""
     model = chat.bind_tools(tools)
 
@@ -76,7 +76,7 @@ def test_a_langgraph_agent_calls_the_exported_tools_and_reads_their_results() ->
     chat = ScriptedChat(messages=script)
     tools = shardplan_tools()
     agent = tool_agent(chat, tools)
-    config = {"configurable": {"thread_id": "mcp-and-langchain"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "langchain-tools"}}
 
     final = agent.invoke({"messages": [HumanMessage("Plan Llama-3.1-8B on 2 H100.")]}, config)
 
@@ -87,7 +87,9 @@ def test_a_langgraph_agent_calls_the_exported_tools_and_reads_their_results() ->
     assert sorted(replies) == ["c1", "c2", "c3", "c4", "c5", "c6"]
 
     def data(call_id: str) -> Any:
-        return json.loads(replies[call_id].content)
+        content = replies[call_id].content
+        assert isinstance(content, str)
+        return json.loads(content)
 
     assert "meta-llama/Llama-3.1-8B" in {m["name"] for m in data("c1")["results"]}
     assert abs(data("c2")["params_total"] / 671e9 - 1) < 0.02
@@ -102,7 +104,7 @@ def test_a_langgraph_agent_calls_the_exported_tools_and_reads_their_results() ->
     # The model was shown each result before its next turn: the error first, then the plan it retried.
     assert [len(seen) for seen in chat.seen] == [1, 4, 6, 8, 11]
     assert isinstance(chat.seen[2][-1], ToolMessage) and chat.seen[2][-1].status == "error"
-    assert chat.seen[3][-1].tool_call_id == "c4"
+    assert isinstance(chat.seen[3][-1], ToolMessage) and chat.seen[3][-1].tool_call_id == "c4"
 
     history = list(agent.get_state_history(config))
     assert agent.get_state(config).next == ()

@@ -17,7 +17,7 @@ import anyio
 import pytest
 from cli_helpers import ROOT, SHARDPLAN, run_cli
 from mcp import Client, MCPError, StdioServerParameters
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, TextContent
 from shardplan.knowledge.rules import doc_files
 from shardplan.tools import api
 from shardplan.tools.mcp_server import HTTP_PATH, TOOL_NAMES, build_server
@@ -48,17 +48,26 @@ def server() -> Any:
     return build_server()
 
 
+def text_of(result: CallToolResult) -> Any:
+    """The JSON of a result's one text block."""
+    [block] = result.content
+    assert isinstance(block, TextContent)
+    return json.loads(block.text)
+
+
 def ok(result: CallToolResult) -> Any:
     """The structured content of a successful call, which its text content repeats as JSON."""
     assert not result.is_error, result.content
-    assert json.loads(result.content[0].text) == result.structured_content.get("result", result.structured_content)
-    return result.structured_content
+    structured = result.structured_content
+    assert structured is not None and text_of(result) == structured.get("result", structured)
+    return structured
 
 
 def error(result: CallToolResult) -> dict[str, Any]:
     """The structured error of a failed call."""
     assert result.is_error and result.structured_content is None
-    return json.loads(result.content[0].text)
+    reported: dict[str, Any] = text_of(result)
+    return reported
 
 
 def bypass(dag: dict[str, Any], node_id: str) -> dict[str, Any]:
@@ -73,7 +82,7 @@ def bypass(dag: dict[str, Any], node_id: str) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ in memory
 
 
-def test_lists_the_ten_tools_with_the_capability_schemas(server: Any) -> None:
+def test_lists_every_tool_with_its_capability_schema(server: Any) -> None:
     listed = talk(server, lambda c: c.list_tools()).tools
     assert [t.name for t in listed] == list(TOOL_NAMES)
     for tool in listed:
@@ -85,7 +94,7 @@ def test_lists_the_ten_tools_with_the_capability_schemas(server: Any) -> None:
         assert tool.annotations and tool.annotations.read_only_hint
     plan = next(t for t in listed if t.name == "plan")
     assert set(plan.input_schema["required"]) == {"model", "gpus"}
-    assert plan.output_schema["properties"]["validation"]
+    assert plan.output_schema and "validation" in plan.output_schema["properties"]
 
 
 def test_catalog_tools(server: Any) -> None:
@@ -137,12 +146,13 @@ def test_validates_a_built_dag_and_names_the_rule_a_bypassed_all_reduce_breaks(s
 
 def test_search_cost_and_knowledge_tools(server: Any) -> None:
     async def scenario(c: Client) -> list[Any]:
-        return [ok(await c.call_tool(name, args)) for name, args in [
+        calls: list[tuple[str, dict[str, Any]]] = [
             ("search_strategies", {**SMALL, "top": 3}),
             ("estimate_cost", {**SMALL, "strategy": "tp=2"}),
             ("search_knowledge", {"query": "sequence parallelism in decode", "k": 3}),
             ("get_rule", {"rule_id": "DEC-1"}),
-        ]]
+        ]
+        return [ok(await c.call_tool(name, args)) for name, args in calls]
 
     search, cost, knowledge, rule = talk(server, scenario)
     assert search["feasible"] and 1 <= len(search["candidates"]) <= 3
@@ -153,7 +163,7 @@ def test_search_cost_and_knowledge_tools(server: Any) -> None:
 
 
 def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(server: Any) -> None:
-    bad_calls = [
+    bad_calls: list[tuple[str, dict[str, Any], str | None]] = [
         ("plan", {"model": "no-such-model", "gpus": 2}, "model"),
         ("plan", {**SMALL, "gpus": -1}, "gpus"),
         ("plan", {**SMALL, "surprise": 1}, "surprise"),
@@ -332,5 +342,6 @@ def test_streamable_http_subprocess() -> None:
 
 
 def test_cli_refuses_an_unknown_transport() -> None:
-    result = run_cli("mcp", "--transport", "carrier-pigeon", timeout=30)
-    assert result.returncode == 2 and "choose stdio or http" in result.stderr and not result.stdout
+    for option in (["--transport", "carrier-pigeon"], ["--transport", "http", "--port", "70000"]):
+        result = run_cli("mcp", *option, timeout=30)
+        assert result.returncode == 2 and option[-2] in result.stderr and not result.stdout

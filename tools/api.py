@@ -425,6 +425,12 @@ def _read_dag_json(source: str | dict[str, Any]) -> Any:
         if len(source) > MAX_DAG_CHARS:
             raise InputError(f"dag_json: {len(source):,} characters exceed the limit of {MAX_DAG_CHARS:,}",
                              field="dag_json", fix="send a smaller DAG (fewer GPUs or microbatches)")
+        # Every node has one "id" key and edges have none: count them in the text, so a DAG that claims a
+        # million nodes is refused before a million dicts are built.
+        claimed = source.count('"id"')
+        if claimed > MAX_DAG_NODES:
+            raise InputError(f"dag_json: {claimed:,} nodes exceed the limit of {MAX_DAG_NODES:,}", field="dag_json",
+                             fix="send a smaller DAG (fewer GPUs or microbatches)")
         source = parse_json(source)
     obj = source.get("dag") if isinstance(source, dict) and "dag" in source and "nodes" not in source else source
     nodes = obj.get("nodes") if isinstance(obj, dict) else None
@@ -443,10 +449,8 @@ def _request_key(request: PlanRequest) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _evaluate(request_json: str, spec: str) -> StrategyCheck:
-    from ..validators import validate
-    from .builder import build_dag as build
     from .contracts.strategy import parse_strategy
-    from .cost.estimate import estimate_cost as price
+    from .evaluation import evaluate
     from .feasibility import strategy_problems
     from .planner import resolve_request
 
@@ -459,9 +463,8 @@ def _evaluate(request_json: str, spec: str) -> StrategyCheck:
         # The given text, not to_spec(): a plain list with sp would read back differently in decode.
         return StrategyCheck(strategy=spec, gpus_used=strategy.gpus, buildable=False, valid=False,
                              violations=briefs[:MAX_VIOLATIONS], violations_total=len(briefs))
-    dag = build(model, cluster, strategy, request.workload)
-    report = validate(dag)
-    cost = price(dag, cluster)
+    evaluation = evaluate(model, cluster, strategy, request.workload)
+    report, cost = evaluation.validation, evaluation.cost
     misses = _misses(cost)
     return StrategyCheck(strategy=strategy.to_spec(), gpus_used=strategy.gpus, buildable=True, valid=report.valid,
                          violations=_brief_violations(report), violations_total=len(report.violations),

@@ -27,6 +27,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import sys
 import typing
 from collections.abc import Callable
 from importlib.resources.abc import Traversable
@@ -45,8 +46,8 @@ from . import api
 
 __all__ = ["TOOL_NAMES", "HTTP_PATH", "DEFAULT_HOST", "DEFAULT_PORT", "MAX_HTTP_BODY", "build_server", "serve"]
 
-TOOL_NAMES = ("plan", "build_dag", "validate_dag", "estimate_cost", "search_strategies", "search_knowledge",
-              "get_rule", "list_models", "list_gpus", "describe_model")
+TOOL_NAMES = ("plan", "build_dag", "validate_dag", "estimate_cost", "search_strategies", "propose_strategy",
+              "search_knowledge", "get_rule", "list_models", "list_gpus", "describe_model")
 """The capabilities served as MCP tools, in listing order."""
 HTTP_PATH = "/mcp"
 """Path of the streamable HTTP endpoint."""
@@ -62,6 +63,8 @@ KNOWLEDGE_URI = "shardplan://knowledge/{doc}"
 """URI of a knowledge document; ``doc`` is its file name, the ``doc`` of search_knowledge results."""
 SCHEMA_URI = "shardplan://schemas/{name}"
 """URI of a published JSON Schema; ``name`` is one of :data:`~shardplan.tools.schemas.SCHEMA_NAMES`."""
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 _INSTRUCTIONS = """\
 shardplan plans how to split a large language model across GPUs for inference. It answers with a parallel
@@ -94,32 +97,12 @@ def _error_result(exc: Exception) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(api.error_dict(exc)))], is_error=True)
 
 
-def _refuse_oversized(arguments: dict[str, Any]) -> None:
-    """Refuse DAG JSON text over the limits before it is parsed into objects.
-
-    The capability checks the length before parsing and the node count after; here the node count is
-    estimated from the text first (every node has one ``"id"`` key, edges have none), so a DAG that
-    claims a million nodes is refused without building a million dicts.
-    """
-    text = arguments.get("dag_json")
-    if not isinstance(text, str):
-        return
-    if len(text) > api.MAX_DAG_CHARS:
-        raise InputError(f"dag_json: {len(text):,} characters exceed the limit of {api.MAX_DAG_CHARS:,}",
-                         field="dag_json", fix="send a smaller DAG (fewer GPUs or microbatches)")
-    nodes = text.count('"id"')
-    if nodes > api.MAX_DAG_NODES:
-        raise InputError(f"dag_json: {nodes:,} nodes exceed the limit of {api.MAX_DAG_NODES:,}", field="dag_json",
-                         fix="send a smaller DAG (fewer GPUs or microbatches)")
-
-
 def _tool(name: str) -> Tool:
     """The MCP tool of capability ``name``: its argument model as input schema, its result as output."""
     cap = api.CAPABILITIES[name]
 
     def run(**arguments: Any) -> CallToolResult:
         try:
-            _refuse_oversized(arguments)
             data = api.dump(cap.func(**arguments))
         except (ShardplanError, ValidationError) as exc:
             return _error_result(exc)
@@ -234,19 +217,25 @@ def build_server() -> MCPServer:
 def serve(transport: Literal["stdio", "http"] = "stdio", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
     """Run the server until interrupted: over stdin/stdout, or streamable HTTP at ``http://HOST:PORT/mcp``.
 
-    HTTP answers with JSON bodies (no SSE stream per request), so a large result is not cut by a client's
-    event-size limit; requests up to :data:`MAX_HTTP_BODY` bytes are read.
+    Under stdio nothing but the protocol is written to stdout; under HTTP one line on stderr says where
+    to connect. HTTP answers with JSON bodies (no SSE stream per request), so a large result is not cut
+    by a client's event-size limit, and reads requests up to :data:`MAX_HTTP_BODY` bytes.
 
     Raises:
         InputError: an unknown transport or a port outside 1..65535.
     """
+    if transport not in ("stdio", "http"):
+        raise InputError(f"unknown transport '{transport}'", field="transport", fix="choose stdio or http")
+    if not 1 <= port <= 65535:
+        raise InputError(f"port {port} is out of range", field="port", fix="choose a port in 1..65535")
     server = build_server()
     if transport == "stdio":
         server.run("stdio")
-    elif transport == "http":
-        if not 1 <= port <= 65535:
-            raise InputError(f"port {port} is out of range", field="port", fix="choose a port in 1..65535")
-        server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH, json_response=True,
-                   max_request_body_size=MAX_HTTP_BODY)
-    else:
-        raise InputError(f"unknown transport '{transport}'", field="transport", fix="choose stdio or http")
+        return
+    where = f"[{host}]" if ":" in host else host
+    sys.stderr.write(f"shardplan MCP server: streamable HTTP at http://{where}:{port}{HTTP_PATH}\n")
+    if host not in _LOOPBACK:
+        sys.stderr.write(f"warning: listening on {host} without authentication; anyone who reaches this port "
+                         "can call the tools\n")
+    server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH, json_response=True,
+               max_request_body_size=MAX_HTTP_BODY)

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from .. import __version__
 from ..errors import InfeasibleError
-from .builder import build_dag
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
 from .contracts.plan import Alternative, Plan, PlanRequest, PlanStatus
-from .contracts.reports import CostReport, ValidationReport
+from .contracts.reports import CostReport
 from .contracts.strategy import Strategy
-from .cost.estimate import estimate_cost
+from .evaluation import evaluate
 from .hardware import cluster_for
 from .models import load_model
 from .search import Candidate, SearchResult, search
@@ -90,12 +89,6 @@ def explain(
     return " ".join(parts)
 
 
-def _validate(dag: object) -> ValidationReport:
-    from ..validators import validate
-
-    return validate(dag)  # type: ignore[arg-type]
-
-
 def plan_for_strategy(
     request: PlanRequest,
     model: ModelSpec,
@@ -109,9 +102,8 @@ def plan_for_strategy(
     Raises:
         StrategyError: the strategy cannot be built.
     """
-    dag = build_dag(model, cluster, strategy, request.workload)
-    validation = _validate(dag)
-    cost = estimate_cost(dag, cluster)
+    evaluation = evaluate(model, cluster, strategy, request.workload)
+    dag, validation, cost = evaluation.dag, evaluation.validation, evaluation.cost
     alternatives = alternatives or []
     status: PlanStatus = "ok" if cost.meets_targets and cost.fits and validation.valid else "targets_missed"
     if not cost.fits:

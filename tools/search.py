@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from ..errors import InfeasibleError
-from .builder import build_dag
 from .contracts.common import Contract
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
@@ -308,10 +307,10 @@ def search(
 
 
 def estimate_cost_for(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> CostReport:
-    """Build the strategy's full DAG and schedule it."""
-    from .cost.estimate import estimate_cost
+    """Build the strategy's full DAG and schedule it (memoised, see :mod:`shardplan.tools.evaluation`)."""
+    from .evaluation import evaluate
 
-    return estimate_cost(build_dag(model, cluster, strategy, workload), cluster)
+    return evaluate(model, cluster, strategy, workload).cost
 
 
 def min_gpus_to_fit(model: ModelSpec, cluster: Cluster, workload: Workload, limit: int = 1024) -> int | None:
