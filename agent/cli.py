@@ -40,8 +40,9 @@ def console() -> Any:
 
 def emit_json(payload: Any) -> None:
     """Print ``payload`` (a pydantic model or plain data) as JSON on stdout."""
-    if hasattr(payload, "model_dump"):
-        payload = payload.model_dump(mode="json")
+    if hasattr(payload, "model_dump_json"):
+        sys.stdout.write(payload.model_dump_json(indent=2) + "\n")  # pydantic's serializer: fast on big DAGs
+        return
     sys.stdout.write(json.dumps(payload, indent=2) + "\n")
 
 
@@ -68,5 +69,12 @@ def main() -> None:
 
 
 # Command modules registered at start-up, in help order. Each is small and imports heavy code lazily.
-_OPTIONAL_COMMANDS: list[str] = ["cli_plan", "cli_build", "cli_chat", "cli_validate", "cli_eval", "cli_report",
-                                 "cli_mcp"]
+_OPTIONAL_COMMANDS: list[str] = [
+    "cli_plan",
+    "cli_build",
+    "cli_chat",
+    "cli_validate",
+    "cli_eval",
+    "cli_report",
+    "cli_mcp",
+]

@@ -19,9 +19,11 @@ def request_message(request: PlanRequest) -> str:
     w = request.workload
     targets = f", TTFT <= {w.ttft_ms:g} ms" if w.ttft_ms else ""
     targets += f", TPOT <= {w.tpot_ms:g} ms" if w.tpot_ms else ""
-    return (f"Plan {request.model} on {request.gpus} x {request.gpu}"
-            + (f" ({request.gpus_per_node} per node)" if request.gpus_per_node else "")
-            + f": prompts of {w.isl} tokens, {w.osl} output tokens, batch {w.batch}{targets}, objective {w.objective}.")
+    return (
+        f"Plan {request.model} on {request.gpus} x {request.gpu}"
+        + (f" ({request.gpus_per_node} per node)" if request.gpus_per_node else "")
+        + f": prompts of {w.isl} tokens, {w.osl} output tokens, batch {w.batch}{targets}, objective {w.objective}."
+    )
 
 
 def _tool_line(message: ToolMessage) -> str:
@@ -52,8 +54,10 @@ def describe_update(node: str, update: dict[str, Any]) -> list[str]:
         return lines
     if node == "understand" and update.get("request"):
         r = update["request"]
-        lines.append(f"request: {r['model']} on {r['gpus']} x {r['gpu']}, isl {r['workload']['isl']}, "
-                     f"osl {r['workload']['osl']}, batch {r['workload']['batch']}, policy {r['policy']}")
+        lines.append(
+            f"request: {r['model']} on {r['gpus']} x {r['gpu']}, isl {r['workload']['isl']}, "
+            f"osl {r['workload']['osl']}, batch {r['workload']['batch']}, policy {r['policy']}"
+        )
     if node == "retrieve":
         ids = [rule["id"] for rule in update.get("rules", [])]
         lines.append(f"retrieved {len(ids)} rules: {', '.join(ids[:12])}" + (" ..." if len(ids) > 12 else ""))
@@ -81,15 +85,23 @@ def describe_update(node: str, update: dict[str, Any]) -> list[str]:
     if node == "respond" and update.get("plan"):
         plan = update["plan"]
         strategy = plan["strategy"]
-        lines.append(f"respond: {plan['status']}" + (f", prefill {_spec(strategy['prefill'])}, decode "
-                                                       f"{_spec(strategy['decode'])}" if strategy else ""))
+        lines.append(
+            f"respond: {plan['status']}"
+            + (f", prefill {_spec(strategy['prefill'])}, decode {_spec(strategy['decode'])}" if strategy else "")
+        )
     return lines
 
 
 def _proposal_line(record: dict[str, Any]) -> str:
     cost = record.get("cost")
-    figures = (f" | TTFT {cost['ttft_ms']:.1f} ms, TPOT {cost['tpot_ms']:.2f} ms, {cost['tokens_per_s_per_gpu']:.1f} "
-               f"tok/s/GPU, {cost['memory_per_gpu_gb']:.1f} GB/GPU") if cost else ""
+    figures = (
+        (
+            f" | TTFT {cost['ttft_ms']:.1f} ms, TPOT {cost['tpot_ms']:.2f} ms, {cost['tokens_per_s_per_gpu']:.1f} "
+            f"tok/s/GPU, {cost['memory_per_gpu_gb']:.1f} GB/GPU"
+        )
+        if cost
+        else ""
+    )
     if not record["valid"]:
         rules = sorted({v["rule"] for v in record["violations"] if v["severity"] == "error"})
         return f"check: {record['strategy']} violates {', '.join(rules)}{figures}"
@@ -103,8 +115,9 @@ def _spec(phase: dict[str, Any]) -> str:
     return PhaseStrategy.model_validate(phase).to_spec()
 
 
-def stream_turn(graph: Any, payload: dict[str, Any], config: dict[str, Any],
-                show: Callable[[str], None] | None = None) -> dict[str, Any]:
+def stream_turn(
+    graph: Any, payload: dict[str, Any], config: dict[str, Any], show: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Run one turn of ``graph`` and return the state it ends in; each step's lines go to ``show``."""
     final: dict[str, Any] = {}
     for mode, chunk in graph.stream(payload, config, stream_mode=["updates", "values"]):
@@ -118,13 +131,13 @@ def stream_turn(graph: Any, payload: dict[str, Any], config: dict[str, Any],
 
 
 def plan_from_state(state: dict[str, Any]) -> Plan:
-    """The Plan a finished planning turn left in ``state``, with its DAG rebuilt (deterministic, and kept out
-    of the checkpoint because of its size).
+    """The Plan a finished planning turn left in ``state``, with its DAG (kept out of the checkpoint because
+    of its size; deterministic, and usually still in the evaluation memo).
 
     Raises:
         PolicyError: the turn ended without a plan; the message says why.
     """
-    from ..tools.builder import build_dag
+    from ..tools.evaluation import evaluate
     from ..tools.planner import resolve_request
     from .policies import PolicyError
 
@@ -135,7 +148,7 @@ def plan_from_state(state: dict[str, Any]) -> Plan:
     plan = Plan.model_validate(data)
     if plan.strategy is not None and plan.dag is None:
         model, cluster = resolve_request(plan.request)
-        plan.dag = build_dag(model, cluster, plan.strategy, plan.request.workload)
+        plan.dag = evaluate(model, cluster, plan.strategy, plan.request.workload).dag
     return plan
 
 
@@ -153,8 +166,10 @@ def run_plan(request: PlanRequest, *, progress: bool = True, policy: str | None 
     name = policy or request.policy
     request = request.model_copy(update={"policy": name})
     graph = build_graph(name)
-    payload = {"messages": [HumanMessage(content=request_message(request))],
-               "given_request": request.model_dump(mode="json")}
+    payload = {
+        "messages": [HumanMessage(content=request_message(request))],
+        "given_request": request.model_dump(mode="json"),
+    }
     config = {"recursion_limit": recursion_limit()}
     return plan_from_state(stream_turn(graph, payload, config, show_on_stderr if progress else None))
 

@@ -20,7 +20,7 @@ from ..errors import InfeasibleError
 from .contracts.common import Contract
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
-from .contracts.reports import CostReport
+from .contracts.reports import CostReport, MemoryReport
 from .contracts.strategy import PhaseStrategy, Strategy
 from .contracts.workload import Workload
 from .cost.estimate import target_misses, throughput
@@ -140,23 +140,15 @@ class _Pricer:
             self._cache[key] = phase_latency_s(self.model, self.cluster, name, phase, self.workload) * 1e3
         return self._cache[key]
 
-    def candidate(self, strategy: Strategy) -> Candidate:
+    def candidate(self, strategy: Strategy, memory: list[MemoryReport]) -> Candidate:
         ttft = self.phase("prefill", strategy.prefill)
         tpot = self.phase("decode", strategy.decode)
-        return _candidate(strategy, self.model, self.cluster, self.workload, ttft, tpot, "estimate")
+        return _candidate(strategy, self.workload, ttft, tpot, "estimate", memory)
 
 
 def _candidate(
-    strategy: Strategy,
-    model: ModelSpec,
-    cluster: Cluster,
-    workload: Workload,
-    ttft: float,
-    tpot: float,
-    scored_by: str,
-    cost: CostReport | None = None,
+    strategy: Strategy, workload: Workload, ttft: float, tpot: float, scored_by: str, memory: list[MemoryReport]
 ) -> Candidate:
-    memory = cost.memory if cost else memory_reports(model, cluster.gpu, strategy, workload)
     tokens = throughput(strategy, workload, ttft, tpot)
     misses = target_misses(workload, ttft, tpot)
     return Candidate(
@@ -236,11 +228,12 @@ def search(
         if problems:
             rejected[problems[0].rule] = rejected.get(problems[0].rule, 0) + 1
             return
-        if not all(m.fits for m in memory_reports(model, cluster.gpu, strategy, workload)):
+        memory = memory_reports(model, cluster.gpu, strategy, workload)
+        if not all(m.fits for m in memory):
             rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
             return
         evaluated += 1
-        fitting.append(pricer.candidate(strategy))
+        fitting.append(pricer.candidate(strategy, memory))
 
     gpus = cluster.world_size
     decode_layouts = list(_phase_layouts(model, gpus, workload, prefill=False))
@@ -292,9 +285,7 @@ def search(
     rescored = []
     for cand in fitting[:scheduled]:
         cost = estimate_cost_for(model, cluster, cand.strategy, workload)
-        rescored.append(
-            _candidate(cand.strategy, model, cluster, workload, cost.ttft_ms, cost.tpot_ms, "schedule", cost)
-        )
+        rescored.append(_candidate(cand.strategy, workload, cost.ttft_ms, cost.tpot_ms, "schedule", cost.memory))
     ranked = sorted(rescored, key=key) + fitting[scheduled:]
     return SearchResult(
         objective=workload.objective,

@@ -82,6 +82,7 @@ GIB = float(2**30)
 
 # -- rows -----------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Sample:
     """One usable measurement: its category, a label, the measured seconds and a predictor."""
@@ -113,17 +114,30 @@ def _kernel_time_s(node: ComputeNode, cluster: Cluster, launch: str) -> float:
     return seconds
 
 
-def _compute_node(label: str, kind: str, dtype: str, flops: float, read: float, written: float,
-                  shape: dict[str, int]) -> ComputeNode:
-    return ComputeNode(id=f"fit/{label}", name=label, phase="prefill", ranks=[0], kind=kind, op=label,
-                       dtype=dtype, shape=shape, flops=flops, bytes_read=read, bytes_written=written)
+def _compute_node(
+    label: str, kind: str, dtype: str, flops: float, read: float, written: float, shape: dict[str, int]
+) -> ComputeNode:
+    return ComputeNode(
+        id=f"fit/{label}",
+        name=label,
+        phase="prefill",
+        ranks=[0],
+        kind=kind,
+        op=label,
+        dtype=dtype,
+        shape=shape,
+        flops=flops,
+        bytes_read=read,
+        bytes_written=written,
+    )
 
 
 def gemm_samples(rows: list[dict[str, Any]], launch: str) -> tuple[list[Sample], list[Excluded]]:
     samples, excluded = [], []
     for row in rows:
         label = f"{row['gpu']} {row['dtype']} m={row['m']} n={row['n']} k={row['k']}" + (
-            f" x{row['groups']} groups" if row.get("groups", 1) > 1 else "")
+            f" x{row['groups']} groups" if row.get("groups", 1) > 1 else ""
+        )
         gpu = _catalog_gpu(row["gpu"])
         if gpu is None:
             excluded.append(Excluded("gemm", label, f"GPU {row['gpu']} not in the catalog"))
@@ -138,12 +152,25 @@ def gemm_samples(rows: list[dict[str, Any]], launch: str) -> tuple[list[Sample],
         shape = dict(work.shape)
         if groups > 1:
             shape["experts"] = groups  # grouped GEMM: compute_time_s takes rows per group for the tile fill
-        node = _compute_node(label, "expert" if groups > 1 else "linear", row["dtype"], work.flops,
-                             work.bytes_read, m * groups * n * 2.0, shape)
+        node = _compute_node(
+            label,
+            "expert" if groups > 1 else "linear",
+            row["dtype"],
+            work.flops,
+            work.bytes_read,
+            m * groups * n * 2.0,
+            shape,
+        )
         cluster = make_cluster(gpu, 1)
         measured = 2.0 * m * n * k * groups / (float(row["tflops"]) * 1e12)
-        samples.append(Sample(f"gemm_{row['dtype']}", label, measured,
-                              lambda node=node, cluster=cluster: _kernel_time_s(node, cluster, launch)))
+        samples.append(
+            Sample(
+                f"gemm_{row['dtype']}",
+                label,
+                measured,
+                lambda node=node, cluster=cluster: _kernel_time_s(node, cluster, launch),
+            )
+        )
     return samples, excluded
 
 
@@ -162,8 +189,14 @@ def memory_samples(rows: list[dict[str, Any]]) -> tuple[list[Sample], list[Exclu
         else:
             node = _compute_node(label, "elementwise", "bf16", 0.0, GIB / 2, GIB / 2, {"m": 1, "n": 1})
             cluster = make_cluster(gpu, 1)
-            samples.append(Sample("memory", label, GIB / (float(row["achieved_gbps"]) * 1e9),
-                                  lambda node=node, cluster=cluster: _kernel_time_s(node, cluster, "none")))
+            samples.append(
+                Sample(
+                    "memory",
+                    label,
+                    GIB / (float(row["achieved_gbps"]) * 1e9),
+                    lambda node=node, cluster=cluster: _kernel_time_s(node, cluster, "none"),
+                )
+            )
     return samples, excluded
 
 
@@ -188,11 +221,24 @@ def attention_samples(rows: list[dict[str, Any]], launch: str) -> tuple[list[Sam
             # into both sides, so the fitted efficiency is "counted FLOPs per second / peak" either way.
             flops = 4.0 * b * h * s * s * d
             tensor = b * s * h * d * 2.0
-            node = _compute_node(label, "attention", "bf16", flops, 3 * tensor, tensor,
-                                 {"batch": b, "q_len": s, "kv_len": s, "heads": h, "head_dim": d})
+            node = _compute_node(
+                label,
+                "attention",
+                "bf16",
+                flops,
+                3 * tensor,
+                tensor,
+                {"batch": b, "q_len": s, "kv_len": s, "heads": h, "head_dim": d},
+            )
             cluster = make_cluster(gpu, 1)
-            samples.append(Sample("attention", label, flops / (float(row["tflops"]) * 1e12),
-                                  lambda node=node, cluster=cluster: _kernel_time_s(node, cluster, launch)))
+            samples.append(
+                Sample(
+                    "attention",
+                    label,
+                    flops / (float(row["tflops"]) * 1e12),
+                    lambda node=node, cluster=cluster: _kernel_time_s(node, cluster, launch),
+                )
+            )
     return samples, excluded
 
 
@@ -205,7 +251,8 @@ def collective_samples(rows: list[dict[str, Any]]) -> tuple[list[Sample], list[E
             # nccl-tests: busbw = algbw * 2(n-1)/n and algbw = bytes / time.
             seconds = row["bytes"] * 2.0 * (n - 1) / n / (row["busbw_gbps"] * 1e3)
         label = f"{row['gpu']} {row['op']} x{n} {row.get('bytes')} B" + (
-            f" ({row['algorithm']})" if row.get("algorithm") else "")
+            f" ({row['algorithm']})" if row.get("algorithm") else ""
+        )
         note = str(row.get("note", "")).lower()
         if row["op"] != "all_reduce":
             excluded.append(Excluded("collectives", label, f"{row['op']}: no size/time pair for the model's kinds"))
@@ -218,15 +265,30 @@ def collective_samples(rows: list[dict[str, Any]]) -> tuple[list[Sample], list[E
         elif _catalog_gpu(row["gpu"]) is None or row["gpu"] in GPU_ALIAS:
             excluded.append(Excluded("collectives", label, f"GPU {row['gpu']}: links differ from the catalog"))
         else:
-            node = CommNode(id=f"fit/{label}", name=label, phase="decode", ranks=list(range(n)), kind="all_reduce",
-                            purpose="tp_reduce", message_bytes=float(row["bytes"]), scope="intra_node")
+            node = CommNode(
+                id=f"fit/{label}",
+                name=label,
+                phase="decode",
+                ranks=list(range(n)),
+                kind="all_reduce",
+                purpose="tp_reduce",
+                message_bytes=float(row["bytes"]),
+                scope="intra_node",
+            )
             cluster = make_cluster(row["gpu"], n)
-            samples.append(Sample("all_reduce", label, float(seconds) * 1e-6,
-                                  lambda node=node, cluster=cluster: op_time.collective_time_s(node, cluster)))
+            samples.append(
+                Sample(
+                    "all_reduce",
+                    label,
+                    float(seconds) * 1e-6,
+                    lambda node=node, cluster=cluster: op_time.collective_time_s(node, cluster),
+                )
+            )
     return samples, excluded
 
 
 # -- search ---------------------------------------------------------------------------------------------
+
 
 @contextmanager
 def using(cal: Calibration) -> Iterator[None]:
@@ -248,9 +310,11 @@ def rms(samples: list[Sample], cal: Calibration) -> float:
     return math.sqrt(sse(samples, cal) / len(samples)) if samples else float("nan")
 
 
-def search_1d(loss: Callable[[float], float], lo: float, hi: float, *, steps: int = 40, log: bool = False,
-              zooms: int = 2) -> float:
+def search_1d(
+    loss: Callable[[float], float], lo: float, hi: float, *, steps: int = 40, log: bool = False, zooms: int = 2
+) -> float:
     """Grid search on [lo, hi], then two finer grids around the best point (bounds respected)."""
+
     def grid(a: float, b: float) -> list[float]:
         if log:
             la, lb = math.log(a), math.log(b)
@@ -267,7 +331,9 @@ def search_1d(loss: Callable[[float], float], lo: float, hi: float, *, steps: in
     return best
 
 
-def with_gemm(cal: Calibration, efficiency: dict[str, float], m_half: float, k_half: float | None = None) -> Calibration:
+def with_gemm(
+    cal: Calibration, efficiency: dict[str, float], m_half: float, k_half: float | None = None
+) -> Calibration:
     update: dict[str, Any] = {"max_efficiency": {**cal.gemm.max_efficiency, **efficiency}, "m_half": m_half}
     if k_half is not None:
         update["k_half"] = k_half
@@ -285,9 +351,12 @@ def with_attention(cal: Calibration, max_efficiency: float, l_half: float) -> Ca
 
 
 def with_collectives(cal: Calibration, factor: float, efficiency: float) -> Calibration:
-    coll = cal.collectives.model_copy(update={
-        "latency_factor": {**cal.collectives.latency_factor, "all_reduce": factor},
-        "bandwidth_efficiency": {**cal.collectives.bandwidth_efficiency, "intra_node": efficiency}})
+    coll = cal.collectives.model_copy(
+        update={
+            "latency_factor": {**cal.collectives.latency_factor, "all_reduce": factor},
+            "bandwidth_efficiency": {**cal.collectives.bandwidth_efficiency, "intra_node": efficiency},
+        }
+    )
     return cal.model_copy(update={"collectives": coll})
 
 
@@ -308,8 +377,10 @@ def fit(samples: list[Sample], base: Calibration) -> dict[str, float]:
         return search_1d(lambda e: sse(rows, with_gemm(cal, {dtype: e}, m_half, k_half)), 0.2, 1.0, steps=32)
 
     def gemm_loss(m_half: float, k_half: float) -> float:
-        return sum(sse(by_cat.get(f"gemm_{d}", []), with_gemm(cal, {d: best_eff(d, m_half, k_half)}, m_half, k_half))
-                   for d in ("bf16", "fp8"))
+        return sum(
+            sse(by_cat.get(f"gemm_{d}", []), with_gemm(cal, {d: best_eff(d, m_half, k_half)}, m_half, k_half))
+            for d in ("bf16", "fp8")
+        )
 
     # The inner-dimension term on a coarse grid (0 switches it off); m_half fitted for each.
     best: tuple[float, float, float] | None = None
@@ -321,29 +392,36 @@ def fit(samples: list[Sample], base: Calibration) -> dict[str, float]:
     assert best is not None
     _, m_half, k_half = best
     effs = {d: round(best_eff(d, m_half, k_half), 2) for d in ("bf16", "fp8")}
-    out.update({"gemm.max_efficiency.bf16": effs["bf16"], "gemm.max_efficiency.fp8": effs["fp8"],
-                "gemm.m_half": m_half, "gemm.k_half": k_half})
+    out.update(
+        {
+            "gemm.max_efficiency.bf16": effs["bf16"],
+            "gemm.max_efficiency.fp8": effs["fp8"],
+            "gemm.m_half": m_half,
+            "gemm.k_half": k_half,
+        }
+    )
 
     attention = by_cat.get("attention", [])
 
     def attn_eff(l_half: float) -> float:
         return search_1d(lambda e: sse(attention, with_attention(cal, e, l_half)), 0.3, 1.0, steps=28)
 
-    l_half = round(search_1d(lambda lh: sse(attention, with_attention(cal, attn_eff(lh), lh)), 1.0, 8192.0,
-                             steps=26, log=True))
+    l_half = round(
+        search_1d(lambda lh: sse(attention, with_attention(cal, attn_eff(lh), lh)), 1.0, 8192.0, steps=26, log=True)
+    )
     out["attention.l_half"] = float(l_half)
     out["attention.max_efficiency"] = round(attn_eff(l_half), 2)
 
     reduce_rows = by_cat.get("all_reduce", [])
 
     def coll_factor(efficiency: float) -> float:
-        return search_1d(lambda f: sse(reduce_rows, with_collectives(cal, f, efficiency)), 0.1, 8.0, steps=32,
-                         log=True)
+        return search_1d(lambda f: sse(reduce_rows, with_collectives(cal, f, efficiency)), 0.1, 8.0, steps=32, log=True)
 
     # Upper bound 1.0: the intra-node efficiency is shared with all-gather, all-to-all and send, which get
     # no in-switch reduction (NVLS all-reduce alone reaches a bus bandwidth above the link rate).
-    bw_eff = round(search_1d(lambda e: sse(reduce_rows, with_collectives(cal, coll_factor(e), e)), 0.3, 1.0,
-                             steps=28), 2)
+    bw_eff = round(
+        search_1d(lambda e: sse(reduce_rows, with_collectives(cal, coll_factor(e), e)), 0.3, 1.0, steps=28), 2
+    )
     out["collectives.bandwidth_efficiency.intra_node"] = bw_eff
     out["collectives.latency_factor.all_reduce"] = round(coll_factor(bw_eff), 2)
     return out
@@ -356,14 +434,19 @@ def apply(base: Calibration, values: dict[str, float], categories: set[str] | No
     if "memory" in want:
         cal = with_memory(cal, values["memory.efficiency"])
     if "gemm" in want:
-        effs = {"bf16": values["gemm.max_efficiency.bf16"], "fp16": values["gemm.max_efficiency.bf16"],
-                "fp8": values["gemm.max_efficiency.fp8"], "int8": values["gemm.max_efficiency.fp8"]}
+        effs = {
+            "bf16": values["gemm.max_efficiency.bf16"],
+            "fp16": values["gemm.max_efficiency.bf16"],
+            "fp8": values["gemm.max_efficiency.fp8"],
+            "int8": values["gemm.max_efficiency.fp8"],
+        }
         cal = with_gemm(cal, effs, values["gemm.m_half"], values.get("gemm.k_half"))
     if "attention" in want:
         cal = with_attention(cal, values["attention.max_efficiency"], values["attention.l_half"])
     if "collectives" in want:
-        cal = with_collectives(cal, values["collectives.latency_factor.all_reduce"],
-                               values["collectives.bandwidth_efficiency.intra_node"])
+        cal = with_collectives(
+            cal, values["collectives.latency_factor.all_reduce"], values["collectives.bandwidth_efficiency.intra_node"]
+        )
     return cal
 
 
@@ -423,16 +506,28 @@ def write_yaml(values: dict[str, float]) -> None:
 
 # -- report ---------------------------------------------------------------------------------------------
 
-_CATEGORY_OF = {"memory.efficiency": "memory", "gemm.max_efficiency.bf16": "gemm", "gemm.max_efficiency.fp8": "gemm",
-                "gemm.m_half": "gemm", "gemm.k_half": "gemm", "attention.max_efficiency": "attention", "attention.l_half": "attention",
-                "collectives.latency_factor.all_reduce": "collectives",
-                "collectives.bandwidth_efficiency.intra_node": "collectives"}
-_SAMPLES_OF = {"memory.efficiency": ("memory",), "gemm.max_efficiency.bf16": ("gemm_bf16",),
-               "gemm.max_efficiency.fp8": ("gemm_fp8",), "gemm.m_half": ("gemm_bf16", "gemm_fp8"),
-               "gemm.k_half": ("gemm_bf16", "gemm_fp8"),
-               "attention.max_efficiency": ("attention",), "attention.l_half": ("attention",),
-               "collectives.latency_factor.all_reduce": ("all_reduce",),
-               "collectives.bandwidth_efficiency.intra_node": ("all_reduce",)}
+_CATEGORY_OF = {
+    "memory.efficiency": "memory",
+    "gemm.max_efficiency.bf16": "gemm",
+    "gemm.max_efficiency.fp8": "gemm",
+    "gemm.m_half": "gemm",
+    "gemm.k_half": "gemm",
+    "attention.max_efficiency": "attention",
+    "attention.l_half": "attention",
+    "collectives.latency_factor.all_reduce": "collectives",
+    "collectives.bandwidth_efficiency.intra_node": "collectives",
+}
+_SAMPLES_OF = {
+    "memory.efficiency": ("memory",),
+    "gemm.max_efficiency.bf16": ("gemm_bf16",),
+    "gemm.max_efficiency.fp8": ("gemm_fp8",),
+    "gemm.m_half": ("gemm_bf16", "gemm_fp8"),
+    "gemm.k_half": ("gemm_bf16", "gemm_fp8"),
+    "attention.max_efficiency": ("attention",),
+    "attention.l_half": ("attention",),
+    "collectives.latency_factor.all_reduce": ("all_reduce",),
+    "collectives.bandwidth_efficiency.intra_node": ("all_reduce",),
+}
 
 
 def current_value(cal: Calibration, name: str) -> float:
@@ -450,13 +545,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="update tools/data/calibration.yaml in place")
     parser.add_argument("--rows", action="store_true", help="print every row's residual and the excluded rows")
-    parser.add_argument("--launch", choices=("prefill", "decode", "none"), default="prefill",
-                        help="launch term added to one measured kernel (default: launch.prefill_us)")
+    parser.add_argument(
+        "--launch",
+        choices=("prefill", "decode", "none"),
+        default="prefill",
+        help="launch term added to one measured kernel (default: launch.prefill_us)",
+    )
     args = parser.parse_args(argv)
 
     data = yaml.safe_load(KERNELS.read_text())
-    parts = [gemm_samples(data["gemm"], args.launch), memory_samples(data["memory"]),
-             attention_samples(data["attention"], args.launch), collective_samples(data["collectives"])]
+    parts = [
+        gemm_samples(data["gemm"], args.launch),
+        memory_samples(data["memory"]),
+        attention_samples(data["attention"], args.launch),
+        collective_samples(data["collectives"]),
+    ]
     samples = [s for part in parts for s in part[0]]
     excluded = [e for part in parts for e in part[1]]
 
@@ -467,8 +570,10 @@ def main(argv: list[str] | None = None) -> int:
     def cat_rows(cats: tuple[str, ...]) -> list[Sample]:
         return [s for s in samples if s.category in cats]
 
-    print(f"Fit of kernel-level parameters to {KERNELS.relative_to(HERE.parents[1])} "
-          f"(launch term per measured kernel: {args.launch}).\n")
+    print(
+        f"Fit of kernel-level parameters to {KERNELS.relative_to(HERE.parents[1])} "
+        f"(launch term per measured kernel: {args.launch}).\n"
+    )
     print("| parameter | fitted | calibration.yaml | rows used | RMS log error before | after |")
     print("|---|---|---|---|---|---|")
     for name, value in values.items():
@@ -480,8 +585,14 @@ def main(argv: list[str] | None = None) -> int:
     print("| category | rows | RMS before | RMS after | typical factor after | worst row after (ln error) |")
     print("|---|---|---|---|---|---|")
     improved: set[str] = set()
-    groups = {"gemm": ("gemm_bf16", "gemm_fp8"), "gemm (bf16)": ("gemm_bf16",), "gemm (fp8)": ("gemm_fp8",),
-              "memory": ("memory",), "attention": ("attention",), "collectives": ("all_reduce",)}
+    groups = {
+        "gemm": ("gemm_bf16", "gemm_fp8"),
+        "gemm (bf16)": ("gemm_bf16",),
+        "gemm (fp8)": ("gemm_fp8",),
+        "memory": ("memory",),
+        "attention": ("attention",),
+        "collectives": ("all_reduce",),
+    }
     for title, cats in groups.items():
         rows = cat_rows(cats)
         before, after = rms(rows, base), rms(rows, fitted)
@@ -489,8 +600,10 @@ def main(argv: list[str] | None = None) -> int:
         worst = max(range(len(rows)), key=lambda i: abs(errs[i]))
         if title in ("gemm", "memory", "attention", "collectives") and clear_gain(before, after):
             improved.add(title)
-        print(f"| {title} | {len(rows)} | {before:.3f} | {after:.3f} | x{math.exp(after):.2f} | "
-              f"{rows[worst].label} ({errs[worst]:+.2f}) |")
+        print(
+            f"| {title} | {len(rows)} | {before:.3f} | {after:.3f} | x{math.exp(after):.2f} | "
+            f"{rows[worst].label} ({errs[worst]:+.2f}) |"
+        )
 
     reasons = Counter(f"{e.section}: {e.reason}" for e in excluded)
     print(f"\nRows left out ({len(excluded)}): " + "; ".join(f"{r} ({c})" for r, c in sorted(reasons.items())))
@@ -503,8 +616,10 @@ def main(argv: list[str] | None = None) -> int:
                 b = s.predict()
             with using(fitted):
                 a = s.predict()
-            print(f"| {s.category} | {s.label} | {s.measured_s * 1e6:.1f} | {b * 1e6:.1f} | {a * 1e6:.1f} | "
-                  f"{math.log(a / s.measured_s):+.2f} |")
+            print(
+                f"| {s.category} | {s.label} | {s.measured_s * 1e6:.1f} | {b * 1e6:.1f} | {a * 1e6:.1f} | "
+                f"{math.log(a / s.measured_s):+.2f} |"
+            )
         print("\n| section | excluded row | reason |\n|---|---|---|")
         for e in excluded:
             print(f"| {e.section} | {e.label} | {e.reason} |")
@@ -518,9 +633,12 @@ def main(argv: list[str] | None = None) -> int:
         skipped = sorted({_CATEGORY_OF[n] for n in values} - improved)
         if chosen:
             write_yaml(chosen)
-        print(f"\nWrote {', '.join(sorted(chosen)) or 'nothing'} to {CALIBRATION_YAML}"
-              + (f"; kept {', '.join(skipped)} (no clear gain: RMS down <10% or <0.01)" if skipped else "")
-              + (" (fp16/int8 tied to bf16/fp8)" if "gemm" in improved else "") + ".")
+        print(
+            f"\nWrote {', '.join(sorted(chosen)) or 'nothing'} to {CALIBRATION_YAML}"
+            + (f"; kept {', '.join(skipped)} (no clear gain: RMS down <10% or <0.01)" if skipped else "")
+            + (" (fp16/int8 tied to bf16/fp8)" if "gemm" in improved else "")
+            + "."
+        )
     return 0
 
 

@@ -25,7 +25,7 @@ def phase_latency_s(
 ) -> float:
     """Estimated makespan in seconds of one prefill, or one decode step, under ``phase``."""
     graph, picks, stages = build_phase_sample(model, cluster, phase_name, phase, workload)
-    sched = schedule_graph(graph.nodes, graph.edges, cluster)
+    sched = schedule_graph(graph.nodes, graph.edges, cluster, record_busy=False)
     layer_end: dict[int, float] = defaultdict(float)
     for node in graph.nodes:
         if node.layer is not None and node.layer in picks:

@@ -66,11 +66,17 @@ def schedule_dag(dag: DAG, cluster: Cluster) -> Schedule:
 
 
 def schedule_graph(
-    node_list: Sequence[AnyNode], edge_list: Sequence[Edge], cluster: Cluster, microbatch_first: set[str] | None = None
+    node_list: Sequence[AnyNode],
+    edge_list: Sequence[Edge],
+    cluster: Cluster,
+    microbatch_first: set[str] | None = None,
+    *,
+    record_busy: bool = True,
 ) -> Schedule:
     """:func:`schedule_dag` on bare node and edge lists (a sample graph that is not a whole DAG).
 
-    ``microbatch_first`` names the phases whose ready nodes are taken in microbatch order.
+    ``microbatch_first`` names the phases whose ready nodes are taken in microbatch order;
+    ``record_busy=False`` skips the per-rank busy intervals (the search's samples need only times).
     """
     nodes: dict[str, AnyNode] = {n.id: n for n in node_list}
     preds: dict[str, list[str]] = defaultdict(list)
@@ -82,45 +88,45 @@ def schedule_graph(
     order = {nid: i for i, nid in enumerate(nodes)}
     first = microbatch_first or set()
 
-    def rank_of(nid: str) -> int:
+    def priority(nid: str) -> int:
         node = nodes[nid]
         return node.microbatch if node.phase in first else 0
 
-    ready = [(rank_of(nid), 0.0, order[nid], nid) for nid, count in waiting.items() if count == 0]
+    ready = [(priority(nid), 0.0, order[nid], nid, None) for nid, count in waiting.items() if count == 0]
     heapq.heapify(ready)
-    free: dict[tuple[str, int], float] = defaultdict(float)
-    last_on: dict[tuple[str, int], str] = {}
+    # Per stream: when each rank's stream is next free, and which node last held it.
+    free: dict[str, dict[int, float]] = {"compute": defaultdict(float), "comm": defaultdict(float)}
+    holder: dict[str, dict[int, str]] = {"compute": {}, "comm": {}}
+    busy: dict[str, dict[int, list[tuple[float, float]]]] = {"compute": defaultdict(list), "comm": defaultdict(list)}
     start: dict[str, float] = {}
     finish: dict[str, float] = {}
     gate: dict[str, str | None] = {}
-    compute_busy: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    comm_busy: dict[int, list[tuple[float, float]]] = defaultdict(list)
     while ready:
-        _, data_ready, _, nid = heapq.heappop(ready)
+        _, begin, _, nid, gated_by = heapq.heappop(ready)
         node = nodes[nid]
         stream = _stream(node)
-        begin, gated_by = data_ready, max(preds[nid], key=finish.__getitem__, default=None)
         if stream is not None:
+            stream_free, stream_holder = free[stream], holder[stream]
             for rank in node.ranks:
-                if free[(stream, rank)] > begin:
-                    begin, gated_by = free[(stream, rank)], last_on[(stream, rank)]
-        duration = node_time_s(node, cluster)
-        end = begin + duration
+                if stream_free[rank] > begin:
+                    begin, gated_by = stream_free[rank], stream_holder[rank]
+        end = begin + node_time_s(node, cluster)
         start[nid], finish[nid], gate[nid] = begin, end, gated_by
         if stream is not None:
-            busy = compute_busy if stream == "compute" else comm_busy
+            intervals = busy[stream]
             for rank in node.ranks:
-                free[(stream, rank)] = end
-                last_on[(stream, rank)] = nid
-                if duration > 0:
-                    busy[rank].append((begin, end))
+                stream_free[rank] = end
+                stream_holder[rank] = nid
+                if record_busy and end > begin:
+                    intervals[rank].append((begin, end))
         for nxt in succs[nid]:
             waiting[nxt] -= 1
             if waiting[nxt] == 0:
-                heapq.heappush(ready, (rank_of(nxt), max(finish[p] for p in preds[nxt]), order[nxt], nxt))
+                last = max(preds[nxt], key=finish.__getitem__)
+                heapq.heappush(ready, (priority(nxt), finish[last], order[nxt], nxt, last))
     if len(finish) != len(nodes):
         raise ValueError(f"the DAG has a cycle: {len(nodes) - len(finish)} nodes never became ready")
-    return Schedule(start, finish, gate, dict(compute_busy), dict(comm_busy))
+    return Schedule(start, finish, gate, dict(busy["compute"]), dict(busy["comm"]))
 
 
 def busy_overlap(a: list[tuple[float, float]], b: list[tuple[float, float]], lo: float, hi: float) -> float:
