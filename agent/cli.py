@@ -77,4 +77,5 @@ _OPTIONAL_COMMANDS: list[str] = [
     "cli_eval",
     "cli_report",
     "cli_mcp",
+    "cli_kb",
 ]

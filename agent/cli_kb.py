@@ -1,0 +1,73 @@
+"""``shardplan kb``: the knowledge base from the command line."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .cli import app, console, emit_json
+from .cli_common import JsonFlag
+
+kb_app = typer.Typer(help="Search the knowledge base and read its rules.", no_args_is_help=True)
+app.add_typer(kb_app, name="kb")
+
+
+@kb_app.command("search")
+def kb_search_command(
+    query: Annotated[str, typer.Argument(help="Free text, e.g. 'why does the all-reduce block the residual add'.")],
+    k: Annotated[int, typer.Option("--k", "-k", min=1, max=50, help="How many sections to return.")] = 5,
+    as_json: JsonFlag = False,
+) -> None:
+    """The knowledge sections that best match QUERY (BM25), with the rule IDs they define."""
+    from ..knowledge import search
+
+    sections = search(query, k=k)
+    if as_json:
+        emit_json([section.model_dump(mode="json") for section in sections])
+        return
+    out = console()
+    if not sections:
+        out.print(f"no section matches '{query}'")
+    for section in sections:
+        rules = f"  rules: {', '.join(section.rule_ids)}" if section.rule_ids else ""
+        out.print(f"[bold]{section.doc} § {section.heading}[/bold] (score {section.score:.2f}){rules}")
+        out.print(section.text.strip()[:600] + ("..." if len(section.text.strip()) > 600 else ""))
+        out.print()
+
+
+@kb_app.command("rule")
+def kb_rule_command(
+    rule_id: Annotated[str, typer.Argument(help="A rule ID such as DEC-1, TP-2 or SP-1.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """One rule: its text, severity and where it is written."""
+    from ..errors import InputError
+    from ..knowledge import get_rule
+
+    try:
+        rule = get_rule(rule_id)
+    except KeyError as exc:
+        raise InputError(str(exc.args[0] if exc.args else exc), field="rule_id",
+                         fix="list them with shardplan kb rules") from None
+    if as_json:
+        emit_json(rule.model_dump(mode="json"))
+        return
+    console().print(f"[bold]{rule.id}[/bold] ({rule.severity}), {rule.doc} § {rule.section}\n{rule.text}")
+
+
+@kb_app.command("rules")
+def kb_rules_command(as_json: JsonFlag = False) -> None:
+    """Every rule ID with its severity and document."""
+    from ..knowledge import load_rules
+
+    rules = load_rules()
+    if as_json:
+        emit_json([rule.model_dump(mode="json") for rule in rules.values()])
+        return
+    from rich.table import Table
+
+    table = Table("rule", "severity", "document", "statement")
+    for rule in rules.values():
+        table.add_row(rule.id, rule.severity, rule.doc, rule.text)
+    console().print(table)

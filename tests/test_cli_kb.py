@@ -1,0 +1,36 @@
+"""`shardplan kb`: the knowledge base from the command line."""
+
+from __future__ import annotations
+
+import json
+
+from cli_helpers import run_cli
+
+
+def test_kb_search_finds_the_tp_allreduce_analysis() -> None:
+    result = run_cli("kb", "search", "all-reduce blocks the residual add", "-k", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    sections = json.loads(result.stdout)
+    assert 1 <= len(sections) <= 3
+    assert any(s["doc"].startswith("12-") for s in sections)
+    assert [s["score"] for s in sections] == sorted((s["score"] for s in sections), reverse=True)
+
+
+def test_kb_rule_prints_the_rule_any_case() -> None:
+    result = run_cli("kb", "rule", "sp-1", "--json")
+    assert result.returncode == 0, result.stderr
+    rule = json.loads(result.stdout)
+    assert rule["id"] == "SP-1" and rule["severity"] == "mandatory" and "decode" in rule["text"].lower()
+
+
+def test_kb_unknown_rule_exits_2_with_close_ids() -> None:
+    result = run_cli("kb", "rule", "DEC-9")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "DEC-" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_kb_rules_lists_every_rule_once() -> None:
+    result = run_cli("kb", "rules", "--json")
+    assert result.returncode == 0
+    ids = [r["id"] for r in json.loads(result.stdout)]
+    assert len(ids) == len(set(ids)) >= 40 and {"DEC-1", "TP-2", "EP-1", "MEM-1"} <= set(ids)
