@@ -27,7 +27,7 @@ from shardplan.validators import schema_check
 SMALL = {"model": "llama-3.1-8b", "gpu": "H100", "gpus": 2, "isl": 512, "osl": 64}
 TIMEOUT = 30.0
 """Seconds any one scenario may take before the test fails instead of hanging."""
-BUNDLED = Path(api.__file__).parent / "data" / "models" / "meta-llama__Llama-3.1-8B.json"
+BUNDLED = Path(api.__file__).parents[1] / "data" / "models" / "meta-llama__Llama-3.1-8B.json"
 
 T = TypeVar("T")
 

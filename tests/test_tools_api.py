@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from shardplan.errors import InputError
 from shardplan.tools import api
+from shardplan.tools.api import guards
 from shardplan.tools.langchain_tools import shardplan_tools
 
 SMALL = {"model": "llama-3.1-8b", "gpu": "H100", "gpus": 2, "isl": 512, "osl": 64, "batch": 2}
-BUNDLED = Path(api.__file__).parent / "data" / "models" / "meta-llama__Llama-3.1-8B.json"
+BUNDLED = Path(api.__file__).parents[1] / "data" / "models" / "meta-llama__Llama-3.1-8B.json"
 
 
 def test_every_capability_is_a_structured_tool_with_its_argument_model() -> None:
@@ -81,7 +82,7 @@ def test_oversized_dags_are_refused_before_parsing(monkeypatch: pytest.MonkeyPat
     with pytest.raises(InputError, match="nodes exceed the limit") as caught:
         api.validate_dag(dag_json=huge)
     assert caught.value.field == "dag_json"
-    monkeypatch.setattr(api, "MAX_DAG_CHARS", 1000)
+    monkeypatch.setattr(guards, "MAX_DAG_CHARS", 1000)
     with pytest.raises(InputError, match="characters exceed the limit"):
         api.submit_dag(dag_json=" " * 1001)
 

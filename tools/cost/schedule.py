@@ -92,7 +92,10 @@ def schedule_graph(
         node = nodes[nid]
         return node.microbatch if node.phase in first else 0
 
-    ready = [(priority(nid), 0.0, order[nid], nid, None) for nid, count in waiting.items() if count == 0]
+    # (priority, data-ready time, insertion order, node, the predecessor that finished last)
+    ready: list[tuple[int, float, int, str, str | None]] = [
+        (priority(nid), 0.0, order[nid], nid, None) for nid, count in waiting.items() if count == 0
+    ]
     heapq.heapify(ready)
     # Per stream: when each rank's stream is next free, and which node last held it.
     free: dict[str, dict[int, float]] = {"compute": defaultdict(float), "comm": defaultdict(float)}

@@ -1,0 +1,187 @@
+"""Argument models of the capabilities: unknown keys are errors, sizes and ranges are checked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..contracts.common import DType, Objective
+from ..contracts.plan import PlanRequest
+from ..contracts.workload import Workload
+from .guards import SEARCH_DEPTH, check_path
+
+
+class Args(BaseModel):
+    """Base of every argument model: unknown keys are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------------------------------------- arguments
+
+
+class KnowledgeQuery(Args):
+    """Search the knowledge base of inference-parallelism rules."""
+
+    query: str = Field(min_length=1, max_length=400, description="Free text, e.g. 'sequence parallelism in decode'.")
+    k: int = Field(default=5, ge=1, le=20, description="How many sections to return.")
+
+
+class RuleArgs(Args):
+    """Look up one knowledge rule."""
+
+    rule_id: str = Field(min_length=1, max_length=20, description="Rule ID such as DEC-1 or TP-3.")
+
+
+class NoArgs(Args):
+    """No arguments."""
+
+
+class ModelArgs(Args):
+    """Name one model."""
+
+    model: str = Field(
+        min_length=1, max_length=300, description="Bundled model name (llama-3.1-8b) or config.json path."
+    )
+
+
+class RequestArgs(Args):
+    """A planning request: model, hardware and workload."""
+
+    model: str = Field(
+        min_length=1, max_length=300, description="Bundled model name (llama-3.1-70b, deepseek-v3) or config.json path."
+    )
+    gpu: str = Field(
+        default="H100",
+        min_length=1,
+        max_length=40,
+        description="GPU catalog name: H100, H200, B200, A100, L40S, MI300X.",
+    )
+    gpus: int = Field(ge=1, le=4096, description="GPUs available.")
+    gpus_per_node: int | None = Field(
+        default=None, ge=1, le=512, description="GPUs per node; the GPU's usual 8 when omitted."
+    )
+    cluster: str | None = Field(
+        default=None, max_length=500, description="Path of a cluster YAML, when the request came with one."
+    )
+    isl: int = Field(default=2048, ge=1, le=2_097_152, description="Input (prompt) tokens.")
+    osl: int = Field(default=256, ge=1, le=2_097_152, description="Output tokens.")
+    batch: int = Field(default=1, ge=1, le=1_000_000, description="Concurrent sequences.")
+    ttft_ms: float | None = Field(default=None, gt=0, description="Target time to first token, ms.")
+    tpot_ms: float | None = Field(default=None, gt=0, description="Target time per output token, ms.")
+    objective: Objective = Field(
+        default="latency", description="latency, throughput or goodput (throughput under targets)."
+    )
+    weight_dtype: DType | None = Field(default=None, description="Override of the weight format (bf16, fp8, fp4).")
+    kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
+
+    def to_request(self) -> PlanRequest:
+        """The PlanRequest these arguments describe; model and cluster paths must lie under the allowed roots."""
+        check_path(self.model, "model")
+        if self.cluster:
+            check_path(self.cluster, "cluster", always=True)
+        workload = Workload(
+            isl=self.isl,
+            osl=self.osl,
+            batch=self.batch,
+            ttft_ms=self.ttft_ms,
+            tpot_ms=self.tpot_ms,
+            objective=self.objective,
+        )
+        return PlanRequest(
+            model=self.model,
+            gpu=self.gpu,
+            gpus=self.gpus,
+            gpus_per_node=self.gpus_per_node,
+            cluster=self.cluster,
+            workload=workload,
+            weight_dtype=self.weight_dtype,
+            kv_dtype=self.kv_dtype,
+        )
+
+    @classmethod
+    def from_request(cls, request: PlanRequest) -> dict[str, Any]:
+        """The keyword arguments that describe ``request`` (omitting defaults), as a tool call carries them."""
+        w = request.workload
+        values = {
+            "model": request.model,
+            "gpu": request.gpu,
+            "gpus": request.gpus,
+            "gpus_per_node": request.gpus_per_node,
+            "cluster": request.cluster,
+            "isl": w.isl,
+            "osl": w.osl,
+            "batch": w.batch,
+            "ttft_ms": w.ttft_ms,
+            "tpot_ms": w.tpot_ms,
+            "objective": w.objective,
+            "weight_dtype": request.weight_dtype,
+            "kv_dtype": request.kv_dtype,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+
+class PlanArgs(RequestArgs):
+    """Plan a deployment with the deterministic planner."""
+
+    include_dag: bool = Field(default=False, description="Return the whole DAG too (large).")
+
+
+class SearchArgs(RequestArgs):
+    """Search the strategy space."""
+
+    top: int = Field(default=5, ge=1, le=SEARCH_DEPTH, description="How many ranked strategies to return.")
+
+
+class StrategyArgs(RequestArgs):
+    """A request and one strategy to check."""
+
+    strategy: str = Field(
+        min_length=1,
+        max_length=300,
+        description=(
+            "SPEC: 'tp=4,pp=2' for both phases, or 'prefill:sp=2,tp=4;decode:adp=2,tp=4', "
+            "';disagg' for separate pools. "
+            "Degrees: dp, pp, adp, sp (prefill only), tp, ep, mb; GPUs used = dp*pp*adp*sp*tp."
+        ),
+    )
+
+
+class BuildArgs(StrategyArgs):
+    """Build the DAG of a strategy."""
+
+    include_dag: bool = Field(default=False, description="Return the whole DAG JSON too (large).")
+
+
+class DagArgs(Args):
+    """A DAG (or a plan holding one) as JSON text or an object."""
+
+    dag_json: str | dict[str, Any] = Field(
+        description="The DAG as JSON text or object, e.g. from build_dag(include_dag=true)."
+    )
+
+
+class CostArgs(StrategyArgs):
+    """Price a DAG, or a strategy for a request."""
+
+    model: str | None = Field(  # type: ignore[assignment]
+        default=None, min_length=1, max_length=300, description="Model, when pricing a strategy."
+    )
+    gpus: int | None = Field(  # type: ignore[assignment]
+        default=None, ge=1, le=4096, description="GPUs, when pricing a strategy."
+    )
+    strategy: str | None = Field(  # type: ignore[assignment]
+        default=None, min_length=1, max_length=300, description="SPEC, when pricing a strategy."
+    )
+    dag_json: str | dict[str, Any] | None = Field(
+        default=None, description="A DAG as JSON text or object, instead of a strategy."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CostArgs:
+        if (self.dag_json is None) == (self.strategy is None):
+            raise ValueError("give either dag_json, or model, gpus and strategy")
+        if self.strategy is not None and (self.model is None or self.gpus is None):
+            raise ValueError("pricing a strategy needs model and gpus")
+        return self

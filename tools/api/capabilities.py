@@ -1,0 +1,313 @@
+"""The capabilities themselves: plain functions over the shared layer, registered for the wrappers."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ...errors import InputError
+from ..contracts.dag import DAG
+from ..contracts.plan import Plan
+from ..contracts.reports import CostReport
+from .arguments import (
+    BuildArgs,
+    CostArgs,
+    DagArgs,
+    KnowledgeQuery,
+    ModelArgs,
+    NoArgs,
+    PlanArgs,
+    RequestArgs,
+    RuleArgs,
+    SearchArgs,
+    StrategyArgs,
+)
+from .guards import check_path, read_dag_json
+from .registry import capability, parse_args
+from .results import (
+    BuildSummary,
+    CandidateBrief,
+    CostSummary,
+    DagCheck,
+    MemoryBrief,
+    PhaseBrief,
+    SearchSummary,
+    StrategyCheck,
+)
+from .shared import _brief_cost, _brief_violations, _misses, _r, evaluate_strategy, search_request
+
+# ---------------------------------------------------------------------------------------------- capabilities
+
+
+@capability(KnowledgeQuery)
+def search_knowledge(args: KnowledgeQuery) -> list[dict[str, Any]]:
+    """Search the knowledge base of inference-parallelism rules; returns sections with their rule IDs."""
+    from ...knowledge import search
+
+    return [
+        {
+            "doc": s.doc,
+            "heading": s.heading,
+            "rule_ids": s.rule_ids,
+            "score": _r(s.score),
+            "text": s.text if len(s.text) <= 1200 else s.text[:1197] + "...",
+        }
+        for s in search(args.query, args.k)
+    ]
+
+
+@capability(RuleArgs)
+def get_rule(args: RuleArgs) -> dict[str, Any]:
+    """One knowledge rule by ID (e.g. DEC-1): its severity, statement and where it is written."""
+    from ...knowledge import get_rule as lookup
+
+    try:
+        return lookup(args.rule_id).model_dump()
+    except KeyError as exc:
+        raise InputError(str(exc.args[0]), field="rule_id", fix="use an ID from search_knowledge results") from None
+
+
+@capability(NoArgs)
+def list_models(args: NoArgs) -> list[dict[str, Any]]:
+    """The bundled models with architecture, size and whether they are mixture-of-experts."""
+    from ..model_math import params_active, params_total
+    from ..models import bundled_models, load_model
+
+    rows = []
+    for repo in bundled_models():
+        spec = load_model(repo)
+        rows.append(
+            {
+                "name": repo,
+                "architecture": spec.architecture,
+                "params_total": params_total(spec),
+                "params_active": params_active(spec),
+                "moe": spec.is_moe,
+                "layers": spec.num_layers,
+            }
+        )
+    return rows
+
+
+@capability(NoArgs)
+def list_gpus(args: NoArgs) -> list[dict[str, Any]]:
+    """The GPU catalog: memory, bandwidths and peak dense TFLOP/s per GPU."""
+    from ..hardware import gpu_catalog
+
+    return [
+        {
+            "name": name,
+            "full_name": g.full_name,
+            "memory_gb": g.memory_gb,
+            "memory_bandwidth_gbps": g.memory_bandwidth_gbps,
+            "dense_tflops": g.dense_tflops,
+            "intra_node_bandwidth_gbps": g.intra_node_bandwidth_gbps,
+            "inter_node_bandwidth_gbps": g.inter_node_bandwidth_gbps,
+            "gpus_per_node": g.gpus_per_node,
+        }
+        for name, g in gpu_catalog().items()
+    ]
+
+
+@capability(ModelArgs)
+def describe_model(args: ModelArgs) -> dict[str, Any]:
+    """A model's architecture and derived sizes: parameters, layers, heads, experts, KV bytes per token."""
+    from ..model_math import flops_per_token, kv_bytes_per_token, params_active, params_total, weight_bytes
+    from ..models import load_model
+
+    check_path(args.model, "model")
+    spec = load_model(args.model)
+    return {
+        "name": spec.name,
+        "architecture": spec.architecture,
+        "params_total": params_total(spec),
+        "params_active": params_active(spec),
+        "weight_bytes": weight_bytes(spec),
+        "layers": spec.num_layers,
+        "hidden_size": spec.hidden_size,
+        "attention_heads": spec.num_attention_heads,
+        "kv_heads": spec.num_kv_heads,
+        "head_dim": spec.head_dim,
+        "intermediate_size": spec.intermediate_size,
+        "attention": "mla" if spec.mla else ("mha" if spec.num_kv_heads == spec.num_attention_heads else "gqa"),
+        "experts": spec.moe.num_experts if spec.moe else 0,
+        "experts_per_token": spec.moe.experts_per_token if spec.moe else 0,
+        "dense_layers": spec.moe.first_dense_layers if spec.moe else spec.num_layers,
+        "kv_bytes_per_token": kv_bytes_per_token(spec),
+        "flops_per_token": flops_per_token(spec),
+        "weight_dtype": spec.weight_dtype,
+        "kv_dtype": spec.kv_dtype,
+    }
+
+
+def _summarize_search(result: Any, objective: str, top: int) -> SearchSummary:
+    from ..search import SearchResult
+
+    if not isinstance(result, SearchResult):
+        return SearchSummary(feasible=False, objective=objective, min_gpus=result.min_gpus, message=str(result))
+    candidates = [
+        CandidateBrief(
+            strategy=c.spec,
+            ttft_ms=_r(c.ttft_ms),
+            tpot_ms=_r(c.tpot_ms),
+            tokens_per_s_per_gpu=_r(c.tokens_per_s_per_gpu),
+            tokens_per_s_per_user=_r(c.tokens_per_s_per_user),
+            memory_per_gpu_gb=_r(c.memory_per_gpu_gb),
+            meets_targets=c.meets_targets,
+            misses=c.target_misses,
+        )
+        for c in result.candidates[:top]
+    ]
+    return SearchSummary(
+        feasible=True,
+        objective=result.objective,
+        candidates=candidates,
+        frontier=[c.spec for c in result.frontier][:10],
+        evaluated=result.evaluated,
+        rejected=result.rejected,
+        message=f"{result.evaluated} strategies priced; best first",
+    )
+
+
+@capability(SearchArgs)
+def search_strategies(args: SearchArgs) -> SearchSummary:
+    """Rank the strategies that fit the request, best first for its objective, with predicted figures.
+
+    When nothing fits, ``feasible`` is false and ``min_gpus`` says how many GPUs would.
+    """
+    request = args.to_request()
+    return _summarize_search(search_request(request), request.workload.objective, args.top)
+
+
+@capability(StrategyArgs)
+def propose_strategy(args: StrategyArgs) -> StrategyCheck:
+    """Check one strategy for the request: build its DAG, validate it against the rules, price it.
+
+    Returns whether it is valid, the violations (rule ID, message, fix hint), the predicted figures and
+    the missed targets.
+    """
+    return evaluate_strategy(args.to_request(), args.strategy)
+
+
+def _check_dag(source: str | dict[str, Any], *, price: bool) -> DagCheck:
+    from ...validators import validate_json
+    from ..cost.estimate import estimate_cost as run_cost
+
+    obj = read_dag_json(source)
+    report = validate_json(obj)
+    dag_obj = obj.get("dag") if isinstance(obj, dict) and "dag" in obj and "nodes" not in obj else obj
+    check = DagCheck(
+        valid=report.valid,
+        nodes=report.nodes,
+        edges=report.edges,
+        violations=_brief_violations(report),
+        violations_total=len(report.violations),
+        rules_checked=len(report.rules_checked),
+    )
+    if not report.valid or not isinstance(dag_obj, dict):
+        return check
+    dag = DAG.model_validate(dag_obj)
+    check.strategy = dag.meta.strategy.to_spec()
+    if price:
+        cost = run_cost(dag)
+        check.cost = _brief_cost(cost)
+        check.misses = _misses(cost)
+        check.meets_targets = not check.misses
+    return check
+
+
+@capability(DagArgs)
+def submit_dag(args: DagArgs) -> DagCheck:
+    """Submit a whole DAG (JSON): validate it against every rule and, when valid, price it."""
+    return _check_dag(args.dag_json, price=True)
+
+
+@capability(DagArgs)
+def validate_dag(args: DagArgs) -> DagCheck:
+    """Validate a DAG (or a plan holding one) given as JSON: schema first, then every rule."""
+    return _check_dag(args.dag_json, price=False)
+
+
+@capability(CostArgs)
+def estimate_cost(args: CostArgs) -> CostSummary:
+    """Price a DAG (dag_json) or a strategy for a request: TTFT, TPOT, throughput, memory per GPU."""
+    from ..builder import build_dag as build
+    from ..contracts.strategy import parse_strategy
+    from ..cost.estimate import estimate_cost as run_cost
+    from ..planner import resolve_request
+
+    if args.dag_json is not None:
+        report = validate_dag(dag_json=args.dag_json)
+        if not report.valid and any(v.rule == "SCHEMA" for v in report.violations):
+            first = report.violations[0]
+            raise InputError(f"dag_json is not a DAG: {first.message}", field="dag_json", fix=first.fix)
+        obj = read_dag_json(args.dag_json)
+        dag = DAG.model_validate(obj.get("dag") if "dag" in obj and "nodes" not in obj else obj)
+        cost = run_cost(dag)
+    else:
+        values = args.model_dump(exclude={"dag_json", "strategy"})
+        request = parse_args(RequestArgs, values).to_request()
+        model, cluster = resolve_request(request)
+        cost = run_cost(build(model, cluster, parse_strategy(args.strategy or ""), request.workload), cluster)
+    return CostSummary(
+        headline=_brief_cost(cost),
+        prefill=_phase_brief(cost, "prefill"),
+        decode=_phase_brief(cost, "decode"),
+        memory=[
+            MemoryBrief(
+                pool=m.pool,
+                weights_gb=_r(m.weights_gb),
+                kv_cache_gb=_r(m.kv_cache_gb),
+                total_gb=_r(m.total_gb),
+                capacity_gb=m.capacity_gb,
+                fits=m.fits,
+            )
+            for m in cost.memory
+        ],
+        kv_transfer_ms=_r(cost.kv_transfer_ms),
+        meets_targets=cost.meets_targets and cost.fits,
+        misses=_misses(cost),
+    )
+
+
+def _phase_brief(cost: CostReport, name: Literal["prefill", "decode"]) -> PhaseBrief:
+    p = getattr(cost, name)
+    return PhaseBrief(
+        latency_ms=_r(p.latency_ms),
+        exposed_communication_ms=_r(p.exposed_communication_ms),
+        collectives=p.collectives,
+        inter_node_collectives=p.inter_node_collectives,
+        bubble_fraction=_r(p.bubble_fraction),
+    )
+
+
+@capability(BuildArgs)
+def build_dag(args: BuildArgs) -> BuildSummary:
+    """Build the parallel strategy DAG of a strategy; a summary, or the whole DAG with include_dag."""
+    from collections import Counter
+
+    from ..builder import build_dag as build
+    from ..contracts.strategy import parse_strategy
+    from ..planner import resolve_request
+
+    request = args.to_request()
+    model, cluster = resolve_request(request)
+    dag = build(model, cluster, parse_strategy(args.strategy), request.workload)
+    kinds = Counter(node.kind for node in dag.nodes)
+    return BuildSummary(
+        strategy=dag.meta.strategy.to_spec(),
+        nodes=len(dag.nodes),
+        edges=len(dag.edges),
+        node_kinds=dict(sorted(kinds.items())),
+        dag=dag.model_dump(mode="json") if args.include_dag else None,
+    )
+
+
+@capability(PlanArgs)
+def plan(args: PlanArgs) -> Plan:
+    """Plan a deployment: search, build, validate and price; the best strategy with runners-up and why."""
+    from ..planner import plan as run_plan
+
+    result = run_plan(args.to_request())
+    if not args.include_dag:
+        result.dag = None
+    return result

@@ -1,0 +1,96 @@
+"""The capability registry: argument checking, structured errors, JSON-able results."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from ...errors import InfeasibleError, InputError
+from .arguments import Args
+
+# --------------------------------------------------------------------------------------------- registry
+
+A = TypeVar("A", bound=Args)
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One capability: its name, argument model, description and the function (keyword arguments)."""
+
+    name: str
+    args: type[Args]
+    description: str
+    func: Callable[..., Any]
+
+
+CAPABILITIES: dict[str, Capability] = {}
+"""Every capability by name, in definition order."""
+
+
+def _field_error(exc: ValidationError) -> InputError:
+    errors = exc.errors()
+    places = [".".join(str(p) for p in e["loc"]) or "arguments" for e in errors]
+    text = "; ".join(f"{where}: {e['msg']}" for where, e in zip(places, errors[:3], strict=False))
+    if len(errors) > 3:
+        text += f" (and {len(errors) - 3} more)"
+    return InputError(text, field=places[0], fix=f"correct '{places[0]}' and call again")
+
+
+def parse_args(model: type[A], values: dict[str, Any]) -> A:
+    """``values`` checked by ``model``; a bad value raises InputError naming the field."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        raise _field_error(exc) from None
+
+
+def capability(args_model: type[A]) -> Callable[[Callable[[A], Any]], Callable[..., Any]]:
+    """Register ``func(args)`` as a capability called with keyword arguments that ``args_model`` checks."""
+
+    def wrap(func: Callable[[A], Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def call(**kwargs: Any) -> Any:
+            return func(parse_args(args_model, kwargs))
+
+        params = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=field.annotation,
+                default=inspect.Parameter.empty if field.is_required() else field.default,
+            )
+            for name, field in args_model.model_fields.items()
+        ]
+        call.__signature__ = inspect.Signature(params, return_annotation=inspect.signature(func).return_annotation)  # type: ignore[attr-defined]
+        call.__annotations__ = {p.name: p.annotation for p in params}
+        description = inspect.cleandoc(func.__doc__ or args_model.__doc__ or func.__name__)
+        CAPABILITIES[func.__name__] = Capability(func.__name__, args_model, description, call)
+        return call
+
+    return wrap
+
+
+def error_dict(exc: Exception) -> dict[str, Any]:
+    """A structured error an LLM or another agent can act on: ``error``, ``message``, ``field``, ``fix``."""
+    if isinstance(exc, InputError):
+        return exc.to_dict()
+    if isinstance(exc, ValidationError):
+        return _field_error(exc).to_dict()
+    if isinstance(exc, InfeasibleError):
+        return {"error": "InfeasibleError", "message": str(exc), "field": None, "fix": None, "min_gpus": exc.min_gpus}
+    return {"error": type(exc).__name__, "message": str(exc)[:500], "field": None, "fix": None}
+
+
+def dump(result: Any) -> Any:
+    """A capability's result as JSON-able data."""
+    if isinstance(result, BaseModel):
+        return result.model_dump(mode="json", exclude_none=False)
+    if isinstance(result, list):
+        return [dump(item) for item in result]
+    return json.loads(json.dumps(result, default=str))
