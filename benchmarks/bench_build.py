@@ -9,55 +9,17 @@ from __future__ import annotations
 import argparse
 import gc
 import time
-from dataclasses import dataclass
 
+from cases import DEEPSEEK_64, LLAMA_8B, LLAMA_405B, Case
 from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import DAG, Workload, parse_strategy
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
+from shardplan.tools.contracts import DAG
 
-
-@dataclass(frozen=True)
-class Case:
-    """One build to time."""
-
-    label: str
-    model: str
-    gpus: int
-    strategy: str
-    workload: Workload
-
-
-CASES = [
-    Case(
-        "Llama-3.1-8B TP2 PP2",
-        "meta-llama/Llama-3.1-8B",
-        4,
-        "tp=2,pp=2",
-        Workload(isl=2048, osl=256, batch=8),
-    ),
-    Case(
-        "Llama-3.1-405B TP8 PP2",
-        "meta-llama/Llama-3.1-405B",
-        16,
-        "tp=8,pp=2",
-        Workload(isl=2048, osl=256, batch=8),
-    ),
-    Case(
-        "DeepSeek-V3 SP8 TP8 EP64 mb2 / ADP8 TP8 EP64",
-        "deepseek-ai/DeepSeek-V3",
-        64,
-        "prefill:sp=8,tp=8,ep=64,mb=2;decode:adp=8,tp=8,ep=64",
-        Workload(isl=4096, osl=512, batch=64),
-    ),
-]
+CASES = [LLAMA_8B, LLAMA_405B, DEEPSEEK_64]
 
 
 def time_case(case: Case, repeat: int) -> tuple[DAG, float]:
     """The DAG of ``case`` and the best wall time of ``repeat`` builds (model and cluster loaded once)."""
-    model = load_model(case.model)
-    cluster = make_cluster("H100", case.gpus)
-    strategy = parse_strategy(case.strategy)
+    model, cluster, strategy = case.parts()
     best, dag = float("inf"), None
     for _ in range(repeat):
         gc.collect()

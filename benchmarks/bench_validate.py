@@ -12,57 +12,18 @@ import argparse
 import gc
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import DAG, Workload, parse_strategy
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
+from cases import DEEPSEEK_64, LLAMA_8B, LLAMA_405B_64, Case, build
+from shardplan.tools.contracts import DAG
 from shardplan.validators import validate
 
-
-@dataclass(frozen=True)
-class Case:
-    """One DAG to validate."""
-
-    label: str
-    model: str
-    gpus: int
-    strategy: str
-    workload: Workload
-
-
-CASES = [
-    Case(
-        "Llama-3.1-8B TP2 PP2",
-        "meta-llama/Llama-3.1-8B",
-        4,
-        "tp=2,pp=2",
-        Workload(isl=2048, osl=256, batch=8),
-    ),
-    Case(
-        "DeepSeek-V3 SP8 TP8 EP64 mb2 / ADP8 TP8 EP64",
-        "deepseek-ai/DeepSeek-V3",
-        64,
-        "prefill:sp=8,tp=8,ep=64,mb=2;decode:adp=8,tp=8,ep=64",
-        Workload(isl=4096, osl=512, batch=64),
-    ),
-    Case(
-        "Llama-3.1-405B SP4 TP8 PP2 mb8 / ADP4 TP8 PP2 mb8",
-        "meta-llama/Llama-3.1-405B",
-        64,
-        "prefill:sp=4,tp=8,pp=2,mb=8;decode:adp=4,tp=8,pp=2,mb=8",
-        Workload(isl=4096, osl=256, batch=256),
-    ),
-]
+CASES = [LLAMA_8B, DEEPSEEK_64, LLAMA_405B_64]
 
 
 def time_case(case: Case, repeat: int) -> tuple[DAG, float, float, bool]:
     """The DAG of ``case``, the best wall and CPU seconds of ``repeat`` validations, and the verdict."""
-    dag = build_dag(
-        load_model(case.model), make_cluster("H100", case.gpus), parse_strategy(case.strategy), case.workload
-    )
+    dag = build(case)
     best_wall, best_cpu, valid = float("inf"), float("inf"), False
     for _ in range(repeat):
         gc.collect()
@@ -75,9 +36,7 @@ def time_case(case: Case, repeat: int) -> tuple[DAG, float, float, bool]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--repeat", type=int, default=3, help="validations per case; the best time is reported"
-    )
+    parser.add_argument("--repeat", type=int, default=3, help="validations per case; the best time is reported")
     parser.add_argument("--no-mutations", action="store_true", help="skip the mutation kill table")
     args = parser.parse_args()
     print(f"| case | nodes | edges | valid | wall s (best of {args.repeat}) | CPU s | nodes+edges per s |")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,9 +44,12 @@ def completion(content: str | None = None, calls: list[tuple[str, dict[str, Any]
     return {"status": 200, "json": body}
 
 
-def failure(status: int, message: str | None = None) -> dict[str, Any]:
-    """An error reply with HTTP ``status``."""
-    return {"status": status, "json": {"error": {"message": message or f"scripted {status}", "type": "server_error"}}}
+def failure(status: int, message: str | None = None, **headers: str) -> dict[str, Any]:
+    """An error reply with HTTP ``status`` and response ``headers`` (e.g. ``retry-after-ms``).
+
+    Any step may also carry ``"sleep": seconds``, a delay before the reply (for client timeouts)."""
+    return {"status": status, "json": {"error": {"message": message or f"scripted {status}", "type": "server_error"}},
+            "headers": headers}
 
 
 def request_args(body: dict[str, Any], marker: str = "Request JSON: ") -> dict[str, Any]:
@@ -67,7 +71,7 @@ def propose(spec: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
 
 
 class Script:
-    """Steps consumed once each, and the requests received."""
+    """Steps consumed once each, and the requests received (``path``, ``authorization``, ``body`` each)."""
 
     def __init__(self, steps: Iterable[Step]) -> None:
         self.steps: Iterator[Step] = iter(steps)
@@ -75,10 +79,10 @@ class Script:
         self.exhausted = False
         self.lock = threading.Lock()
 
-    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+    def reply(self, body: dict[str, Any], path: str = "", authorization: str | None = None) -> dict[str, Any]:
         """The next step's reply to ``body``; 500 once the script has run out."""
         with self.lock:
-            self.requests.append(body)
+            self.requests.append({"path": path, "authorization": authorization, "body": body})
             step = next(self.steps, None)
             if step is None:
                 self.exhausted = True
@@ -93,18 +97,21 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         if self.path.rstrip("/").endswith("/chat/completions"):
-            step = self.server.script.reply(body)
+            step = self.server.script.reply(body, self.path, self.headers.get("Authorization"))
         else:
             step = failure(404, f"no route {self.path}")
+        time.sleep(step.get("sleep", 0))
         payload = json.dumps(step["json"]).encode()
         try:
             self.send_response(step["status"])
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
+            for key, value in step.get("headers", {}).items():
+                self.send_header(key, value)
             self.end_headers()
             self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            pass  # the client gave up (a timeout test)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (http.server's name)
         pass
@@ -115,11 +122,16 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     script: Script
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hung up mid-reply is part of the timeout tests, not an error
+
 
 class FakeOpenAI:
     """The endpoint: a ThreadingHTTPServer on 127.0.0.1 and a free port, serving ``steps``."""
 
-    def __init__(self, steps: Iterable[Step] = ()) -> None:
+    def __init__(self, steps: Iterable[Step] = (), *, api_key: str = API_KEY, timeout_s: float = 10,
+                 retries: int = 0) -> None:
+        self.api_key, self.timeout_s, self.retries = api_key, timeout_s, retries
         self.server = _Server(("127.0.0.1", 0), _Handler)
         self.server.script = Script(steps)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -141,8 +153,9 @@ class FakeOpenAI:
 
     def env(self) -> dict[str, str]:
         """Environment variables that point an OpenAI client (and shardplan's policy) here."""
-        return {"OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": API_KEY, "NO_PROXY": "127.0.0.1,localhost",
-                "no_proxy": "127.0.0.1,localhost", "SHARDPLAN_OPENAI_TIMEOUT": "10", "SHARDPLAN_OPENAI_RETRIES": "0"}
+        return {"OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": self.api_key, "NO_PROXY": "127.0.0.1,localhost",
+                "no_proxy": "127.0.0.1,localhost", "SHARDPLAN_OPENAI_TIMEOUT": f"{self.timeout_s:g}",
+                "SHARDPLAN_OPENAI_RETRIES": str(self.retries)}
 
     def patch(self, monkeypatch: Any) -> None:
         """Set :meth:`env` in this process with pytest's ``monkeypatch`` and drop proxy settings."""

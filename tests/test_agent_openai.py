@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_openai import FakeOpenAI, Script, completion, failure
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from shardplan.agent.graph import Limits, build_graph, recursion_limit
@@ -30,103 +29,13 @@ REQUEST = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=4, workload=Workloa
 ARGS = {"model": "llama-3.1-8b", "gpu": "H100", "gpus": 4, "isl": 4096, "osl": 128, "batch": 4}
 
 
-class Script:
-    """Scripted replies, consumed once each, and a record of every request received."""
-
-    def __init__(self, steps: list[dict[str, Any]]) -> None:
-        self.steps: Iterator[dict[str, Any]] = iter(steps)
-        self.total = len(steps)
-        self.requests: list[dict[str, Any]] = []
-        self.exhausted = False
-
-    def next(self) -> dict[str, Any] | None:
-        try:
-            return next(self.steps)
-        except StopIteration:
-            self.exhausted = True
-            return None
-
-
-def completion(content: str | None = None, calls: list[tuple[str, str | dict[str, Any]]] | None = None) -> dict:
-    """A 200 reply holding one chat completion; ``calls`` are (tool name, arguments as dict or raw text)."""
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        message["tool_calls"] = [
-            {"id": f"call_{i}_{name}", "type": "function",
-             "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
-            for i, (name, args) in enumerate(calls)]
-    body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "scripted",
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
-    return {"status": 200, "json": body}
-
-
-def failure(status: int, **headers: str) -> dict[str, Any]:
-    return {"status": status, "json": {"error": {"message": f"scripted {status}", "type": "server_error"}},
-            "headers": headers}
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def do_POST(self) -> None:  # noqa: N802  (http.server's name)
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length) or b"{}")
-        script = self.server.script
-        script.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": body})
-        step = script.next() if self.path.endswith("/chat/completions") else failure(404)
-        if step is None:
-            step = failure(500)
-            step["json"]["error"]["message"] = "script exhausted"
-        time.sleep(step.get("sleep", 0))
-        payload = json.dumps(step["json"]).encode()
-        try:
-            self.send_response(step["status"])
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            for key, value in step.get("headers", {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (timeout test)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    script: Script
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Start a scripted endpoint; ``endpoint(steps)`` loads a script and returns it."""
-    server = _Server(("127.0.0.1", 0), _Handler)
-    server.script = Script([])
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}/v1")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("SHARDPLAN_OPENAI_TIMEOUT", "5")
-    monkeypatch.setenv("SHARDPLAN_OPENAI_RETRIES", "1")
-
-    def load(steps: list[dict[str, Any]]) -> Script:
-        server.script = Script(steps)
-        return server.script
-
-    yield load
-    server.shutdown()
-    server.server_close()
-    assert not server.script.exhausted, "the model was asked more often than the script allows"
+    with FakeOpenAI(api_key=SECRET, timeout_s=5, retries=1) as fake:
+        fake.patch(monkeypatch)
+        yield fake.load
+        assert not fake.script.exhausted, "the model was asked more often than the script allows"
 
 
 def _run(tmp_path: Path, limits: Limits | None = None) -> tuple[dict[str, Any], Path]:
