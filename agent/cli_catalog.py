@@ -81,41 +81,11 @@ def show_model_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Show a model's architecture and derived sizes (parameters, KV bytes per token)."""
-    from ..tools.model_math import (
-        flops_per_token,
-        kv_bytes_per_token,
-        params_active,
-        params_total,
-        weight_bytes,
-    )
+    from ..tools.model_math import describe
     from ..tools.models import load_model
 
     spec = load_model(model)
-    facts: dict[str, Any] = {
-        "name": spec.name,
-        "architecture": spec.architecture,
-        "params_total": params_total(spec),
-        "params_active": params_active(spec),
-        "weight_bytes": weight_bytes(spec),
-        "layers": spec.num_layers,
-        "hidden_size": spec.hidden_size,
-        "attention_heads": spec.num_attention_heads,
-        "kv_heads": spec.num_kv_heads,
-        "head_dim": spec.head_dim,
-        "attention": "mla" if spec.mla else ("mha" if spec.num_kv_heads == spec.num_attention_heads else "gqa"),
-        "sliding_window": spec.sliding_window,
-        "sliding_layers": spec.layer_types.count("sliding"),
-        "experts": spec.moe.num_experts if spec.moe else 0,
-        "experts_per_token": spec.moe.experts_per_token if spec.moe else 0,
-        "shared_experts": spec.moe.num_shared_experts if spec.moe else 0,
-        "dense_layers": spec.moe.first_dense_layers if spec.moe else spec.num_layers,
-        "kv_bytes_per_token": kv_bytes_per_token(spec),
-        "flops_per_token": flops_per_token(spec),
-        "weight_dtype": spec.weight_dtype,
-        "expert_dtype": spec.expert_dtype,
-        "kv_dtype": spec.kv_dtype,
-        "spec": spec.model_dump(mode="json"),
-    }
+    facts: dict[str, Any] = {**describe(spec), "spec": spec.model_dump(mode="json")}
     if as_json:
         emit_json(facts)
         return

@@ -24,6 +24,7 @@ __all__ = [
     "weight_bytes",
     "q_width",
     "kv_width",
+    "describe",
 ]
 
 
@@ -158,3 +159,33 @@ def flops_per_token(spec: ModelSpec, context: int = 0) -> float:
     """Forward FLOPs for one new token attending to ``context`` cached tokens: 2 x active + attention."""
     attention = sum(attention_flops(spec, layer, 1, context + 1, causal=False) for layer in range(spec.num_layers))
     return 2.0 * params_active(spec) + attention
+
+
+def describe(spec: ModelSpec) -> dict[str, object]:
+    """A model's architecture and derived sizes as plain data (what ``show-model`` and ``describe_model`` show)."""
+    moe = spec.moe
+    return {
+        "name": spec.name,
+        "architecture": spec.architecture,
+        "params_total": params_total(spec),
+        "params_active": params_active(spec),
+        "weight_bytes": weight_bytes(spec),
+        "layers": spec.num_layers,
+        "hidden_size": spec.hidden_size,
+        "attention_heads": spec.num_attention_heads,
+        "kv_heads": spec.num_kv_heads,
+        "head_dim": spec.head_dim,
+        "intermediate_size": spec.intermediate_size,
+        "attention": "mla" if spec.mla else ("mha" if spec.num_kv_heads == spec.num_attention_heads else "gqa"),
+        "sliding_window": spec.sliding_window,
+        "sliding_layers": spec.layer_types.count("sliding"),
+        "experts": moe.num_experts if moe else 0,
+        "experts_per_token": moe.experts_per_token if moe else 0,
+        "shared_experts": moe.num_shared_experts if moe else 0,
+        "dense_layers": moe.first_dense_layers if moe else spec.num_layers,
+        "kv_bytes_per_token": kv_bytes_per_token(spec),
+        "flops_per_token": flops_per_token(spec),
+        "weight_dtype": spec.weight_dtype,
+        "expert_dtype": spec.expert_dtype,
+        "kv_dtype": spec.kv_dtype,
+    }

@@ -111,32 +111,11 @@ def list_gpus(args: NoArgs) -> list[dict[str, Any]]:
 @capability(ModelArgs)
 def describe_model(args: ModelArgs) -> dict[str, Any]:
     """A model's architecture and derived sizes: parameters, layers, heads, experts, KV bytes per token."""
-    from ..model_math import flops_per_token, kv_bytes_per_token, params_active, params_total, weight_bytes
+    from ..model_math import describe
     from ..models import load_model
 
     check_path(args.model, "model")
-    spec = load_model(args.model)
-    return {
-        "name": spec.name,
-        "architecture": spec.architecture,
-        "params_total": params_total(spec),
-        "params_active": params_active(spec),
-        "weight_bytes": weight_bytes(spec),
-        "layers": spec.num_layers,
-        "hidden_size": spec.hidden_size,
-        "attention_heads": spec.num_attention_heads,
-        "kv_heads": spec.num_kv_heads,
-        "head_dim": spec.head_dim,
-        "intermediate_size": spec.intermediate_size,
-        "attention": "mla" if spec.mla else ("mha" if spec.num_kv_heads == spec.num_attention_heads else "gqa"),
-        "experts": spec.moe.num_experts if spec.moe else 0,
-        "experts_per_token": spec.moe.experts_per_token if spec.moe else 0,
-        "dense_layers": spec.moe.first_dense_layers if spec.moe else spec.num_layers,
-        "kv_bytes_per_token": kv_bytes_per_token(spec),
-        "flops_per_token": flops_per_token(spec),
-        "weight_dtype": spec.weight_dtype,
-        "kv_dtype": spec.kv_dtype,
-    }
+    return describe(load_model(args.model))
 
 
 def _summarize_search(result: Any, objective: str, top: int) -> SearchSummary:
