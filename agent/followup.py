@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..tools.contracts import Plan, parse_strategy
+from ..tools.search import SP_MIN_PROMPT
 
 __all__ = ["answer_follow_up", "uses"]
 
@@ -21,8 +22,6 @@ _TOPIC_QUERIES = {
     "dp": "data parallelism replicas", "adp": "data-parallel attention groups",
     "disagg": "disaggregated prefill decode KV transfer",
 }
-SP_MIN_PROMPT = 4096
-"""Shortest prompt for which the strategy search considers sequence parallelism (tools/search.py)."""
 _NAMES = {"pp": "PP", "tp": "TP", "ep": "EP", "sp": "SP", "dp": "DP", "adp": "attention DP",
           "disagg": "disaggregation", "mb": "microbatching"}
 

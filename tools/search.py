@@ -29,6 +29,9 @@ from .cost.memory import memory_reports, weight_bytes_per_gpu
 from .feasibility import phase_problems, strategy_problems
 from .model_math import weight_bytes
 
+SP_MIN_PROMPT = 4096
+"""Shortest prompt for which the search tries sequence parallelism (its purpose is long-context prefill)."""
+
 __all__ = ["Candidate", "SearchResult", "enumerate_strategies", "search", "min_gpus_to_fit", "pareto_front"]
 
 
@@ -78,7 +81,7 @@ def _phase_layouts(model: ModelSpec, gpus: int, workload: Workload, *, prefill: 
             if pp > model.num_layers:
                 continue
             rest = gpus // (tp * pp)
-            for sp in _divisors(rest) if prefill and workload.isl >= 4096 else [1]:
+            for sp in _divisors(rest) if prefill and workload.isl >= SP_MIN_PROMPT else [1]:
                 for adp in _divisors(rest // sp) if model.moe else [1]:
                     dp = rest // (sp * adp)
                     stage = adp * sp * tp
