@@ -1,0 +1,489 @@
+"""One reader per field family: intent, models, GPU types and counts, targets, lengths, batch,
+objective, formats, disaggregation. Each reads a :class:`~shardplan.agent.parse.text.Scan` and records
+what it found; the order in which :func:`~shardplan.agent.parse.parse_request` runs them matters."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from ...errors import InputError
+from ...tools.contracts.common import DType, Objective
+from ...tools.hardware import gpu_catalog
+from ...tools.models import bundled_models, resolve_model_name
+from .text import (
+    _CMP,
+    _COUNT,
+    _DUR,
+    _LABELS,
+    _LEN,
+    _LOWER,
+    _PER_TOKEN,
+    _REJECTED,
+    _START,
+    Findings,
+    Intent,
+    Scan,
+    _count,
+    _ms,
+    _squash,
+    _tokens,
+)
+
+# ---------------------------------------------------------------------------------------------------------
+# Intent
+
+_TOPICS = {
+    "adp": r"adp|dp[\s-]*attention|attention[\s-]*(?:dp|data[\s-]*parallel\w*)|data[\s-]*parallel(?:ism)?[\s-]+"
+    r"(?:for\s+)?attention",
+    "pp": r"pp|pipeline(?:[\s-]*parallel\w*|[\s-]*stages?)?",
+    "tp": r"tp|tensor(?:[\s-]*parallel\w*)?",
+    "ep": r"ep|experts?(?:[\s-]*parallel\w*)",
+    "sp": r"sp|cp|sequence(?:[\s-]*parallel\w*)?|context[\s-]*parallel\w*",
+    "dp": r"dp|data[\s-]*parallel\w*|replicas?|replication",
+    "disagg": r"disaggregat\w*|pd[\s-]+disagg\w*|separate\s+prefill(?:\s+and\s+decode)?",
+    "mb": r"mb|micro[\s-]*batch\w*",
+}
+_TOPIC = "|".join(rf"(?P<{name}>{pattern})" for name, pattern in _TOPICS.items())
+_WHY_NOT = re.compile(
+    r"\b(?:why\s+(?:not|no|didn'?t\s+you|did\s+you\s+not|don'?t\s+you|aren'?t\s+you|isn'?t\s+it|wasn'?t)"
+    r"|what\s+about|how\s+about)\s+(?:use\s+|using\s+|try\s+|trying\s+|pick\s+|choose\s+|more\s+|some\s+|any\s+)?"
+    rf"(?:{_TOPIC})(?![\w=])"
+)
+_EXPLAIN = re.compile(r"\bexplain\b|\bwhy\b(?!\s+not\b)|\bhow\s+come\b")
+_COMPARE = re.compile(r"\bcompare\b|\bvs\b\.?|\bversus\b|\bwhich\s+is\s+(?:better|faster|cheaper)\b")
+_ANY_TOPIC = re.compile(rf"(?<![\w#])(?:{_TOPIC})(?![\w])")
+
+
+def _topic(match: re.Match[str]) -> str:
+    """The topic name of the named group that matched."""
+    return next(name for name, text in match.groupdict().items() if text is not None and name in _TOPICS)
+
+
+def _read_intent(scan: Scan) -> tuple[Intent, str | None]:
+    """The intent and the technique it is about. A why-not without a technique ("why not 16 GPUs?") is a
+    what-if, read as a plan. The why-not phrase is blanked so "why not disaggregate?" sets nothing."""
+    for match in scan.take(_WHY_NOT):
+        return "why_not", _topic(match)
+    if _COMPARE.search(scan.text):
+        topics = list(dict.fromkeys(_topic(m) for m in _ANY_TOPIC.finditer(scan.text)))
+        return "compare", ",".join(topics) or None
+    if _EXPLAIN.search(scan.text):
+        topic = _ANY_TOPIC.search(scan.text)
+        return "explain", _topic(topic) if topic else None
+    return "plan", None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Models
+
+
+@lru_cache(maxsize=1)
+def _model_patterns() -> list[tuple[re.Pattern[str], str]]:
+    """One pattern per way of writing each bundled model, longest first.
+
+    A model's short name is squashed ("Llama-3.1-70B" → "llama3170b") and the pattern lets spaces, dots,
+    hyphens and underscores sit between any two characters, so "llama 3.1 70b", "Llama-3.1-70B" and
+    "llama3.1-70b" all match. Extra spellings: without a release suffix ("Mixtral 8x7B"), without the
+    active-parameter suffix ("Qwen3-235B"), and Llama without its version ("Llama 70B"). A spelling that
+    two models share is dropped.
+    """
+    spellings: dict[str, set[str]] = {}
+    for repo in bundled_models():
+        short = repo.split("/", 1)[1]
+        variants = {
+            short,
+            re.sub(r"(?i)-v\d+(\.\d+)+$", "", short),
+            re.sub(r"(?i)-a\d+(\.\d+)?b$", "", short),
+            re.sub(r"(?i)^(llama)-\d+(\.\d+)*-", r"\1-", short),
+        }
+        for variant in variants:
+            spellings.setdefault(_squash(variant), set()).add(repo)
+    patterns = []
+    for squashed, repos in sorted(spellings.items(), key=lambda item: -len(item[0])):
+        if len(repos) == 1:
+            body = r"[\s._-]*".join(re.escape(char) for char in squashed)
+            patterns.append((re.compile(rf"(?<![a-z0-9#])(?:[\w-]+/)?{body}(?![a-z0-9]|\.\d)"), repos.pop()))
+    return patterns
+
+
+_FAMILY = re.compile(
+    r"(?<![\w#])(?:gpt|llama|qwen|mistral|mixtral|deepseek|gemma|claude|falcon|kimi|glm|grok|olmo|nemotron"
+    r"|gemini)(?=[\s.\d-]|$)(?:[\s-]?[a-z.]*\d[\w.]*){0,2}(?![\w])"
+)
+"""A model family name and up to two version or size tokens after it: "gpt-5", "llama 3.3 70b"."""
+
+
+def _read_models(scan: Scan, found: Findings) -> None:
+    """Bundled models by any spelling, the longest match winning; then unknown names with close suggestions."""
+    hits = [(m.start(), m.end(), repo) for pattern, repo in _model_patterns() for m in pattern.finditer(scan.text)]
+    taken: list[tuple[int, int, str]] = []
+    for start, end, repo in sorted(hits, key=lambda hit: (hit[0] - hit[1], hit[0])):
+        if all(end <= s or start >= e for s, e, _ in taken):
+            taken.append((start, end, repo))
+    for start, end, repo in sorted(taken):
+        if not _drop_if_rejected(scan, start, end, repo, found):
+            found.add("model", repo)
+        scan.blank(start, end)
+    for match in scan.take(_FAMILY):
+        name = match.group().strip(" .-")
+        try:
+            repo = resolve_model_name(name)
+        except InputError as exc:
+            found.notes.append(f"'{name}' is not a bundled model; {exc.fix}.")
+            continue
+        found.add("model", repo)
+        found.notes.append(f"Read '{name}' as {repo}.")
+
+
+def _drop_if_rejected(scan: Scan, start: int, end: int, value: str, found: Findings) -> bool:
+    """Whether the value at ``text[start:end]`` is the one being replaced; if so blank it with its lead-in."""
+    lead = _REJECTED.search(scan.text[:start])
+    if not lead:
+        return False
+    scan.blank(lead.start(), end)
+    found.notes.append(f"Dropped {value}, which the request replaces.")
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------------
+# GPU types and counts
+
+
+@lru_cache(maxsize=1)
+def _gpu_names() -> dict[str, str]:
+    """Lowercase spellings of catalog GPUs mapped to their catalog names."""
+    names = {name.lower(): name for name in gpu_catalog()}
+    if "MI300X" in gpu_catalog():
+        names["mi300"] = "MI300X"
+    return names
+
+
+def _gpu_type_pattern() -> str:
+    """A catalog GPU with an optional variant (SXM, PCIe, NVL, 80GB) and an optional plural s."""
+    names = "|".join(re.escape(n) for n in sorted(_gpu_names(), key=len, reverse=True))
+    return rf"(?:{names})(?:[\s-]*(?:sxm\d?|pcie|nvl|hgx|\d+\s*gb))*s?(?![a-wyz0-9])"
+
+
+def _read_gpu_types(scan: Scan, found: Findings) -> None:
+    """GPU types named anywhere; a replaced one ("instead of H100") is dropped with its count."""
+    for match in list(re.finditer(rf"(?<![\w#]){_gpu_type_pattern()}", scan.text)):
+        name = next(
+            n for key, n in sorted(_gpu_names().items(), key=lambda kv: -len(kv[0])) if match.group().startswith(key)
+        )
+        if _drop_if_rejected(scan, match.start(), match.end(), name, found):
+            continue
+        found.add("gpu", name)
+        if re.search(r"pcie|nvl", match.group()):
+            found.notes.append(f"The catalog's {name} is the SXM part; '{match.group()}' may be slower than planned.")
+
+
+@lru_cache(maxsize=1)
+def _count_patterns() -> dict[str, re.Pattern[str]]:
+    """GPU-count phrases, tried in this order: whole clusters, then node shapes, then plain counts."""
+    gpu_t = _gpu_type_pattern()
+    node = r"(?:nodes?|servers?|machines?|hosts?|boxes|box)"
+    per = rf"(?:{gpu_t}\s*)?(?:gpus?\s*)?"
+    return {
+        "cluster": re.compile(
+            rf"{_START}(?P<nodes>{_COUNT})[\s-]+(?:{gpu_t}[\s-]+)?{node}\s*,?\s*(?:of|with|x|×|each\s+with|having|"
+            rf"containing)\s+(?P<per>{_COUNT})\s*[x×]?\s*{per}(?:each|per\s+node|apiece)?"
+        ),
+        "shaped": re.compile(
+            rf"{_START}(?P<nodes>{_COUNT})\s*[x×]\s*(?P<per>{_COUNT})\s*(?:{gpu_t}|gpus?)"
+            rf"|{_START}(?P<nodes2>{_COUNT})\s+(?P<per2>{_COUNT})[\s-]*(?:[x×]\s*{gpu_t}|gpus?)[\s-]+"
+            rf"(?:{gpu_t}\s+)?{node}"
+        ),
+        "per_node": re.compile(
+            rf"{_START}(?P<per>{_COUNT})\s*{per}(?:per|a|each|/)\s*{node}"
+            rf"|{node}\s+of\s+(?P<per2>{_COUNT})\s*{per}"
+        ),
+        "nodes": re.compile(rf"{_START}(?P<nodes>{_COUNT})[\s-]+(?:{gpu_t}[\s-]+)?(?:gpus?[\s-]+)?{node}(?![a-z])"),
+        "gpus": re.compile(
+            rf"{_START}(?P<gpus>{_COUNT})[\s-]*(?:[x×*][\s-]*)?(?:{gpu_t}(?:[\s-]*gpus?)?|gpus?)"
+            rf"(?![a-z])|(?<![\w#]){gpu_t}\s*[x×]\s*(?P<gpus2>{_COUNT})"
+        ),
+    }
+
+
+def _group(match: re.Match[str], *names: str) -> str | None:
+    """The first of ``names`` that took part in the match."""
+    groups = match.groupdict()
+    return next((groups[n] for n in names if groups.get(n) is not None), None)
+
+
+def _read_gpu_counts(scan: Scan, found: Findings) -> None:
+    """Total GPUs, nodes and GPUs per node: "two nodes of 8 H200", "2x8 H100", "8 GPUs per node",
+    "4 nodes", "8x H100", "a single A100", "16 GPUs"."""
+    patterns = _count_patterns()
+    for kind in ("cluster", "shaped", "per_node", "nodes", "gpus"):
+        for match in scan.take(patterns[kind]):
+            nodes = _group(match, "nodes", "nodes2") if kind in ("cluster", "shaped", "nodes") else None
+            per = _group(match, "per", "per2") if kind in ("cluster", "shaped", "per_node") else None
+            gpus = _group(match, "gpus", "gpus2") if kind == "gpus" else None
+            for name, text in (("nodes", nodes), ("gpus_per_node", per), ("gpus", gpus)):
+                if text is not None:
+                    _add_positive(found, name, _count(text), match.group())
+
+
+def _add_positive(found: Findings, name: str, value: float, phrase: str) -> None:
+    """Record ``value`` unless it is zero, which no field accepts."""
+    if value > 0:
+        found.add(name, value)
+    else:
+        found.notes.append(f"Ignored '{phrase.strip()}': {_LABELS[name]} must be positive.")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Targets
+
+_TTFT_WORDS = (
+    r"ttft|time[\s-]+to[\s-]+first[\s-]+token|first[\s-]+token(?:[\s-]+(?:latency|time))?"
+    r"|prefill[\s-]+latency"
+)
+_TPOT_WORDS = (
+    r"tpot|time[\s-]+per[\s-]+output[\s-]+token|inter[\s-]*token[\s-]+latency|itl"
+    r"|token[\s-]+to[\s-]+token[\s-]+latency|per[\s-]+token[\s-]+latency|decode[\s-]+latency"
+)
+_FILLER = (
+    r"(?:(?:is|of|at|be|to|should|must|needs?|has|have|stay|stays|remain|remains|kept|target|targets|slo"
+    r"|latency|goal|time|ideally)\s*[:=]?\s*)*"
+)
+_NOT_PER_TOKEN = rf"(?!\s*(?:{_PER_TOKEN}|tpot|itl))"
+_FIRST_BOUND = re.compile(rf"[\s:=,]*{_FILLER}(?P<cmp>{_CMP})?\s*{_DUR}{_NOT_PER_TOKEN}")
+_NEXT_BOUND = re.compile(rf"\s*,?\s*(?:and|but|yet)\s+(?P<cmp>{_CMP})\s*{_DUR}{_NOT_PER_TOKEN}")
+_TARGET_KEYWORDS = {
+    name: re.compile(rf"(?<![\w#])(?:{words})(?![a-z])")
+    for name, words in (("ttft_ms", _TTFT_WORDS), ("tpot_ms", _TPOT_WORDS))
+}
+_TARGETS_BEFORE = {
+    "ttft_ms": re.compile(rf"(?:(?P<cmp>{_CMP})\s*)?{_DUR}\s*(?:of\s+)?(?:{_TTFT_WORDS}|to\s+first\s+token)"),
+    "tpot_ms": re.compile(rf"(?:(?P<cmp>{_CMP})\s*)?{_DUR}\s*(?:{_PER_TOKEN}|(?:of\s+)?(?:{_TPOT_WORDS})(?![a-z]))"),
+}
+"""Targets written number first: "2 s TTFT", "under 30 ms per token"."""
+_RATE = re.compile(
+    rf"(?:(?P<cmp>{_CMP}|min(?:imum)?(?:\s+of)?)\s*)?(?P<rate>\d+(?:\.\d+)?)\s*(?:tokens?|toks?)\s*(?:/|per\s+)\s*"
+    r"(?:s|sec|second)\b(?P<per>\s*(?:/|per|for\s+each|for|each)\s*(?:user|request|stream|sequence|session|client))?"
+)
+
+
+def _read_targets(scan: Scan, found: Findings) -> None:
+    """TTFT and TPOT targets, in ms: "first token under 2 s", "TPOT 20 ms", "under 30 ms per token",
+    "at least 50 tokens/s per user" (TPOT 1000/50 = 20 ms), "2 s TTFT"."""
+    for name, keyword in _TARGET_KEYWORDS.items():
+        _read_bounds_after(scan, found, name, keyword)
+    for name, pattern in _TARGETS_BEFORE.items():
+        for match in scan.take(pattern):
+            _file_bounds(found, name, [(match.group("cmp"), _ms(match.group(2), match.group(3)))])
+    for match in scan.take(_RATE):
+        rate = float(match.group("rate"))
+        if match.group("per") and rate > 0:
+            found.add("tpot_ms", round(1000.0 / rate, 3))
+        elif not match.group("per"):
+            found.notes.append(
+                f"'{match.group().strip()}' reads as aggregate throughput, which is not a target; "
+                "say 'per user' for a per-user speed."
+            )
+
+
+def _read_bounds_after(scan: Scan, found: Findings, name: str, keyword: re.Pattern[str]) -> None:
+    """Bounds that follow a keyword, chained with "and": "TTFT under 1 s and over 2 s"."""
+    for key in list(keyword.finditer(scan.text)):
+        if "#" in scan.text[key.start() : key.end()]:
+            continue
+        bounds: list[tuple[str | None, float]] = []
+        match = _FIRST_BOUND.match(scan.text, key.end())
+        end = key.end()
+        while match:
+            bounds.append((match.group("cmp"), _ms(match.group(2), match.group(3))))
+            end = match.end()
+            match = _NEXT_BOUND.match(scan.text, end)
+        if bounds:
+            scan.blank(key.start(), end)
+            _file_bounds(found, name, bounds)
+
+
+def _file_bounds(found: Findings, name: str, bounds: list[tuple[str | None, float]]) -> None:
+    """File the bounds said of one target: an upper bound (or a bare figure) is the target; a lower bound is
+    only checked against the upper ones, since a target cannot be a floor."""
+    is_lower = [bool(cmp and re.fullmatch(_LOWER, cmp)) for cmp, _ in bounds]
+    lowers = [ms for (_, ms), low in zip(bounds, is_lower, strict=True) if low]
+    uppers = [ms for (_, ms), low in zip(bounds, is_lower, strict=True) if not low]
+    for ms in uppers:
+        _add_positive(found, name, ms, f"{ms:g} ms")
+    label = name[:4].upper()
+    if uppers and lowers and max(lowers) >= min(uppers):
+        found.contradictions.append(
+            f"{label} must be under {min(uppers):g} ms and over {max(lowers):g} ms; both cannot hold."
+        )
+    elif lowers:
+        found.notes.append(f"Ignored a lower bound on {label} ({max(lowers):g} ms): only upper bounds are targets.")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lengths and batch
+
+_IN = r"(?:inputs?|prompts?|context|isl)"
+_OUT = r"(?:outputs?|completions?|responses?|generations?|answers?|osl)"
+_OF = r"(?:[\s_-]*(?:length|len|size|tokens?)s?)?\s*(?:of|=|:|is|are|at|around|about|~|≈)?\s*(?:about\s+|around\s+)?"
+_AFTER_NUMBER = r"(?<![\dk]\s)(?<![\dk]-)(?<!token\s)(?<!tokens\s)(?<!token-)"
+"""Not right after a number: in "8k prompts 1k outputs" the 1k belongs to outputs, not to prompts."""
+_LENGTH_PATTERNS = (
+    (
+        None,
+        re.compile(
+            rf"{_START}(?P<isl>{_LEN})\s*(?:tokens?\s*)?in\s*(?:[,/]|and)\s*(?P<osl>{_LEN})\s*"
+            r"(?:tokens?\s*)?out\b"
+            rf"|(?:isl\s*/\s*osl|input\s*/\s*output|in\s*/\s*out)\s*(?:of|=|:)?\s*(?P<isl2>{_LEN})\s*/\s*"
+            rf"(?P<osl2>{_LEN})|{_START}(?P<isl3>\d+(?:\.\d+)?k)\s*/\s*(?P<osl3>\d+(?:\.\d+)?k?)(?![\w/])"
+        ),
+    ),
+    ("isl", re.compile(rf"(?<![\w#]){_AFTER_NUMBER}{_IN}{_OF}(?P<v>{_LEN})")),
+    ("osl", re.compile(rf"(?<![\w#]){_AFTER_NUMBER}(?:{_OUT}|max[\s_-]*(?:new[\s_-]*)?tokens){_OF}(?P<v>{_LEN})")),
+    (
+        "isl",
+        re.compile(
+            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?{_IN}(?![a-z])"
+            rf"|{_START}(?P<v2>{_LEN})\s*tokens?\s+of\s+(?:context|input|prompt)"
+        ),
+    ),
+    (
+        "osl",
+        re.compile(
+            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?(?:{_OUT}|decode)(?![a-z])"
+            rf"|(?:generat(?:e|es|ing)|produc(?:e|es|ing)|writ(?:e|es|ing)|decod(?:e|es|ing)|emit)\s+"
+            rf"(?:about\s+|around\s+|up\s+to\s+)?(?P<v2>{_LEN})\s*(?:new\s+|output\s+)?tokens?\b"
+        ),
+    ),
+)
+
+
+def _read_lengths(scan: Scan, found: Findings) -> None:
+    """Prompt and output lengths: "8k prompts", "8192-token prompts", "input 2048", "isl 4096",
+    "32k context" (prompt), "prompts of 1,000 tokens", "1k outputs", "generate 512 tokens",
+    "output length 256", "8k in, 1k out", "ISL/OSL 8k/1k", "8k/1k"."""
+    for name, pattern in _LENGTH_PATTERNS:
+        for match in scan.take(pattern):
+            groups = {k: v for k, v in match.groupdict().items() if v is not None}
+            for key, text in groups.items():
+                _add_positive(found, name or key.rstrip("23"), _tokens(text), match.group())
+
+
+_BATCH_PATTERNS = (
+    re.compile(
+        r"(?<![\w#])(?:max[\s_-]*)?(?:batch(?:[\s_-]*size)?|bs|concurrency(?:\s+level)?)\s*(?:of|=|:|is)?"
+        rf"\s*(?P<v>{_COUNT})"
+    ),
+    re.compile(
+        rf"{_START}(?P<v>{_COUNT})\s+(?:(?:concurrent|simultaneous|parallel|active)\s+)?"
+        r"(?:users?|requests?|sequences?|streams?|sessions?|clients?)(?![a-z])"
+        rf"|{_START}(?P<v2>{_COUNT})\s+(?:concurrent|simultaneous)(?![a-z])"
+    ),
+)
+
+
+def _read_batch(scan: Scan, found: Findings) -> None:
+    """Batch size or concurrency: "batch 32", "batch size of 64", "64 concurrent users", "concurrency 128",
+    "single user"."""
+    for pattern in _BATCH_PATTERNS:
+        for match in scan.take(pattern):
+            _add_positive(found, "batch", _count(_group(match, "v", "v2") or "0"), match.group())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Objective, formats, disaggregation
+
+_OBJECTIVES: tuple[tuple[Objective, re.Pattern[str]], ...] = (
+    (
+        "goodput",
+        re.compile(
+            r"goodput|(?:max(?:imi[sz]e|imum)?|highest|best|most|more)\s+throughput\s+(?:under|within|while\s+meeting|"
+            r"subject\s+to|meeting|that\s+meets?|given)\s+(?:the\s+|these\s+|those\s+|our\s+|my\s+|its\s+)?"
+            r"(?:slos?|slas?|targets?|constraints?|latency\s+targets?|goals?|limits?)"
+        ),
+    ),
+    (
+        "throughput",
+        re.compile(
+            r"(?:max(?:imi[sz]e|imum)?|highest|best|most|more|high)\s+throughput|optimi[sz]e\s+(?:for\s+)?throughput"
+            r"|throughput[\s-]+(?:optimi[sz]ed|oriented|first)|cheapest|lowest\s+cost|cost[\s-]+(?:efficient|effective)"
+            r"|cost\s+per\s+token|tokens?\s+per\s+dollar|most\s+tokens|offline\s+batch"
+        ),
+    ),
+    (
+        "latency",
+        re.compile(
+            r"(?:lowest|minimi[sz]e|min(?:imum)?|low|best|least)\s+latency|optimi[sz]e\s+(?:for\s+)?latency"
+            r"|latency[\s-]+(?:optimi[sz]ed|oriented|first|sensitive|critical)|fastest|as\s+fast\s+as\s+possible"
+        ),
+    ),
+)
+
+
+def _read_objective(scan: Scan, found: Findings) -> None:
+    """The objective: "max throughput under the SLO" (goodput), "highest throughput", "cheapest per token"
+    (throughput), "lowest latency", "fastest" (latency)."""
+    for objective, pattern in _OBJECTIVES:
+        for _ in scan.take(pattern):
+            found.add("objective", objective)
+
+
+_DTYPES: dict[str, DType] = {
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+    "fp16": "fp16",
+    "float16": "fp16",
+    "fp8": "fp8",
+    "float8": "fp8",
+    "e4m3": "fp8",
+    "int8": "int8",
+    "w8a8": "int8",
+    "fp4": "fp4",
+    "nvfp4": "fp4",
+    "mxfp4": "fp4",
+    "fp32": "fp32",
+    "float32": "fp32",
+}
+_DT = "(?P<dt>" + "|".join(sorted(_DTYPES, key=len, reverse=True)) + ")"
+_KV = r"kv(?:[\s-]*cache)?"
+_KV_DTYPES = (
+    re.compile(rf"(?<![\w#]){_DT}[\s-]*{_KV}"),
+    re.compile(rf"(?<![\w#]){_KV}(?:\s+(?:dtype|precision|format))?\s*(?:in|at|as|of|=|:|to)?\s*{_DT}(?![\w])"),
+)
+_WEIGHT_DTYPE = re.compile(rf"(?<![\w#]){_DT}(?![\w])")
+
+
+def _read_dtypes(scan: Scan, found: Findings) -> None:
+    """Formats: "fp8 kv cache" / "kv cache in fp8" set the KV cache; any other "fp8", "FP4 weights", "bf16"
+    sets the weights."""
+    for name, pattern in (("kv_dtype", _KV_DTYPES[0]), ("kv_dtype", _KV_DTYPES[1]), ("weight_dtype", _WEIGHT_DTYPE)):
+        for match in scan.take(pattern):
+            found.add(name, _DTYPES[match.group("dt")])
+    for match in scan.take(re.compile(r"(?<![\w#])(?:int4|4[\s-]*bit|awq|gptq)(?![\w])")):
+        found.notes.append(f"'{match.group()}' is not a supported format; the formats are {', '.join(_DTYPES)}.")
+
+
+_DISAGG_NO = re.compile(
+    r"(?:no|not|without|non)[\s-]+(?:pd[\s-]+|p/d[\s-]+)?disaggregat\w*|co[\s-]?located|colocat\w*"
+    r"|(?<!dis)aggregated\s+serving|same\s+gpus?\s+for\s+prefill\s+and\s+decode"
+)
+_DISAGG_YES = re.compile(
+    r"disaggregat\w*|(?:separate|split|dedicated|different|distinct)\s+(?:gpus\s+for\s+)?prefill\s+and\s+decode"
+    r"|prefill\s+and\s+decode\s+(?:on|in)\s+(?:separate|different|distinct|dedicated)|p/?d\s+disagg\w*"
+)
+
+
+def _read_disaggregation(scan: Scan, found: Findings) -> None:
+    """Disaggregated serving: "disaggregated", "separate prefill and decode", "PD disaggregation"; and its
+    negation ("colocated", "without disaggregation")."""
+    for value, pattern in ((False, _DISAGG_NO), (True, _DISAGG_YES)):
+        for _ in scan.take(pattern):
+            found.add("disaggregated", value)
+
+
+def _note_leftovers(scan: Scan, found: Findings) -> None:
+    """Durations and lengths no reader claimed, so the user learns they were not used."""
+    for match in re.finditer(rf"(?<![\w#]){_DUR}", scan.text):
+        found.notes.append(f"'{match.group()}' was not used: say whether it bounds TTFT or TPOT.")
+    for match in re.finditer(r"(?<![\w#])\d+(?:\.\d+)?k(?![\w])", scan.text):
+        found.notes.append(f"'{match.group()}' was not used: say whether it is the prompt or the output length.")

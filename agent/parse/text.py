@@ -1,0 +1,153 @@
+"""The text primitives of the request parser: number words, regex building blocks, the scan that
+blanks out what a reader consumed, and what the readers found."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# ---------------------------------------------------------------------------------------------------------
+# Shared pieces of patterns
+
+_NUMBER_WORDS = {
+    "a single": 1,
+    "single": 1,
+    "an": 1,
+    "a": 1,
+    "one": 1,
+    "dual": 2,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "thirty-two": 32,
+    "sixty-four": 64,
+}
+_START = r"(?<![\w.#-])"
+_WORDS = "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in sorted(_NUMBER_WORDS, key=len, reverse=True))
+_COUNT = rf"(?:(?:{_WORDS})(?![a-z])|\d+(?![\d.k]))"
+"""A whole count: digits or a number word; never the 8 of 8k or 8.5."""
+_LEN = r"\d+(?:\.\d+)?[km]?(?![a-z\d])"
+"""A token length: 2048, 8k, 1.5k."""
+_DUR = r"(\d+(?:\.\d+)?)\s*(ms|msecs?|millis(?:econds?)?|milliseconds?|s|secs?|seconds?)(?![a-z])"
+_UPPER = (
+    r"under|below|less\s+than|lower\s+than|at\s+most|within|no\s+more\s+than|not\s+above|up\s+to"
+    r"|max(?:imum)?|<=|<|≤"
+)
+_LOWER = r"over|above|more\s+than|greater\s+than|longer\s+than|at\s+least|>=|>|≥"
+_CMP = rf"(?:{_UPPER}|{_LOWER})"
+_PER_TOKEN = r"(?:per|/|a|each|every|between)\s*(?:output\s+|generated\s+|decoded?\s+|new\s+)?tokens?\b"
+_REJECTED = re.compile(
+    rf"(?:instead\s+of|rather\s+than|replac(?:e|ing)|swap(?:ping)?(?:\s+out)?|from|not)\s+(?:the\s+)?"
+    rf"(?:{_COUNT}\s*[x×]?\s*)?$"
+)
+"""What comes right before a value the message drops: "instead of H100", "from 8 H100s"."""
+
+
+Intent = Literal["plan", "why_not", "compare", "explain"]
+"""What the message asks for: a plan, why a technique was not used, a comparison, an explanation."""
+
+_LABELS = {
+    "model": "models",
+    "gpu": "GPU types",
+    "gpus": "GPU counts",
+    "nodes": "node counts",
+    "gpus_per_node": "GPUs-per-node figures",
+    "isl": "prompt lengths",
+    "osl": "output lengths",
+    "batch": "batch sizes",
+    "ttft_ms": "TTFT targets (ms)",
+    "tpot_ms": "TPOT targets (ms)",
+    "objective": "objectives",
+    "weight_dtype": "weight formats",
+    "kv_dtype": "KV-cache formats",
+    "disaggregated": "answers on disaggregation",
+}
+
+
+def _count(token: str) -> int:
+    """A count phrase as a number: ``"two"`` → 2, ``"a single"`` → 1, ``"16"`` → 16."""
+    token = re.sub(r"\s+", " ", token.strip())
+    return _NUMBER_WORDS[token] if token in _NUMBER_WORDS else int(token)
+
+
+def _tokens(token: str) -> int:
+    """A length phrase in tokens: ``"8k"`` → 8192 (k = 1024), ``"1.5k"`` → 1536, ``"4096"`` → 4096."""
+    scale = {"k": 1024, "m": 1024 * 1024}.get(token[-1], 1)
+    return round(float(token.rstrip("km")) * scale)
+
+
+def _ms(value: str, unit: str) -> float:
+    """A duration in milliseconds."""
+    return float(value) * (1.0 if unit.startswith("m") else 1000.0)
+
+
+def _squash(text: str) -> str:
+    """Lowercase with spaces, dots, hyphens, underscores and slashes removed: how model names are compared."""
+    return re.sub(r"[\s._/-]+", "", text.lower())
+
+
+def _normalise(text: str) -> str:
+    """Lowercase, plain dashes and spaces, thousands separators dropped ("1,000" → "1000")."""
+    text = text.lower().replace("\u00a0", " ")
+    text = re.sub(r"[\u2010-\u2015\u2212]", "-", text)
+    return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading state
+
+
+class Scan:
+    """The message being read. What a reader takes is blanked out with ``#`` so no later reader sees it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def take(self, pattern: re.Pattern[str]) -> list[re.Match[str]]:
+        """Every match of ``pattern`` in what is left, blanked out."""
+        matches = list(pattern.finditer(self.text))
+        for match in matches:
+            self.blank(match.start(), match.end())
+        return matches
+
+    def blank(self, start: int, end: int) -> None:
+        """Blank out ``text[start:end]``."""
+        self.text = self.text[:start] + "#" * (end - start) + self.text[end:]
+
+
+@dataclass
+class Findings:
+    """Values found per field, in reading order, with the notes and contradictions met on the way."""
+
+    comparing: bool = False
+    values: dict[str, list[Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    contradictions: list[str] = field(default_factory=list)
+
+    def add(self, name: str, value: Any) -> None:
+        """Record one value of field ``name``."""
+        self.values.setdefault(name, []).append(value)
+
+    def first(self, name: str) -> Any:
+        """The field's first value; two different values become a contradiction (a note when comparing)."""
+        seen = list(dict.fromkeys(self.values.get(name, [])))
+        if len(seen) > 1:
+            listed = " and ".join(str(v) for v in seen)
+            if self.comparing and name in ("model", "gpu"):
+                self.notes.append(f"Comparing {listed}; planning {seen[0]} first.")
+            else:
+                self.contradictions.append(f"The request gives two {_LABELS[name]}: {listed}; say which one you mean.")
+        return seen[0] if seen else None
