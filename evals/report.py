@@ -10,6 +10,7 @@ Rates, per policy:
   a plan;
 * ``reference_match_rate``: plans whose strategy is the case's reference layout, over the cases with a
   reference and a plan (informational: a plan may rightly beat the reference);
+  ``reference_sharding_rate``: the same for how the weights are sharded (pp, tp, ep per phase);
 * ``median_cost_gap``: median relative gap to the exhaustive search's best on the objective;
 * ``mean_wall_s``, ``mean_tool_calls``, ``mean_iterations``, ``tokens`` (total): what the runs cost.
 """
@@ -65,6 +66,9 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                                  sum(r.get("expectations", 0) for r in rows)),
             "targets_met_rate": _rate(sum(bool(r["targets_met"]) for r in targeted), len(targeted)),
             "reference_match_rate": _rate(sum(bool(r["matches_reference"]) for r in referenced), len(referenced)),
+            "reference_sharding_rate": _rate(
+                sum(bool(r.get("matches_reference_sharding")) for r in referenced), len(referenced)
+            ),
             "median_cost_gap": round(statistics.median(gaps), 4) if gaps else None,
             "max_cost_gap": round(max(gaps), 4) if gaps else None,
             "mean_wall_s": _mean([r.get("wall_s", 0.0) for r in rows]),
@@ -99,15 +103,15 @@ def summary_rows(summary: dict[str, dict[str, Any]]) -> list[list[str]]:
         gap = s["median_cost_gap"]
         rows.append([policy, str(s["cases"]), _cell(s["valid_rate"], True), _cell(s["expectations_rate"], True),
                      _cell(s["checks_rate"], True), _cell(s["targets_met_rate"], True),
-                     _cell(s["reference_match_rate"], True),
+                     _cell(s["reference_match_rate"], True), _cell(s.get("reference_sharding_rate"), True),
                      "-" if gap is None else f"{gap:+.1%}", _cell(s["mean_wall_s"]), _cell(s["mean_iterations"]),
                      _cell(s["mean_tool_calls"]), _cell(s["tokens"]), str(s["errors"])])
     return rows
 
 
 SUMMARY_COLUMNS = ["policy", "cases", "valid plans", "cases passed", "checks met", "targets met",
-                   "reference layout", "median cost gap", "mean wall s", "mean model calls", "mean tool calls",
-                   "tokens", "errors"]
+                   "reference layout", "reference sharding", "median cost gap", "mean wall s", "mean model calls",
+                   "mean tool calls", "tokens", "errors"]
 """Column headers of the summary table."""
 
 
@@ -118,7 +122,9 @@ def render_markdown(records: Sequence[dict[str, Any]], summary: dict[str, dict[s
     lines += ["| " + " | ".join(row) + " |" for row in summary_rows(summary)]
     lines += ["", "Valid plans: over cases that expect a plan. Targets met: over cases with targets and a plan. "
               "Reference layout: plans equal to the case's reference strategy, over cases with one (a plan may "
-              "rightly beat it). Cost gap: relative to the exhaustive search's best strategy on the request's "
+              "rightly beat it); reference sharding: plans that shard the weights as it does (pp, tp, ep per phase), "
+              "whatever their microbatches, replicas or token split. "
+              "Cost gap: relative to the exhaustive search's best strategy on the request's "
               "objective.", ""]
     failed = [r for r in records if not r.get("passed")]
     lines.append("## Failed expectations")

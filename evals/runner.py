@@ -46,6 +46,13 @@ RESULTS_FILE = "results.jsonl"
 # ------------------------------------------------------------------------------------------------ results file
 
 
+
+def _sharding(spec: str) -> tuple[tuple[int, int, int], ...]:
+    """How a strategy shards the weights, per phase: (pp, tp, ep). Microbatches, replicas and how tokens are
+    split (sp, adp) do not change it, so a plan can match a published layout without matching its spec."""
+    strategy = parse_strategy(spec)
+    return tuple((p.pp, p.tp, p.ep) for p in (strategy.prefill, strategy.decode))
+
 def read_results(path: str | Path) -> list[dict[str, Any]]:
     """The records of a results file, in order; a truncated or malformed line is skipped, a missing
     file is empty.
@@ -313,6 +320,8 @@ def run_case(case: Case, policy: str, baselines: Baselines | None = None) -> dic
         "reference": case.reference,
         "matches_reference": (score.strategy == parse_strategy(case.reference).to_spec()
                               if score is not None and case.reference is not None else None),
+        "matches_reference_sharding": (_sharding(score.strategy) == _sharding(case.reference)
+                                       if score is not None and case.reference is not None else None),
         "best_strategy": run.best.strategy if run.best else None,
         "best_metric": round(run.best.value(workload), 6) if run.best and workload else None,
         "cost_gap": round(gap, 6) if gap is not None else None,

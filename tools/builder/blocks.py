@@ -159,10 +159,21 @@ def moe_ffn(b: PhaseBuilder, site: Site, norms: dict[Unit, str]) -> dict[Unit, l
         routers[unit] = b.compute(
             site.at(unit), "router", "router", ops.gemm(b.unit_tokens, moe.num_experts, h, b.wb, b.ab), src=gathered
         )
-    # Each TP rank of a unit dispatches its 1/tp share of the unit's tokens, top-k copies each.
+    # Each TP rank of a unit dispatches its 1/tp share of the unit's tokens, top-k copies each. Engines serving
+    # FP8 models dispatch FP8 activations (DeepEP) and combine in the activation format.
     per_rank_routed = b.unit_tokens / tp * moe.experts_per_token * h * b.ab
+    fp8_dispatch = m.weight_dtype == "fp8"
     if ep > 1:
-        entry = b.stage_comm(site, "moe.dispatch", "all_to_all", "ep_dispatch", per_rank_routed, ranks=stage_ranks)
+        dispatched = per_rank_routed * (DTYPE_BYTES["fp8"] / b.ab if fp8_dispatch else 1.0)
+        entry = b.stage_comm(
+            site,
+            "moe.dispatch",
+            "all_to_all",
+            "ep_dispatch",
+            dispatched,
+            ranks=stage_ranks,
+            dtype="fp8" if fp8_dispatch else None,
+        )
     elif multi_unit:  # experts split over every unit's ranks: gather all tokens first
         entry = b.stage_comm(
             site, "moe.all_gather", "all_gather", "adp_gather", stage_tokens * h * b.ab, ranks=stage_ranks
