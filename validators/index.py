@@ -275,6 +275,10 @@ class DagIndex:
             sets.setdefault((phase, stage), set()).update(ranks)
         return {key: frozenset(value) for key, value in sets.items()}
 
+
+    def beyond_stage(self, i: int) -> list[int]:
+        """Ranks node ``i`` reaches outside the GPUs of its own (phase, stage), sorted; empty when inside."""
+        return sorted(self.footprint[i] - self.stage_ranks.get((self.phase[i], self.stage[i]), frozenset()))
     @cached_property
     def topological_order(self) -> list[int]:
         """Kahn's order of the nodes; shorter than the node count exactly when the graph has a cycle."""

@@ -106,21 +106,14 @@ def rule_moe_layer_shape(ix: DagIndex) -> Iterator[Finding]:
 @rule("EP-2", full_graph=True)
 def rule_ep_inside_stage(ix: DagIndex) -> Iterator[Finding]:
     """Expert all-to-all traffic stays inside the pipeline stage of its layer."""
-    outside = []
-    for i in ix.of_kind("all_to_all"):
-        if ix.purpose[i] not in ("ep_dispatch", "ep_combine"):
-            continue
-        stage = ix.stage_ranks.get((ix.phase[i], ix.stage[i]), frozenset())
-        if not ix.footprint[i] <= stage:
-            outside.append(i)
+    outside = [
+        i for i in ix.of_kind("all_to_all") if ix.purpose[i] in ("ep_dispatch", "ep_combine") and ix.beyond_stage(i)
+    ]
     if outside:
         first = outside[0]
-        extra = sorted(
-            ix.footprint[first] - ix.stage_ranks.get((ix.phase[first], ix.stage[first]), frozenset())
-        )
         yield Finding(
             message=f"{len(outside)} EP all-to-all nodes reach GPUs outside their pipeline stage, e.g. "
-            f"{ix.ids[first]} (stage {ix.stage[first]}) includes ranks {extra[:8]}",
+            f"{ix.ids[first]} (stage {ix.stage[first]}) includes ranks {ix.beyond_stage(first)[:8]}",
             fix="dispatch and combine among the GPUs of the stage that holds the MoE layer only",
             nodes=[ix.ids[i] for i in outside],
         )

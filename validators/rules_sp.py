@@ -64,20 +64,12 @@ def rule_sp_gathers_kv(ix: DagIndex) -> Iterator[Finding]:
 @rule("SP-3", full_graph=True)
 def rule_sp_inside_stage(ix: DagIndex) -> Iterator[Finding]:
     """SP collectives involve only the GPUs of one pipeline stage."""
-    outside = [
-        i
-        for i, purpose in enumerate(ix.purpose)
-        if purpose in _SP_PURPOSES
-        and not ix.footprint[i] <= ix.stage_ranks.get((ix.phase[i], ix.stage[i]), frozenset())
-    ]
+    outside = [i for i, purpose in enumerate(ix.purpose) if purpose in _SP_PURPOSES and ix.beyond_stage(i)]
     if outside:
         first = outside[0]
-        extra = sorted(
-            ix.footprint[first] - ix.stage_ranks.get((ix.phase[first], ix.stage[first]), frozenset())
-        )
         yield Finding(
             message=f"{len(outside)} SP collectives reach GPUs outside their pipeline stage, e.g. "
-            f"{ix.ids[first]} (stage {ix.stage[first]}) includes ranks {extra[:8]}",
+            f"{ix.ids[first]} (stage {ix.stage[first]}) includes ranks {ix.beyond_stage(first)[:8]}",
             fix="gather and scatter sequence shards among the GPUs of one stage only",
             nodes=[ix.ids[i] for i in outside],
         )

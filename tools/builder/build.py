@@ -53,54 +53,33 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
     prefill_layout = RankLayout.of(strategy.prefill)
     decode_layout = RankLayout.of(strategy.decode, offset=strategy.prefill.gpus if strategy.disaggregated else 0)
 
-    prefill_start = g.state(
-        id="prefill/start",
-        name="prefill start",
-        kind="step_boundary",
-        phase="prefill",
-        boundary="step_start",
-        ranks=prefill_layout.replica_ranks(),
-    )
+    prefill_start = _boundary(g, "prefill/start", "prefill start", "prefill", "step_start", prefill_layout)
     prefill = PhaseBuilder(g, model, "prefill", strategy.prefill, prefill_layout, workload)
     prefill.build(prefill_start)
-    prefill_end = g.state(
-        id="prefill/end",
-        name="prefill end",
-        kind="step_boundary",
-        phase="prefill",
-        boundary="step_end",
-        stage=strategy.prefill.pp - 1,
-        ranks=prefill_layout.replica_ranks(),
+    prefill_end = _boundary(
+        g, "prefill/end", "prefill end", "prefill", "step_end", prefill_layout, stage=strategy.prefill.pp - 1
     )
-    g.edges_from([n for n in prefill.ends if "/kv_write" in n], prefill_end, "state")
-    g.edges_from([n for n in prefill.ends if "/kv_write" not in n], prefill_end, "sync")
+    _close(g, prefill, prefill_end)
 
-    decode_start = g.state(
-        id="decode/step_t",
-        name="decode step t",
-        kind="step_boundary",
-        phase="decode",
-        boundary="step_start",
-        ranks=decode_layout.replica_ranks(),
-    )
+    decode_start = _boundary(g, "decode/step_t", "decode step t", "decode", "step_start", decode_layout)
     if strategy.disaggregated:
         _kv_handoff(g, model, strategy, workload, prefill_layout, decode_layout, prefill_end, decode_start)
     else:
         g.edge(prefill_end, decode_start, "sync")
     decode = PhaseBuilder(g, model, "decode", strategy.decode, decode_layout, workload)
     decode.build(decode_start)
-    next_step = g.state(
-        id="decode/step_t+1",
-        name="decode step t+1",
-        kind="step_boundary",
-        phase="decode",
-        boundary="step_end",
-        step=1,
+    # Step t+1 waits for every sampler and every KV-cache write of step t (DEC-1, DEC-5).
+    next_step = _boundary(
+        g,
+        "decode/step_t+1",
+        "decode step t+1",
+        "decode",
+        "step_end",
+        decode_layout,
         stage=strategy.decode.pp - 1,
-        ranks=decode_layout.replica_ranks(),
+        step=1,
     )
-    g.edges_from([n for n in decode.ends if "/kv_write" in n], next_step, "state")
-    g.edges_from([n for n in decode.ends if "/kv_write" not in n], next_step, "sync")
+    _close(g, decode, next_step)
 
     meta = DAGMeta(
         model=model,
@@ -114,6 +93,36 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
         rank_pools={"prefill": prefill_layout.replica_ranks(), "decode": decode_layout.replica_ranks()},
     )
     return DAG.model_construct(schema_version="1", meta=meta, nodes=g.nodes, edges=g.edges)
+
+
+def _boundary(
+    g: GraphBuffer,
+    node_id: str,
+    name: str,
+    phase: str,
+    boundary: str,
+    layout: RankLayout,
+    *,
+    stage: int = 0,
+    step: int = 0,
+) -> str:
+    """A step boundary spanning the replica's ranks."""
+    return g.state(
+        id=node_id,
+        name=name,
+        kind="step_boundary",
+        phase=phase,
+        boundary=boundary,
+        stage=stage,
+        step=step,
+        ranks=layout.replica_ranks(),
+    )
+
+
+def _close(g: GraphBuffer, phase: PhaseBuilder, boundary: str) -> None:
+    """Make ``boundary`` wait for the phase's KV writes (state edges) and samplers (sync edges)."""
+    g.edges_from([n for n in phase.ends if "/kv_write" in n], boundary, "state")
+    g.edges_from([n for n in phase.ends if "/kv_write" not in n], boundary, "sync")
 
 
 def _kv_handoff(
@@ -175,14 +184,7 @@ def build_phase_sample(
     """
     g = GraphBuffer(cluster)
     layout = RankLayout.of(phase)
-    start = g.state(
-        id=f"{phase_name}/sample_start",
-        name="start",
-        kind="step_boundary",
-        phase=phase_name,
-        boundary="step_start",
-        ranks=layout.replica_ranks(),
-    )
+    start = _boundary(g, f"{phase_name}/sample_start", "start", phase_name, "step_start", layout)
     builder = PhaseBuilder(g, model, phase_name, phase, layout, workload)
     picks = representative_layers(model, builder.stages)
     builder.build(start, microbatches=1, only_layers=set(picks))
