@@ -48,6 +48,8 @@ def print_plan(plan: Any) -> None:
         f"decode: {c.decode.collectives} collectives/step, {c.decode.inter_node_collectives} across nodes | "
         f"status: {plan.status}"
     )
+    if plan.status == "targets_missed":
+        out.print("[red]infeasible for the targets[/red] (best strategy shown): " + "; ".join(c.target_misses))
     for item in errors[:5]:
         out.print(f"  [red]{item.rule}[/red] {item.message} -> {item.fix}")
     if plan.alternatives:

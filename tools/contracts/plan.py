@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .common import Contract, DType
 from .dag import DAG
@@ -48,6 +48,10 @@ class Plan(Contract):
     shardplan_version: str = Field(description="Version that wrote the plan.")
     request: PlanRequest = Field(description="The request.")
     status: PlanStatus = Field(description="ok; targets_missed (best effort shown); infeasible (nothing fits).")
+    feasible: bool = Field(
+        default=False,
+        description="True only when status is ok: the plan fits and meets its targets (derived from status).",
+    )
     strategy: Strategy | None = Field(description="Chosen strategy; None when infeasible.")
     dag: DAG | None = Field(default=None, description="The strategy's DAG.")
     validation: ValidationReport | None = Field(default=None, description="Validators' verdict on the DAG.")
@@ -58,3 +62,9 @@ class Plan(Contract):
         default=None, description="When infeasible for memory: the fewest GPUs that would fit."
     )
     messages: list[str] = Field(default_factory=list, description="What the planner noticed along the way.")
+
+    @model_validator(mode="after")
+    def _derive_feasible(self) -> Plan:
+        # One source of truth: a plan is feasible exactly when its status is ok.
+        self.feasible = self.status == "ok"
+        return self
