@@ -146,6 +146,7 @@ def build_request(
 
     from ..tools.contracts import PlanRequest, Workload
     from ..tools.hardware import cluster_for
+    from ..tools.models import load_model
 
     where = cluster_for(gpu or (None if cluster else "H100"), gpus, gpus_per_node, cluster)
     try:
@@ -153,7 +154,7 @@ def build_request(
         workload = Workload.model_validate(
             {"isl": isl, "osl": osl, "batch": batch, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "objective": objective}
         )
-        return PlanRequest.model_validate(
+        request = PlanRequest.model_validate(
             {
                 "model": model,
                 "gpu": where.gpu.name,
@@ -172,9 +173,23 @@ def build_request(
         raise InputError(
             f"--{name.replace('_', '-')}={first.get('input')!r}: {first['msg']}",
             field=name,
-            fix="give positive lengths, batch and targets; objective latency, throughput or goodput; "
-            "formats bf16, fp8 or fp4",
+            fix=_FIXES.get(name, "see shardplan plan --help"),
         ) from None
+    # The model is read now, so a wrong name or a broken config.json fails before any planning starts.
+    load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    return request
+
+
+_FIXES = {
+    "isl": "give the prompt length in tokens, 1 or more",
+    "osl": "give the output length in tokens, 1 or more",
+    "batch": "give the number of concurrent sequences, 1 or more",
+    "ttft_ms": "give the time-to-first-token target in milliseconds, above 0",
+    "tpot_ms": "give the time-per-output-token target in milliseconds, above 0",
+    "objective": "choose latency, throughput or goodput",
+    "weight_dtype": "choose bf16, fp16, fp8, int8 or fp4",
+    "kv_dtype": "choose bf16, fp16, fp8, int8 or fp4",
+}
 
 
 def resolve_target(**options: Any) -> tuple[ModelSpec, Cluster, Workload]:

@@ -39,7 +39,8 @@ def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
     if objective in ("throughput", "goodput") and candidate.tokens_per_s_per_gpu < chosen.tokens_per_s_per_gpu:
         drop = 1 - candidate.tokens_per_s_per_gpu / max(chosen.tokens_per_s_per_gpu, 1e-9)
         reasons.append(
-            f"{drop:.0%} fewer tokens/s/GPU ({candidate.tokens_per_s_per_gpu:.1f} vs {chosen.tokens_per_s_per_gpu:.1f})"
+            f"{drop:.{0 if drop >= 0.1 else 1}%} fewer tokens/s/GPU "
+            f"({candidate.tokens_per_s_per_gpu:.1f} vs {chosen.tokens_per_s_per_gpu:.1f})"
         )
     if candidate.tpot_ms > chosen.tpot_ms * 1.005:
         reasons.append(f"TPOT {candidate.tpot_ms:.2f} ms vs {chosen.tpot_ms:.2f} ms")
