@@ -48,6 +48,9 @@ def print_plan(plan: Any) -> None:
         f"decode: {c.decode.collectives} collectives/step, {c.decode.inter_node_collectives} across nodes | "
         f"status: {plan.status}"
     )
+    for note in c.notes:
+        if note.startswith("model error"):
+            out.print(f"[dim]{note}[/dim]")
     if plan.status == "targets_missed":
         out.print("[red]infeasible for the targets[/red] (best strategy shown): " + "; ".join(c.target_misses))
     for item in errors[:5]:
@@ -186,6 +189,8 @@ def print_cost(report: Any) -> None:
         out.print(f"{name} critical path: {top}")
     for miss in report.target_misses:
         out.print(f"[red]misses[/red] {miss}")
+    for note in report.notes:
+        out.print(f"[dim]note: {note}[/dim]")
 
 
 @app.command("search")

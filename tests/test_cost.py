@@ -121,3 +121,12 @@ def test_cost_report_figures_are_consistent() -> None:
     assert report.e2e_ms == pytest.approx(report.ttft_ms + 63 * report.tpot_ms)
     assert report.decode.critical_path[-1].node == "decode/step_t+1"
     assert 0 <= report.decode.overlap_fraction <= 1
+
+
+def test_every_report_states_the_models_measured_error() -> None:
+    from shardplan.tools.cost.calibration import calibration
+
+    err = calibration().held_out_error
+    report = cost_of("meta-llama/Llama-3.1-8B", 1, "tp=1")
+    [note] = [n for n in report.notes if n.startswith("model error")]
+    assert f"{err.rows} public measurements" in note and f"TPOT {err.tpot_median_pct:.0f}%" in note

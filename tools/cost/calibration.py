@@ -46,6 +46,13 @@ class WorkspaceCal(_Section):
     capacity_share: float
 
 
+class HeldOutErrorCal(_Section):
+    rows: int
+    tpot_median_pct: float
+    ttft_median_pct: float
+    throughput_median_pct: float
+
+
 class Calibration(_Section):
     """Every tunable figure of the cost model, with the data it was fitted to named in the YAML."""
 
@@ -55,6 +62,7 @@ class Calibration(_Section):
     collectives: CollectiveCal
     launch: LaunchCal
     workspace: WorkspaceCal
+    held_out_error: HeldOutErrorCal
 
 
 @lru_cache(maxsize=1)

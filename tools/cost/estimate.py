@@ -8,11 +8,20 @@ from ..contracts.hardware import Cluster
 from ..contracts.reports import CostReport, PathStep, PhaseCost
 from ..contracts.strategy import Strategy
 from ..contracts.workload import Workload
+from .calibration import calibration
 from .memory import memory_reports
 from .op_time import bytes_on_wire
 from .schedule import Schedule, busy_overlap, schedule_dag
 
-__all__ = ["estimate_cost", "throughput", "target_misses"]
+__all__ = ["estimate_cost", "throughput", "target_misses", "model_error_note"]
+
+
+def model_error_note() -> str:
+    """The cost model's measured error, as every report states it."""
+    err = calibration().held_out_error
+    return (f"model error against {err.rows} public measurements held out from the fit (median |error|): "
+            f"TPOT {err.tpot_median_pct:.0f}%, TTFT {err.ttft_median_pct:.0f}% (a bare prefill, no queueing), "
+            f"large-batch MoE throughput {err.throughput_median_pct:.0f}% (no expert-load imbalance)")
 
 
 def throughput(strategy: Strategy, workload: Workload, ttft_ms: float, tpot_ms: float) -> float:
@@ -103,6 +112,7 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None) -> CostReport:
     notes = [
         "decode step priced at the average context (prompt + half the output)",
         "prefill prices the whole batch arriving together; throughput assumes static batches",
+        model_error_note(),
     ]
     return CostReport(
         ttft_ms=ttft,
