@@ -14,22 +14,10 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a 
 @app.command("models")
 def models_command(as_json: JsonFlag = False) -> None:
     """List the bundled models (Hugging Face ids) with their size."""
-    from ..tools.model_math import params_active, params_total
+    from ..tools.model_math import summary
     from ..tools.models import bundled_models, load_model
 
-    rows: list[dict[str, Any]] = []
-    for repo in bundled_models():
-        spec = load_model(repo)
-        rows.append(
-            {
-                "name": repo,
-                "architecture": spec.architecture,
-                "params_total": params_total(spec),
-                "params_active": params_active(spec),
-                "moe": spec.is_moe,
-                "layers": spec.num_layers,
-            }
-        )
+    rows: list[dict[str, Any]] = [summary(load_model(repo)) for repo in bundled_models()]
     if as_json:
         emit_json(rows)
         return

@@ -25,6 +25,7 @@ __all__ = [
     "q_width",
     "kv_width",
     "describe",
+    "summary",
 ]
 
 
@@ -188,4 +189,16 @@ def describe(spec: ModelSpec) -> dict[str, object]:
         "weight_dtype": spec.weight_dtype,
         "expert_dtype": spec.expert_dtype,
         "kv_dtype": spec.kv_dtype,
+    }
+
+
+def summary(spec: ModelSpec) -> dict[str, object]:
+    """One catalog row: name, architecture, total and active parameters, MoE or not, layers."""
+    return {
+        "name": spec.name,
+        "architecture": spec.architecture,
+        "params_total": params_total(spec),
+        "params_active": params_active(spec),
+        "moe": spec.is_moe,
+        "layers": spec.num_layers,
     }

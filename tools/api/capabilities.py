@@ -69,23 +69,10 @@ def get_rule(args: RuleArgs) -> dict[str, Any]:
 @capability(NoArgs)
 def list_models(args: NoArgs) -> list[dict[str, Any]]:
     """The bundled models with architecture, size and whether they are mixture-of-experts."""
-    from ..model_math import params_active, params_total
+    from ..model_math import summary
     from ..models import bundled_models, load_model
 
-    rows = []
-    for repo in bundled_models():
-        spec = load_model(repo)
-        rows.append(
-            {
-                "name": repo,
-                "architecture": spec.architecture,
-                "params_total": params_total(spec),
-                "params_active": params_active(spec),
-                "moe": spec.is_moe,
-                "layers": spec.num_layers,
-            }
-        )
-    return rows
+    return [summary(load_model(repo)) for repo in bundled_models()]
 
 
 @capability(NoArgs)
