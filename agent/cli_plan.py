@@ -56,7 +56,10 @@ def print_plan(plan: Any) -> None:
     for item in errors[:5]:
         out.print(f"  [red]{item.rule}[/red] {item.message} -> {item.fix}")
     if plan.alternatives:
-        alt = Table("runner-up", "TTFT ms", "TPOT ms", "tok/s/GPU", "why not", title="alternatives")
+        reviewing = any(m.startswith("reviewing") for m in plan.messages)
+        alt = Table("instead" if reviewing else "runner-up", "TTFT ms", "TPOT ms", "tok/s/GPU",
+                    "why" if reviewing else "why not",
+                    title="strategies that beat the given one" if reviewing else "alternatives")
         for a in plan.alternatives:
             alt.add_row(a.strategy, f"{a.ttft_ms:.1f}", f"{a.tpot_ms:.2f}", f"{a.tokens_per_s_per_gpu:.1f}", a.why_not)
         out.print(alt)
@@ -70,6 +73,10 @@ def plan_command(
     policy: Annotated[
         str, typer.Option("--policy", help="builtin, or openai:MODEL for an OpenAI-compatible endpoint.")
     ] = "builtin",
+    strategy: Annotated[
+        str | None,
+        typer.Option("--strategy", "-s", help="Review this SPEC instead of searching: its plan, and what beats it."),
+    ] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the plan JSON here.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -77,7 +84,13 @@ def plan_command(
     from ..io import write_atomic
     from .run import run_plan
 
-    plan = run_plan(request, progress=not as_json)
+    if strategy is not None:
+        from ..tools.contracts import parse_strategy
+        from ..tools.planner import review
+
+        plan = review(request, parse_strategy(strategy))
+    else:
+        plan = run_plan(request, progress=not as_json)
     if output is not None:
         write_atomic(output, plan.model_dump_json(indent=1))
     if as_json:

@@ -16,9 +16,9 @@ from .contracts.strategy import Strategy
 from .evaluation import evaluate
 from .hardware import cluster_for
 from .models import load_model
-from .search import Candidate, SearchResult, search
+from .search import Candidate, SearchResult, candidate_from_cost, rank_key, search
 
-__all__ = ["resolve_request", "plan", "plan_for_strategy", "explain", "why_not"]
+__all__ = ["resolve_request", "plan", "plan_for_strategy", "review", "explain", "why_not"]
 
 
 def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
@@ -166,3 +166,43 @@ def plan(request: PlanRequest) -> Plan:
     return plan_for_strategy(
         request, model, cluster, best.strategy, alternatives_from(result, best, request.workload.objective), messages
     )
+
+
+def review(request: PlanRequest, strategy: Strategy, limit: int = 4) -> Plan:
+    """The plan of a strategy the user already runs or proposes, with the searched strategies that beat it.
+
+    The plan is built, validated and priced like any other; its alternatives are the search's strategies
+    that rank above it for the request's objective, each saying by how much.
+
+    Raises:
+        InputError: unknown model or GPU. StrategyError: the strategy cannot be built.
+    """
+    model, cluster = resolve_request(request)
+    evaluation = evaluate(model, cluster, strategy, request.workload)  # refuses an unbuildable strategy first
+    given = candidate_from_cost(strategy, request.workload, evaluation.cost)
+    messages = [f"reviewing the given strategy {strategy.to_spec()}"]
+    better: list[Candidate] = []
+    try:
+        result = search(model, cluster, request.workload, top=max(limit + 1, 6))
+    except InfeasibleError:
+        result = None
+    if result is not None:
+        key = rank_key(request.workload.objective, request.workload)
+        better = [c for c in result.candidates if c.spec != given.spec and key(c) < key(given)]
+        messages.append(
+            f"{len(better)} of the {len(result.candidates)} best searched strategies beat it"
+            if better
+            else f"no searched strategy beats it ({result.evaluated} priced)"
+        )
+    alternatives = [
+        Alternative(
+            strategy=c.spec,
+            ttft_ms=c.ttft_ms,
+            tpot_ms=c.tpot_ms,
+            tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
+            tokens_per_s_per_user=c.tokens_per_s_per_user,
+            why_not="beats the given strategy, which has " + why_not(given, c, request.workload.objective),
+        )
+        for c in better[:limit]
+    ]
+    return plan_for_strategy(request, model, cluster, strategy, alternatives, messages)

@@ -32,7 +32,16 @@ from .model_math import weight_bytes
 SP_MIN_PROMPT = 4096
 """Shortest prompt for which the search tries sequence parallelism (its purpose is long-context prefill)."""
 
-__all__ = ["Candidate", "SearchResult", "enumerate_strategies", "search", "min_gpus_to_fit", "pareto_front"]
+__all__ = [
+    "Candidate",
+    "SearchResult",
+    "enumerate_strategies",
+    "search",
+    "min_gpus_to_fit",
+    "pareto_front",
+    "rank_key",
+    "candidate_from_cost",
+]
 
 
 class Candidate(Contract):
@@ -149,6 +158,11 @@ class _Pricer:
         return _candidate(strategy, self.workload, ttft, tpot, "estimate", memory)
 
 
+def candidate_from_cost(strategy: Strategy, workload: Workload, cost: CostReport) -> Candidate:
+    """A Candidate for a strategy already priced by the full schedule."""
+    return _candidate(strategy, workload, cost.ttft_ms, cost.tpot_ms, "schedule", cost.memory)
+
+
 def _candidate(
     strategy: Strategy, workload: Workload, ttft: float, tpot: float, scored_by: str, memory: list[MemoryReport]
 ) -> Candidate:
@@ -170,7 +184,9 @@ def _candidate(
     )
 
 
-def _sort_key(objective: str, workload: Workload) -> Callable[[Candidate], tuple[float, ...]]:
+def rank_key(objective: str, workload: Workload) -> Callable[[Candidate], tuple[float, ...]]:
+    """The sort key of an objective: smaller is better (target misses first, then the objective's metric)."""
+
     def miss(c: Candidate) -> float:
         gap = 0.0
         if workload.ttft_ms:
@@ -283,7 +299,7 @@ def search(
             ),
             min_gpus=need,
         )
-    key = _sort_key(workload.objective, workload)
+    key = rank_key(workload.objective, workload)
     fitting.sort(key=key)
     rescored = []
     for cand in fitting[:scheduled]:
