@@ -15,14 +15,35 @@ app.add_typer(kb_app, name="kb")
 
 @kb_app.command("search")
 def kb_search_command(
-    query: Annotated[str, typer.Argument(help="Free text, e.g. 'why does the all-reduce block the residual add'.")],
+    query: Annotated[
+        str | None, typer.Argument(help="Free text, e.g. 'why does the all-reduce block the residual add'.")
+    ] = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option("--strategy", "-s", help="Instead of text: the sections a strategy SPEC must respect."),
+    ] = None,
+    moe: Annotated[bool, typer.Option("--moe", help="With --strategy: the model is a mixture of experts.")] = False,
     k: Annotated[int, typer.Option("--k", "-k", min=1, max=50, help="How many sections to return.")] = 5,
     as_json: JsonFlag = False,
 ) -> None:
-    """The knowledge sections that best match QUERY (BM25), with the rule IDs they define."""
-    from ..knowledge import search
+    """The knowledge sections that best match QUERY (BM25), or that a --strategy must respect."""
+    from ..knowledge import search, sections_for_strategy
+    from .cli import fail
 
-    sections = search(query, k=k)
+    if strategy is not None:
+        from ..tools.contracts import parse_strategy
+        from ..tools.contracts.strategy import DEGREE_KEYS
+
+        parsed = parse_strategy(strategy)
+        degrees = {
+            phase: {key: getattr(getattr(parsed, phase), key) for key in DEGREE_KEYS} for phase in ("prefill", "decode")
+        }
+        sections = sections_for_strategy(degrees["prefill"], degrees["decode"], moe=moe or parsed.decode.ep > 1)
+        query = f"strategy {parsed.to_spec()}"
+    elif query is None:
+        fail("give a QUERY or --strategy SPEC")
+    else:
+        sections = search(query, k=k)
     if as_json:
         emit_json([section.model_dump(mode="json") for section in sections])
         return
@@ -31,7 +52,8 @@ def kb_search_command(
         out.print(f"no section matches '{query}'")
     for section in sections:
         rules = f"  rules: {', '.join(section.rule_ids)}" if section.rule_ids else ""
-        out.print(f"[bold]{section.doc} § {section.heading}[/bold] (score {section.score:.2f}){rules}")
+        score = f" (score {section.score:.2f})" if section.score else ""
+        out.print(f"[bold]{section.doc} § {section.heading}[/bold]{score}{rules}")
         out.print(section.text.strip()[:600] + ("..." if len(section.text.strip()) > 600 else ""))
         out.print()
 
@@ -48,8 +70,9 @@ def kb_rule_command(
     try:
         rule = get_rule(rule_id)
     except KeyError as exc:
-        raise InputError(str(exc.args[0] if exc.args else exc), field="rule_id",
-                         fix="list them with shardplan kb rules") from None
+        raise InputError(
+            str(exc.args[0] if exc.args else exc), field="rule_id", fix="list them with shardplan kb rules"
+        ) from None
     if as_json:
         emit_json(rule.model_dump(mode="json"))
         return

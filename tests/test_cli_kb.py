@@ -34,3 +34,18 @@ def test_kb_rules_lists_every_rule_once() -> None:
     assert result.returncode == 0
     ids = [r["id"] for r in json.loads(result.stdout)]
     assert len(ids) == len(set(ids)) >= 40 and {"DEC-1", "TP-2", "EP-1", "MEM-1"} <= set(ids)
+
+
+def test_kb_search_by_strategy_returns_the_sections_of_the_dimensions_it_uses() -> None:
+    result = run_cli("kb", "search", "--strategy", "prefill:sp=2,tp=4;decode:adp=2,tp=4", "--json")
+    assert result.returncode == 0, result.stderr
+    sections = json.loads(result.stdout)
+    docs = {s["doc"] for s in sections}
+    rules = {r for s in sections for r in s["rule_ids"]}
+    assert {"02-tensor-parallelism.md", "05-sequence-parallelism.md", "10-decode-constraints.md"} <= docs
+    assert "04-expert-parallelism.md" not in docs and {"SP-1", "TP-2", "DEC-1"} <= rules
+
+
+def test_kb_search_without_query_or_strategy_exits_2() -> None:
+    result = run_cli("kb", "search")
+    assert result.returncode == 2 and "QUERY" in result.stderr
