@@ -80,6 +80,15 @@ _REQUEST_PARAMETERS = [
         annotation=Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences of the whole deployment.")],
     ),
     inspect.Parameter(
+        "prefill_batch",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            int | None,
+            typer.Option("--prefill-batch", help="Prompts prefilled together (default: the whole batch at once)."),
+        ],
+    ),
+    inspect.Parameter(
         "ttft_ms",
         _KW,
         default=None,
@@ -126,6 +135,7 @@ def build_request(
     isl: int = 2048,
     osl: int = 256,
     batch: int = 1,
+    prefill_batch: int | None = None,
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
     objective: str = "latency",
@@ -152,7 +162,15 @@ def build_request(
     try:
         # Options arrive as plain strings; validation turns them into the contract's closed vocabularies.
         workload = Workload.model_validate(
-            {"isl": isl, "osl": osl, "batch": batch, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "objective": objective}
+            {
+                "isl": isl,
+                "osl": osl,
+                "batch": batch,
+                "prefill_batch": prefill_batch,
+                "ttft_ms": ttft_ms,
+                "tpot_ms": tpot_ms,
+                "objective": objective,
+            }
         )
         request = PlanRequest.model_validate(
             {
@@ -169,7 +187,7 @@ def build_request(
         )
     except ValidationError as exc:
         first = exc.errors()[0]
-        name = str(first["loc"][-1])
+        name = str(first["loc"][-1]) if first["loc"] else "request"
         raise InputError(
             f"--{name.replace('_', '-')}={first.get('input')!r}: {first['msg']}",
             field=name,
@@ -184,6 +202,7 @@ _FIXES = {
     "isl": "give the prompt length in tokens, 1 or more",
     "osl": "give the output length in tokens, 1 or more",
     "batch": "give the number of concurrent sequences, 1 or more",
+    "prefill_batch": "give how many prompts are prefilled together, from 1 up to --batch",
     "ttft_ms": "give the time-to-first-token target in milliseconds, above 0",
     "tpot_ms": "give the time-per-output-token target in milliseconds, above 0",
     "objective": "choose latency, throughput or goodput",

@@ -20,7 +20,9 @@ def print_plan(plan: Any) -> None:
     w = req.workload
     out.print(
         f"[bold]shardplan[/bold] {req.model} on {req.gpus} x {req.gpu} - isl {w.isl}, osl {w.osl}, "
-        f"batch {w.batch}, objective {w.objective}"
+        f"batch {w.batch}"
+        + (f" (prefill {w.prefill_batch} at a time)" if w.prefill_batch else "")
+        + f", objective {w.objective}"
         + (f", TTFT <= {w.ttft_ms:g} ms" if w.ttft_ms else "")
         + (f", TPOT <= {w.tpot_ms:g} ms" if w.tpot_ms else "")
     )
@@ -57,9 +59,14 @@ def print_plan(plan: Any) -> None:
         out.print(f"  [red]{item.rule}[/red] {item.message} -> {item.fix}")
     if plan.alternatives:
         reviewing = any(m.startswith("reviewing") for m in plan.messages)
-        alt = Table("instead" if reviewing else "runner-up", "TTFT ms", "TPOT ms", "tok/s/GPU",
-                    "why" if reviewing else "why not",
-                    title="strategies that beat the given one" if reviewing else "alternatives")
+        alt = Table(
+            "instead" if reviewing else "runner-up",
+            "TTFT ms",
+            "TPOT ms",
+            "tok/s/GPU",
+            "why" if reviewing else "why not",
+            title="strategies that beat the given one" if reviewing else "alternatives",
+        )
         for a in plan.alternatives:
             alt.add_row(a.strategy, f"{a.ttft_ms:.1f}", f"{a.tpot_ms:.2f}", f"{a.tokens_per_s_per_gpu:.1f}", a.why_not)
         out.print(alt)

@@ -130,3 +130,21 @@ def test_every_report_states_the_models_measured_error() -> None:
     report = cost_of("meta-llama/Llama-3.1-8B", 1, "tp=1")
     [note] = [n for n in report.notes if n.startswith("model error")]
     assert f"{err.rows} public measurements" in note and f"TPOT {err.tpot_median_pct:.0f}%" in note
+
+
+def test_prefill_batch_models_continuous_batching_admission() -> None:
+    """Prefilling 4 of 32 prompts at a time shortens TTFT; the whole batch still shares each decode step."""
+    static = cost_of("meta-llama/Llama-3.1-8B", 2, "tp=2", Workload(isl=2048, osl=128, batch=32))
+    admitted = cost_of("meta-llama/Llama-3.1-8B", 2, "tp=2", Workload(isl=2048, osl=128, batch=32, prefill_batch=4))
+    assert admitted.ttft_ms < static.ttft_ms / 4
+    assert admitted.tpot_ms == pytest.approx(static.tpot_ms)
+    # 8 rounds of prefill plus 127 decode steps serve the 32 sequences.
+    expected = 32 * 128 / (8 * admitted.ttft_ms + 127 * admitted.tpot_ms) * 1e3
+    assert admitted.tokens_per_s == pytest.approx(expected)
+
+
+def test_prefill_batch_cannot_exceed_the_batch() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="prefill_batch=8 exceeds batch=4"):
+        Workload(isl=16, osl=16, batch=4, prefill_batch=8)

@@ -149,11 +149,12 @@ def phase_problems(name: str, phase: PhaseStrategy, model: ModelSpec, workload: 
             )
         )
     groups = phase.dp * phase.adp * phase.mb
-    if groups > workload.batch:
+    batch = workload.phase_batch(name)
+    if groups > batch:
         add(
             Problem(
                 "MB-3",
-                f"{name}: batch={workload.batch} cannot feed dp*adp*mb={groups} "
+                f"{name}: batch={batch} cannot feed dp*adp*mb={groups} "
                 f"(dp={phase.dp}, adp={phase.adp}, mb={phase.mb}) with a sequence each",
                 f"raise the batch to at least {groups} or lower dp, adp or mb",
             )

@@ -283,7 +283,7 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         batch=parsed.batch or 1,
         ttft_ms=parsed.ttft_ms,
         tpot_ms=parsed.tpot_ms,
-        **({"objective": parsed.objective} if parsed.objective else {}),
+        objective=parsed.objective or "latency",
     )
     return PlanRequest(
         model=parsed.model,

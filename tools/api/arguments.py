@@ -68,6 +68,12 @@ class RequestArgs(Args):
     isl: int = Field(default=2048, ge=1, le=2_097_152, description="Input (prompt) tokens.")
     osl: int = Field(default=256, ge=1, le=2_097_152, description="Output tokens.")
     batch: int = Field(default=1, ge=1, le=1_000_000, description="Concurrent sequences.")
+    prefill_batch: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Prompts prefilled together; None prefills the whole batch at once (static batching).",
+    )
     ttft_ms: float | None = Field(default=None, gt=0, description="Target time to first token, ms.")
     tpot_ms: float | None = Field(default=None, gt=0, description="Target time per output token, ms.")
     objective: Objective = Field(
@@ -85,6 +91,7 @@ class RequestArgs(Args):
             isl=self.isl,
             osl=self.osl,
             batch=self.batch,
+            prefill_batch=self.prefill_batch,
             ttft_ms=self.ttft_ms,
             tpot_ms=self.tpot_ms,
             objective=self.objective,
@@ -113,6 +120,7 @@ class RequestArgs(Args):
             "isl": w.isl,
             "osl": w.osl,
             "batch": w.batch,
+            "prefill_batch": w.prefill_batch,
             "ttft_ms": w.ttft_ms,
             "tpot_ms": w.tpot_ms,
             "objective": w.objective,

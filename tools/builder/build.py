@@ -138,7 +138,8 @@ def _kv_handoff(
     """Disaggregated serving: each decode stage receives the KV cache of its layers from the prefill pool (KV-2)."""
     per_token_layer = kv_width(model) * DTYPE_BYTES[model.kv_dtype]
     prefill_stages = split_layers(model.num_layers, strategy.prefill.pp, strategy.prefill.layer_split)
-    batch_per_replica = math.ceil(workload.batch / strategy.decode.dp)
+    # One prefill's prompts move to the decode pool at a time.
+    batch_per_replica = math.ceil(workload.prefill_sequences / strategy.decode.dp)
     for stage, layers in enumerate(split_layers(model.num_layers, strategy.decode.pp, strategy.decode.layer_split)):
         sources = sorted(
             {r for s, held in enumerate(prefill_stages) if set(held) & set(layers) for r in prefill.stage_ranks(s)}

@@ -64,7 +64,7 @@ class PhaseBuilder:
         self.ab = DTYPE_BYTES[model.activation_dtype]
         self.wb = DTYPE_BYTES[model.weight_dtype]
         # Sequences handled by one attention group in one microbatch (DP replicas share the batch).
-        self.seqs = math.ceil(workload.batch / (phase.dp * phase.adp * phase.mb))
+        self.seqs = math.ceil(workload.phase_batch(phase_name) / (phase.dp * phase.adp * phase.mb))
         self.q_len = math.ceil(workload.isl / phase.sp) if self.prefill else 1
         self.unit_tokens = self.seqs * self.q_len
         self.kv_len = workload.isl if self.prefill else decode_context(workload)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ...errors import InputError
 from ..contracts.dag import DAG, CommNode
 from ..contracts.hardware import Cluster
@@ -19,22 +21,26 @@ __all__ = ["estimate_cost", "throughput", "target_misses", "model_error_note"]
 def model_error_note() -> str:
     """The cost model's measured error, as every report states it."""
     err = calibration().held_out_error
-    return (f"model error against {err.rows} public measurements held out from the fit (median |error|): "
-            f"TPOT {err.tpot_median_pct:.0f}%, TTFT {err.ttft_median_pct:.0f}% (a bare prefill, no queueing), "
-            f"large-batch MoE throughput {err.throughput_median_pct:.0f}% (no expert-load imbalance)")
+    return (
+        f"model error against {err.rows} public measurements held out from the fit (median |error|): "
+        f"TPOT {err.tpot_median_pct:.0f}%, TTFT {err.ttft_median_pct:.0f}% (a bare prefill, no queueing), "
+        f"large-batch MoE throughput {err.throughput_median_pct:.0f}% (no expert-load imbalance)"
+    )
 
 
 def throughput(strategy: Strategy, workload: Workload, ttft_ms: float, tpot_ms: float) -> float:
     """Output tokens per second of the deployment.
 
-    Shared GPUs serve a batch in TTFT plus (osl - 1) decode steps. Separate pools work as a two-stage
-    pipeline whose slower stage sets the rate.
+    Shared GPUs serve a batch by prefilling it (in rounds of ``prefill_batch`` prompts) and then decoding
+    (osl - 1) steps. Separate pools work as a two-stage pipeline whose slower stage sets the rate.
     """
     batch, osl = workload.batch, workload.osl
     if strategy.disaggregated:
-        requests_per_s = min(batch / max(ttft_ms, 1e-9), batch / max(osl * tpot_ms, 1e-9)) * 1e3
+        prefill_rate = workload.prefill_sequences / max(ttft_ms, 1e-9)
+        requests_per_s = min(prefill_rate, batch / max(osl * tpot_ms, 1e-9)) * 1e3
         return requests_per_s * osl
-    return batch * osl / max(ttft_ms + (osl - 1) * tpot_ms, 1e-9) * 1e3
+    rounds = math.ceil(batch / workload.prefill_sequences)
+    return batch * osl / max(rounds * ttft_ms + (osl - 1) * tpot_ms, 1e-9) * 1e3
 
 
 def target_misses(workload: Workload, ttft_ms: float, tpot_ms: float) -> list[str]:
@@ -111,7 +117,12 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None) -> CostReport:
     misses = target_misses(workload, ttft, tpot)
     notes = [
         "decode step priced at the average context (prompt + half the output)",
-        "prefill prices the whole batch arriving together; throughput assumes static batches",
+        (
+            f"prefill admits {workload.prefill_batch} prompts at a time (continuous batching); throughput counts "
+            f"{math.ceil(workload.batch / workload.prefill_sequences)} prefill rounds per batch"
+            if workload.prefill_batch
+            else "prefill prices the whole batch arriving together (static batching; see --prefill-batch)"
+        ),
         model_error_note(),
     ]
     return CostReport(

@@ -83,7 +83,7 @@ def kv_bytes_per_sequence_per_gpu(spec: ModelSpec, phase: PhaseStrategy, tokens:
 
 def _activation_bytes(spec: ModelSpec, phase: PhaseStrategy, workload: Workload, prefill: bool) -> float:
     ab = DTYPE_BYTES[spec.activation_dtype]
-    seqs = math.ceil(workload.batch / (phase.dp * phase.adp * phase.mb))
+    seqs = math.ceil(workload.phase_batch("prefill" if prefill else "decode") / (phase.dp * phase.adp * phase.mb))
     tokens = seqs * (math.ceil(workload.isl / phase.sp) if prefill else 1)
     width = (
         spec.intermediate_size
@@ -112,7 +112,7 @@ def memory_report(
     ``prefill_phase`` adds the prefill activations when prefill runs on the same GPUs.
     """
     weights = weight_bytes_per_gpu(spec, phase)
-    seqs_per_gpu = math.ceil(workload.batch / (phase.dp * phase.adp))
+    seqs_per_gpu = math.ceil(workload.phase_batch(pool) / (phase.dp * phase.adp))
     kv_seq = kv_bytes_per_sequence_per_gpu(spec, phase, kv_tokens)
     kv = seqs_per_gpu * kv_seq
     activations = _activation_bytes(spec, phase, workload, prefill=pool == "prefill")
