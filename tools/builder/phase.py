@@ -126,9 +126,7 @@ class PhaseBuilder:
             bytes_written=work.bytes_written,
             **self.placement(site),
         )
-        if src is not None:
-            self.g.edge(src, node)
-        return node
+        return self._fed(node, src)
 
     def unit_comm(
         self,
@@ -155,9 +153,7 @@ class PhaseBuilder:
             dtype=dtype or self.m.activation_dtype,
             **self.placement(site),
         )
-        if src is not None:
-            self.g.edge(src, node)
-        return node
+        return self._fed(node, src)
 
     def stage_comm(
         self,
@@ -184,6 +180,12 @@ class PhaseBuilder:
             dtype=dtype or self.m.activation_dtype,
             **{**self.placement(site, per_unit=False), "shard": shard},
         )
+
+    def _fed(self, node: str, src: str | None) -> str:
+        """``node``, with a data edge from ``src`` when one is given."""
+        if src is not None:
+            self.g.edge(src, node)
+        return node
 
     def tp_reduce(self, site: Site, src: str, op: str, tokens: int) -> str:
         """The explicit reduction of a row-parallel output (TP-2): all-reduce, or reduce-scatter under SP."""
