@@ -1,8 +1,6 @@
-"""The ``shardplan`` command line (typer + rich).
+"""The typer app and the output helpers that every command module shares.
 
-Commands live in small modules (``cli_*.py``) that register on :data:`app`; heavy libraries are
-imported inside the commands so that ``shardplan --help`` starts fast. Every failure the user can
-mend is an :class:`~shardplan.errors.InputError`: printed as one line, exit code 2.
+Command modules import from here and register on :data:`app`; this module imports none of them.
 """
 
 from __future__ import annotations
@@ -13,9 +11,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from ..errors import InputError, ShardplanError
-
-__all__ = ["app", "main", "emit_json", "fail", "console"]
+__all__ = ["app", "emit_json", "fail", "console"]
 
 app = typer.Typer(
     name="shardplan",
@@ -50,32 +46,3 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """Print one error line on stderr and exit with ``code``."""
     sys.stderr.write(f"error: {message}\n")
     raise typer.Exit(code)
-
-
-def main() -> None:
-    """Console-script entry point: runs the app and turns expected errors into one line and exit 2."""
-    from . import cli_catalog  # noqa: F401  (registers commands)
-
-    for module in _OPTIONAL_COMMANDS:
-        __import__(f"{__package__}.{module}")
-    try:
-        app()
-    except InputError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        sys.exit(2)
-    except ShardplanError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        sys.exit(2)
-
-
-# Command modules registered at start-up, in help order. Each is small and imports heavy code lazily.
-_OPTIONAL_COMMANDS: list[str] = [
-    "cli_plan",
-    "cli_build",
-    "cli_chat",
-    "cli_validate",
-    "cli_eval",
-    "cli_report",
-    "cli_mcp",
-    "cli_kb",
-]

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from .cli import app, console, emit_json
-from .cli_common import JsonFlag
+from .app import app, console, emit_json
+from .common import JsonFlag
 
 kb_app = typer.Typer(help="Search the knowledge base and read its rules.", no_args_is_help=True)
 app.add_typer(kb_app, name="kb")
@@ -27,12 +27,12 @@ def kb_search_command(
     as_json: JsonFlag = False,
 ) -> None:
     """The knowledge sections that best match QUERY (BM25), or that a --strategy must respect."""
-    from ..knowledge import search, sections_for_strategy
-    from .cli import fail
+    from ...knowledge import search, sections_for_strategy
+    from .app import fail
 
     if strategy is not None:
-        from ..tools.contracts import parse_strategy
-        from ..tools.contracts.strategy import DEGREE_KEYS
+        from ...tools.contracts import parse_strategy
+        from ...tools.contracts.strategy import DEGREE_KEYS
 
         parsed = parse_strategy(strategy)
         degrees = {
@@ -64,8 +64,8 @@ def kb_rule_command(
     as_json: JsonFlag = False,
 ) -> None:
     """One rule: its text, severity and where it is written."""
-    from ..errors import InputError
-    from ..knowledge import get_rule
+    from ...errors import InputError
+    from ...knowledge import get_rule
 
     try:
         rule = get_rule(rule_id)
@@ -82,7 +82,7 @@ def kb_rule_command(
 @kb_app.command("rules")
 def kb_rules_command(as_json: JsonFlag = False) -> None:
     """Every rule ID with its severity and document."""
-    from ..knowledge import load_rules
+    from ...knowledge import load_rules
 
     rules = load_rules()
     if as_json:

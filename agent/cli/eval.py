@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli import app, console, emit_json, fail
+from .app import app, console, emit_json, fail
 
 
 @app.command("eval")
@@ -26,10 +26,10 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON instead of a table.")] = False,
 ) -> None:
     """Run the golden configurations through each policy; write results.jsonl, report.md/json/png."""
-    from ..evals.cases import load_cases
-    from ..evals.report import SUMMARY_COLUMNS, below, summarize, summary_rows, write_report
-    from ..evals.runner import RESULTS_FILE, run_eval
-    from .policies import make_policy
+    from ...evals.cases import load_cases
+    from ...evals.report import SUMMARY_COLUMNS, below, summarize, summary_rows, write_report
+    from ...evals.runner import RESULTS_FILE, run_eval
+    from ..policies import make_policy
 
     policies = policy or ["builtin"]
     if workers < 1:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli import app, console, emit_json, fail
+from .app import app, console, emit_json, fail
 
 PlanArg = Annotated[Path, typer.Argument(help="A plan JSON file (shardplan plan -o plan.json).")]
 OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write (default: PLAN.html).")]
@@ -20,8 +20,8 @@ def read_plan(path: Path) -> Any:
     """The Plan in ``path``; a missing, unreadable or non-plan file is one clear error (exit 2)."""
     from pydantic import ValidationError
 
-    from ..tools.contracts import Plan
-    from .files import read_json
+    from ...tools.contracts import Plan
+    from ..files import read_json
 
     data = read_json(path)
     if not isinstance(data, dict) or "request" not in data or "status" not in data:
@@ -45,8 +45,8 @@ def report_command(
     """Write a self-contained HTML report of a plan (and optionally its schedule as a trace)."""
     import json
 
-    from ..io import write_atomic
-    from ..tools.report import render_report, trace_events
+    from ...io import write_atomic
+    from ...tools.report import render_report, trace_events
 
     plan = read_plan(plan_file)
     if trace is not None and plan.dag is None:
@@ -75,7 +75,7 @@ def export_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Print the launch command that serves a plan's strategy with vLLM, SGLang or TensorRT-LLM."""
-    from ..tools.launch import ENGINES, launch_command
+    from ...tools.launch import ENGINES, launch_command
 
     if engine not in ENGINES:
         fail(f"--engine {engine!r} is not known; choose one of {', '.join(ENGINES)}")

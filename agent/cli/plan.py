@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli import app, console, emit_json, fail
-from .cli_common import JsonFlag, request_options
+from .app import app, console, emit_json, fail
+from .common import JsonFlag, request_options
 
 
 def print_plan(plan: Any) -> None:
@@ -88,12 +88,12 @@ def plan_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Plan a deployment: search, build the DAG, validate it, price it, explain the choice."""
-    from ..io import write_atomic
-    from .run import run_plan
+    from ...io import write_atomic
+    from ..run import run_plan
 
     if strategy is not None:
-        from ..tools.contracts import parse_strategy
-        from ..tools.planner import review
+        from ...tools.contracts import parse_strategy
+        from ...tools.planner import review
 
         plan = review(request, parse_strategy(strategy))
     else:
@@ -122,11 +122,11 @@ def cost_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Cost report of a DAG/plan FILE, or of --model and --strategy."""
-    from ..tools.builder import build_dag
-    from ..tools.contracts import parse_strategy
-    from ..tools.cost import estimate_cost
-    from ..tools.planner import resolve_request
-    from .files import read_dag
+    from ...tools.builder import build_dag
+    from ...tools.contracts import parse_strategy
+    from ...tools.cost import estimate_cost
+    from ...tools.planner import resolve_request
+    from ..files import read_dag
 
     if file is not None:
         report = estimate_cost(read_dag(file))
@@ -223,9 +223,9 @@ def search_command(
     """Ranked strategies and the Pareto frontier of tokens/s/GPU against tokens/s/user."""
     from rich.table import Table
 
-    from ..errors import InfeasibleError
-    from ..tools.planner import resolve_request
-    from ..tools.search import search
+    from ...errors import InfeasibleError
+    from ...tools.planner import resolve_request
+    from ...tools.search import search
 
     spec, cl = resolve_request(request)
     try:

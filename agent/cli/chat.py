@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import ShardplanError
-from .cli import app, console, emit_json, fail
+from ...errors import ShardplanError
+from .app import app, console, emit_json, fail
 
 __all__ = ["chat_command", "default_db"]
 
@@ -48,9 +48,9 @@ def _turn(graph: Any, config: dict[str, Any], text: str, as_json: bool) -> bool:
     """One turn: run the graph on ``text``, print the answer; False when the turn ended in a failure."""
     from langchain_core.messages import AIMessage, HumanMessage
 
-    from ..tools.contracts import Plan
-    from .cli_plan import print_plan
-    from .run import show_on_stderr, stream_turn
+    from ...tools.contracts import Plan
+    from ..run import show_on_stderr, stream_turn
+    from .plan import print_plan
 
     state = stream_turn(graph, {"messages": [HumanMessage(content=text)]}, config, None if as_json else show_on_stderr)
     reply = next((m for m in reversed(state.get("messages", [])) if isinstance(m, AIMessage)), None)
@@ -85,8 +85,8 @@ def chat_command(
 ) -> None:
     """Plan from plain language, e.g. "Llama 3.1 70B on 8 H100, 4k prompts, TTFT under 1 s"; follow-ups such as
     "now with 4 nodes" or "why not PP?" continue the conversation."""
-    from .graph import build_graph, recursion_limit
-    from .policies import make_policy
+    from ..graph import build_graph, recursion_limit
+    from ..policies import make_policy
 
     make_policy(policy)  # a bad policy name or a missing key is refused before any file is touched
     thread_id = thread or uuid.uuid4().hex[:12]

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import InputError
+from ...errors import InputError
 
 if TYPE_CHECKING:
-    from ..tools.contracts import Cluster, ModelSpec, PlanRequest, Workload
+    from ...tools.contracts import Cluster, ModelSpec, PlanRequest, Workload
 
 __all__ = ["build_request", "request_options", "resolve_target", "JsonFlag"]
 
@@ -154,9 +154,9 @@ def build_request(
     """
     from pydantic import ValidationError
 
-    from ..tools.contracts import PlanRequest, Workload
-    from ..tools.hardware import cluster_for
-    from ..tools.models import load_model
+    from ...tools.contracts import PlanRequest, Workload
+    from ...tools.hardware import cluster_for
+    from ...tools.models import load_model
 
     where = cluster_for(gpu or (None if cluster else "H100"), gpus, gpus_per_node, cluster)
     try:
@@ -213,7 +213,7 @@ _FIXES = {
 
 def resolve_target(**options: Any) -> tuple[ModelSpec, Cluster, Workload]:
     """The model, cluster and workload that the request options describe (see :func:`build_request`)."""
-    from ..tools.planner import resolve_request
+    from ...tools.planner import resolve_request
 
     request = build_request(**options)
     model, cluster = resolve_request(request)

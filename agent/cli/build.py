@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from ..errors import InputError
-from .cli import app, console, emit_json
-from .cli_common import request_options
+from ...errors import InputError
+from .app import app, console, emit_json
+from .common import request_options
 
 Format = Literal["json", "mermaid", "dot"]
 _SUFFIXES: dict[str, Format] = {
@@ -47,11 +47,11 @@ def build_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary of the DAG.")] = False,
 ) -> None:
     """Build the parallel strategy DAG of a strategy (prefill and one decode step) and print or write it."""
-    from ..io import write_atomic
-    from ..tools.builder import build_dag
-    from ..tools.contracts import parse_strategy
-    from ..tools.exports import collapse, summarize, to_dot, to_json, to_mermaid
-    from ..tools.planner import resolve_request
+    from ...io import write_atomic
+    from ...tools.builder import build_dag
+    from ...tools.contracts import parse_strategy
+    from ...tools.exports import collapse, summarize, to_dot, to_json, to_mermaid
+    from ...tools.planner import resolve_request
 
     chosen = _format(fmt, output)
     spec, where = resolve_request(request)
@@ -85,7 +85,7 @@ def _format(fmt: str | None, output: Path | None) -> Format:
 def _print_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from ..tools.exports import rank_ranges
+    from ...tools.exports import rank_ranges
 
     out = console()
     out.print(

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .cli import app, console, emit_json, fail
+from .app import app, console, emit_json, fail
 
 if TYPE_CHECKING:
-    from ..tools.contracts.reports import ValidationReport
+    from ...tools.contracts.reports import ValidationReport
 
 __all__ = ["validate_command"]
 
@@ -29,8 +29,8 @@ def validate_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the ValidationReport as JSON.")] = False,
 ) -> None:
     """Check a DAG (or the DAG of a plan) against the JSON Schema and every knowledge rule."""
-    from ..errors import InputError
-    from ..validators.schema_check import parse_json, validate_json
+    from ...errors import InputError
+    from ...validators.schema_check import parse_json, validate_json
 
     try:
         text = file.read_bytes()

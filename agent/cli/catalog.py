@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli import app, console, emit_json
+from .app import app, console, emit_json
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -14,8 +14,8 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a 
 @app.command("models")
 def models_command(as_json: JsonFlag = False) -> None:
     """List the bundled models (Hugging Face ids) with their size."""
-    from ..tools.model_math import summary
-    from ..tools.models import bundled_models, load_model
+    from ...tools.model_math import summary
+    from ...tools.models import bundled_models, load_model
 
     rows: list[dict[str, Any]] = [summary(load_model(repo)) for repo in bundled_models()]
     if as_json:
@@ -38,7 +38,7 @@ def models_command(as_json: JsonFlag = False) -> None:
 @app.command("gpus")
 def gpus_command(as_json: JsonFlag = False) -> None:
     """List the GPU catalog with datasheet figures."""
-    from ..tools.hardware import gpu_catalog
+    from ...tools.hardware import gpu_catalog
 
     catalog = gpu_catalog()
     if as_json:
@@ -69,8 +69,8 @@ def show_model_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Show a model's architecture and derived sizes (parameters, KV bytes per token)."""
-    from ..tools.model_math import describe
-    from ..tools.models import load_model
+    from ...tools.model_math import describe
+    from ...tools.models import load_model
 
     spec = load_model(model)
     facts: dict[str, Any] = {**describe(spec), "spec": spec.model_dump(mode="json")}
@@ -105,6 +105,6 @@ def schema_command(
     name: Annotated[str, typer.Argument(help="plan, dag, strategy, model, cluster, workload, validation or cost.")],
 ) -> None:
     """Print the JSON Schema of a contract."""
-    from ..tools.schemas import json_schema
+    from ...tools.schemas import json_schema
 
     emit_json(json_schema(name))

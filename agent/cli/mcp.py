@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from .cli import app
+from .app import app
 
 __all__ = ["mcp_command"]
 
@@ -26,7 +26,7 @@ def mcp_command(
                                       help="Port to listen on with --transport http.")] = 8765,
 ) -> None:
     """Serve plan, build_dag, validate_dag, estimate_cost and the other tools as an MCP server."""
-    from ..tools.mcp_server import serve
+    from ...tools.mcp_server import serve
 
     try:
         serve(transport, host=host, port=port)
