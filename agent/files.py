@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..errors import InputError
+from ..limits import MAX_DAG_CHARS
+from ..reading import one_line, parse_json_text, read_text
 from ..tools.contracts import DAG
 
 __all__ = ["read_json", "read_dag"]
@@ -20,16 +21,12 @@ def read_json(path: Path) -> Any:
     Raises:
         InputError: the file is missing or is not JSON.
     """
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"no file {path}", field="file", fix="give the path of a DAG or plan JSON") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(
-            f"{path} is not readable JSON: {exc}",
-            field="file",
-            fix="give a DAG (shardplan build -o) or plan (shardplan plan -o) file",
-        ) from None
+    fix = "give a DAG (shardplan build -o) or plan (shardplan plan -o) file"
+    if not path.exists():
+        raise InputError(f"no file {one_line(str(path), 200)}", field="file", fix="give the path of a DAG or plan JSON")
+    what = one_line(str(path), 200)
+    text = read_text(path, what=what, field="file", fix=fix, limit=MAX_DAG_CHARS)
+    return parse_json_text(text, what=what, field="file", fix=fix)
 
 
 def read_dag(path: Path) -> DAG:
