@@ -176,4 +176,6 @@ def run_plan(request: PlanRequest, *, progress: bool = True, policy: str | None 
 
 def show_on_stderr(line: str) -> None:
     """Print one progress line on stderr, indented under the command's own output."""
-    sys.stderr.write(f"  {line}\n")
+    from .policies import redact
+
+    sys.stderr.write(f"  {redact(line)}\n")
