@@ -47,8 +47,11 @@ def report_command(
 
     from ...io import write_atomic
     from ...tools.report import render_report, trace_events
+    from ..files import require_valid
 
     plan = read_plan(plan_file)
+    if plan.dag is not None:
+        require_valid(plan.dag, plan_file)  # the report draws its schedule
     if trace is not None and plan.dag is None:
         fail(f"--trace: {plan_file} is an infeasible plan with no DAG, so there is no schedule to trace")
     target = output if output is not None else plan_file.with_suffix(".html")
