@@ -32,7 +32,7 @@ def read_plan(path: Path) -> Any:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        fail(f"{path} is not a valid plan: {where}: {first['msg']}")
+        fail(f"{path} is not a valid plan: {where}: {first['msg']}; write one with shardplan plan ... -o plan.json")
 
 
 @app.command("report")

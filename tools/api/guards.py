@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,32 @@ def allowed_roots() -> list[Path]:
     raw = os.environ.get("SHARDPLAN_ALLOWED_ROOTS")
     entries = [str(Path.cwd())] if raw is None else [p for p in raw.split(os.pathsep) if p.strip() and "\x00" not in p]
     return [Path(os.path.expanduser(entry)).resolve() for entry in entries]
+
+
+_TRUSTED: set[Path] = set()
+"""Files the person at the terminal named themselves (see :func:`trusting`): readable wherever they are."""
+
+
+@contextlib.contextmanager
+def trusting(*values: str | None) -> Iterator[None]:
+    """Let the capabilities read the files ``values`` name (a model config or folder, a cluster file) while
+    the block runs, wherever they lie.
+
+    The command line hands its own request to the agent, whose tools confine paths like any other caller's;
+    the files the user named are theirs to read, while any other path the model puts in a tool call stays
+    confined.
+    """
+    added = set()
+    for value in values:
+        if value and "\x00" not in value and os.path.lexists(os.path.expanduser(value)):
+            target = Path(os.path.expanduser(value)).resolve()
+            added |= {target, (target / "config.json").resolve()} if target.is_dir() else {target}
+    added -= _TRUSTED
+    _TRUSTED.update(added)
+    try:
+        yield
+    finally:
+        _TRUSTED.difference_update(added)
 
 
 def _looks_like_path(value: str) -> bool:
@@ -68,7 +96,7 @@ def check_path(value: str, field: str, *, always: bool = False) -> None:
     target = Path(expanded).resolve()
     targets = [target, (target / "config.json").resolve()] if target.is_dir() else [target]
     roots = allowed_roots()
-    if not all(_inside(t, roots) for t in targets):
+    if not all(t in _TRUSTED or _inside(t, roots) for t in targets):
         raise InputError(f"{field} path {one_line(value, 200)!r} lies outside the allowed folders",
                          field=field, fix=fix)
 
