@@ -65,3 +65,20 @@ def test_only_exact_placeholders_stay_expandable() -> None:
     for sneaky in ("${HEAD_IP}$(id)", "${x}", "${HEAD_IP}:5000;id", "$(id)"):
         assert shlex.split(shell_word(sneaky)) == [sneaky]
         assert shell_word(sneaky).startswith("'")
+
+
+def test_export_keeps_a_newline_in_the_model_path_inside_its_lines(tmp_path: Path) -> None:
+    from cli_helpers import run_cli
+
+    folder = tmp_path / "m\ntouch PWNED;"
+    folder.mkdir()
+    shutil.copy(BUNDLED, folder / "config.json")
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(_plan(folder / "config.json", "dp=2").model_dump_json())
+    for engine in ENGINES:
+        result = run_cli("export", str(plan_file), "--engine", engine)
+        assert result.returncode == 0, result.stderr
+        # Paste the whole output into a shell whose engines do nothing: nothing else may run.
+        stubs = "vllm() { :; }; python() { :; }; trtllm-serve() { :; }; trtllm-llmapi-launch() { :; }\n"
+        subprocess.run(["bash", "-c", stubs + result.stdout], cwd=tmp_path, check=True, capture_output=True)
+        assert not (tmp_path / "PWNED").exists(), engine

@@ -239,12 +239,13 @@ def serve(transport: Literal["stdio", "http"] = "stdio", host: str = DEFAULT_HOS
     by a client's event-size limit, and reads requests up to :data:`MAX_HTTP_BODY` bytes.
 
     Raises:
-        InputError: an unknown transport or a port outside 1..65535.
+        InputError: an unknown transport, a port outside 1..65535, or a malformed $SHARDPLAN_TOOL_TIMEOUT.
     """
     if transport not in ("stdio", "http"):
         raise InputError(f"unknown transport '{transport}'", field="transport", fix="choose stdio or http")
     if not 1 <= port <= 65535:
         raise InputError(f"port {port} is out of range", field="port", fix="choose a port in 1..65535")
+    tool_call_seconds()  # a malformed $SHARDPLAN_TOOL_TIMEOUT is refused before the server starts
     server = build_server()
     if transport == "stdio":
         server.run("stdio")

@@ -89,6 +89,9 @@ def export_command(
     if as_json:
         emit_json(spec)
         return
-    lines = [f"# {engine} launch for {spec.model}: {plan.strategy.to_spec()}"]
-    lines += [f"# note: {note}" for note in spec.notes]
+    from ...reading import one_line
+
+    # Comment lines too: a newline in a model path would start a command of its own when pasted.
+    lines = [f"# {engine} launch for {one_line(spec.model)}: {plan.strategy.to_spec()}"]
+    lines += [f"# note: {one_line(note)}" for note in spec.notes]
     sys.stdout.write("\n".join(lines) + "\n" + spec.command + "\n")
