@@ -202,3 +202,22 @@ def _children_named(word: str) -> list[int]:
             if word in cmd and " mcp" in cmd and int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
                 found.append(int(entry.name))
     return found
+
+
+def test_a_dead_idle_worker_is_replaced() -> None:
+    from shardplan.tools.api.workers import CapabilityWorkers
+
+    workers = CapabilityWorkers()
+
+    async def scenario() -> list[bool]:
+        answers = [(await workers.call("get_rule", {"rule_id": "DEC-1"}, 30))[0]]
+        for worker in workers._idle:  # the system kills the idle worker (out of memory, say)
+            worker.process.kill()
+            worker.process.join()
+        answers.append((await workers.call("get_rule", {"rule_id": "DEC-1"}, 30))[0])
+        return answers
+
+    try:
+        assert anyio.run(scenario) == [True, True]
+    finally:
+        workers.close()

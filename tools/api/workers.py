@@ -42,6 +42,11 @@ def timeout_error(name: str, seconds: float) -> dict[str, Any]:
                                   "SHARDPLAN_TOOL_TIMEOUT where the server is started"}
 
 
+def _stopped(name: str) -> dict[str, Any]:
+    return {"error": "InternalError", "message": f"{name} stopped unexpectedly: its worker process died",
+            "field": None, "fix": "ask for less work and call again"}
+
+
 def _serve(conn: Connection) -> None:
     """A worker's loop: run each (name, arguments, context) it receives and send back (ok, data)."""
     from pydantic import ValidationError
@@ -105,12 +110,17 @@ class CapabilityWorkers:
         if self._slots is None:
             self._slots = anyio.CapacityLimiter(MAX_WORKERS)
         async with self._slots:
+            while self._idle and not self._idle[-1].process.is_alive():
+                self._idle.pop().kill()  # an idle worker that died (killed for memory, say) is replaced
             worker = self._idle.pop() if self._idle else _Worker(self._context)
             finished = False
             try:
                 env = {k: v for k, v in os.environ.items() if k.startswith("SHARDPLAN_")}
                 context = {"cwd": os.getcwd(), "env": env}
-                worker.conn.send((name, arguments, context))
+                try:
+                    worker.conn.send((name, arguments, context))
+                except OSError:  # the worker died before it read the call
+                    return False, _stopped(name)
                 with anyio.move_on_after(seconds) as scope:
                     await _wait_readable(worker)
                 if scope.cancelled_caught:
@@ -118,8 +128,7 @@ class CapabilityWorkers:
                 try:
                     ok, data = worker.conn.recv()
                 except (EOFError, OSError):  # the worker died (killed for memory by the system, say)
-                    return False, {"error": "InternalError", "message": f"{name} stopped unexpectedly",
-                                   "field": None, "fix": "ask for less work and call again"}
+                    return False, _stopped(name)
                 finished = True
                 return ok, data
             finally:
