@@ -92,7 +92,7 @@ def error_dict(exc: Exception) -> dict[str, Any]:
         data = {"error": "InfeasibleError", "message": str(exc), "field": None, "fix": None, "min_gpus": exc.min_gpus}
     else:
         data = {"error": type(exc).__name__, "message": str(exc), "field": None, "fix": None}
-    return {k: one_line(v) if isinstance(v, str) else v for k, v in data.items()}
+    return {k: one_line(v, 2000) if isinstance(v, str) else v for k, v in data.items()}
 
 
 def dump(result: Any) -> Any:

@@ -54,6 +54,8 @@ def _serve(conn: Connection) -> None:
     from ...errors import ShardplanError
     from . import CAPABILITIES, dump, error_dict
 
+    # Under the stdio transport the server's stdout is the protocol: nothing a capability prints may reach it.
+    os.dup2(2, 1)
     while True:
         try:
             name, arguments, context = conn.recv()
