@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..errors import InputError
+from ..limits import MAX_DAG_CHARS
+from ..reading import one_line, parse_json_text, read_text
 from ..tools.contracts import DAG
 
-__all__ = ["read_json", "read_dag"]
+__all__ = ["read_json", "read_dag", "require_valid"]
 
 
 def read_json(path: Path) -> Any:
@@ -20,16 +21,12 @@ def read_json(path: Path) -> Any:
     Raises:
         InputError: the file is missing or is not JSON.
     """
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"no file {path}", field="file", fix="give the path of a DAG or plan JSON") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(
-            f"{path} is not readable JSON: {exc}",
-            field="file",
-            fix="give a DAG (shardplan build -o) or plan (shardplan plan -o) file",
-        ) from None
+    fix = "give a DAG (shardplan build -o) or plan (shardplan plan -o) file"
+    if not path.exists():
+        raise InputError(f"no file {one_line(str(path), 200)}", field="file", fix="give the path of a DAG or plan JSON")
+    what = one_line(str(path), 200)
+    text = read_text(path, what=what, field="file", fix=fix, limit=MAX_DAG_CHARS)
+    return parse_json_text(text, what=what, field="file", fix=fix)
 
 
 def read_dag(path: Path) -> DAG:
@@ -51,3 +48,29 @@ def read_dag(path: Path) -> DAG:
         raise InputError(
             f"{path} is not a DAG: {where}: {first['msg']}", field=where, fix="check it with shardplan validate FILE"
         ) from None
+
+
+def require_valid(dag: DAG, path: Path) -> DAG:
+    """``dag`` when it passes validation, so it can be scheduled and priced.
+
+    A DAG that ``shardplan validate`` rejects (a cycle, an edge to a missing node, a broken decode step)
+    has no schedule to price or draw; it is refused here with the first violation rather than failing
+    deep in the scheduler.
+
+    Raises:
+        InputError: the first error-level violation, and how many there are.
+    """
+    from ..limits import MAX_DAG_NODES
+    from ..validators import validate
+
+    if len(dag.nodes) > MAX_DAG_NODES:
+        raise InputError(f"{one_line(str(path), 200)} holds {len(dag.nodes):,} nodes, over the limit of "
+                         f"{MAX_DAG_NODES:,}", field="dag", fix="give a smaller DAG (fewer GPUs or microbatches)")
+    report = validate(dag)
+    errors = [v for v in report.violations if v.severity == "error"]
+    if errors:
+        first = errors[0]
+        raise InputError(f"{one_line(str(path), 200)} holds a DAG that fails validation ({len(errors)} error(s); "
+                         f"first {first.rule}: {one_line(first.message, 200)})", field="dag",
+                         fix=f"see shardplan validate {one_line(str(path), 200)}, and price a valid DAG")
+    return dag

@@ -36,6 +36,7 @@ from langgraph.graph import END, START, StateGraph
 from ..errors import InfeasibleError, InputError
 from ..tools import api
 from ..tools.contracts import PlanRequest, parse_strategy
+from .hygiene import clean_reply, unusable_replies
 from .policies import make_policy, redact, request_block
 from .state import AgentState, proposal_rank
 
@@ -255,7 +256,8 @@ class _Nodes:
         except Exception as exc:  # noqa: BLE001  (an endpoint fails in many ways; each ends the turn clearly)
             message = redact(f"the {self.policy_name} model failed: {type(exc).__name__}: {exc}")[:600]
             return {"iterations": iterations, "errors": {"turn": state["turn"], "message": message}}
-        return {"iterations": iterations, "messages": [reply]}
+        # The reply enters the state (and so the terminal and the checkpoint) without the key and bounded.
+        return {"iterations": iterations, "messages": [clean_reply(reply)]}
 
     # tools ---------------------------------------------------------------------------------------------
     def run_tools(self, state: AgentState) -> dict[str, Any]:
@@ -413,8 +415,9 @@ class _Nodes:
             wrong.append(f"the last proposal {last['strategy']} "
                          + ("violates " + ", ".join(sorted({v['rule'] for v in last['violations']}))
                             if not last["valid"] else "misses " + "; ".join(last["misses"])))
+        why = unusable_replies(_turn_messages(state), proposals) + wrong
         reason = errors[0] if errors else (f"no valid strategy after {state.get('iterations', 0)} model call(s)"
-                                           + (f": {wrong[0]}" if wrong else ""))
+                                           + (f": {'; '.join(why)}" if why else ""))
         update: dict[str, Any] = {"plan": None, "messages": [AIMessage(content=f"No plan: {reason}.")]}
         if not errors:
             update["errors"] = {"turn": state["turn"], "message": reason}

@@ -161,6 +161,7 @@ def run_plan(request: PlanRequest, *, progress: bool = True, policy: str | None 
         InputError: unknown policy, or an ``openai:`` policy without ``OPENAI_API_KEY``.
         PolicyError: the policy's model failed, or no valid strategy was found within the bounds.
     """
+    from ..tools.api.guards import trusting
     from .graph import build_graph, recursion_limit
 
     name = policy or request.policy
@@ -171,9 +172,12 @@ def run_plan(request: PlanRequest, *, progress: bool = True, policy: str | None 
         "given_request": request.model_dump(mode="json"),
     }
     config = {"recursion_limit": recursion_limit()}
-    return plan_from_state(stream_turn(graph, payload, config, show_on_stderr if progress else None))
+    with trusting(request.model, request.cluster):  # the caller's own files; the model's paths stay confined
+        return plan_from_state(stream_turn(graph, payload, config, show_on_stderr if progress else None))
 
 
 def show_on_stderr(line: str) -> None:
     """Print one progress line on stderr, indented under the command's own output."""
-    sys.stderr.write(f"  {line}\n")
+    from .policies import redact
+
+    sys.stderr.write(f"  {redact(line)}\n")

@@ -22,6 +22,11 @@ class InputError(ShardplanError, ValueError):
     """Malformed input. ``field`` names what was wrong, ``fix`` says how to mend it."""
 
     def __init__(self, message: str, *, field: str | None = None, fix: str | None = None) -> None:
+        # Input echoed into a message may hold newlines or bidi controls: the message stays one honest line.
+        from .reading import one_line
+
+        message = one_line(message, 2000)
+        fix = one_line(fix, 1000) if fix else fix
         self.field = field
         self.fix = fix
         text = message

@@ -11,6 +11,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import InputError
+from ..limits import MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NODES, check_count
+from ..reading import one_line, parse_yaml_text, read_text
 from .contracts.hardware import GPU, Cluster
 
 __all__ = ["gpu_catalog", "get_gpu", "make_cluster", "load_cluster", "cluster_for"]
@@ -37,6 +39,8 @@ def get_gpu(name: str) -> GPU:
     80.0
     """
     catalog = gpu_catalog()
+    if not name.strip():
+        raise InputError("the GPU name is empty", field="gpu", fix=f"name one of {', '.join(catalog)}")
     key = name.strip().upper()
     key = _ALIASES.get(key, key)
     for short, gpu in catalog.items():
@@ -45,7 +49,7 @@ def get_gpu(name: str) -> GPU:
     close = difflib.get_close_matches(key, list(catalog), n=1, cutoff=0.5)
     hint = f"did you mean {close[0]}? " if close else ""
     raise InputError(
-        f"unknown GPU '{name}'",
+        f"unknown GPU '{one_line(name, 80)}'",
         field="gpu",
         fix=f"{hint}the catalog has {', '.join(catalog)}; describe another one with --cluster FILE",
     )
@@ -60,9 +64,12 @@ def make_cluster(gpu: str | GPU, gpus: int, gpus_per_node: int | None = None) ->
     spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
     if gpus < 1:
         raise InputError(f"gpus={gpus} is not positive", field="gpus", fix="give at least 1 GPU")
-    per_node = gpus_per_node or spec.gpus_per_node
+    check_count("gpus", gpus, MAX_GPUS)
+    # 0 is a value given, not an absent one: it is refused rather than replaced by the usual node size.
+    per_node = spec.gpus_per_node if gpus_per_node is None else gpus_per_node
     if per_node < 1:
         raise InputError(f"gpus_per_node={per_node} is not positive", field="gpus_per_node", fix="give at least 1")
+    check_count("gpus_per_node", per_node, MAX_GPUS_PER_NODE)
     if gpus <= per_node:
         per_node, nodes = gpus, 1
     elif gpus % per_node:
@@ -91,17 +98,10 @@ def load_cluster(path: str | Path) -> Cluster:
     Raises:
         InputError: unreadable file, unknown GPU, or a wrong field (named in the message).
     """
-    import yaml
-
     file = Path(path)
-    try:
-        raw: Any = yaml.safe_load(file.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputError(
-            f"cannot read cluster file {file}: {exc}",
-            field="cluster",
-            fix="give a YAML file with gpu, gpus_per_node and nodes",
-        ) from None
+    what, fix = f"cluster file {one_line(str(path), 200)}", "give a YAML file with gpu, gpus_per_node and nodes"
+    raw: Any = parse_yaml_text(read_text(file, what=what, field="cluster", fix=fix), what=what, field="cluster",
+                               fix=fix)
     if not isinstance(raw, dict) or "gpu" not in raw:
         raise InputError(
             f"cluster file {file} has no 'gpu' key",
@@ -125,11 +125,13 @@ def load_cluster(path: str | Path) -> Cluster:
     fields.setdefault("nodes", 1)
     fields.setdefault("name", file.stem)
     try:
-        return Cluster(gpu=gpu, **fields)
-    except (ValidationError, TypeError) as exc:
-        if isinstance(exc, TypeError):
-            raise InputError(f"cluster file {file}: {exc}", field="cluster", fix="check the keys") from None
+        cluster = Cluster(gpu=gpu, **{str(k): v for k, v in fields.items()})
+    except ValidationError as exc:
         raise _field_error(exc, "cluster") from None
+    check_count("nodes", cluster.nodes, MAX_NODES)
+    check_count("gpus_per_node", cluster.gpus_per_node, MAX_GPUS_PER_NODE)
+    check_count("gpus", cluster.world_size, MAX_GPUS)
+    return cluster
 
 
 def _field_error(exc: ValidationError, prefix: str) -> InputError:

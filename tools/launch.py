@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ from ..errors import InputError
 from .contracts.plan import Plan
 from .contracts.strategy import PhaseStrategy
 
-__all__ = ["Engine", "ENGINES", "FlagValue", "LaunchSpec", "launch_command"]
+__all__ = ["Engine", "ENGINES", "FlagValue", "LaunchSpec", "launch_command", "shell_word"]
 
 Engine = Literal["vllm", "sglang", "trtllm"]
 ENGINES: tuple[str, ...] = get_args(Engine)
@@ -369,15 +370,27 @@ def _trtllm_extras(servers: list[_Server], notes: list[str], files: dict[str, st
 # --------------------------------------------------------------------------------------- assembly
 
 
+_PLACEHOLDER = re.compile(r"\$\{[A-Z_][A-Z0-9_]*\}(:[0-9]+)?")
+"""A value the person running the command fills in (``${HEAD_IP}:5000``); nothing else may expand."""
+
+
+def shell_word(text: str) -> str:
+    """``text`` as one shell word that the shell reads back literally (a model named ``x$(touch f)`` or a
+    path with spaces stays one inert word); only an exact ``${VAR}`` placeholder stays expandable.
+
+    >>> shell_word("meta-llama/Llama-3.1-8B"), shell_word("my models/x$(id)"), shell_word("${HEAD_IP}:5000")
+    ('meta-llama/Llama-3.1-8B', "'my models/x$(id)'", '"${HEAD_IP}:5000"')
+    """
+    return f'"{text}"' if _PLACEHOLDER.fullmatch(text) else shlex.quote(text)
+
+
 def _flag_text(flags: dict[str, FlagValue]) -> list[str]:
     words: list[str] = []
     for name, value in flags.items():
         if value is True:
             words.append(name)
         elif value is not False:
-            text = str(value)
-            # A ${VAR} placeholder stays expandable; everything else is quoted literally.
-            words += [name, f'"{text}"' if text.startswith("${") else shlex.quote(text)]
+            words += [name, shell_word(str(value))]
     return words
 
 
@@ -402,19 +415,19 @@ def _instance_lines(target: _Target, server: _Server) -> list[tuple[int, str]]:
         flags = dict(base_flags)
         if server.port is not None:
             flags["--port"] = server.port + index
-        prefix = [f"{key}={shlex.quote(value)}" for key, value in env.items()]
+        prefix = [f"{key}={shell_word(value)}" for key, value in env.items()]
         nodes = math.ceil(per_instance / target.gpus_per_node) if server.multinode == "sglang" else 1
         for rank in range(nodes):
             if server.multinode == "sglang":
                 flags.update({"--nnodes": nodes, "--node-rank": rank, "--dist-init-addr": "${HEAD_IP}:5000"})
             if index == 0 and rank == 0:
                 server.flags, server.env = dict(flags), dict(env)
-            lines.append((node + rank, " ".join(prefix + server.program + _flag_text(flags))))
+            lines.append((node + rank, " ".join(prefix + [shell_word(w) for w in server.program] + _flag_text(flags))))
     return lines
 
 
 def _script(per_node: dict[int, list[str]], files: dict[str, str]) -> str:
-    parts = [f"cat > {name} <<'EOF'\n{text}EOF" for name, text in files.items()]
+    parts = [f"cat > {shell_word(name)} <<'EOF'\n{text}EOF" for name, text in files.items()]
     several_nodes = len(per_node) > 1
     for node in sorted(per_node):
         lines = per_node[node]

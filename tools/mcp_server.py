@@ -6,6 +6,9 @@ docstring the description); one resource per knowledge document (``shardplan://k
 and per published JSON Schema (``shardplan://schemas/<name>``); and the prompt ``plan_deployment``.
 :func:`serve` runs it over stdio or streamable HTTP (``http://127.0.0.1:8765/mcp`` by default).
 
+Every tool call runs in a worker process with a time limit (``$SHARDPLAN_TOOL_TIMEOUT``, default
+:data:`~shardplan.limits.TOOL_CALL_SECONDS`); a call past it, or cancelled by its client, has its worker
+killed, so the server's memory returns to its baseline.
 A bad argument never reaches the capability unchecked and never stops the server: the call returns a
 result with ``isError`` set whose text is the JSON of ``{"error", "message", "field", "fix"}``. Sizes are
 bounded (:data:`~shardplan.tools.api.MAX_DAG_CHARS`, :data:`~shardplan.tools.api.MAX_DAG_NODES`, checked
@@ -38,11 +41,13 @@ from mcp.server.mcpserver.resources import FunctionResource
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 
 from .. import __version__
-from ..errors import InputError, ShardplanError
+from ..errors import InputError
+from ..limits import tool_call_seconds
 from . import api
+from .api.workers import CapabilityWorkers
 
 __all__ = ["TOOL_NAMES", "HTTP_PATH", "DEFAULT_HOST", "DEFAULT_PORT", "MAX_HTTP_BODY", "build_server", "serve"]
 
@@ -97,15 +102,22 @@ def _error_result(exc: Exception) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(api.error_dict(exc)))], is_error=True)
 
 
-def _tool(name: str) -> Tool:
-    """The MCP tool of capability ``name``: its argument model as input schema, its result as output."""
+def _tool(name: str, workers: CapabilityWorkers) -> Tool:
+    """The MCP tool of capability ``name``: its argument model as input schema, its result as output.
+
+    The call runs in a worker process under the time limit of :func:`~shardplan.limits.tool_call_seconds`;
+    a call past it, or one its client cancels, has its worker killed.
+    """
     cap = api.CAPABILITIES[name]
 
-    def run(**arguments: Any) -> CallToolResult:
+    async def run(**arguments: Any) -> CallToolResult:
         try:
-            data = api.dump(cap.func(**arguments))
-        except (ShardplanError, ValidationError) as exc:
+            seconds = tool_call_seconds()
+        except InputError as exc:
             return _error_result(exc)
+        ok, data = await workers.call(name, arguments, seconds)
+        if not ok:
+            return CallToolResult(content=[TextContent(type="text", text=json.dumps(data))], is_error=True)
         # Compact JSON text for models that read content; the same data, checked against the output
         # schema by the SDK, as structured content.
         text = json.dumps(data, separators=(",", ":"))
@@ -202,11 +214,16 @@ def _target_args(targets: str) -> str:
 
 
 def build_server() -> MCPServer:
-    """The shardplan MCP server: tools, knowledge and schema resources, and the plan_deployment prompt."""
+    """The shardplan MCP server: tools, knowledge and schema resources, and the plan_deployment prompt.
+
+    Tool calls run in worker processes (:class:`~shardplan.tools.api.workers.CapabilityWorkers`), each
+    bounded by ``$SHARDPLAN_TOOL_TIMEOUT`` seconds (default :data:`~shardplan.limits.TOOL_CALL_SECONDS`).
+    """
+    workers = CapabilityWorkers()
     server: MCPServer = MCPServer(
         "shardplan", title="shardplan", version=__version__, instructions=_INSTRUCTIONS,
         description="Parallel strategy DAGs for LLM inference: plan, build, validate and price TP/PP/EP/SP/DP.",
-        tools=[_tool(name) for name in TOOL_NAMES],
+        tools=[_tool(name, workers) for name in TOOL_NAMES],
         resources=[*_knowledge_resources(), *_schema_resources()],
         log_level="WARNING",
     )
@@ -222,12 +239,13 @@ def serve(transport: Literal["stdio", "http"] = "stdio", host: str = DEFAULT_HOS
     by a client's event-size limit, and reads requests up to :data:`MAX_HTTP_BODY` bytes.
 
     Raises:
-        InputError: an unknown transport or a port outside 1..65535.
+        InputError: an unknown transport, a port outside 1..65535, or a malformed $SHARDPLAN_TOOL_TIMEOUT.
     """
     if transport not in ("stdio", "http"):
         raise InputError(f"unknown transport '{transport}'", field="transport", fix="choose stdio or http")
     if not 1 <= port <= 65535:
         raise InputError(f"port {port} is out of range", field="port", fix="choose a port in 1..65535")
+    tool_call_seconds()  # a malformed $SHARDPLAN_TOOL_TIMEOUT is refused before the server starts
     server = build_server()
     if transport == "stdio":
         server.run("stdio")

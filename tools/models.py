@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import InputError
+from ..reading import one_line, parse_json_text, read_text
+from .config_check import check_config_types
 from .contracts.common import DTYPE_BYTES, DType
 from .contracts.model import AttentionKind, MLASpec, ModelSpec, MoESpec
 
@@ -91,21 +94,21 @@ def load_model(name_or_path: str, *, weight_dtype: DType | None = None, kv_dtype
     Raises:
         InputError: unknown name, unreadable file, or a config that lacks or garbles a key.
     """
-    path = Path(name_or_path).expanduser()
+    if "\x00" in name_or_path:
+        raise InputError("the model name holds a NUL byte", field="model",
+                         fix="give a bundled model name or a config.json path")
+    path = Path(os.path.expanduser(name_or_path))  # unlike Path.expanduser, an unknown ~user stays as written
     looks_like_path = path.suffix == ".json" or "/" in name_or_path and path.exists() or path.is_dir()
     if looks_like_path and name_or_path.strip().lower() not in {r.lower() for r in bundled_models()}:
         if path.is_dir():
             path = path / "config.json"
+        # Messages name the path as given: the resolved one may tell a remote caller what exists elsewhere.
+        given = f"model path {one_line(name_or_path, 200)}"
         if not path.is_file():
-            raise InputError(
-                f"no config file at {path}", field="model", fix="give a path to a Hugging Face config.json"
-            )
-        try:
-            config = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(
-                f"cannot read {path} as JSON: {exc}", field="model", fix="give a Hugging Face config.json"
-            ) from None
+            raise InputError(f"no config file at {one_line(name_or_path, 200)}", field="model",
+                             fix="give a path to a Hugging Face config.json")
+        text = read_text(path, what=given, field="model", fix="give a Hugging Face config.json")
+        config = parse_json_text(text, what=given, field="model")
         label = str(path)
     else:
         repo = resolve_model_name(name_or_path)
@@ -182,6 +185,7 @@ def model_from_config(
         raise InputError("config.json is not a JSON object", field="model", fix="give a Hugging Face config.json")
     if isinstance(config.get("text_config"), dict):
         config = {**config, **config["text_config"]}
+    check_config_types(config)
     model_type = str(config.get("model_type", "generic"))
     hidden = _int(config, "hidden_size", "n_embd", "d_model")
     layers = _int(config, "num_hidden_layers", "n_layer", "num_layers")

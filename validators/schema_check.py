@@ -21,6 +21,7 @@ from jsonschema import Draft202012Validator, ValidationError
 from pydantic import ValidationError as PydanticError
 
 from ..errors import InputError
+from ..reading import load_json_strict
 from ..tools.contracts.dag import DAG
 from ..tools.contracts.reports import ValidationReport, Violation
 from .registry import validate
@@ -58,7 +59,7 @@ def parse_json(text: str | bytes) -> Any:
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8")
-        return json.loads(text)
+        return load_json_strict(text, fix="give a DAG or plan JSON file with finite numbers of at most 19 digits")
     except UnicodeDecodeError as exc:
         raise InputError(
             f"the input is not UTF-8 text ({exc.reason} at byte {exc.start})",
@@ -73,6 +74,10 @@ def parse_json(text: str | bytes) -> Any:
         raise InputError(
             "the input nests too deeply to be read as JSON", fix="give a DAG or plan JSON file"
         ) from None
+    except InputError:
+        raise
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise InputError(f"the input is not JSON: {exc}", fix="give a DAG or plan JSON file") from None
 
 
 @functools.lru_cache(maxsize=1)

@@ -44,5 +44,7 @@ def emit_json(payload: Any) -> None:
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print one error line on stderr and exit with ``code``."""
-    sys.stderr.write(f"error: {message}\n")
+    from ...reading import one_line
+
+    sys.stderr.write(f"error: {one_line(message, 1000)}\n")
     raise typer.Exit(code)

@@ -15,7 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ...errors import ShardplanError
+from ...errors import InputError, ShardplanError
+from ...reading import one_line
 from .app import app, console, emit_json, fail
 
 __all__ = ["chat_command", "default_db"]
@@ -29,32 +30,26 @@ def default_db() -> Path:
     return (Path(home) if home else Path.home() / ".cache" / "shardplan") / "chat.sqlite"
 
 
-def _open_saver(path: Path) -> Any:
-    import sqlite3
-
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(str(path), check_same_thread=False)
-        saver = SqliteSaver(connection)
-        saver.setup()
-    except (OSError, sqlite3.Error) as exc:
-        fail(f"--db: cannot open {path} as a conversation store ({exc}); choose a writable path")
-    return saver
-
-
 def _turn(graph: Any, config: dict[str, Any], text: str, as_json: bool) -> bool:
     """One turn: run the graph on ``text``, print the answer; False when the turn ended in a failure."""
     from langchain_core.messages import AIMessage, HumanMessage
 
     from ...tools.contracts import Plan
+    from ..hygiene import check_prompt
+    from ..policies import redact
     from ..run import show_on_stderr, stream_turn
     from .plan import print_plan
 
-    state = stream_turn(graph, {"messages": [HumanMessage(content=text)]}, config, None if as_json else show_on_stderr)
+    prompt = HumanMessage(content=redact(check_prompt(text)))
+    import sqlite3
+
+    try:
+        state = stream_turn(graph, {"messages": [prompt]}, config, None if as_json else show_on_stderr)
+    except sqlite3.Error as exc:  # the store hit its page ceiling (MAX_DB_BYTES) or the disk is full
+        raise InputError(f"the conversation store cannot take this turn ({exc})", field="db",
+                         fix="choose another --db, or delete old conversations") from None
     reply = next((m for m in reversed(state.get("messages", [])) if isinstance(m, AIMessage)), None)
-    answer = str(reply.content) if reply is not None else ""
+    answer = redact(str(reply.content)) if reply is not None else ""
     intent = state.get("intent", "")
     planned = intent == "plan"
     plan = state.get("plan") if planned else None
@@ -90,7 +85,11 @@ def chat_command(
 
     make_policy(policy)  # a bad policy name or a missing key is refused before any file is touched
     thread_id = thread or uuid.uuid4().hex[:12]
-    saver = _open_saver(db or default_db())
+    from ..hygiene import check_prompt, open_thread_store
+
+    if prompt is not None:
+        check_prompt(prompt)  # refused before the store is touched
+    saver = open_thread_store(db or default_db())
     graph = build_graph(policy, checkpointer=saver)
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit()}
     if not as_json:
@@ -114,4 +113,4 @@ def chat_command(
         try:
             _turn(graph, config, text, as_json)
         except ShardplanError as exc:  # the conversation goes on after a bad turn
-            sys.stderr.write(f"error: {exc}\n")
+            sys.stderr.write(f"error: {one_line(str(exc))}\n")

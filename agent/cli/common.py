@@ -158,7 +158,7 @@ def build_request(
     from ...tools.hardware import cluster_for
     from ...tools.models import load_model
 
-    where = cluster_for(gpu or (None if cluster else "H100"), gpus, gpus_per_node, cluster)
+    where = cluster_for(gpu if gpu is not None else (None if cluster else "H100"), gpus, gpus_per_node, cluster)
     try:
         # Options arrive as plain strings; validation turns them into the contract's closed vocabularies.
         workload = Workload.model_validate(

@@ -126,10 +126,10 @@ def cost_command(
     from ...tools.contracts import parse_strategy
     from ...tools.cost import estimate_cost
     from ...tools.planner import resolve_request
-    from ..files import read_dag
+    from ..files import read_dag, require_valid
 
     if file is not None:
-        report = estimate_cost(read_dag(file))
+        report = estimate_cost(require_valid(read_dag(file), file))
     else:
         if request is None or strategy is None:
             fail("give a DAG/plan FILE, or --model and --strategy")

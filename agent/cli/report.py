@@ -32,7 +32,7 @@ def read_plan(path: Path) -> Any:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        fail(f"{path} is not a valid plan: {where}: {first['msg']}")
+        fail(f"{path} is not a valid plan: {where}: {first['msg']}; write one with shardplan plan ... -o plan.json")
 
 
 @app.command("report")
@@ -47,8 +47,11 @@ def report_command(
 
     from ...io import write_atomic
     from ...tools.report import render_report, trace_events
+    from ..files import require_valid
 
     plan = read_plan(plan_file)
+    if plan.dag is not None:
+        require_valid(plan.dag, plan_file)  # the report draws its schedule
     if trace is not None and plan.dag is None:
         fail(f"--trace: {plan_file} is an infeasible plan with no DAG, so there is no schedule to trace")
     target = output if output is not None else plan_file.with_suffix(".html")
@@ -86,6 +89,9 @@ def export_command(
     if as_json:
         emit_json(spec)
         return
-    lines = [f"# {engine} launch for {spec.model}: {plan.strategy.to_spec()}"]
-    lines += [f"# note: {note}" for note in spec.notes]
+    from ...reading import one_line
+
+    # Comment lines too: a newline in a model path would start a command of its own when pasted.
+    lines = [f"# {engine} launch for {one_line(spec.model)}: {plan.strategy.to_spec()}"]
+    lines += [f"# note: {one_line(note)}" for note in spec.notes]
     sys.stdout.write("\n".join(lines) + "\n" + spec.command + "\n")

@@ -30,7 +30,7 @@ from .capabilities import (
     validate_dag,
 )
 from .guards import MAX_DAG_CHARS, MAX_DAG_NODES
-from .registry import CAPABILITIES, Capability, dump, error_dict, parse_args
+from .registry import CAPABILITIES, Capability, dump, error_dict, field_error, parse_args
 from .results import BuildSummary, CostSummary, DagCheck, SearchSummary, StrategyCheck
 from .shared import alternatives_for, evaluate_strategy, infeasible_plan, search_request
 
@@ -63,5 +63,6 @@ __all__ = [
     "infeasible_plan",
     "parse_args",
     "error_dict",
+    "field_error",
     "dump",
 ]

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ...limits import MAX_GPUS, MAX_GPUS_PER_NODE
 from ..contracts.common import DType, Objective
 from ..contracts.plan import PlanRequest
 from ..contracts.workload import Workload
@@ -58,9 +59,9 @@ class RequestArgs(Args):
         max_length=40,
         description="GPU catalog name: H100, H200, B200, A100, L40S, MI300X.",
     )
-    gpus: int = Field(ge=1, le=4096, description="GPUs available.")
+    gpus: int = Field(ge=1, le=MAX_GPUS, description="GPUs available.")
     gpus_per_node: int | None = Field(
-        default=None, ge=1, le=512, description="GPUs per node; the GPU's usual 8 when omitted."
+        default=None, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node; the GPU's usual 8 when omitted."
     )
     cluster: str | None = Field(
         default=None, max_length=500, description="Path of a cluster YAML, when the request came with one."
@@ -177,7 +178,7 @@ class CostArgs(StrategyArgs):
         default=None, min_length=1, max_length=300, description="Model, when pricing a strategy."
     )
     gpus: int | None = Field(  # type: ignore[assignment]
-        default=None, ge=1, le=4096, description="GPUs, when pricing a strategy."
+        default=None, ge=1, le=MAX_GPUS, description="GPUs, when pricing a strategy."
     )
     strategy: str | None = Field(  # type: ignore[assignment]
         default=None, min_length=1, max_length=300, description="SPEC, when pricing a strategy."

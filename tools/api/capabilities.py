@@ -203,9 +203,11 @@ def estimate_cost(args: CostArgs) -> CostSummary:
 
     if args.dag_json is not None:
         report = validate_dag(dag_json=args.dag_json)
-        if not report.valid and any(v.rule == "SCHEMA" for v in report.violations):
-            first = report.violations[0]
-            raise InputError(f"dag_json is not a DAG: {first.message}", field="dag_json", fix=first.fix)
+        if not report.valid:  # a DAG that fails validation (a cycle, a dangling edge) has no schedule to price
+            first = next((v for v in report.violations if v.severity == "error"), report.violations[0])
+            what = "is not a DAG" if first.rule == "SCHEMA" else f"fails validation ({first.rule})"
+            raise InputError(f"dag_json {what}: {first.message}", field="dag_json",
+                             fix=first.fix or "validate it with validate_dag and send a valid DAG")
         obj = read_dag_json(args.dag_json)
         dag = DAG.model_validate(obj.get("dag") if "dag" in obj and "nodes" not in obj else obj)
         cost = run_cost(dag)

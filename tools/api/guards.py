@@ -1,17 +1,17 @@
-"""Input guards: size limits and the folders a path may point into."""
+"""Input guards: size limits (from :mod:`shardplan.limits`) and the folders a path may point into."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...limits import MAX_DAG_CHARS, MAX_DAG_NODES
+from ...reading import one_line
 
-MAX_DAG_CHARS = 32_000_000
-"""Largest DAG JSON text accepted, in characters, checked before parsing."""
-MAX_DAG_NODES = 200_000
-"""Largest DAG accepted, in nodes."""
 MAX_VIOLATIONS = 10
 """Violations listed one by one in a compact result; the rest are counted."""
 SEARCH_DEPTH = 20
@@ -19,31 +19,86 @@ SEARCH_DEPTH = 20
 
 
 def allowed_roots() -> list[Path]:
+    """The folders files may be read from: $SHARDPLAN_ALLOWED_ROOTS (``os.pathsep``-separated), fully resolved.
+
+    Unset, it is the working directory; set but empty, no folder at all (bundled models only).
+    """
     raw = os.environ.get("SHARDPLAN_ALLOWED_ROOTS")
-    roots = [Path(p) for p in raw.split(os.pathsep) if p] if raw else [Path.cwd()]
-    return [r.expanduser().resolve() for r in roots]
+    entries = [str(Path.cwd())] if raw is None else [p for p in raw.split(os.pathsep) if p.strip() and "\x00" not in p]
+    return [Path(os.path.expanduser(entry)).resolve() for entry in entries]
+
+
+_TRUSTED: set[Path] = set()
+"""Files the person at the terminal named themselves (see :func:`trusting`): readable wherever they are."""
+
+
+@contextlib.contextmanager
+def trusting(*values: str | None) -> Iterator[None]:
+    """Let the capabilities read the files ``values`` name (a model config or folder, a cluster file) while
+    the block runs, wherever they lie.
+
+    The command line hands its own request to the agent, whose tools confine paths like any other caller's;
+    the files the user named are theirs to read, while any other path the model puts in a tool call stays
+    confined.
+    """
+    added = set()
+    for value in values:
+        if value and "\x00" not in value and os.path.lexists(os.path.expanduser(value)):
+            target = Path(os.path.expanduser(value)).resolve()
+            added |= {target, (target / "config.json").resolve()} if target.is_dir() else {target}
+    added -= _TRUSTED
+    _TRUSTED.update(added)
+    try:
+        yield
+    finally:
+        _TRUSTED.difference_update(added)
+
+
+def _looks_like_path(value: str) -> bool:
+    return (os.sep in value or "/" in value or value.startswith(("~", "."))
+            or value.lower().endswith((".json", ".yaml", ".yml")))
+
+
+def _is_bundled_name(value: str) -> bool:
+    from ..models import resolve_model_name
+
+    try:
+        resolve_model_name(value)
+    except InputError:
+        return False
+    return True
+
+
+def _inside(target: Path, roots: list[Path]) -> bool:
+    return any(target == root or root in target.parents for root in roots)
 
 
 def check_path(value: str, field: str, *, always: bool = False) -> None:
-    """Refuse a file path outside the allowed roots (the working directory, or $SHARDPLAN_ALLOWED_ROOTS)."""
-    from ..models import bundled_models
+    """Refuse a file path that resolves outside the allowed roots (:func:`allowed_roots`).
 
-    looks_like_path = (
-        always
-        or value.endswith((".json", ".yaml", ".yml"))
-        or os.sep in value
-        and (value.strip().lower() not in {r.lower() for r in bundled_models()})
-    )
-    if not looks_like_path:
-        return
-    target = Path(value).expanduser().resolve()
-    if not any(target == root or root in target.parents for root in allowed_roots()):
-        raise InputError(
-            f"{field} path {value} lies outside the allowed folders",
-            field=field,
-            fix="use a bundled model name, or a file under the working directory "
-            "(or a folder listed in SHARDPLAN_ALLOWED_ROOTS)",
-        )
+    ``value`` is a bundled model name or a path; with ``always`` it is a path in every case. A path is
+    resolved as it would be read: ``~`` and ``~user`` expanded, relative to the working directory, ``..``
+    and every symlink followed (a folder's ``config.json`` too, since that is the file read), and only then
+    compared with the roots. The error names only what the caller gave, never the resolved path, and is the
+    same whether or not the outside file exists.
+
+    Raises:
+        InputError: a NUL byte, or a path outside the allowed roots.
+    """
+    fix = ("use a bundled model name, or a file under the working directory "
+           "(or a folder listed in SHARDPLAN_ALLOWED_ROOTS)")
+    if "\x00" in value:
+        raise InputError(f"{field} holds a NUL byte", field=field, fix=fix)
+    expanded = os.path.expanduser(value)
+    exists = os.path.lexists(expanded)
+    if not always and not exists and (_is_bundled_name(value) or not _looks_like_path(value)):
+        return  # a name: nothing is read from disk (an unknown one is refused by the model catalog)
+    target = Path(expanded).resolve()
+    targets = [target, (target / "config.json").resolve()] if target.is_dir() else [target]
+    roots = allowed_roots()
+    if not all(t in _TRUSTED or _inside(t, roots) for t in targets):
+        raise InputError(f"{field} path {one_line(value, 200)!r} lies outside the allowed folders",
+                         field=field, fix=fix)
 
 
 def read_dag_json(source: str | dict[str, Any]) -> Any:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ...errors import InfeasibleError, InputError
+from ...reading import one_line
 from .arguments import Args
 
 # --------------------------------------------------------------------------------------------- registry
@@ -33,13 +34,15 @@ CAPABILITIES: dict[str, Capability] = {}
 """Every capability by name, in definition order."""
 
 
-def _field_error(exc: ValidationError) -> InputError:
+def field_error(exc: ValidationError) -> InputError:
+    """A pydantic ValidationError as one InputError naming the first bad field (up to three listed)."""
     errors = exc.errors()
     places = [".".join(str(p) for p in e["loc"]) or "arguments" for e in errors]
-    text = "; ".join(f"{where}: {e['msg']}" for where, e in zip(places, errors[:3], strict=False))
+    text = "; ".join(f"{one_line(where, 80)}: {one_line(e['msg'], 200)}"
+                     for where, e in zip(places, errors[:3], strict=False))
     if len(errors) > 3:
         text += f" (and {len(errors) - 3} more)"
-    return InputError(text, field=places[0], fix=f"correct '{places[0]}' and call again")
+    return InputError(text, field=places[0], fix=f"correct '{one_line(places[0], 80)}' and call again")
 
 
 def parse_args(model: type[A], values: dict[str, Any]) -> A:
@@ -47,7 +50,7 @@ def parse_args(model: type[A], values: dict[str, Any]) -> A:
     try:
         return model.model_validate(values)
     except ValidationError as exc:
-        raise _field_error(exc) from None
+        raise field_error(exc) from None
 
 
 def capability(args_model: type[A]) -> Callable[[Callable[[A], Any]], Callable[..., Any]]:
@@ -77,14 +80,19 @@ def capability(args_model: type[A]) -> Callable[[Callable[[A], Any]], Callable[.
 
 
 def error_dict(exc: Exception) -> dict[str, Any]:
-    """A structured error an LLM or another agent can act on: ``error``, ``message``, ``field``, ``fix``."""
+    """A structured error an LLM or another agent can act on: ``error``, ``message``, ``field``, ``fix``.
+
+    Every text is one line (control and bidirectional characters from the input escaped).
+    """
     if isinstance(exc, InputError):
-        return exc.to_dict()
-    if isinstance(exc, ValidationError):
-        return _field_error(exc).to_dict()
-    if isinstance(exc, InfeasibleError):
-        return {"error": "InfeasibleError", "message": str(exc), "field": None, "fix": None, "min_gpus": exc.min_gpus}
-    return {"error": type(exc).__name__, "message": str(exc)[:500], "field": None, "fix": None}
+        data: dict[str, Any] = exc.to_dict()
+    elif isinstance(exc, ValidationError):
+        data = field_error(exc).to_dict()
+    elif isinstance(exc, InfeasibleError):
+        data = {"error": "InfeasibleError", "message": str(exc), "field": None, "fix": None, "min_gpus": exc.min_gpus}
+    else:
+        data = {"error": type(exc).__name__, "message": str(exc), "field": None, "fix": None}
+    return {k: one_line(v, 2000) if isinstance(v, str) else v for k, v in data.items()}
 
 
 def dump(result: Any) -> Any:

@@ -1,0 +1,93 @@
+"""Every size and time bound of shardplan, in one place, and the checks that apply them before work starts.
+
+A hostile or careless caller (an agent over MCP, a pasted config, a scripted model) can ask for work that
+never ends or memory that never comes back: a config with a million layers, a million nodes, a chat reply of
+megabytes. Each bound below is far above any real deployment (DeepSeek-V3 has 61 layers, the largest
+bundled cluster 64 GPUs) and is checked on the input itself, before a DAG is built or a search starts, so
+a refusal is immediate and names the field and the limit.
+
+>>> check_count("gpus", 16, MAX_GPUS)
+16
+>>> check_count("gpus", 10**12, MAX_GPUS)
+Traceback (most recent call last):
+...
+shardplan.errors.InputError: gpus=1000000000000 exceeds the limit of 4,096; plan for at most 4,096 gpus
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import InputError
+
+__all__ = [
+    "MAX_LAYERS",
+    "MAX_GPUS",
+    "MAX_NODES",
+    "MAX_GPUS_PER_NODE",
+    "MAX_CONFIG_INT",
+    "MAX_CONFIG_BYTES",
+    "MAX_PROMPT_CHARS",
+    "MAX_MESSAGE_CHARS",
+    "MAX_DB_BYTES",
+    "MAX_DAG_CHARS",
+    "MAX_DAG_NODES",
+    "MAX_INT_DIGITS",
+    "TOOL_CALL_SECONDS",
+    "check_count",
+    "tool_call_seconds",
+]
+
+MAX_LAYERS = 1024
+"""Transformer layers a model config may declare (the largest real models have about 130)."""
+MAX_GPUS = 4096
+"""GPUs a request or cluster may hold."""
+MAX_NODES = 512
+"""Nodes a cluster may hold."""
+MAX_GPUS_PER_NODE = 512
+"""GPUs one node may hold (rack-scale NVLink domains have 72)."""
+MAX_CONFIG_INT = 10**9
+"""Largest value of any integer key of a model config (vocabularies and widths are below a million)."""
+MAX_CONFIG_BYTES = 4_000_000
+"""Largest config.json or cluster YAML file read, in bytes."""
+MAX_PROMPT_CHARS = 4000
+"""Longest chat prompt, in characters (a planning request fits in a few hundred)."""
+MAX_MESSAGE_CHARS = 20_000
+"""Longest model reply kept in a conversation, in characters; longer replies are cut before they are stored."""
+MAX_DB_BYTES = 64 * 1024 * 1024
+"""Largest chat thread database a new turn is started on, in bytes."""
+MAX_DAG_CHARS = 32_000_000
+"""Largest DAG JSON text accepted by a tool, in characters, checked before parsing."""
+MAX_DAG_NODES = 200_000
+"""Largest DAG accepted, in nodes."""
+MAX_INT_DIGITS = 19
+"""Digits of the largest integer read from a JSON file (a 64-bit integer has at most 19)."""
+TOOL_CALL_SECONDS = 60.0
+"""Seconds one MCP tool call may run before it is stopped ($SHARDPLAN_TOOL_TIMEOUT overrides)."""
+
+
+def check_count(field: str, value: int, limit: int) -> int:
+    """``value`` when it is at most ``limit``; otherwise an InputError naming ``field`` and the limit."""
+    if value > limit:
+        raise InputError(f"{field}={value} exceeds the limit of {limit:,}", field=field,
+                         fix=f"plan for at most {limit:,} {field}")
+    return value
+
+
+def tool_call_seconds() -> float:
+    """The time limit of one MCP tool call: $SHARDPLAN_TOOL_TIMEOUT, else :data:`TOOL_CALL_SECONDS`.
+
+    Raises:
+        InputError: the variable is not a positive number.
+    """
+    raw = os.environ.get("SHARDPLAN_TOOL_TIMEOUT")
+    if raw is None:
+        return TOOL_CALL_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise InputError(f"SHARDPLAN_TOOL_TIMEOUT={raw!r} is not a positive number of seconds",
+                         field="SHARDPLAN_TOOL_TIMEOUT", fix="unset it or give seconds, e.g. 60")
+    return value

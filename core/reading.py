@@ -1,0 +1,166 @@
+"""Reading untrusted JSON and YAML text, and echoing it back, without tracebacks.
+
+The standard parsers fail in ways that are not input errors: deep nesting raises RecursionError, a
+5,000-digit integer raises a bare ValueError, ``Infinity`` and ``1e999`` become infinite floats that
+overflow the cost model later, and YAML's messages span several lines. These helpers turn each into an
+:class:`~shardplan.errors.InputError` of one line that names the field and the fix, and
+:func:`one_line` makes any text safe to print on one terminal line.
+
+>>> parse_json_text('{"layers": 2}', what="config.json", field="model")
+{'layers': 2}
+>>> parse_json_text('{"layers": Infinity}', what="config.json", field="model")
+Traceback (most recent call last):
+...
+shardplan.errors.InputError: config.json is not valid JSON: Infinity is not a finite number; ...
+>>> one_line("a\\nb\\u202ec")
+'a\\\\nb\\\\u202ec'
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .limits import MAX_CONFIG_BYTES, MAX_INT_DIGITS
+
+__all__ = ["load_json_strict", "parse_json_text", "parse_yaml_text", "read_text", "one_line", "finite_numbers"]
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str, limit: int = 600) -> str:
+    """``text`` as one printable line: control and bidirectional-format characters escaped, cut at ``limit``.
+
+    A name echoed from the input may carry newlines (a forged second line) or U+202E (text shown
+    reversed); escaping them keeps every error one honest line.
+    """
+    out = []
+    for char in text:
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    line = "".join(out)
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class _Refused(ValueError):
+    """A value the JSON hooks refuse; its message is the reason."""
+
+
+def _constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a finite number")
+
+
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refused(f"an integer of {len(text.lstrip('-')):,} digits is too large")
+    return int(text)
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"{one_line(text, 40)} is not a finite number")
+    return value
+
+
+def load_json_strict(text: str | bytes, *, what: str = "the input", field: str | None = None,
+                     fix: str = "give finite numbers of at most 19 digits") -> Any:
+    """``json.loads`` that refuses ``NaN``, ``Infinity``, ``1e999`` and integers over
+    :data:`~shardplan.limits.MAX_INT_DIGITS` digits; other errors (JSONDecodeError, RecursionError) pass.
+
+    Raises:
+        InputError: a refused number, named with ``what``.
+    """
+    import json
+
+    try:
+        return json.loads(text, parse_constant=_constant, parse_int=_integer, parse_float=_number)
+    except _Refused as exc:
+        raise InputError(f"{what} is not valid JSON: {exc}", field=field, fix=fix) from None
+
+
+def parse_json_text(text: str, *, what: str, field: str,
+                    fix: str = "give finite numbers of at most 19 digits") -> Any:
+    """Parsed JSON of ``text`` (named ``what`` in messages); refuses non-finite numbers, integers over
+    :data:`~shardplan.limits.MAX_INT_DIGITS` digits and nesting Python cannot recurse into.
+
+    Raises:
+        InputError: ``field`` names what was given; the message says where the text is broken.
+    """
+    import json
+
+    try:
+        return load_json_strict(text, what=what, field=field, fix=fix)
+    except RecursionError:
+        raise InputError(f"{what} is nested too deeply", field=field, fix="give a flat JSON document") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+                         field=field, fix="give a JSON file") from None
+    except InputError:
+        raise
+    except ValueError as exc:  # int() past Python's digit limit, and similar conversions
+        raise InputError(f"{what} is not valid JSON: {one_line(str(exc), 120)}", field=field, fix=fix) from None
+
+
+def finite_numbers(data: Any, where: str, field: str) -> Any:
+    """``data`` when every number in it is finite and every integer fits 64 bits; else an InputError naming
+    the key path (``where.key[0]``)."""
+    stack = [(data, where)]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{one_line(str(k), 60)}") for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{path} is {value}, not a finite number", field=path, fix="give a finite number")
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+            raise InputError(f"{path} is an integer too large to be real", field=path, fix="give a smaller number")
+    return data
+
+
+def parse_yaml_text(text: str, *, what: str, field: str, fix: str) -> Any:
+    """Parsed YAML of ``text`` (safe loader), with numbers checked by :func:`finite_numbers`.
+
+    Raises:
+        InputError: one line: the parser's problem and its line and column, or too deep a nesting.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except RecursionError:
+        raise InputError(f"{what} is nested too deeply", field=field, fix=fix) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        place = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = one_line(str(exc.problem or exc.context or "unreadable YAML"), 160)
+        raise InputError(f"{what} is not valid YAML: {problem}{place}", field=field, fix=fix) from None
+    except (yaml.YAMLError, ValueError, TypeError) as exc:
+        raise InputError(f"{what} is not valid YAML: {one_line(str(exc), 160)}", field=field, fix=fix) from None
+    return finite_numbers(data, field, field)
+
+
+def read_text(path: Path, *, what: str, field: str, fix: str, limit: int = MAX_CONFIG_BYTES) -> str:
+    """The UTF-8 text of ``path``, refusing files over ``limit`` bytes before reading them.
+
+    Raises:
+        InputError: the file is missing, unreadable, too large or not text.
+    """
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise InputError(f"{what} is {size:,} bytes, over the limit of {limit:,}", field=field, fix=fix)
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{what} does not exist", field=field, fix=fix) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise InputError(f"cannot read {what}: {reason}", field=field, fix=fix) from None

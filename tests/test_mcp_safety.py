@@ -1,0 +1,223 @@
+"""The MCP server as a hostile client meets it: paths that try to leave the allowed folders (``..``, ``~``,
+``~user``, absolute paths, symlinked files and folders, NUL bytes) on every transport, and calls that run past
+their time limit or are cancelled, after which the server's memory is back at its baseline."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from cli_helpers import SHARDPLAN
+from mcp import Client, StdioServerParameters
+from shardplan.errors import InputError
+from shardplan.tools.api.guards import check_path
+from shardplan.tools.mcp_server import HTTP_PATH, build_server
+from test_mcp import BUNDLED, _free_port, _wait_for_port, error, ok, talk
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """(root, outside): a root with a real config and three symlinks that lead out, and an outside folder."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "inside").mkdir(parents=True)
+    (root / "folder").mkdir()
+    outside.mkdir()
+    shutil.copy(BUNDLED, root / "inside" / "config.json")
+    shutil.copy(BUNDLED, outside / "config.json")
+    (outside / "cluster.yaml").write_text("gpu: H100\nnodes: 1\n")
+    (root / "file_link.json").symlink_to(outside / "config.json")
+    (root / "dir_link").symlink_to(outside, target_is_directory=True)
+    (root / "folder" / "config.json").symlink_to(outside / "config.json")
+    yield root, outside
+
+
+def hostile(outside: Path) -> list[str]:
+    """Model arguments that all lead outside the root (when the server runs in it)."""
+    return ["../outside/config.json", "../outside", "inside/../../outside/config.json", str(outside / "config.json"),
+            "~", "~/config.json", "~root", "~root/config.json", "file_link.json", "dir_link",
+            "dir_link/config.json", "folder", "folder/config.json", "inside\x00/config.json", "/etc/passwd",
+            "/nonexistent/config.json", str(outside / "missing.json")]
+
+
+ALLOWED = ["inside/config.json", "inside", "llama-3.1-8b"]
+
+
+def _describe_all(values: list[str]) -> Any:
+    async def scenario(client: Client) -> list[Any]:
+        return [await client.call_tool("describe_model", {"model": value}) for value in values]
+
+    return scenario
+
+
+def _check(results: list[Any], outside: Path) -> None:
+    """Every hostile value refused with a message naming only what was given; every allowed one served."""
+    values = hostile(outside)
+    refusals = [error(result) for result in results[:len(values)]]
+    for value, refusal in zip(values, refusals, strict=True):
+        assert refusal["field"] == "model", (value, refusal)
+        message = refusal["message"]
+        assert ("outside the allowed folders" in message or "NUL byte" in message), (value, message)
+        assert "no config file" not in message and "\n" not in message
+        for revealing in (str(outside), "/root", os.path.expanduser("~")):
+            assert revealing not in message or revealing in value, (value, message)
+    # The same answer whether or not the outside file exists: nothing to learn about the outside.
+    existing, missing = refusals[3]["message"], refusals[-1]["message"]
+    assert existing.replace("config.json", "missing.json") == missing
+    for result in results[len(values):]:
+        assert ok(result)["layers"] == 32
+
+
+def test_check_path_resolves_symlinks_dots_and_home(tree: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    root, outside = tree
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("SHARDPLAN_ALLOWED_ROOTS", raising=False)
+    for value in hostile(outside):
+        with pytest.raises(InputError):
+            check_path(value, "model")
+        with pytest.raises(InputError):
+            check_path(value, "cluster", always=True)
+    for value in ALLOWED:
+        check_path(value, "model")
+    monkeypatch.setenv("SHARDPLAN_ALLOWED_ROOTS", "")  # set but empty: no folder at all
+    with pytest.raises(InputError, match="outside the allowed folders"):
+        check_path("inside/config.json", "model")
+    check_path("llama-3.1-8b", "model")
+
+
+def test_in_memory_server_refuses_every_way_out(tree: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    root, outside = tree
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("SHARDPLAN_ALLOWED_ROOTS", str(root))
+    server = build_server()
+    _check(talk(server, _describe_all(hostile(outside) + ALLOWED)), outside)
+
+    async def cluster(client: Client) -> Any:
+        arguments = {"model": "llama-3.1-8b", "gpus": 1, "cluster": "../outside/cluster.yaml"}
+        return await client.call_tool("plan", arguments)
+
+    assert "outside the allowed folders" in error(talk(server, cluster))["message"]
+
+
+def test_stdio_server_refuses_every_way_out(tree: tuple[Path, Path]) -> None:
+    root, outside = tree
+    env = {**os.environ, "SHARDPLAN_ALLOWED_ROOTS": str(root)}
+    params = StdioServerParameters(command=SHARDPLAN, args=["mcp"], cwd=str(root), env=env)
+    _check(talk(params, _describe_all(hostile(outside) + ALLOWED)), outside)
+
+
+def test_http_server_refuses_every_way_out(tree: tuple[Path, Path]) -> None:
+    root, outside = tree
+    port = _free_port()
+    env = {**os.environ, "SHARDPLAN_ALLOWED_ROOTS": str(root)}
+    process = subprocess.Popen([SHARDPLAN, "mcp", "--transport", "http", "--port", str(port)], cwd=root, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_port(process, port)
+        _check(talk(f"http://127.0.0.1:{port}{HTTP_PATH}", _describe_all(hostile(outside) + ALLOWED)), outside)
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+# ------------------------------------------------------------------------------------ bounded calls
+
+
+def _tree_rss_kb(pid: int) -> tuple[int, int]:
+    """(resident KB, process count) of ``pid`` and all its descendants, read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    family, grew = {pid}, True
+    while grew:
+        more = {child for child, parent in parents.items() if parent in family} - family
+        family |= more
+        grew = bool(more)
+    total = 0
+    for member in family:
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    return total, len(family)
+
+
+HEAVY = {"model": "deepseek-v3", "gpu": "H200", "gpus": 4096, "isl": 1024, "osl": 64}
+"""A search of about a minute and a half on a small machine: far past the limits set below."""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads memory from /proc")
+def test_a_call_past_its_limit_or_cancelled_is_stopped_and_memory_returns() -> None:
+    env = {**os.environ, "SHARDPLAN_TOOL_TIMEOUT": "3"}
+    params = StdioServerParameters(command=SHARDPLAN, args=["mcp"], env=env)
+
+    async def scenario(client: Client) -> dict[str, Any]:
+        ok(await client.call_tool("list_gpus", {}))  # a worker started, served and idle: the baseline
+        pid = next(p for p in _children_named("shardplan") if p != os.getpid())
+        baseline = _tree_rss_kb(pid)
+        began = time.monotonic()
+        stopped = error(await client.call_tool("search_strategies", HEAVY))
+        took = time.monotonic() - began
+        after_limit = _tree_rss_kb(pid)
+        with anyio.move_on_after(1.5):
+            await client.call_tool("search_strategies", HEAVY)  # the client gives up: a cancellation
+        await anyio.sleep(1.0)
+        after_cancel = _tree_rss_kb(pid)
+        again = ok(await client.call_tool("get_rule", {"rule_id": "DEC-1"}))
+        return {"baseline": baseline, "stopped": stopped, "took": took, "after_limit": after_limit,
+                "after_cancel": after_cancel, "again": again}
+
+    seen = talk(params, scenario)
+    assert seen["stopped"]["error"] == "TimeoutError" and "within 3 s" in seen["stopped"]["message"]
+    assert seen["took"] < 15
+    assert seen["again"]["id"] == "DEC-1"  # the server kept serving
+    base_kb, base_count = seen["baseline"]
+    for kb, count in (seen["after_limit"], seen["after_cancel"]):
+        assert count <= base_count  # the busy worker is gone, not left running
+        assert kb <= base_kb + 30_000, (kb, base_kb)
+
+
+def _children_named(word: str) -> list[int]:
+    """Processes of this test run whose command line mentions ``word`` (the stdio server)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if word in cmd and " mcp" in cmd and int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_dead_idle_worker_is_replaced() -> None:
+    from shardplan.tools.api.workers import CapabilityWorkers
+
+    workers = CapabilityWorkers()
+
+    async def scenario() -> list[bool]:
+        answers = [(await workers.call("get_rule", {"rule_id": "DEC-1"}, 30))[0]]
+        for worker in workers._idle:  # the system kills the idle worker (out of memory, say)
+            worker.process.kill()
+            worker.process.join()
+        answers.append((await workers.call("get_rule", {"rule_id": "DEC-1"}, 30))[0])
+        return answers
+
+    try:
+        assert anyio.run(scenario) == [True, True]
+    finally:
+        workers.close()
