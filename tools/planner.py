@@ -111,6 +111,8 @@ def alternatives_from(result: SearchResult, chosen: Candidate, objective: str, l
             tpot_ms=c.tpot_ms,
             tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
             tokens_per_s_per_user=c.tokens_per_s_per_user,
+            concurrency=c.concurrency,
+            gpus_used=c.gpus_used or None,
             why_not=why_not(c, chosen, objective),
         )
         for c in runners
@@ -186,6 +188,8 @@ def review(request: PlanRequest, strategy: Strategy, limit: int = 4) -> Plan:
             tpot_ms=c.tpot_ms,
             tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
             tokens_per_s_per_user=c.tokens_per_s_per_user,
+            concurrency=c.concurrency,
+            gpus_used=c.gpus_used or None,
             why_not="beats the given strategy, which has " + why_not(given, c, request.workload.objective),
         )
         for c in better[:limit]

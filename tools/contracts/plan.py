@@ -39,6 +39,8 @@ class Alternative(Contract):
     tpot_ms: float = Field(ge=0, description="Predicted TPOT.")
     tokens_per_s_per_gpu: float = Field(ge=0, description="Predicted throughput per GPU.")
     tokens_per_s_per_user: float = Field(ge=0, description="Predicted per-user speed.")
+    concurrency: int | None = Field(default=None, ge=1, description="Sequences in flight at its best concurrency.")
+    gpus_used: int | None = Field(default=None, ge=1, description="GPUs it uses.")
     why_not: str = Field(description="Why it lost to the chosen one.")
 
 
