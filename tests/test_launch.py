@@ -143,12 +143,13 @@ def test_searched_deployment_gets_one_server_per_replica_at_its_concurrency() ->
     searched = plan_for_strategy(request, model, cluster, parse_strategy("dp=4,tp=1"))
     assert searched.deployment is not None and searched.strategy is not None
     d = searched.deployment
-    spec = launch_command(searched, "vllm")
-    lines = spec.commands["serve"].splitlines()
-    assert len(lines) == d.replicas > 1
     per_replica = d.pools[0].concurrency_per_worker
-    assert all(f"--max-num-seqs {per_replica}" in line for line in lines)
-    assert per_replica * d.replicas == d.concurrency
+    assert per_replica * d.replicas == d.concurrency and d.replicas == 4
+    lines = launch_command(searched, "sglang").commands["serve"].splitlines()
+    assert len(lines) == d.replicas
+    assert all(f"--max-running-requests {per_replica}" in line for line in lines)
+    vllm = launch_command(searched, "vllm").flags["serve"]  # vLLM runs dense replicas as data-parallel ranks
+    assert vllm["--data-parallel-size"] == d.replicas and vllm["--max-num-seqs"] == per_replica
 
 
 def test_disaggregated_prefill_sp_folds_into_tp() -> None:
