@@ -23,9 +23,10 @@ SECTIONS = ("strategy", "time", "memory", "pareto", "timeline", "dag", "validati
 
 @pytest.fixture(scope="module")
 def real_plan() -> Plan:
-    """What ``shardplan plan`` answers for Qwen3-30B-A3B on 8 H100 at batch 64 for throughput (disaggregated)."""
+    """What ``shardplan plan`` answers for Qwen3-30B-A3B on up to 8 H100 for throughput under TTFT and TPOT targets
+    (a disaggregated deployment; the search chooses the concurrency)."""
     request = PlanRequest(model="Qwen/Qwen3-30B-A3B", gpu="H100", gpus=8,
-                          workload=Workload(isl=2048, osl=256, batch=64, objective="throughput"))
+                          workload=Workload(isl=2048, osl=256, objective="throughput", ttft_ms=1000, tpot_ms=20))
     result = plan(request)
     assert result.strategy is not None and result.dag is not None
     return result
