@@ -220,7 +220,7 @@ def cost_command(
         if request is None or strategy is None:
             fail("give a DAG/plan FILE, or --model and --strategy")
         spec, cl = resolve_request(request)
-        report = estimate_cost(build_dag(spec, cl, parse_strategy(strategy), request.workload), cl)
+        report = estimate_cost(build_dag(spec, cl, parse_strategy(strategy), request.workload.with_batch()), cl)
     if as_json:
         emit_json(report)
         return

@@ -85,6 +85,10 @@ class Workload(Contract):
         """Sequences one step of ``phase`` serves: the prefill batch in prefill, the whole batch in decode."""
         return self.prefill_sequences if phase == "prefill" else self.sequences
 
+    def with_batch(self) -> Workload:
+        """This workload with its batch made explicit (1 when the search was to choose it), for building one DAG."""
+        return self if self.batch is not None else self.model_copy(update={"batch": 1})
+
     def at_concurrency(self, batch: int, prefill_batch: int | None = None) -> Workload:
         """This workload with ``batch`` sequences in flight (and optionally a prefill batch)."""
         return self.model_copy(update={"batch": batch, "prefill_batch": prefill_batch})
