@@ -309,7 +309,7 @@ def _screen(
         else:
             probe = 64
         probe = max(1, min(probe, capacity))
-        seconds = pricer.step_s(probe, 0)
+        seconds = pricer.decode_sample_s(probe)
         score = seconds if probe == 1 else -probe / (seconds * layout.gpus)
         by_size.setdefault(layout.gpus, []).append((score, pricer))
     kept = []

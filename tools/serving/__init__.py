@@ -11,7 +11,7 @@ from .disaggregated import DecodeWorker, PrefillWorker, decode_workers, kv_trans
 from .options import DeploymentOption, concurrency_grid
 from .placement import max_workers, packs, pair_packs, worker_cluster
 from .steady import ServingPoint, continuous_point, serving_point, static_point
-from .steps import StepPricer
+from .steps import StepPricer, forget_samples
 
 __all__ = [
     "DecodeWorker",
@@ -22,6 +22,7 @@ __all__ = [
     "aggregated_options",
     "concurrency_grid",
     "continuous_point",
+    "forget_samples",
     "decode_workers",
     "kv_transfer_s",
     "max_workers",

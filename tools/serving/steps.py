@@ -37,7 +37,17 @@ from ..contracts.strategy import PhaseStrategy
 from ..contracts.workload import Workload
 from ..cost.fast import phase_latency_s
 
-__all__ = ["StepPricer", "interpolate_power_grid"]
+__all__ = ["StepPricer", "interpolate_power_grid", "forget_samples"]
+
+_SHARED: dict[tuple[str, str, str, int, int, str, int], float] = {}
+"""Sampled shapes shared by every pricer of the process: the search, the agent's checks and the final plan
+price the same layouts. Keyed by model, cluster, layout, lengths, kind and token count."""
+_SHARED_LIMIT = 200_000
+
+
+def forget_samples() -> None:
+    """Drop every shared sampled shape (benchmarks time a search from scratch)."""
+    _SHARED.clear()
 
 
 def interpolate_power_grid(sample: dict[int, float], n: float, base: int = 2) -> float:
@@ -74,6 +84,7 @@ class StepPricer:
     def __post_init__(self) -> None:
         self.layout = self.layout.model_copy(update={"dp": 1})
         self._lane = self.layout.model_copy(update={"mb": 1})
+        self._key = (self.model.model_dump_json(), self.cluster.model_dump_json(), self.layout.to_spec())
 
     @property
     def lanes(self) -> int:
@@ -89,12 +100,22 @@ class StepPricer:
         """A sampled shape: ``linear``/``decode``/``prefill`` on one lane, ``static_*`` on the whole layout."""
         key = (kind, n)
         if key not in self._samples:
-            layout = self.layout if kind.startswith("static_") else self._lane
-            phase = "prefill" if kind.endswith("prefill") else "decode"
-            length = {"linear": 1, "decode": self.context, "static_decode": self.context}.get(kind, self.isl)
-            shape = Workload(isl=length, osl=1, batch=n)
-            self._samples[key] = phase_latency_s(self.model, self.cluster, phase, layout, shape)
+            shared = (*self._key, self.isl, self.osl, kind, n)
+            if shared not in _SHARED:
+                layout = self.layout if kind.startswith("static_") else self._lane
+                phase = "prefill" if kind.endswith("prefill") else "decode"
+                length = {"linear": 1, "decode": self.context, "static_decode": self.context}.get(kind, self.isl)
+                shape = Workload(isl=length, osl=1, batch=n)
+                if len(_SHARED) >= _SHARED_LIMIT:
+                    _SHARED.clear()
+                _SHARED[shared] = phase_latency_s(self.model, self.cluster, phase, layout, shape)
+            self._samples[key] = _SHARED[shared]
         return self._samples[key]
+
+    def decode_sample_s(self, sequences: int) -> float:
+        """One lane's pure decode step of ``sequences`` sequences at the mean context: a single sampled shape,
+        the search's cheap probe."""
+        return self._sample("decode", max(1, sequences))
 
     def _curve(self, kind: str, n: float) -> float:
         low = self.base ** int(math.floor(math.log(max(n, 1), self.base) + 1e-9))
