@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 from shardplan.errors import InfeasibleError
-from shardplan.tools.contracts import Workload
+from shardplan.tools.contracts import Workload, parse_strategy
+from shardplan.tools.deployment import best_option
 from shardplan.tools.feasibility import strategy_problems
 from shardplan.tools.hardware import make_cluster
 from shardplan.tools.models import load_model
-from shardplan.tools.contracts import parse_strategy
-from shardplan.tools.deployment import best_option
 from shardplan.tools.search import enumerate_strategies, pareto_front, search
 
 
