@@ -124,3 +124,13 @@ def test_split_pools_count_every_gpu_and_serve_the_slower_pools_rate() -> None:
         assert option.requests_per_s == pytest.approx(min(x * prefill.requests_per_s, y * decode.requests_per_s))
         assert option.tokens_per_s_per_gpu == pytest.approx(option.tokens_per_s / option.gpus_used)
         assert option.kv_transfer_ms > 0 and option.ttft_ms > prefill.step_s * 1e3
+
+
+def test_the_serving_modules_examples_hold() -> None:
+    import doctest
+
+    from shardplan.tools.cost import memory
+    from shardplan.tools.serving import options, placement, steady, steps
+
+    for module in (steps, steady, placement, options, memory):
+        assert doctest.testmod(module).failed == 0, module.__name__

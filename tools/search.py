@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from pydantic import Field
 
@@ -210,16 +210,27 @@ def rank_key(objective: str, workload: Workload) -> Callable[[_Ranked], tuple[fl
     return key
 
 
-def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
+class _Rated(Protocol):
+    @property
+    def tokens_per_s_per_gpu(self) -> float: ...
+
+    @property
+    def tokens_per_s_per_user(self) -> float: ...
+
+
+_RatedT = TypeVar("_RatedT", bound=_Rated)
+
+
+def pareto_front(candidates: list[_RatedT]) -> list[_RatedT]:
     """Candidates no other beats on both tokens/s/GPU and tokens/s/user, by ascending tokens/s/user."""
     ordered = sorted(candidates, key=lambda c: (-c.tokens_per_s_per_user, -c.tokens_per_s_per_gpu))
-    front: list[Candidate] = []
+    front: list[_RatedT] = []
     best_gpu = -1.0
     for cand in ordered:
         if cand.tokens_per_s_per_gpu > best_gpu:
             front.append(cand)
             best_gpu = cand.tokens_per_s_per_gpu
-    return sorted(front, key=lambda c: c.tokens_per_s_per_user)
+    return front[::-1]
 
 
 def candidate_from_option(
@@ -407,7 +418,7 @@ def search(
     options.sort(key=key)
     budget = cluster.world_size
     ranked = [candidate_from_option(model, cluster, o, workload, budget) for o in options[: max(top, 1)]]
-    frontier_options = _front_options(options)
+    frontier_options = pareto_front(options)
     return SearchResult(
         objective="rate" if workload.rate is not None else workload.objective,
         candidates=ranked,
@@ -416,18 +427,6 @@ def search(
         rejected=rejected,
         seconds=time.perf_counter() - began,
     )
-
-
-def _front_options(options: list[DeploymentOption]) -> list[DeploymentOption]:
-    """The Pareto-optimal options (tokens/s/GPU against tokens/s/user), by ascending tokens/s/user."""
-    ordered = sorted(options, key=lambda o: (-o.tokens_per_s_per_user, -o.tokens_per_s_per_gpu))
-    front: list[DeploymentOption] = []
-    best = -1.0
-    for option in ordered:
-        if option.tokens_per_s_per_gpu > best:
-            front.append(option)
-            best = option.tokens_per_s_per_gpu
-    return front[::-1]
 
 
 def min_gpus_to_fit(model: ModelSpec, cluster: Cluster, workload: Workload, limit: int = 1024) -> int | None:

@@ -20,11 +20,10 @@ from ..contracts.workload import Workload
 from ..cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
 from .options import DeploymentOption, concurrency_grid
 from .placement import max_workers
+from .steady import queue_wait
 from .steps import StepPricer
 
 __all__ = ["PrefillWorker", "DecodeWorker", "prefill_worker", "decode_workers", "kv_transfer_s", "pool_options"]
-
-_MAX_UTILISATION = 0.95
 
 
 @dataclass(frozen=True)
@@ -126,9 +125,9 @@ def pool_options(
             if workload.rate is not None and rate < workload.rate:
                 continue
             served = workload.rate or rate
-            busy = min(served / (x * prefill.requests_per_s), _MAX_UTILISATION)
+            busy = served / (x * prefill.requests_per_s)
             transfer = kv_transfer_s(model, cluster, prefill.layout, decode.layout, workload.isl, gpus <= per_node)
-            ttft = prefill.step_s * (1.5 + busy / (2 * (1 - busy))) + transfer
+            ttft = 1.5 * prefill.step_s + queue_wait(busy, prefill.step_s) + transfer
             tpot = decode.step_s if workload.osl > 1 else 0.0
             in_flight = max(1, math.ceil(served * (ttft + (workload.osl - 1) * tpot)))
             options.append(

@@ -32,10 +32,20 @@ from dataclasses import dataclass
 from ..contracts.workload import Workload
 from .steps import StepPricer
 
-__all__ = ["ServingPoint", "continuous_point", "static_point", "serving_point"]
+__all__ = ["ServingPoint", "continuous_point", "static_point", "serving_point", "queue_wait"]
 
 _MAX_UTILISATION = 0.95
-"""Prefill-slot utilisation above which the queueing formula is clamped (the fixed point caps D anyway)."""
+"""Utilisation above which the queueing formula is clamped (Little's law takes over beyond it)."""
+
+
+def queue_wait(utilisation: float, service: float) -> float:
+    """Mean wait of an M/D/1 queue (Poisson arrivals, fixed service time) at ``utilisation``, clamped at 95%.
+
+    >>> queue_wait(0.5, 2.0)
+    1.0
+    """
+    busy = min(max(utilisation, 0.0), _MAX_UTILISATION)
+    return busy / (2 * (1 - busy)) * service
 
 
 @dataclass(frozen=True)
@@ -86,8 +96,7 @@ def continuous_point(pricer: StepPricer, concurrency: int, workload: Workload) -
         with_prefill = pricer.step_s(decoding, chunk)
         tpot = share * with_prefill + (1 - share) * pricer.step_s(decoding, 0)
         service = math.ceil(prompt / free) * pricer.chunk_pass_s(decoding, chunk)
-        busy = min(share, _MAX_UTILISATION)
-        ttft = tpot / 2 + busy / (2 * (1 - busy)) * service + service
+        ttft = tpot / 2 + queue_wait(share, service) + service
         settled = min(concurrency * (out - 1) * tpot / (ttft + (out - 1) * tpot), decode_cap)
         if abs(settled - decoding) <= 0.005 * decoding:
             decoding = settled
