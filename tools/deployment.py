@@ -259,6 +259,21 @@ def deployment_section(
         )
         for c in frontier or []
     ]
+    if option is not None and not any(p.chosen for p in points):
+        points.append(
+            FrontierPoint(
+                strategy=chosen,
+                concurrency=max(concurrency, 1),
+                gpus_used=strategy.gpus,
+                ttft_ms=option.ttft_ms,
+                tpot_ms=option.tpot_ms,
+                tokens_per_s_per_gpu=option.tokens_per_s_per_gpu,
+                tokens_per_s_per_user=option.tokens_per_s_per_user,
+                meets_targets=evaluated.cost.meets_targets,
+                chosen=True,
+            )
+        )
+        points.sort(key=lambda p: p.tokens_per_s_per_user)
     return Deployment(
         concurrency=max(concurrency, 1),
         replicas=strategy.decode.dp,

@@ -90,7 +90,10 @@ class SearchResult(Contract):
 
     objective: str = Field(description="What was optimised.")
     candidates: list[Candidate] = Field(description="Fitting deployments, best first.")
-    frontier: list[Candidate] = Field(description="Pareto-optimal deployments over every priced concurrency.")
+    frontier: list[Candidate] = Field(
+        description="Pareto-optimal deployments over every priced concurrency, among those meeting the targets "
+        "(all when none does)."
+    )
     evaluated: int = Field(description="Deployments priced.")
     rejected: dict[str, int] = Field(description="Layouts pruned, counted by rule ID or 'MEM-1'.")
     seconds: float = Field(description="Wall time of the search.")
@@ -418,7 +421,9 @@ def search(
     options.sort(key=key)
     budget = cluster.world_size
     ranked = [candidate_from_option(model, cluster, o, workload, budget) for o in options[: max(top, 1)]]
-    frontier_options = pareto_front(options)
+    # The frontier a user can pick from: the deployments meeting the targets (all of them when none does).
+    meeting = [o for o in options if _shortfall(workload, o) == 0]
+    frontier_options = pareto_front(meeting or options)
     return SearchResult(
         objective="rate" if workload.rate is not None else workload.objective,
         candidates=ranked,

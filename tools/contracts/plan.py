@@ -95,7 +95,9 @@ class Deployment(Contract):
     kv_transfer_ms: float = Field(default=0.0, ge=0, description="KV-cache transfer per request between pools.")
     pools: list[WorkerPool] = Field(description="Each kind of worker with its layout and memory.")
     frontier: list[FrontierPoint] = Field(
-        default_factory=list, description="Pareto frontier of the searched deployments, by tokens/s/user."
+        default_factory=list,
+        description="Pareto frontier of the searched deployments meeting the targets (all when none does), by "
+        "tokens/s/user, with the chosen one always included.",
     )
 
 
