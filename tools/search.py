@@ -7,7 +7,7 @@ and decode workers and size both pools. Objectives (``Workload.objective``, ``Wo
 
 * ``latency``: lowest request latency, TTFT + (osl - 1) x TPOT, then the fewest GPUs;
 * ``throughput`` / ``goodput``: highest output tokens/s per GPU used, then the most tokens/s;
-* a ``rate``: the fewest GPUs that serve that many requests/s, then tokens/s/GPU;
+* a ``rate``: the fewest GPUs that serve that many requests/s, at the lowest concurrency that does;
 
 always among deployments meeting the TTFT/TPOT targets first, then by how little they miss them.
 """
@@ -205,7 +205,8 @@ def rank_key(objective: str, workload: Workload) -> Callable[[_Ranked], tuple[fl
         e2e = c.ttft_ms + (workload.osl - 1) * c.tpot_ms
         gpus = float(c.gpus_used)
         if workload.rate is not None:
-            return (miss, gpus, -c.tokens_per_s_per_gpu, e2e)
+            # Among the fewest GPUs, the lightest load that still serves the rate: its operating point.
+            return (miss, gpus, e2e, -c.tokens_per_s_per_gpu)
         if objective == "latency":
             return (miss, e2e, gpus, -c.tokens_per_s_per_gpu)
         return (miss, -c.tokens_per_s_per_gpu, -c.tokens_per_s, e2e)
