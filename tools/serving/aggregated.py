@@ -11,7 +11,7 @@ from ..contracts.workload import Workload
 from ..cost.memory import memory_report
 from .options import DeploymentOption, concurrency_grid
 from .placement import max_workers
-from .steady import serving_point
+from .steady import ServingPoint, serving_point
 from .steps import StepPricer
 
 __all__ = ["replica_capacity", "aggregated_options"]
@@ -62,17 +62,21 @@ def aggregated_options(
         plans = [(counts[0], max(1, floor))]
     else:
         plans = [(most if replicas is None else replicas, c) for c in concurrency_grid(limit, floor)]
-    options = []
-    for count, per_replica in plans:
+    options: list[DeploymentOption] = []
+    priced: dict[int, ServingPoint | None] = {}
+
+    def price(count: int, per_replica: int) -> None:
         if not floor <= per_replica <= limit:
-            continue
-        point = serving_point(pricer, per_replica, workload)
+            return
+        if per_replica not in priced:
+            priced[per_replica] = serving_point(pricer, per_replica, workload)
+        point = priced[per_replica]
         if point is None:
-            continue
+            return
         if count == 0:  # serve the rate: as many replicas as it takes, if the budget has them
             count = max(1, math.ceil(workload.rate / point.requests_per_s)) if workload.rate else 1
             if count > most:
-                continue
+                return
         deployed = replica.model_copy(update={"dp": count})
         options.append(
             DeploymentOption(
@@ -87,4 +91,31 @@ def aggregated_options(
                 output_tokens=workload.osl,
             )
         )
+
+    for count, per_replica in plans:
+        price(count, per_replica)
+    if workload.batch is None and (workload.ttft_ms or workload.tpot_ms):
+        # The grid is coarse (steps of up to 50%): bisect between the last concurrency meeting the targets
+        # and the first missing them, so the operating point sits close to the targets.
+        count = plans[0][0] if plans else 0
+        meets = sorted(c for c, p in priced.items() if p is not None and _meets(p, workload))
+        misses = sorted(c for c, p in priced.items() if p is not None and not _meets(p, workload))
+        if meets:
+            low = meets[-1]
+            above = [c for c in misses if c > low]
+            high = above[0] if above else low
+            while high - low > max(1, low // 32):
+                middle = (low + high) // 2
+                price(count, middle)
+                point = priced.get(middle)
+                if point is not None and _meets(point, workload):
+                    low = middle
+                else:
+                    high = middle
     return options
+
+
+def _meets(point: ServingPoint, workload: Workload) -> bool:
+    return (workload.ttft_ms is None or point.ttft_s * 1e3 <= workload.ttft_ms) and (
+        workload.tpot_ms is None or point.tpot_s * 1e3 <= workload.tpot_ms
+    )

@@ -17,9 +17,9 @@ step is split into what scales with the tokens it carries and what scales with t
 
 Pipeline parallelism: engines keep ``pp`` batches in flight (vLLM's virtual engines), one per stage, so
 in steady state a replica runs ``pp`` lanes whose steps pass through every stage without pipeline
-fill; a step of the replica carrying ``n`` tokens is priced as one lane's step of ``n / pp`` tokens on
-the layout with one microbatch (its stages run one after another, each lane's token comes out once per
-round). Static batching keeps the layout's own microbatches (a GPipe-style fill per step).
+fill. A lane's pass is priced on the layout with one microbatch (its stages one after another); each
+stage serves every lane once per round, so a round lasts the mean of the lanes' passes, the one carrying
+the prompt chunk included. Static batching keeps the layout's own microbatches (a GPipe-style fill).
 
 Token counts are sampled at powers of four and interpolated linearly between them (step time is convex
 and close to piecewise linear in the tokens: flat while weight reads dominate, then growing with the
@@ -140,13 +140,18 @@ class StepPricer:
         return whole * tokens / self.isl
 
     def step_s(self, decode_tokens: float, prefill_tokens: float) -> float:
-        """One continuous-batching step of the replica: ``decode_tokens`` running sequences plus a prompt
-        chunk, spread over its lanes (the time until every running sequence has its next token)."""
-        decode, prefill = decode_tokens / self.lanes, prefill_tokens / self.lanes
-        return self.linear_s(decode + prefill) + self.decode_attention_s(decode) + self.prefill_attention_s(prefill)
+        """One continuous-batching round of the replica: ``decode_tokens`` running sequences spread over its
+        lanes and a prompt chunk riding in one of them (the time until every running sequence has its next
+        token). Each stage serves every lane once per round, so a round lasts the mean of the lanes' passes:
+        the chunk's heavy pass is not smoothed over the light ones."""
+        heavy = self.chunk_pass_s(decode_tokens, prefill_tokens)
+        if self.lanes == 1:
+            return heavy
+        return (heavy + (self.lanes - 1) * self.chunk_pass_s(decode_tokens, 0)) / self.lanes
 
     def chunk_pass_s(self, decode_tokens: float, prefill_tokens: float) -> float:
-        """How long a prompt chunk takes to pass through every stage: the whole chunk rides in one lane."""
+        """One lane's pass through every stage, carrying its share of the decode tokens and the whole prompt
+        chunk (how long the chunk takes to come out)."""
         decode = decode_tokens / self.lanes
         return (
             self.linear_s(decode + prefill_tokens)
