@@ -117,16 +117,14 @@ def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload
             decodes = decode_workers(model, cluster, replica.decode, workload, pricer)
         options = []
         if prefill is not None:
-            for decode in decodes:
-                options += pool_options(
-                    model,
-                    cluster,
-                    prefill,
-                    decode,
-                    workload.model_copy(update={"rate": None}),
-                    budget=max(budget, strategy.gpus),
-                    counts=(x, y),
-                )
+            # Sized for the rate when the pools serve it (as the search prices them), else at full load.
+            for sized in (workload, workload.model_copy(update={"rate": None})):
+                for decode in decodes:
+                    options += pool_options(
+                        model, cluster, prefill, decode, sized, budget=max(budget, strategy.gpus), counts=(x, y)
+                    )
+                if options:
+                    break
     if not options:
         return None
     return min(options, key=rank_key(workload.objective, workload))
