@@ -8,8 +8,9 @@ from shardplan.tools.contracts import Workload, parse_strategy
 from shardplan.tools.deployment import best_option
 from shardplan.tools.feasibility import strategy_problems
 from shardplan.tools.hardware import make_cluster
+from shardplan.tools.layouts import enumerate_strategies
 from shardplan.tools.models import load_model
-from shardplan.tools.search import enumerate_strategies, pareto_front, search
+from shardplan.tools.search import pareto_front, search
 
 
 def test_every_enumerated_strategy_uses_all_gpus_and_shares_weights_when_aggregated() -> None:
