@@ -134,3 +134,14 @@ def test_the_serving_modules_examples_hold() -> None:
 
     for module in (steps, steady, placement, options, memory):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_a_prefill_pools_capacity_counts_the_prompts_of_its_step() -> None:
+    layout = PhaseStrategy(tp=2)
+    work = Workload(isl=8192, osl=256, batch=1, prefill_batch=1)
+    report = memory_report(LLAMA_70B, H200_8.gpu, layout, work, "prefill", work.isl)
+    most = report.max_batch
+    assert 0 < most < 10_000
+    fits = memory_report(LLAMA_70B, H200_8.gpu, layout, work.at_concurrency(most, most), "prefill", work.isl)
+    over = memory_report(LLAMA_70B, H200_8.gpu, layout, work.at_concurrency(most + 1, most + 1), "prefill", work.isl)
+    assert fits.fits and not over.fits

@@ -149,7 +149,8 @@ def memory_report(
         return kv, _activations(spec, phase, sized, pool, prefill_phase)
 
     def fits_at(batch: int) -> bool:
-        prefill = None if workload.prefill_batch is None else min(workload.prefill_batch, batch)
+        # A prefill pool's load is the prompts of its step; elsewhere the batch in flight.
+        prefill = batch if pool == "prefill" else workload.prefill_batch and min(workload.prefill_batch, batch)
         return weights + workspace + sum(account(workload.at_concurrency(batch, prefill))) <= capacity
 
     kv, activations = account(workload)
