@@ -306,7 +306,7 @@ def search_command(
     top: Annotated[int, typer.Option("--top", help="How many strategies to list.")] = 10,
     as_json: JsonFlag = False,
 ) -> None:
-    """Ranked strategies and the Pareto frontier of tokens/s/GPU against tokens/s/user."""
+    """Ranked deployments and the Pareto frontier of tokens/s/GPU against tokens/s/user."""
     from rich.table import Table
 
     from ...errors import InfeasibleError
@@ -328,19 +328,23 @@ def search_command(
     out = console()
     table = Table(
         "#",
-        "strategy",
+        "deployment",
+        "seqs",
+        "GPUs",
         "TTFT ms",
         "TPOT ms",
         "tok/s/GPU",
         "tok/s/user",
         "GB/GPU",
         "priced by",
-        title=f"{result.evaluated} strategies in {result.seconds:.2f} s, objective {result.objective}",
+        title=f"{result.evaluated} deployments in {result.seconds:.2f} s, objective {result.objective}",
     )
     for i, c in enumerate(result.candidates, 1):
         table.add_row(
             str(i),
             c.spec,
+            str(c.concurrency),
+            f"{c.gpus_used} of {c.gpus_used + c.idle_gpus}",
             f"{c.ttft_ms:.1f}",
             f"{c.tpot_ms:.2f}",
             f"{c.tokens_per_s_per_gpu:.1f}",
@@ -349,9 +353,9 @@ def search_command(
             c.scored_by + ("" if c.meets_targets else " (misses)"),
         )
     out.print(table)
-    front = Table("strategy", "tok/s/user", "tok/s/GPU", title="Pareto frontier")
+    front = Table("deployment", "seqs", "tok/s/user", "tok/s/GPU", title="Pareto frontier")
     for c in result.frontier:
-        front.add_row(c.spec, f"{c.tokens_per_s_per_user:.1f}", f"{c.tokens_per_s_per_gpu:.1f}")
+        front.add_row(c.spec, str(c.concurrency), f"{c.tokens_per_s_per_user:.1f}", f"{c.tokens_per_s_per_gpu:.1f}")
     out.print(front)
     if result.rejected:
         out.print("rejected: " + ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items())))
