@@ -108,3 +108,14 @@ def test_a_rate_the_budget_cannot_serve_is_targets_missed_with_numbers() -> None
     plan = json.loads(result.stdout)
     assert plan["status"] == "targets_missed" and not plan["feasible"]
     assert any("rate 5000" in miss for miss in plan["cost"]["target_misses"])
+
+
+def test_search_command_lists_deployments_with_their_concurrency() -> None:
+    result = run_cli("search", "-m", "llama-3.1-8b", "--gpus", "4", "--isl", "1024", "--osl", "128",
+                     "--tpot-ms", "30", "--top", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["objective"] == "throughput" and data["candidates"]
+    for c in data["candidates"]:
+        assert c["gpus_used"] + c["idle_gpus"] == 4 and c["concurrency"] >= c["replicas"] >= 1
+    assert all(f["meets_targets"] for f in data["frontier"])
