@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..tools.contracts import Plan, parse_strategy
-from ..tools.search import SP_MIN_PROMPT
+from ..tools.layouts import SP_MIN_PROMPT
 
 __all__ = ["answer_follow_up", "uses"]
 

@@ -387,8 +387,10 @@ class _Nodes:
         if not chosen.meets_targets:
             still_wrong.append(f"No strategy met every target within the bounds; the best valid one is shown, and it "
                                f"misses {'; '.join(chosen.misses)}.")
+        searched = api.search_request(request)
         plan = plan_for_strategy(request, model, cluster, parse_strategy(chosen.strategy),
-                                 api.alternatives_for(request, chosen), notes + still_wrong[:len(errors)])
+                                 api.alternatives_for(request, chosen), notes + still_wrong[:len(errors)],
+                                 None if isinstance(searched, InfeasibleError) else searched.frontier)
         plan.explanation += self._checked_sentence(state, plan)
         text = " ".join([*still_wrong, plan.explanation])
         return {"plan": plan.model_dump(mode="json", exclude={"dag"}), "messages": [AIMessage(content=text)]}

@@ -22,7 +22,9 @@ def request_message(request: PlanRequest) -> str:
     return (
         f"Plan {request.model} on {request.gpus} x {request.gpu}"
         + (f" ({request.gpus_per_node} per node)" if request.gpus_per_node else "")
-        + f": prompts of {w.isl} tokens, {w.osl} output tokens, batch {w.batch}{targets}, objective {w.objective}."
+        + f": prompts of {w.isl} tokens, {w.osl} output tokens, "
+        + (f"batch {w.batch}" if w.batch else "concurrency to choose")
+        + f"{targets}, objective {w.objective}."
     )
 
 
@@ -56,7 +58,7 @@ def describe_update(node: str, update: dict[str, Any]) -> list[str]:
         r = update["request"]
         lines.append(
             f"request: {r['model']} on {r['gpus']} x {r['gpu']}, isl {r['workload']['isl']}, "
-            f"osl {r['workload']['osl']}, batch {r['workload']['batch']}, policy {r['policy']}"
+            f"osl {r['workload']['osl']}, batch {r['workload']['batch'] or 'to choose'}, policy {r['policy']}"
         )
     if node == "retrieve":
         ids = [rule["id"] for rule in update.get("rules", [])]
@@ -137,7 +139,7 @@ def plan_from_state(state: dict[str, Any]) -> Plan:
     Raises:
         PolicyError: the turn ended without a plan; the message says why.
     """
-    from ..tools.evaluation import evaluate
+    from ..tools.deployment import evaluate_deployment
     from ..tools.planner import resolve_request
     from .policies import PolicyError
 
@@ -148,7 +150,7 @@ def plan_from_state(state: dict[str, Any]) -> Plan:
     plan = Plan.model_validate(data)
     if plan.strategy is not None and plan.dag is None:
         model, cluster = resolve_request(plan.request)
-        plan.dag = evaluate(model, cluster, plan.strategy, plan.request.workload).dag
+        plan.dag = evaluate_deployment(model, cluster, plan.strategy, plan.request.workload).evaluation.dag
     return plan
 
 

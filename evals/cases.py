@@ -58,6 +58,8 @@ class CaseRequest(_Strict):
     objective: Objective = Field(default="latency", description="latency, throughput or goodput.")
     weight_dtype: DType | None = Field(default=None, description="Override of the weight format.")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1,
+                                          description="Share of each GPU's memory the engine may use.")
     prompt: str | None = Field(default=None, min_length=1,
                                description="A plain-language request; when given, the runner plans what it says.")
 
@@ -84,7 +86,7 @@ class CaseRequest(_Strict):
             raise InputError("this case is a plain-language request", field="request.prompt",
                              fix="read it with shardplan.agent.parse.parse_request")
         workload = Workload(isl=self.isl, osl=self.osl, batch=self.batch, ttft_ms=self.ttft_ms, tpot_ms=self.tpot_ms,
-                            objective=self.objective)
+                            objective=self.objective, gpu_memory_utilization=self.gpu_memory_utilization)
         return PlanRequest(model=self.model, gpu=self.gpu, gpus=self.gpus, gpus_per_node=self.gpus_per_node,
                            workload=workload, weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype, policy=policy)
 

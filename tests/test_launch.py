@@ -55,16 +55,18 @@ PINNED: dict[tuple[str, str], str] = {
         "cat > extra_llm_api_options.yaml <<'EOF'\nenable_attention_dp: true\nEOF\n"
         "trtllm-serve Qwen/Qwen3-30B-A3B --backend pytorch --tp_size 8 --ep_size 8 --max_batch_size 2 "
         "--extra_llm_api_options extra_llm_api_options.yaml",
+    # A prefill server's limit is the prompts one of its steps takes (8192 tokens // 2048), a decode server's
+    # the sequences it decodes.
     ("disaggregated", "vllm"):
         "CUDA_VISIBLE_DEVICES=0,1,2,3 VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve meta-llama/Llama-3.1-70B "
-        "--tensor-parallel-size 4 --max-num-seqs 16 "
+        "--tensor-parallel-size 4 --max-num-seqs 4 "
         "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}' --port 8100 &\n"
         "CUDA_VISIBLE_DEVICES=4,5,6,7 VLLM_NIXL_SIDE_CHANNEL_PORT=5700 vllm serve meta-llama/Llama-3.1-70B "
         "--tensor-parallel-size 4 --max-num-seqs 16 "
         "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}' --port 8200 &\nwait",
     ("disaggregated", "sglang"):
         "CUDA_VISIBLE_DEVICES=0,1,2,3 python -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B "
-        "--tp-size 4 --max-running-requests 16 --disaggregation-mode prefill --disaggregation-transfer-backend nixl "
+        "--tp-size 4 --max-running-requests 4 --disaggregation-mode prefill --disaggregation-transfer-backend nixl "
         "--port 30000 &\n"
         "CUDA_VISIBLE_DEVICES=4,5,6,7 python -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B "
         "--tp-size 4 --max-running-requests 16 --disaggregation-mode decode --disaggregation-transfer-backend nixl "
@@ -132,6 +134,22 @@ def test_vllm_ep_size_mismatch_and_moe_replicas() -> None:
     lines = spec.commands["serve"].splitlines()
     assert [line.split()[0] for line in lines] == ["CUDA_VISIBLE_DEVICES=0,1,2,3", "CUDA_VISIBLE_DEVICES=4,5,6,7"]
     assert lines[1].endswith("--port 8001")
+
+
+def test_searched_deployment_gets_one_server_per_replica_at_its_concurrency() -> None:
+    request = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=4,
+                          workload=Workload(isl=1024, osl=256, objective="throughput", tpot_ms=30))
+    model, cluster = resolve_request(request)
+    searched = plan_for_strategy(request, model, cluster, parse_strategy("dp=4,tp=1"))
+    assert searched.deployment is not None and searched.strategy is not None
+    d = searched.deployment
+    per_replica = d.pools[0].concurrency_per_worker
+    assert per_replica * d.replicas == d.concurrency and d.replicas == 4
+    lines = launch_command(searched, "sglang").commands["serve"].splitlines()
+    assert len(lines) == d.replicas
+    assert all(f"--max-running-requests {per_replica}" in line for line in lines)
+    vllm = launch_command(searched, "vllm").flags["serve"]  # vLLM runs dense replicas as data-parallel ranks
+    assert vllm["--data-parallel-size"] == d.replicas and vllm["--max-num-seqs"] == per_replica
 
 
 def test_disaggregated_prefill_sp_folds_into_tp() -> None:

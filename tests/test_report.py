@@ -23,9 +23,10 @@ SECTIONS = ("strategy", "time", "memory", "pareto", "timeline", "dag", "validati
 
 @pytest.fixture(scope="module")
 def real_plan() -> Plan:
-    """What ``shardplan plan`` answers for Qwen3-30B-A3B on 8 H100 at batch 64 for throughput (disaggregated)."""
+    """What ``shardplan plan`` answers for Qwen3-30B-A3B on up to 8 H100 for throughput under TTFT and TPOT targets
+    (a disaggregated deployment; the search chooses the concurrency)."""
     request = PlanRequest(model="Qwen/Qwen3-30B-A3B", gpu="H100", gpus=8,
-                          workload=Workload(isl=2048, osl=256, batch=64, objective="throughput"))
+                          workload=Workload(isl=2048, osl=256, objective="throughput", ttft_ms=1000, tpot_ms=20))
     result = plan(request)
     assert result.strategy is not None and result.dag is not None
     return result
@@ -233,3 +234,21 @@ def test_screenshot_of_the_report(page: str, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+
+
+def test_pareto_plot_shows_the_searched_frontier_with_the_chosen_deployment(real_plan: Plan) -> None:
+    from shardplan.tools.report.pareto import pareto_front, plan_points
+
+    d = real_plan.deployment
+    assert d is not None and d.frontier
+    points = plan_points(real_plan)
+    chosen = [p for p in points if p.chosen]
+    assert len(chosen) == 1 and chosen[0].spec.endswith(f"@{d.concurrency}")
+    frontier_labels = {f"{f.strategy} @{f.concurrency}" for f in d.frontier}
+    assert frontier_labels <= {p.spec for p in points}
+    # Nothing priced beats a frontier point on both axes.
+    front = pareto_front(points)
+    for p in front:
+        assert not any(q.per_user > p.per_user and q.per_gpu > p.per_gpu for q in points)
+    page = render_report(real_plan)
+    assert "chosen" in page and f"@{d.concurrency}" in page

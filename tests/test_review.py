@@ -8,7 +8,7 @@ import pytest
 from cli_helpers import run_cli
 from shardplan.errors import StrategyError
 from shardplan.tools.contracts import PlanRequest, Workload, parse_strategy
-from shardplan.tools.evaluation import evaluate
+from shardplan.tools.deployment import evaluate_deployment
 from shardplan.tools.planner import resolve_request, review
 from shardplan.tools.search import candidate_from_cost, rank_key
 
@@ -27,7 +27,7 @@ def test_a_cross_node_tp_layout_is_priced_and_beaten_by_the_searched_ones() -> N
     key = rank_key(REQUEST.workload.objective, REQUEST.workload)
     for alt in plan.alternatives:
         assert alt.why_not.startswith("beats the given strategy")
-        priced = evaluate(model, cluster, parse_strategy(alt.strategy), REQUEST.workload).cost
+        priced = evaluate_deployment(model, cluster, parse_strategy(alt.strategy), REQUEST.workload).cost
         assert key(candidate_from_cost(parse_strategy(alt.strategy), REQUEST.workload, priced)) <= key(given)
 
 

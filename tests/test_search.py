@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 from shardplan.errors import InfeasibleError
-from shardplan.tools.contracts import Workload
+from shardplan.tools.contracts import Workload, parse_strategy
+from shardplan.tools.deployment import best_option
 from shardplan.tools.feasibility import strategy_problems
 from shardplan.tools.hardware import make_cluster
+from shardplan.tools.layouts import enumerate_strategies
 from shardplan.tools.models import load_model
-from shardplan.tools.search import enumerate_strategies, pareto_front, search
+from shardplan.tools.search import pareto_front, search
 
 
 def test_every_enumerated_strategy_uses_all_gpus_and_shares_weights_when_aggregated() -> None:
@@ -26,21 +28,61 @@ def test_every_enumerated_strategy_uses_all_gpus_and_shares_weights_when_aggrega
 
 def test_latency_search_keeps_tp_inside_a_node() -> None:
     result = search(load_model("meta-llama/Llama-3.1-70B"), make_cluster("H100", 16), Workload(isl=1024, osl=128))
-    best = result.candidates[0].strategy
-    assert best.decode.tp <= 8
-    assert result.candidates[0].scored_by == "schedule"
+    best = result.candidates[0]
+    assert best.strategy.decode.tp <= 8
+    assert best.scored_by == "serving" and best.concurrency == 1 and best.replicas == 1
+    assert best.gpus_used + best.idle_gpus == 16
 
 
-def test_seed_001_search_prefers_pp_over_tp_across_two_nodes() -> None:
-    result = search(load_model("openai/gpt-oss-120b"), make_cluster("H100", 2, 1), Workload(isl=1024, osl=128),
-                    disaggregated=False)
-    specs = [c.spec for c in result.candidates]
-    assert specs.index("pp=2") < specs.index("tp=2")
+def test_seed_001_pp_beats_tp_across_two_nodes() -> None:
+    model, cluster = load_model("openai/gpt-oss-120b"), make_cluster("H100", 2, 1)
+    work = Workload(isl=1024, osl=128, batch=1)
+    pp, tp = (best_option(model, cluster, parse_strategy(spec), work) for spec in ("pp=2", "tp=2"))
+    assert pp is not None and tp is not None
+    assert pp.e2e_ms < tp.e2e_ms
+
+
+def test_search_uses_up_to_the_budget_and_says_what_is_idle() -> None:
+    """12 GPUs, 3 per node, Llama-3.1-8B at batch 1: a small layout inside one node, the rest idle."""
+    model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 12, 3)
+    best = search(model, cluster, Workload(isl=1024, osl=128, batch=1)).candidates[0]
+    assert best.gpus_used <= 3 and best.idle_gpus == 12 - best.gpus_used
+    assert best.strategy.decode.pp * best.strategy.decode.tp == best.gpus_used
+
+
+def test_throughput_search_chooses_concurrency_within_the_budget() -> None:
+    model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 8)
+    work = Workload(isl=1024, osl=256, objective="throughput", ttft_ms=1000, tpot_ms=30)
+    result = search(model, cluster, work, disaggregated=False)
+    best = result.candidates[0]
+    assert best.meets_targets and best.concurrency > 1
+    assert best.replicas == best.strategy.decode.dp
+    assert best.gpus_used == best.replicas * best.strategy.decode.replica_gpus <= 8
+    assert best.idle_gpus == 8 - best.gpus_used
+    assert best.concurrency % best.replicas == 0
+    # Every other priced deployment meeting the targets delivers fewer tokens/s per GPU.
+    assert all(c.tokens_per_s_per_gpu <= best.tokens_per_s_per_gpu for c in result.candidates if c.meets_targets)
+
+
+def test_rate_objective_uses_the_fewest_gpus_that_serve_it() -> None:
+    model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 8)
+    base = Workload(isl=1024, osl=256, tpot_ms=30, rate=2.0)
+    small = search(model, cluster, base, disaggregated=False).candidates[0]
+    large = search(model, cluster, base.model_copy(update={"rate": 20.0}), disaggregated=False).candidates[0]
+    assert small.meets_targets and small.requests_per_s >= 2.0
+    assert large.requests_per_s >= 20.0 or not large.meets_targets
+    assert small.gpus_used <= large.gpus_used
+
+
+def test_a_rate_beyond_the_budget_is_missed_with_the_numbers() -> None:
+    model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 2)
+    best = search(model, cluster, Workload(isl=1024, osl=256, rate=10_000.0)).candidates[0]
+    assert not best.meets_targets and "10000" in best.target_misses[-1]
 
 
 def test_throughput_objective_ranks_by_tokens_per_gpu() -> None:
     result = search(load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 4),
-                    Workload(isl=1024, osl=256, batch=64, objective="throughput"), scheduled=0)
+                    Workload(isl=1024, osl=256, batch=64, objective="throughput"))
     rates = [c.tokens_per_s_per_gpu for c in result.candidates]
     assert rates == sorted(rates, reverse=True)
 
@@ -49,14 +91,14 @@ def test_goodput_prefers_strategies_meeting_targets() -> None:
     loose = Workload(isl=1024, osl=128, batch=16, objective="goodput", tpot_ms=1000)
     tight = Workload(isl=1024, osl=128, batch=16, objective="goodput", tpot_ms=0.01)
     model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 4)
-    assert search(model, cluster, loose, scheduled=0).candidates[0].meets_targets
-    missed = search(model, cluster, tight, scheduled=0).candidates[0]
+    assert search(model, cluster, loose).candidates[0].meets_targets
+    missed = search(model, cluster, tight).candidates[0]
     assert not missed.meets_targets and "TPOT" in missed.target_misses[0]
 
 
 def test_pareto_front_is_non_dominated() -> None:
     result = search(load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 8),
-                    Workload(isl=1024, osl=128, batch=32), scheduled=0)
+                    Workload(isl=1024, osl=128, batch=32))
     front = result.frontier
     assert front
     for a in front:

@@ -312,7 +312,7 @@ def _header(dag: DAG) -> str:
     view = "collapsed" if meta.collapsed else "full"
     return (
         f"shardplan DAG {meta.model.name} on {meta.gpus}x {meta.gpu}, {meta.strategy.to_spec()}, "
-        f"isl={meta.workload.isl} osl={meta.workload.osl} batch={meta.workload.batch}, {view} view"
+        f"isl={meta.workload.isl} osl={meta.workload.osl} batch={meta.workload.sequences}, {view} view"
     )
 
 
@@ -488,7 +488,7 @@ def summarize(dag: DAG) -> dict[str, object]:
         "gpus": meta.gpus,
         "gpus_per_node": meta.gpus_per_node,
         "strategy": meta.strategy.to_spec(),
-        "workload": {"isl": meta.workload.isl, "osl": meta.workload.osl, "batch": meta.workload.batch},
+        "workload": {"isl": meta.workload.isl, "osl": meta.workload.osl, "batch": meta.workload.sequences},
         "collapsed": meta.collapsed,
         "nodes": len(dag.nodes),
         "edges": len(dag.edges),

@@ -93,9 +93,14 @@ class _Target:
     model: str
     moe: bool
     gpus_per_node: int
-    batch: int
+    in_flight: dict[str, int]
+    """Sequences in flight per server role across all its processes, from the plan's deployment."""
     isl: int
     kv_fp8: bool
+
+    def sequences(self, role: str) -> int:
+        """Sequences the servers of ``role`` hold together (their engines' concurrency limits add up to it)."""
+        return self.in_flight.get(role, self.in_flight["serve"])
 
 
 @dataclass
@@ -119,17 +124,30 @@ class _Server:
 
 
 def _target(plan: Plan) -> _Target:
+    from .hardware import cluster_for
+
     workload = plan.request.workload
     if plan.dag is not None:
         spec = plan.dag.meta.model
-        per_node = plan.dag.meta.gpus_per_node
     else:
         from .planner import resolve_request
 
-        spec, cluster = resolve_request(plan.request)
-        per_node = cluster.gpus_per_node
-    return _Target(model=spec.name, moe=spec.is_moe, gpus_per_node=per_node, batch=workload.batch, isl=workload.isl,
-                   kv_fp8=spec.kv_dtype == "fp8")
+        spec, _ = resolve_request(plan.request)
+    # The DAG sits on one replica's GPUs; servers are placed on the nodes of the whole request.
+    request = plan.request
+    per_node = cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster).gpus_per_node
+    return _Target(model=spec.name, moe=spec.is_moe, gpus_per_node=per_node, in_flight=_in_flight(plan),
+                   isl=workload.isl, kv_fp8=spec.kv_dtype == "fp8")
+
+
+def _in_flight(plan: Plan) -> dict[str, int]:
+    """Each role's sequences in flight: the deployment's concurrency (not a planning batch), split by pool."""
+    d = plan.deployment
+    if d is None:
+        return {"serve": plan.request.workload.sequences}
+    pools = {pool.role: pool.workers * pool.concurrency_per_worker for pool in d.pools}
+    return {"serve": d.concurrency, "prefill": pools.get("prefill", d.concurrency),
+            "decode": pools.get("decode", d.concurrency)}
 
 
 def _fold_sp(phase: PhaseStrategy, role: str, notes: list[str]) -> PhaseStrategy:
@@ -199,7 +217,7 @@ def _vllm(target: _Target, server: _Server, notes: list[str], disaggregated: boo
         if p.adp > 1:
             notes.append(f"{server.role}: vLLM has no data-parallel attention for dense models; the adp={p.adp} "
                          "groups run as independent data-parallel ranks")
-    flags["--max-num-seqs"] = _seqs(p, target.batch, p.dp * p.adp)
+    flags["--max-num-seqs"] = _seqs(p, target.sequences(server.role), p.dp * p.adp)
     if target.kv_fp8:
         flags["--kv-cache-dtype"] = "fp8"
     if disaggregated:
@@ -260,9 +278,9 @@ def _sglang(target: _Target, server: _Server, notes: list[str], disaggregated: b
             notes.append(f"{server.role}: with expert TP {p.etp}, SGLang dispatches tokens to experts by all-gather "
                          "and all-reduce (--moe-a2a-backend none), not the all-to-all the plan priced; DeepEP needs "
                          "ep equal to the TP size")
-    flags["--max-running-requests"] = _seqs(p, target.batch, p.dp)
+    flags["--max-running-requests"] = _seqs(p, target.sequences(server.role), p.dp)
     if p.pp > 1 and p.mb > 1:
-        flags["--pp-max-micro-batch-size"] = _seqs(p, target.batch, p.dp * p.mb)
+        flags["--pp-max-micro-batch-size"] = _seqs(p, target.sequences(server.role), p.dp * p.mb)
         notes.append(f"{server.role}: mb={p.mb} is approximated by capping the pipeline microbatch size "
                      "(--pp-max-micro-batch-size); SGLang picks the count itself")
     else:
@@ -326,7 +344,7 @@ def _trtllm(target: _Target, server: _Server, notes: list[str], disaggregated: b
             notes.append(f"{server.role}: attention DP is meant for MoE models; on this dense model consider "
                          f"dp={p.adp} separate servers instead")
     groups = p.dp * (p.stage_gpus if attention_dp else 1)
-    flags["--max_batch_size"] = _seqs(p, target.batch, groups)
+    flags["--max_batch_size"] = _seqs(p, target.sequences(server.role), groups)
     _microbatch_note("TensorRT-LLM", server.role, p, notes)
     if disaggregated:
         if server.role == "prefill":

@@ -7,18 +7,18 @@ plain function so the agent, the MCP server and the CLI share it.
 from __future__ import annotations
 
 from .. import __version__
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, StrategyError
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
 from .contracts.plan import Alternative, Plan, PlanRequest, PlanStatus
-from .contracts.reports import CostReport
 from .contracts.strategy import Strategy
-from .evaluation import evaluate
+from .deployment import deployment_problems, deployment_section, evaluate_deployment
+from .explain import explain
 from .hardware import cluster_for
 from .models import load_model
 from .search import Candidate, SearchResult, candidate_from_cost, rank_key, search
 
-__all__ = ["resolve_request", "plan", "plan_for_strategy", "review", "explain", "why_not"]
+__all__ = ["resolve_request", "plan", "plan_for_strategy", "review", "explain", "why_not", "alternatives_from"]
 
 
 def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
@@ -42,6 +42,8 @@ def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
             f"{drop:.{0 if drop >= 0.1 else 1}%} fewer tokens/s/GPU "
             f"({candidate.tokens_per_s_per_gpu:.1f} vs {chosen.tokens_per_s_per_gpu:.1f})"
         )
+    if objective == "rate" and candidate.gpus_used > chosen.gpus_used:
+        reasons.append(f"{candidate.gpus_used} GPUs vs {chosen.gpus_used}")
     if candidate.tpot_ms > chosen.tpot_ms * 1.005:
         reasons.append(f"TPOT {candidate.tpot_ms:.2f} ms vs {chosen.tpot_ms:.2f} ms")
     if candidate.ttft_ms > chosen.ttft_ms * 1.005:
@@ -51,45 +53,6 @@ def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
     return "; ".join(reasons)
 
 
-def explain(
-    model: ModelSpec, cluster: Cluster, strategy: Strategy, cost: CostReport, runner_up: Alternative | None
-) -> str:
-    """A few sentences on why the strategy suits the request, citing knowledge rule IDs."""
-    p, d = strategy.prefill, strategy.decode
-    parts = [
-        f"{model.name} on {cluster.world_size} x {cluster.gpu.name} ({cluster.nodes} node"
-        f"{'s' if cluster.nodes > 1 else ''}): prefill {p.to_spec()}, decode {d.to_spec()}"
-        + (", disaggregated" if strategy.disaggregated else "")
-        + "."
-    ]
-    if d.tp > 1:
-        inside = d.tp <= cluster.gpus_per_node
-        parts.append(
-            f"TP={d.tp} {'stays inside one node' if inside else 'spans nodes'} (TP-5); its "
-            f"{cost.decode.collectives} collectives per decode step sit on the critical path because the "
-            "all-reduce after each row-parallel projection blocks the residual add (TP-2, TP-6)."
-        )
-    if d.pp > 1:
-        parts.append(
-            f"PP={d.pp} crosses stage boundaries with send/recv only (PP-3), at the price of running "
-            "stages one after another within a decode step (PP-5)."
-        )
-    if model.is_moe and d.ep > 1:
-        parts.append(
-            f"EP={d.ep} spreads the experts; every MoE layer routes, dispatches, computes and combines "
-            "through explicit all-to-alls (EP-1)."
-        )
-    if p.sp > 1:
-        parts.append(f"SP={p.sp} shards the prompt in prefill only (SP-1, SP-2).")
-    parts.append(
-        f"Predicted TTFT {cost.ttft_ms:.1f} ms, TPOT {cost.tpot_ms:.2f} ms, "
-        f"{cost.tokens_per_s_per_gpu:.1f} tokens/s/GPU, {cost.memory_per_gpu_gb:.1f} GB per GPU."
-    )
-    if runner_up is not None:
-        parts.append(f"Runner-up {runner_up.strategy}: {runner_up.why_not}.")
-    return " ".join(parts)
-
-
 def plan_for_strategy(
     request: PlanRequest,
     model: ModelSpec,
@@ -97,34 +60,50 @@ def plan_for_strategy(
     strategy: Strategy,
     alternatives: list[Alternative] | None = None,
     messages: list[str] | None = None,
+    frontier: list[Candidate] | None = None,
 ) -> Plan:
-    """A Plan for a given strategy: build its DAG, validate it, price it, explain it.
+    """A Plan for a given deployment (``dp`` = replicas, or each pool's workers): its best concurrency,
+    the DAG of one replica, validated and priced, and the explanation.
 
     Raises:
-        StrategyError: the strategy cannot be built.
+        StrategyError: the replica cannot be built, or the deployment exceeds the budget or splits nodes.
     """
-    evaluation = evaluate(model, cluster, strategy, request.workload)
-    dag, validation, cost = evaluation.dag, evaluation.validation, evaluation.cost
+    problems = deployment_problems(model, cluster, strategy, request.workload)
+    if problems:
+        reasons = "; ".join(f"{p.message} [{p.rule}]" for p in problems)
+        raise StrategyError(
+            f"strategy {strategy.to_spec()} cannot be deployed: {reasons}", field="strategy", fix=problems[0].fix
+        )
+    evaluated = evaluate_deployment(model, cluster, strategy, request.workload)
+    dag, validation, cost = evaluated.evaluation.dag, evaluated.evaluation.validation, evaluated.cost
     alternatives = alternatives or []
     status: PlanStatus = "ok" if cost.meets_targets and cost.fits and validation.valid else "targets_missed"
-    if not cost.fits:
+    if not cost.fits or evaluated.option is None:
         status = "infeasible"
+    deployment = deployment_section(cluster, strategy, request.workload, evaluated, frontier)
     return Plan(
         shardplan_version=__version__,
         request=request,
         status=status,
+        deployment=deployment,
         strategy=strategy,
         dag=dag,
         validation=validation,
         cost=cost,
         alternatives=alternatives,
-        explanation=explain(model, cluster, strategy, cost, alternatives[0] if alternatives else None),
+        explanation=explain(model, strategy, cost, dag, deployment, alternatives[0] if alternatives else None),
         messages=list(messages or []) + cost.target_misses,
     )
 
 
 def alternatives_from(result: SearchResult, chosen: Candidate, objective: str, limit: int = 4) -> list[Alternative]:
-    """The runners-up of a search, each with why it lost."""
+    """The runners-up of a search (one per layout, its best concurrency), each with why it lost."""
+    seen = {chosen.spec}
+    runners = []
+    for c in result.candidates:
+        if c.spec not in seen:
+            seen.add(c.spec)
+            runners.append(c)
     return [
         Alternative(
             strategy=c.spec,
@@ -132,10 +111,11 @@ def alternatives_from(result: SearchResult, chosen: Candidate, objective: str, l
             tpot_ms=c.tpot_ms,
             tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
             tokens_per_s_per_user=c.tokens_per_s_per_user,
+            concurrency=c.concurrency,
+            gpus_used=c.gpus_used or None,
             why_not=why_not(c, chosen, objective),
         )
-        for c in result.candidates
-        if c.spec != chosen.spec
+        for c in runners
     ][:limit]
 
 
@@ -160,11 +140,17 @@ def plan(request: PlanRequest) -> Plan:
         )
     best = result.candidates[0]
     messages = [
-        f"searched {result.evaluated} strategies in {result.seconds:.2f} s; "
-        f"rejected {sum(result.rejected.values())} ({', '.join(f'{k}: {v}' for k, v in result.rejected.items())})"
+        f"priced {result.evaluated} deployments in {result.seconds:.2f} s; "
+        f"pruned {sum(result.rejected.values())} layouts ({', '.join(f'{k}: {v}' for k, v in result.rejected.items())})"
     ]
     return plan_for_strategy(
-        request, model, cluster, best.strategy, alternatives_from(result, best, request.workload.objective), messages
+        request,
+        model,
+        cluster,
+        best.strategy,
+        alternatives_from(result, best, result.objective),
+        messages,
+        result.frontier,
     )
 
 
@@ -178,8 +164,9 @@ def review(request: PlanRequest, strategy: Strategy, limit: int = 4) -> Plan:
         InputError: unknown model or GPU. StrategyError: the strategy cannot be built.
     """
     model, cluster = resolve_request(request)
-    evaluation = evaluate(model, cluster, strategy, request.workload)  # refuses an unbuildable strategy first
-    given = candidate_from_cost(strategy, request.workload, evaluation.cost)
+    given_plan = plan_for_strategy(request, model, cluster, strategy)  # refuses an unbuildable strategy first
+    assert given_plan.cost is not None
+    given = candidate_from_cost(strategy, request.workload, given_plan.cost)
     messages = [f"reviewing the given strategy {strategy.to_spec()}"]
     better: list[Candidate] = []
     try:
@@ -201,8 +188,12 @@ def review(request: PlanRequest, strategy: Strategy, limit: int = 4) -> Plan:
             tpot_ms=c.tpot_ms,
             tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
             tokens_per_s_per_user=c.tokens_per_s_per_user,
+            concurrency=c.concurrency,
+            gpus_used=c.gpus_used or None,
             why_not="beats the given strategy, which has " + why_not(given, c, request.workload.objective),
         )
         for c in better[:limit]
     ]
-    return plan_for_strategy(request, model, cluster, strategy, alternatives, messages)
+    return plan_for_strategy(
+        request, model, cluster, strategy, alternatives, messages, result.frontier if result else None
+    )

@@ -1,18 +1,22 @@
-"""Strategy search: enumerate every buildable strategy, score all with the fast estimate, schedule the best.
+"""Deployment search: layouts x concurrency x replicas x aggregated/disaggregated pools, on up to the GPUs given.
 
-Objectives (``Workload.objective``):
+Every replica layout that packs into the cluster's nodes and holds the weights is priced by the serving
+model (:mod:`shardplan.tools.serving`) at the concurrencies that fit its memory; each becomes a
+deployment with as many replicas as the objective wants. Disaggregated deployments pair the best prefill
+and decode workers and size both pools. Objectives (``Workload.objective``, ``Workload.rate``):
 
-* ``latency``: lowest end-to-end request latency, TTFT + (osl - 1) x TPOT;
-* ``throughput``: highest output tokens/s per GPU;
-* ``goodput``: highest tokens/s per GPU among strategies meeting the TTFT/TPOT targets; when none
-  does, the one that misses them by the least.
+* ``latency``: lowest request latency, TTFT + (osl - 1) x TPOT, then the fewest GPUs;
+* ``throughput`` / ``goodput``: highest output tokens/s per GPU used, then the most tokens/s;
+* a ``rate``: the fewest GPUs that serve that many requests/s, at the lowest concurrency that does;
+
+always among deployments meeting the TTFT/TPOT targets first, then by how little they miss them.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from pydantic import Field
 
@@ -20,202 +24,271 @@ from ..errors import InfeasibleError
 from .contracts.common import Contract
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
-from .contracts.reports import CostReport, MemoryReport
-from .contracts.strategy import PhaseStrategy, Strategy
-from .contracts.workload import Workload
-from .cost.estimate import target_misses, throughput
-from .cost.fast import phase_latency_s
+from .contracts.reports import CostReport
+from .contracts.strategy import Strategy
+from .contracts.workload import Batching, Workload
+from .cost.estimate import target_misses
 from .cost.memory import memory_reports, weight_bytes_per_gpu
-from .feasibility import phase_problems, strategy_problems
+from .feasibility import strategy_problems
+from .layouts import phase_layouts, replica_layouts
 from .model_math import weight_bytes
-
-SP_MIN_PROMPT = 4096
-"""Shortest prompt for which the search tries sequence parallelism (its purpose is long-context prefill)."""
+from .serving import (
+    DeploymentOption,
+    StepPricer,
+    aggregated_options,
+    decode_workers,
+    max_workers,
+    pair_packs,
+    pool_options,
+    prefill_worker,
+    replica_capacity,
+)
 
 __all__ = [
     "Candidate",
     "SearchResult",
-    "enumerate_strategies",
     "search",
     "min_gpus_to_fit",
     "pareto_front",
     "rank_key",
     "candidate_from_cost",
+    "candidate_from_option",
 ]
 
 
 class Candidate(Contract):
-    """One strategy with its predicted figures."""
+    """One deployment with its predicted figures."""
 
-    strategy: Strategy = Field(description="Degrees per phase.")
+    strategy: Strategy = Field(description="Degrees per phase; dp counts replicas (or the workers of each pool).")
     spec: str = Field(description="SPEC text.")
     ttft_ms: float = Field(description="Predicted TTFT.")
     tpot_ms: float = Field(description="Predicted TPOT.")
     tokens_per_s: float = Field(description="Output tokens/s of the deployment.")
-    tokens_per_s_per_gpu: float = Field(description="Output tokens/s per GPU.")
+    tokens_per_s_per_gpu: float = Field(description="Output tokens/s per GPU used.")
     tokens_per_s_per_user: float = Field(description="1000 / TPOT.")
     memory_per_gpu_gb: float = Field(description="Worst GPU's memory.")
     fits: bool = Field(description="Memory fits on every GPU.")
-    meets_targets: bool = Field(description="TTFT and TPOT targets met.")
+    meets_targets: bool = Field(description="TTFT, TPOT and rate targets met.")
     target_misses: list[str] = Field(default_factory=list, description="Missed targets with gaps.")
-    scored_by: str = Field(description="'estimate' (sampled closed form) or 'schedule' (full DAG simulation).")
+    scored_by: str = Field(description="'serving' (steady-state serving model) or 'schedule' (full DAG simulation).")
+    concurrency: int = Field(default=1, ge=1, description="Sequences in flight across the deployment.")
+    replicas: int = Field(default=1, ge=1, description="Replicas (aggregated) or decode workers (disaggregated).")
+    gpus_used: int = Field(default=0, ge=0, description="GPUs the deployment uses; 0 when not recorded.")
+    idle_gpus: int = Field(default=0, ge=0, description="GPUs of the budget left unused.")
+    batching: Batching = Field(default="continuous", description="continuous or static batching.")
+    requests_per_s: float = Field(default=0.0, ge=0, description="Requests per second served.")
 
 
 class SearchResult(Contract):
-    """Ranked strategies, best first, and the Pareto frontier of tokens/s/GPU against tokens/s/user."""
+    """Ranked deployments, best first, and the Pareto frontier of tokens/s/GPU against tokens/s/user."""
 
     objective: str = Field(description="What was optimised.")
-    candidates: list[Candidate] = Field(description="Fitting strategies, best first.")
-    frontier: list[Candidate] = Field(description="Pareto-optimal strategies, by tokens/s/user.")
-    evaluated: int = Field(description="Strategies priced.")
-    rejected: dict[str, int] = Field(description="Strategies pruned, counted by rule ID or 'memory'.")
+    candidates: list[Candidate] = Field(description="Fitting deployments, best first.")
+    frontier: list[Candidate] = Field(
+        description="Pareto-optimal deployments over every priced concurrency, among those meeting the targets "
+        "(all when none does)."
+    )
+    evaluated: int = Field(description="Deployments priced.")
+    rejected: dict[str, int] = Field(description="Layouts pruned, counted by rule ID or 'MEM-1'.")
     seconds: float = Field(description="Wall time of the search.")
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+class _Ranked(Protocol):
+    ttft_ms: float
+    tpot_ms: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    gpus_used: int
+    requests_per_s: float
 
 
-def _phase_layouts(model: ModelSpec, gpus: int, workload: Workload, *, prefill: bool) -> Iterator[PhaseStrategy]:
-    """Every factorisation of ``gpus`` into dp x pp x adp x sp x tp with EP and microbatch choices.
-
-    Pruned where a choice cannot help: attention-DP only for MoE models (for dense ones it equals dp);
-    SP only in prefill and for prompts of at least 4k tokens (its purpose, knowledge doc 05);
-    microbatches only where they can pipeline (pp > 1) or overlap expert all-to-alls (prefill, ep > 1).
-    """
-    for tp in _divisors(gpus):
-        if model.num_attention_heads % tp:
-            continue
-        for pp in _divisors(gpus // tp):
-            if pp > model.num_layers:
-                continue
-            rest = gpus // (tp * pp)
-            for sp in _divisors(rest) if prefill and workload.isl >= SP_MIN_PROMPT else [1]:
-                for adp in _divisors(rest // sp) if model.moe else [1]:
-                    dp = rest // (sp * adp)
-                    stage = adp * sp * tp
-                    eps = [e for e in _divisors(stage) if model.moe and model.moe.num_experts % e == 0] or [1]
-                    for ep in eps:
-                        if pp > 1:
-                            mbs = sorted({1, pp, 2 * pp}) if prefill else sorted({1, pp})
-                        else:
-                            mbs = [1, 2] if ep > 1 and prefill else [1]
-                        for mb in mbs:
-                            phase = PhaseStrategy(dp=dp, pp=pp, adp=adp, sp=sp, tp=tp, ep=ep, mb=mb)
-                            if not phase_problems("prefill" if prefill else "decode", phase, model, workload):
-                                yield phase
+def _shortfall(workload: Workload, c: _Ranked) -> float:
+    """How far ``c`` misses the targets, as relative gaps summed (0 when it meets them all)."""
+    gap = 0.0
+    if workload.ttft_ms:
+        gap += max(0.0, c.ttft_ms / workload.ttft_ms - 1)
+    if workload.tpot_ms:
+        gap += max(0.0, c.tpot_ms / workload.tpot_ms - 1)
+    if workload.rate:
+        gap += max(0.0, 1 - c.requests_per_s / workload.rate)
+    return gap
 
 
-def _pool_sizes(gpus: int, per_node: int) -> list[int]:
-    step = per_node if gpus > per_node else 1
-    return list(range(step, gpus, step))
-
-
-def _family(phase: PhaseStrategy) -> tuple[int, int, int, int]:
-    """What fixes the weight sharding (stages, attention/dense TP, expert EP x TP): phases sharing GPUs
-    must agree on it."""
-    return (phase.pp, phase.tp, phase.ep, phase.etp)
-
-
-def enumerate_strategies(
-    model: ModelSpec, gpus: int, workload: Workload, *, gpus_per_node: int = 8, disaggregated: bool = True
-) -> Iterator[Strategy]:
-    """Every strategy shape for ``gpus`` GPUs: shared GPUs with equal weight sharding across phases, and
-    (when ``disaggregated``) prefill and decode pools of whole nodes. Each phase layout is buildable on
-    its own; the pairing is checked by the caller."""
-    decode = list(_phase_layouts(model, gpus, workload, prefill=False))
-    prefill = list(_phase_layouts(model, gpus, workload, prefill=True))
-    for p in prefill:
-        for d in decode:
-            if _family(p) == _family(d):
-                yield Strategy(prefill=p, decode=d)
-    if disaggregated and gpus >= 2:
-        for prefill_gpus in _pool_sizes(gpus, gpus_per_node):
-            for p in _phase_layouts(model, prefill_gpus, workload, prefill=True):
-                for d in _phase_layouts(model, gpus - prefill_gpus, workload, prefill=False):
-                    yield Strategy(prefill=p, decode=d, disaggregated=True)
-
-
-@dataclass
-class _Pricer:
-    model: ModelSpec
-    cluster: Cluster
-    workload: Workload
-
-    def __post_init__(self) -> None:
-        self._cache: dict[tuple[str, str], float] = {}
-
-    def phase(self, name: str, phase: PhaseStrategy) -> float:
-        """Fast latency of one phase layout in ms, memoised: many strategies share a phase layout."""
-        key = (name, phase.to_spec())
-        if key not in self._cache:
-            self._cache[key] = phase_latency_s(self.model, self.cluster, name, phase, self.workload) * 1e3
-        return self._cache[key]
-
-    def candidate(self, strategy: Strategy, memory: list[MemoryReport]) -> Candidate:
-        ttft = self.phase("prefill", strategy.prefill)
-        tpot = self.phase("decode", strategy.decode)
-        return _candidate(strategy, self.workload, ttft, tpot, "estimate", memory)
-
-
-def candidate_from_cost(strategy: Strategy, workload: Workload, cost: CostReport) -> Candidate:
-    """A Candidate for a strategy already priced by the full schedule."""
-    return _candidate(strategy, workload, cost.ttft_ms, cost.tpot_ms, "schedule", cost.memory)
-
-
-def _candidate(
-    strategy: Strategy, workload: Workload, ttft: float, tpot: float, scored_by: str, memory: list[MemoryReport]
-) -> Candidate:
-    tokens = throughput(strategy, workload, ttft, tpot)
-    misses = target_misses(workload, ttft, tpot)
-    return Candidate(
-        strategy=strategy,
-        spec=strategy.to_spec(),
-        ttft_ms=ttft,
-        tpot_ms=tpot,
-        tokens_per_s=tokens,
-        tokens_per_s_per_gpu=tokens / strategy.gpus,
-        tokens_per_s_per_user=1e3 / max(tpot, 1e-9),
-        memory_per_gpu_gb=max(m.total_gb for m in memory),
-        fits=all(m.fits for m in memory),
-        meets_targets=not misses,
-        target_misses=misses,
-        scored_by=scored_by,
-    )
-
-
-def rank_key(objective: str, workload: Workload) -> Callable[[Candidate], tuple[float, ...]]:
+def rank_key(objective: str, workload: Workload) -> Callable[[_Ranked], tuple[float, ...]]:
     """The sort key of an objective: smaller is better (target misses first, then the objective's metric)."""
 
-    def miss(c: Candidate) -> float:
-        gap = 0.0
-        if workload.ttft_ms:
-            gap += max(0.0, c.ttft_ms / workload.ttft_ms - 1)
-        if workload.tpot_ms:
-            gap += max(0.0, c.tpot_ms / workload.tpot_ms - 1)
-        return gap
-
-    def key(c: Candidate) -> tuple[float, ...]:
+    def key(c: _Ranked) -> tuple[float, ...]:
+        miss = _shortfall(workload, c)
         e2e = c.ttft_ms + (workload.osl - 1) * c.tpot_ms
+        gpus = float(c.gpus_used)
+        if workload.rate is not None:
+            # Among the fewest GPUs, the lightest load that still serves the rate: its operating point.
+            return (miss, gpus, e2e, -c.tokens_per_s_per_gpu)
         if objective == "latency":
-            return (miss(c), e2e, -c.tokens_per_s_per_gpu)
-        if objective == "throughput":
-            return (miss(c), -c.tokens_per_s_per_gpu, e2e)
-        return (miss(c), -c.tokens_per_s_per_gpu, e2e)
+            return (miss, e2e, gpus, -c.tokens_per_s_per_gpu)
+        return (miss, -c.tokens_per_s_per_gpu, -c.tokens_per_s, e2e)
 
     return key
 
 
-def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
+class _Rated(Protocol):
+    @property
+    def tokens_per_s_per_gpu(self) -> float: ...
+
+    @property
+    def tokens_per_s_per_user(self) -> float: ...
+
+
+_RatedT = TypeVar("_RatedT", bound=_Rated)
+
+
+def pareto_front(candidates: list[_RatedT]) -> list[_RatedT]:
     """Candidates no other beats on both tokens/s/GPU and tokens/s/user, by ascending tokens/s/user."""
     ordered = sorted(candidates, key=lambda c: (-c.tokens_per_s_per_user, -c.tokens_per_s_per_gpu))
-    front: list[Candidate] = []
+    front: list[_RatedT] = []
     best_gpu = -1.0
     for cand in ordered:
         if cand.tokens_per_s_per_gpu > best_gpu:
             front.append(cand)
             best_gpu = cand.tokens_per_s_per_gpu
-    return sorted(front, key=lambda c: c.tokens_per_s_per_user)
+    return front[::-1]
+
+
+def candidate_from_option(
+    model: ModelSpec, cluster: Cluster, option: DeploymentOption, workload: Workload, budget: int
+) -> Candidate:
+    """The Candidate of a priced deployment, with its memory per GPU at its own concurrency."""
+    strategy = option.strategy
+    replica = Strategy(
+        prefill=strategy.prefill.model_copy(update={"dp": 1}),
+        decode=strategy.decode.model_copy(update={"dp": 1}),
+        disaggregated=strategy.disaggregated,
+    )
+    sized = workload.at_concurrency(
+        option.worker_concurrency, option.prefill_prompts if strategy.disaggregated else None
+    )
+    memory = memory_reports(model, cluster.gpu, replica, sized)
+    misses = target_misses(workload, option.ttft_ms, option.tpot_ms, option.requests_per_s)
+    return Candidate(
+        strategy=strategy,
+        spec=strategy.to_spec(),
+        ttft_ms=option.ttft_ms,
+        tpot_ms=option.tpot_ms,
+        tokens_per_s=option.tokens_per_s,
+        tokens_per_s_per_gpu=option.tokens_per_s_per_gpu,
+        tokens_per_s_per_user=option.tokens_per_s_per_user,
+        memory_per_gpu_gb=max(m.total_gb for m in memory),
+        fits=all(m.fits for m in memory),
+        meets_targets=not misses,
+        target_misses=misses,
+        scored_by="serving",
+        concurrency=option.concurrency,
+        replicas=option.replicas,
+        gpus_used=option.gpus_used,
+        idle_gpus=budget - option.gpus_used,
+        batching=workload.batching,
+        requests_per_s=option.requests_per_s,
+    )
+
+
+def candidate_from_cost(strategy: Strategy, workload: Workload, cost: CostReport) -> Candidate:
+    """A Candidate for a deployment already priced into a cost report."""
+    misses = list(cost.target_misses)
+    return Candidate(
+        strategy=strategy,
+        spec=strategy.to_spec(),
+        ttft_ms=cost.ttft_ms,
+        tpot_ms=cost.tpot_ms,
+        tokens_per_s=cost.tokens_per_s,
+        tokens_per_s_per_gpu=cost.tokens_per_s_per_gpu,
+        tokens_per_s_per_user=cost.tokens_per_s_per_user,
+        memory_per_gpu_gb=cost.memory_per_gpu_gb,
+        fits=cost.fits,
+        meets_targets=not misses,
+        target_misses=misses,
+        scored_by="serving",
+        gpus_used=strategy.gpus,
+        requests_per_s=cost.tokens_per_s / workload.osl,
+        batching=workload.batching,
+    )
+
+
+def _screen(
+    model: ModelSpec, cluster: Cluster, workload: Workload, rejected: dict[str, int], keep: int = 2
+) -> list[StepPricer]:
+    """The replica layouts worth pricing in full, each with its (memoised) step pricer.
+
+    Every layout that holds the weights within the engine's share of memory is priced once at a probe
+    shape: one decode step of a single sequence for the latency objective, else of the concurrency a
+    replica would carry (64 or what fits); per GPU count the ``keep`` fastest by that probe go on.
+    """
+    budget = cluster.world_size
+    usable = cluster.gpu.memory_gb * 1e9 * workload.gpu_memory_utilization
+    by_size: dict[int, list[tuple[float, StepPricer]]] = {}
+    for layout in replica_layouts(model, cluster, budget, workload):
+        if weight_bytes_per_gpu(model, layout) > usable:
+            rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
+            continue
+        capacity = replica_capacity(model, cluster, layout, workload)
+        if capacity < layout.adp * layout.mb:
+            rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
+            continue
+        pricer = StepPricer(model, cluster, layout, workload.isl, workload.osl)
+        if workload.objective == "latency" and workload.rate is None:
+            probe = 1
+        elif workload.batch is not None:
+            probe = -(-workload.batch // max_workers(budget, cluster.gpus_per_node, layout.gpus))
+        else:
+            probe = 64
+        probe = max(1, min(probe, capacity))
+        seconds = pricer.decode_sample_s(probe)
+        score = seconds if probe == 1 else -probe / (seconds * layout.gpus)
+        by_size.setdefault(layout.gpus, []).append((score, pricer))
+    kept = []
+    for scored in by_size.values():
+        scored.sort(key=lambda item: item[0])
+        kept += [pricer for _, pricer in scored[:keep]]
+    return kept
+
+
+def _aggregated(
+    model: ModelSpec, cluster: Cluster, workload: Workload, pricers: list[StepPricer]
+) -> list[DeploymentOption]:
+    options: list[DeploymentOption] = []
+    for pricer in pricers:
+        options += aggregated_options(model, cluster, pricer.layout, workload, budget=cluster.world_size, pricer=pricer)
+    return options
+
+
+def _disaggregated(
+    model: ModelSpec, cluster: Cluster, workload: Workload, pricers: list[StepPricer], keep: int = 3
+) -> list[DeploymentOption]:
+    """Pools of the ``keep`` best prefill workers (requests/s per GPU, within the TTFT target) and the ``keep``
+    best decode workers (requests/s per GPU within the TPOT target), every sizing of each pair."""
+    budget = cluster.world_size
+    prefills = []
+    decodes = []
+    for pricer in pricers:
+        if pricer.layout.gpus >= budget:
+            continue
+        worker = prefill_worker(model, cluster, pricer.layout, workload, pricer)
+        if worker is not None and (workload.ttft_ms is None or worker.step_s * 1.5e3 <= workload.ttft_ms):
+            prefills.append(worker)
+        meeting = [
+            w
+            for w in decode_workers(model, cluster, pricer.layout, workload, pricer)
+            if workload.tpot_ms is None or w.step_s * 1e3 <= workload.tpot_ms
+        ]
+        if meeting:
+            decodes.append(max(meeting, key=lambda w: w.requests_per_s / w.layout.replica_gpus))
+    prefills.sort(key=lambda w: -w.requests_per_s / w.layout.replica_gpus)
+    decodes.sort(key=lambda w: -w.requests_per_s / w.layout.replica_gpus)
+    options: list[DeploymentOption] = []
+    for p in prefills[:keep]:
+        for d in decodes[:keep]:
+            if pair_packs(p.layout.replica_gpus, d.layout.replica_gpus, cluster.gpus_per_node):
+                options += pool_options(model, cluster, p, d, workload, budget=budget)
+    return options
 
 
 def search(
@@ -224,103 +297,59 @@ def search(
     workload: Workload,
     *,
     top: int = 5,
-    scheduled: int = 2,
     disaggregated: bool = True,
 ) -> SearchResult:
-    """Find the best strategies for ``model`` on ``cluster`` serving ``workload``.
-
-    Every enumerated strategy is checked for buildability and memory, the survivors are priced by the
-    fast estimate, and the best ``scheduled`` are re-priced by building and scheduling their full DAG.
+    """Find the best deployments of ``model`` on up to the GPUs of ``cluster`` serving ``workload``.
 
     Raises:
-        InfeasibleError: no strategy fits in memory; ``min_gpus`` says how many GPUs would.
+        InfeasibleError: no layout fits in memory; ``min_gpus`` says how many GPUs would.
     """
     began = time.perf_counter()
-    pricer = _Pricer(model, cluster, workload)
     rejected: dict[str, int] = {}
-    fitting: list[Candidate] = []
-    evaluated = 0
-
-    def consider(strategy: Strategy) -> None:
-        nonlocal evaluated
-        problems = strategy_problems(model, strategy, workload, cluster.world_size)
-        if problems:
-            rejected[problems[0].rule] = rejected.get(problems[0].rule, 0) + 1
-            return
-        memory = memory_reports(model, cluster.gpu, strategy, workload)
-        if not all(m.fits for m in memory):
-            rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
-            return
-        evaluated += 1
-        fitting.append(pricer.candidate(strategy, memory))
-
-    gpus = cluster.world_size
-    decode_layouts = list(_phase_layouts(model, gpus, workload, prefill=False))
-    # Every objective improves as TTFT or TPOT falls, and prefill does not change the decode figures, so
-    # each weight-sharding family needs only its fastest prefill layout.
-    best_prefill: dict[tuple[int, int, int, int], PhaseStrategy] = {}
-    capacity = cluster.gpu.memory_gb * 1e9
-    for layout in _phase_layouts(model, gpus, workload, prefill=True):
-        if weight_bytes_per_gpu(model, layout) > capacity:
-            rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
-            continue
-        family = _family(layout)
-        if family not in best_prefill or pricer.phase("prefill", layout) < pricer.phase(
-            "prefill", best_prefill[family]
-        ):
-            best_prefill[family] = layout
-    for layout in decode_layouts:
-        if _family(layout) in best_prefill:
-            consider(Strategy(prefill=best_prefill[_family(layout)], decode=layout))
-    if disaggregated and gpus >= 2:
-        for prefill_gpus in _pool_sizes(gpus, cluster.gpus_per_node):
-            pool = [
-                p
-                for p in _phase_layouts(model, prefill_gpus, workload, prefill=True)
-                if memory_reports(model, cluster.gpu, Strategy(prefill=p, decode=p, disaggregated=True), workload)[
-                    0
-                ].fits
-            ]
-            if not pool:
-                continue
-            fastest = min(pool, key=lambda p: pricer.phase("prefill", p))
-            for layout in _phase_layouts(model, gpus - prefill_gpus, workload, prefill=False):
-                consider(Strategy(prefill=fastest, decode=layout, disaggregated=True))
-    if not fitting:
+    pricers = _screen(model, cluster, workload, rejected)
+    options = _aggregated(model, cluster, workload, pricers)
+    split = (
+        disaggregated
+        and workload.batching == "continuous"
+        and workload.batch is None
+        and workload.objective != "latency"
+        and workload.osl > 1
+        and cluster.world_size >= 2
+    )
+    if split:
+        options += _disaggregated(model, cluster, workload, pricers)
+    if not options and workload.rate is not None:
+        # Nothing serves the rate within the budget: show the most the budget serves, and the shortfall.
+        options = _aggregated(model, cluster, workload.model_copy(update={"rate": None}), pricers)
+    if not options:
         need = min_gpus_to_fit(model, cluster, workload)
         weights_gb = weight_bytes(model) / 1e9
         capacity_gb = cluster.world_size * cluster.gpu.memory_gb
         raise InfeasibleError(
             f"{model.name} does not fit on {cluster.world_size} x {cluster.gpu.name}: its weights are "
-            f"{weights_gb:.0f} GB ({model.weight_dtype}) and batch {workload.batch} at {workload.isl}+{workload.osl} "
-            f"tokens adds KV cache, against {capacity_gb:.0f} GB of GPU memory less runtime workspace"
+            f"{weights_gb:.0f} GB ({model.weight_dtype}) and {workload.sequences} sequence(s) at "
+            f"{workload.isl}+{workload.osl} tokens add KV cache, against {capacity_gb:.0f} GB of GPU memory less "
+            f"runtime workspace and the {1 - workload.gpu_memory_utilization:.0%} headroom"
             + (
                 f"; the fewest {cluster.gpu.name} GPUs that fit is {need}" if need else "; no GPU count up to 1024 fits"
             ),
             min_gpus=need,
         )
     key = rank_key(workload.objective, workload)
-    fitting.sort(key=key)
-    rescored = []
-    for cand in fitting[:scheduled]:
-        cost = estimate_cost_for(model, cluster, cand.strategy, workload)
-        rescored.append(_candidate(cand.strategy, workload, cost.ttft_ms, cost.tpot_ms, "schedule", cost.memory))
-    ranked = sorted(rescored, key=key) + fitting[scheduled:]
+    options.sort(key=key)
+    budget = cluster.world_size
+    ranked = [candidate_from_option(model, cluster, o, workload, budget) for o in options[: max(top, 1)]]
+    # The frontier a user can pick from: the deployments meeting the targets (all of them when none does).
+    meeting = [o for o in options if _shortfall(workload, o) == 0]
+    frontier_options = pareto_front(meeting or options)
     return SearchResult(
-        objective=workload.objective,
-        candidates=ranked[: max(top, 1)],
-        frontier=pareto_front(ranked),
-        evaluated=evaluated,
+        objective="rate" if workload.rate is not None else workload.objective,
+        candidates=ranked,
+        frontier=[candidate_from_option(model, cluster, o, workload, budget) for o in frontier_options],
+        evaluated=len(options),
         rejected=rejected,
         seconds=time.perf_counter() - began,
     )
-
-
-def estimate_cost_for(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> CostReport:
-    """Build the strategy's full DAG and schedule it (memoised, see :mod:`shardplan.tools.evaluation`)."""
-    from .evaluation import evaluate
-
-    return evaluate(model, cluster, strategy, workload).cost
 
 
 def min_gpus_to_fit(model: ModelSpec, cluster: Cluster, workload: Workload, limit: int = 1024) -> int | None:
@@ -334,9 +363,9 @@ def min_gpus_to_fit(model: ModelSpec, cluster: Cluster, workload: Workload, limi
         if gpus <= cluster.world_size:
             continue
         trial = make_cluster(cluster.gpu, gpus, per_node)
-        for phase in _phase_layouts(model, gpus, workload, prefill=False):
+        for phase in phase_layouts(model, gpus, workload, prefill=False):
             strategy = Strategy(prefill=phase, decode=phase)
-            if strategy_problems(model, strategy, workload, trial.world_size):
+            if strategy_problems(model, strategy, workload.at_concurrency(max(workload.sequences, phase.gpus)), gpus):
                 continue
             if all(m.fits for m in memory_reports(model, trial.gpu, strategy, workload)):
                 return gpus

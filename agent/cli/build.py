@@ -55,7 +55,7 @@ def build_command(
 
     chosen = _format(fmt, output)
     spec, where = resolve_request(request)
-    dag = build_dag(spec, where, parse_strategy(strategy), request.workload)
+    dag = build_dag(spec, where, parse_strategy(strategy), request.workload.with_batch())
     summary = summarize(dag)
     if output is not None or (chosen != "json" and not as_json):
         if chosen == "json":

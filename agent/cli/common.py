@@ -76,8 +76,15 @@ _REQUEST_PARAMETERS = [
     inspect.Parameter(
         "batch",
         _KW,
-        default=1,
-        annotation=Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences of the whole deployment.")],
+        default=None,
+        annotation=Annotated[
+            int | None,
+            typer.Option(
+                "--batch",
+                "-b",
+                help="Fix the sequences in flight across the whole deployment (default: the search chooses).",
+            ),
+        ],
     ),
     inspect.Parameter(
         "prefill_batch",
@@ -85,7 +92,51 @@ _REQUEST_PARAMETERS = [
         default=None,
         annotation=Annotated[
             int | None,
-            typer.Option("--prefill-batch", help="Prompts prefilled together (default: the whole batch at once)."),
+            typer.Option(
+                "--prefill-batch", help="Static batching: prompts prefilled together (default: the whole batch)."
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "batching",
+        _KW,
+        default="continuous",
+        annotation=Annotated[
+            str,
+            typer.Option(
+                "--batching",
+                help="continuous (steps mix decode tokens with chunks of new prompts) or static (one batch "
+                "prefilled, then decoded).",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "rate",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            float | None,
+            typer.Option("--rate", help="Requests/s to serve: plan the fewest GPUs that serve it under the targets."),
+        ],
+    ),
+    inspect.Parameter(
+        "gpu_memory_utilization",
+        _KW,
+        default=0.9,
+        annotation=Annotated[
+            float,
+            typer.Option(
+                "--gpu-memory-utilization", help="Share of each GPU's memory the engine may use (0 to 1, as vLLM's)."
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "max_batched_tokens",
+        _KW,
+        default=8192,
+        annotation=Annotated[
+            int,
+            typer.Option("--max-batched-tokens", help="Tokens one continuous-batching step carries at most."),
         ],
     ),
     inspect.Parameter(
@@ -103,9 +154,14 @@ _REQUEST_PARAMETERS = [
     inspect.Parameter(
         "objective",
         _KW,
-        default="latency",
+        default=None,
         annotation=Annotated[
-            str, typer.Option("--objective", help="latency, throughput or goodput (throughput under the targets).")
+            str | None,
+            typer.Option(
+                "--objective",
+                help="latency, throughput or goodput (throughput under the targets); default: throughput when "
+                "targets or a rate are given, else latency.",
+            ),
         ],
     ),
     inspect.Parameter(
@@ -134,14 +190,18 @@ def build_request(
     cluster: str | Path | None = None,
     isl: int = 2048,
     osl: int = 256,
-    batch: int = 1,
+    batch: int | None = None,
     prefill_batch: int | None = None,
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
-    objective: str = "latency",
+    objective: str | None = None,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     policy: str = "builtin",
+    batching: str = "continuous",
+    rate: float | None = None,
+    gpu_memory_utilization: float = 0.9,
+    max_batched_tokens: int = 8192,
 ) -> PlanRequest:
     """The PlanRequest that command-line options describe; the hardware part is resolved (and checked) here.
 
@@ -159,6 +219,8 @@ def build_request(
     from ...tools.models import load_model
 
     where = cluster_for(gpu if gpu is not None else (None if cluster else "H100"), gpus, gpus_per_node, cluster)
+    if objective is None:
+        objective = "throughput" if ttft_ms or tpot_ms or rate else "latency"
     try:
         # Options arrive as plain strings; validation turns them into the contract's closed vocabularies.
         workload = Workload.model_validate(
@@ -170,6 +232,10 @@ def build_request(
                 "ttft_ms": ttft_ms,
                 "tpot_ms": tpot_ms,
                 "objective": objective,
+                "batching": batching,
+                "rate": rate,
+                "gpu_memory_utilization": gpu_memory_utilization,
+                "max_batched_tokens": max_batched_tokens,
             }
         )
         request = PlanRequest.model_validate(
@@ -206,6 +272,10 @@ _FIXES = {
     "ttft_ms": "give the time-to-first-token target in milliseconds, above 0",
     "tpot_ms": "give the time-per-output-token target in milliseconds, above 0",
     "objective": "choose latency, throughput or goodput",
+    "batching": "choose continuous or static",
+    "rate": "give the requests per second to serve, above 0",
+    "gpu_memory_utilization": "give the share of GPU memory the engine may use, above 0 and at most 1 (e.g. 0.9)",
+    "max_batched_tokens": "give the tokens one step may carry, 1 or more (e.g. 8192)",
     "weight_dtype": "choose bf16, fp16, fp8, int8 or fp4",
     "kv_dtype": "choose bf16, fp16, fp8, int8 or fp4",
 }

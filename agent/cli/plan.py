@@ -11,27 +11,102 @@ from .app import app, console, emit_json, fail
 from .common import JsonFlag, request_options
 
 
-def print_plan(plan: Any) -> None:
-    """The plan as a person reads it: strategy per phase, figures, validation, runners-up, explanation."""
-    from rich.table import Table
-
-    out = console()
+def _request_line(plan: Any) -> str:
     req = plan.request
     w = req.workload
-    out.print(
-        f"[bold]shardplan[/bold] {req.model} on {req.gpus} x {req.gpu} - isl {w.isl}, osl {w.osl}, "
-        f"batch {w.batch}"
+    return (
+        f"[bold]shardplan[/bold] {req.model} on up to {req.gpus} x {req.gpu} - isl {w.isl}, osl {w.osl}, "
+        + (f"{w.batch} sequences in flight" if w.batch else "concurrency chosen by the search")
+        + (f", {w.rate:g} requests/s" if w.rate else "")
+        + f", {w.batching} batching"
         + (f" (prefill {w.prefill_batch} at a time)" if w.prefill_batch else "")
         + f", objective {w.objective}"
         + (f", TTFT <= {w.ttft_ms:g} ms" if w.ttft_ms else "")
         + (f", TPOT <= {w.tpot_ms:g} ms" if w.tpot_ms else "")
     )
+
+
+def print_deployment(plan: Any) -> None:
+    """The deployment: replicas x layout (or each pool), concurrency, GPUs used of the budget, memory per pool."""
+    from rich.table import Table
+
+    d = plan.deployment
+    if d is None:
+        return
+    out = console()
+    kind = f"disaggregated {d.prefill_workers}P{d.decode_workers}D" if d.prefill_workers else "aggregated"
+    out.print(
+        f"[bold]deployment[/bold]: {kind}, {d.concurrency} sequences in flight, {d.requests_per_s:.2f} requests/s, "
+        f"{d.gpus_used} of {d.gpu_budget} GPUs used"
+        + (f", {d.idle_gpus} idle ({d.idle_reason})" if d.idle_gpus else "")
+    )
+    table = Table("pool", "workers x layout", "GPUs", "seqs/worker", "max seqs", "GB/GPU", "weights", "KV")
+    for pool in d.pools:
+        table.add_row(
+            pool.role,
+            f"{pool.workers} x {pool.layout}",
+            str(pool.workers * pool.gpus_per_worker),
+            str(pool.concurrency_per_worker),
+            str(pool.max_concurrency_per_worker),
+            f"{pool.memory_per_gpu_gb:.1f} of {pool.capacity_gb:g}",
+            f"{pool.weights_gb:.1f}",
+            f"{pool.kv_cache_gb:.1f}",
+        )
+    out.print(table)
+
+
+def print_frontier(plan: Any, limit: int = 12) -> None:
+    """The Pareto frontier of tokens/s/GPU against tokens/s/user, the chosen deployment marked."""
+    from rich.table import Table
+
+    d = plan.deployment
+    if d is None or not d.frontier:
+        return
+    table = Table(
+        "",
+        "deployment",
+        "seqs",
+        "GPUs",
+        "TTFT ms",
+        "TPOT ms",
+        "tok/s/user",
+        "tok/s/GPU",
+        "targets",
+        title="Pareto frontier (tokens/s/GPU against tokens/s/user)",
+    )
+    points = d.frontier
+    if len(points) > limit:  # keep the ends, the chosen point and evenly spaced ones between
+        step = (len(points) - 1) / (limit - 1)
+        keep = {round(i * step) for i in range(limit)} | {i for i, p in enumerate(points) if p.chosen}
+        points = [p for i, p in enumerate(points) if i in keep]
+    for p in points:
+        table.add_row(
+            "*" if p.chosen else "",
+            p.strategy,
+            str(p.concurrency),
+            str(p.gpus_used),
+            f"{p.ttft_ms:.0f}",
+            f"{p.tpot_ms:.2f}",
+            f"{p.tokens_per_s_per_user:.1f}",
+            f"{p.tokens_per_s_per_gpu:.1f}",
+            "met" if p.meets_targets else "missed",
+        )
+    console().print(table)
+
+
+def print_plan(plan: Any) -> None:
+    """The plan as a person reads it: deployment, strategy per phase, figures, validation, runners-up, explanation."""
+    from rich.table import Table
+
+    out = console()
+    out.print(_request_line(plan))
     if plan.strategy is None:
         out.print(f"[bold red]infeasible[/bold red]: {plan.explanation}")
         if plan.min_gpus:
             out.print(f"minimum GPUs that fit: {plan.min_gpus}")
         return
-    table = Table("phase", "strategy", "GPUs", title="strategy")
+    print_deployment(plan)
+    table = Table("phase", "strategy", "GPUs", title="strategy (dp: replicas or pool workers)")
     s = plan.strategy
     table.add_row("prefill", s.prefill.to_spec(), str(s.prefill.gpus))
     table.add_row("decode", s.decode.to_spec(), str(s.decode.gpus))
@@ -54,13 +129,15 @@ def print_plan(plan: Any) -> None:
         if note.startswith("model error"):
             out.print(f"[dim]{note}[/dim]")
     if plan.status == "targets_missed":
-        out.print("[red]infeasible for the targets[/red] (best strategy shown): " + "; ".join(c.target_misses))
+        out.print("[red]infeasible for the targets[/red] (best deployment shown): " + "; ".join(c.target_misses))
     for item in errors[:5]:
         out.print(f"  [red]{item.rule}[/red] {item.message} -> {item.fix}")
     if plan.alternatives:
         reviewing = any(m.startswith("reviewing") for m in plan.messages)
         alt = Table(
             "instead" if reviewing else "runner-up",
+            "seqs",
+            "GPUs",
             "TTFT ms",
             "TPOT ms",
             "tok/s/GPU",
@@ -68,8 +145,17 @@ def print_plan(plan: Any) -> None:
             title="strategies that beat the given one" if reviewing else "alternatives",
         )
         for a in plan.alternatives:
-            alt.add_row(a.strategy, f"{a.ttft_ms:.1f}", f"{a.tpot_ms:.2f}", f"{a.tokens_per_s_per_gpu:.1f}", a.why_not)
+            alt.add_row(
+                a.strategy,
+                str(a.concurrency or "-"),
+                str(a.gpus_used or "-"),
+                f"{a.ttft_ms:.1f}",
+                f"{a.tpot_ms:.2f}",
+                f"{a.tokens_per_s_per_gpu:.1f}",
+                a.why_not,
+            )
         out.print(alt)
+    print_frontier(plan)
     out.print(plan.explanation)
 
 
@@ -134,7 +220,7 @@ def cost_command(
         if request is None or strategy is None:
             fail("give a DAG/plan FILE, or --model and --strategy")
         spec, cl = resolve_request(request)
-        report = estimate_cost(build_dag(spec, cl, parse_strategy(strategy), request.workload), cl)
+        report = estimate_cost(build_dag(spec, cl, parse_strategy(strategy), request.workload.with_batch()), cl)
     if as_json:
         emit_json(report)
         return
@@ -220,7 +306,7 @@ def search_command(
     top: Annotated[int, typer.Option("--top", help="How many strategies to list.")] = 10,
     as_json: JsonFlag = False,
 ) -> None:
-    """Ranked strategies and the Pareto frontier of tokens/s/GPU against tokens/s/user."""
+    """Ranked deployments and the Pareto frontier of tokens/s/GPU against tokens/s/user."""
     from rich.table import Table
 
     from ...errors import InfeasibleError
@@ -242,19 +328,23 @@ def search_command(
     out = console()
     table = Table(
         "#",
-        "strategy",
+        "deployment",
+        "seqs",
+        "GPUs",
         "TTFT ms",
         "TPOT ms",
         "tok/s/GPU",
         "tok/s/user",
         "GB/GPU",
         "priced by",
-        title=f"{result.evaluated} strategies in {result.seconds:.2f} s, objective {result.objective}",
+        title=f"{result.evaluated} deployments in {result.seconds:.2f} s, objective {result.objective}",
     )
     for i, c in enumerate(result.candidates, 1):
         table.add_row(
             str(i),
             c.spec,
+            str(c.concurrency),
+            f"{c.gpus_used} of {c.gpus_used + c.idle_gpus}",
             f"{c.ttft_ms:.1f}",
             f"{c.tpot_ms:.2f}",
             f"{c.tokens_per_s_per_gpu:.1f}",
@@ -263,9 +353,9 @@ def search_command(
             c.scored_by + ("" if c.meets_targets else " (misses)"),
         )
     out.print(table)
-    front = Table("strategy", "tok/s/user", "tok/s/GPU", title="Pareto frontier")
+    front = Table("deployment", "seqs", "tok/s/user", "tok/s/GPU", title="Pareto frontier")
     for c in result.frontier:
-        front.add_row(c.spec, f"{c.tokens_per_s_per_user:.1f}", f"{c.tokens_per_s_per_gpu:.1f}")
+        front.add_row(c.spec, str(c.concurrency), f"{c.tokens_per_s_per_user:.1f}", f"{c.tokens_per_s_per_gpu:.1f}")
     out.print(front)
     if result.rejected:
         out.print("rejected: " + ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items())))

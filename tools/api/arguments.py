@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ...limits import MAX_GPUS, MAX_GPUS_PER_NODE
 from ..contracts.common import DType, Objective
 from ..contracts.plan import PlanRequest
-from ..contracts.workload import Workload
+from ..contracts.workload import Batching, Workload
 from .guards import SEARCH_DEPTH, check_path
 
 
@@ -68,12 +68,27 @@ class RequestArgs(Args):
     )
     isl: int = Field(default=2048, ge=1, le=2_097_152, description="Input (prompt) tokens.")
     osl: int = Field(default=256, ge=1, le=2_097_152, description="Output tokens.")
-    batch: int = Field(default=1, ge=1, le=1_000_000, description="Concurrent sequences.")
+    batch: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Sequences in flight across the deployment; omitted: the search chooses the concurrency.",
+    )
     prefill_batch: int | None = Field(
         default=None,
         ge=1,
         le=1_000_000,
-        description="Prompts prefilled together; None prefills the whole batch at once (static batching).",
+        description="Static batching: prompts prefilled together; None prefills the whole batch at once.",
+    )
+    batching: Batching = Field(default="continuous", description="continuous or static batching.")
+    rate: float | None = Field(
+        default=None, gt=0, le=1e9, description="Requests/s to serve: the fewest GPUs that serve it under the targets."
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9, gt=0, le=1, description="Share of each GPU's memory the engine may use."
+    )
+    max_batched_tokens: int = Field(
+        default=8192, ge=1, le=1_000_000, description="Tokens one continuous-batching step carries at most."
     )
     ttft_ms: float | None = Field(default=None, gt=0, description="Target time to first token, ms.")
     tpot_ms: float | None = Field(default=None, gt=0, description="Target time per output token, ms.")
@@ -96,6 +111,10 @@ class RequestArgs(Args):
             ttft_ms=self.ttft_ms,
             tpot_ms=self.tpot_ms,
             objective=self.objective,
+            batching=self.batching,
+            rate=self.rate,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            max_batched_tokens=self.max_batched_tokens,
         )
         return PlanRequest(
             model=self.model,
@@ -125,6 +144,10 @@ class RequestArgs(Args):
             "ttft_ms": w.ttft_ms,
             "tpot_ms": w.tpot_ms,
             "objective": w.objective,
+            "batching": w.batching,
+            "rate": w.rate,
+            "gpu_memory_utilization": w.gpu_memory_utilization,
+            "max_batched_tokens": w.max_batched_tokens,
             "weight_dtype": request.weight_dtype,
             "kv_dtype": request.kv_dtype,
         }

@@ -55,14 +55,14 @@ def _request_key(request: PlanRequest) -> str:
 @functools.lru_cache(maxsize=64)
 def _evaluate(request_json: str, spec: str) -> StrategyCheck:
     from ..contracts.strategy import parse_strategy
-    from ..evaluation import evaluate
-    from ..feasibility import strategy_problems
+    from ..deployment import deployment_problems, evaluate_deployment
     from ..planner import resolve_request
 
     request = PlanRequest.model_validate_json(request_json)
     strategy = parse_strategy(spec)
     model, cluster = resolve_request(request)
-    problems = strategy_problems(model, strategy, request.workload, cluster.world_size)
+    # dp counts replicas (or pool workers): a deployment may use fewer GPUs than the budget.
+    problems = deployment_problems(model, cluster, strategy, request.workload)
     if problems:
         briefs = [ViolationBrief(rule=p.rule, severity="error", message=p.message, fix=p.fix) for p in problems]
         # The given text, not to_spec(): a plain list with sp would read back differently in decode.
@@ -74,8 +74,8 @@ def _evaluate(request_json: str, spec: str) -> StrategyCheck:
             violations=briefs[:MAX_VIOLATIONS],
             violations_total=len(briefs),
         )
-    evaluation = evaluate(model, cluster, strategy, request.workload)
-    report, cost = evaluation.validation, evaluation.cost
+    evaluated = evaluate_deployment(model, cluster, strategy, request.workload)
+    report, cost = evaluated.evaluation.validation, evaluated.cost
     misses = _misses(cost)
     return StrategyCheck(
         strategy=strategy.to_spec(),

@@ -15,7 +15,7 @@ from .dag import (
 )
 from .hardware import GPU, Cluster
 from .model import MLASpec, ModelSpec, MoESpec
-from .plan import Alternative, Plan, PlanRequest
+from .plan import Alternative, Deployment, FrontierPoint, Plan, PlanRequest, WorkerPool
 from .reports import CostReport, MemoryReport, PathStep, PhaseCost, ValidationReport, Violation
 from .strategy import PhaseStrategy, Strategy, parse_strategy
 from .workload import Workload
@@ -41,6 +41,9 @@ __all__ = [
     "ModelSpec",
     "MoESpec",
     "Alternative",
+    "Deployment",
+    "FrontierPoint",
+    "WorkerPool",
     "Plan",
     "PlanRequest",
     "CostReport",

@@ -10,9 +10,9 @@ from .common import Contract, DType
 from .dag import DAG
 from .reports import CostReport, ValidationReport
 from .strategy import Strategy
-from .workload import Workload
+from .workload import Batching, Workload
 
-__all__ = ["PlanRequest", "Alternative", "Plan", "PlanStatus"]
+__all__ = ["PlanRequest", "Alternative", "Plan", "PlanStatus", "Deployment", "WorkerPool", "FrontierPoint"]
 
 PlanStatus = Literal["ok", "targets_missed", "infeasible"]
 
@@ -39,7 +39,66 @@ class Alternative(Contract):
     tpot_ms: float = Field(ge=0, description="Predicted TPOT.")
     tokens_per_s_per_gpu: float = Field(ge=0, description="Predicted throughput per GPU.")
     tokens_per_s_per_user: float = Field(ge=0, description="Predicted per-user speed.")
+    concurrency: int | None = Field(default=None, ge=1, description="Sequences in flight at its best concurrency.")
+    gpus_used: int | None = Field(default=None, ge=1, description="GPUs it uses.")
     why_not: str = Field(description="Why it lost to the chosen one.")
+
+
+class WorkerPool(Contract):
+    """One kind of worker of a deployment: its layout, how many, how loaded, and its memory per GPU."""
+
+    role: Literal["replica", "prefill", "decode"] = Field(
+        description="replica: prefill and decode share its GPUs; prefill or decode: one pool of a split deployment."
+    )
+    workers: int = Field(ge=1, description="Workers of this layout.")
+    layout: str = Field(description="SPEC text of one worker.")
+    gpus_per_worker: int = Field(ge=1, description="GPUs of one worker.")
+    concurrency_per_worker: int = Field(
+        ge=1, description="Sequences one worker holds (decode and replicas) or prompts one prefill step takes."
+    )
+    max_concurrency_per_worker: int = Field(
+        ge=0, description="Most sequences one worker holds in memory at the request's lengths and headroom."
+    )
+    memory_per_gpu_gb: float = Field(ge=0, description="Worst GPU of a worker, at its concurrency.")
+    weights_gb: float = Field(ge=0, description="Weight shard on that GPU.")
+    kv_cache_gb: float = Field(ge=0, description="KV cache on that GPU at its concurrency.")
+    capacity_gb: float = Field(gt=0, description="The GPU's memory.")
+
+
+class FrontierPoint(Contract):
+    """A deployment on the Pareto frontier of tokens/s/GPU against tokens/s/user."""
+
+    strategy: str = Field(description="SPEC text (dp counts replicas or pool workers).")
+    concurrency: int = Field(ge=1, description="Sequences in flight across the deployment.")
+    gpus_used: int = Field(ge=1, description="GPUs it uses.")
+    ttft_ms: float = Field(ge=0, description="Predicted TTFT.")
+    tpot_ms: float = Field(ge=0, description="Predicted TPOT.")
+    tokens_per_s_per_gpu: float = Field(ge=0, description="Output tokens/s per GPU used.")
+    tokens_per_s_per_user: float = Field(ge=0, description="1000 / TPOT.")
+    meets_targets: bool = Field(description="TTFT, TPOT (and rate) targets met.")
+    chosen: bool = Field(default=False, description="True for the plan's own deployment.")
+
+
+class Deployment(Contract):
+    """How the plan serves the traffic: replicas or pools, sequences in flight, GPUs used of the budget."""
+
+    concurrency: int = Field(ge=1, description="Sequences in flight across the whole deployment.")
+    replicas: int = Field(ge=1, description="Independent copies (aggregated) or decode workers (disaggregated).")
+    gpus_used: int = Field(ge=1, description="GPUs the deployment uses.")
+    idle_gpus: int = Field(ge=0, description="GPUs of the budget left unused.")
+    batching: Batching = Field(description="continuous or static batching.")
+    prefill_workers: int | None = Field(default=None, ge=1, description="Prefill workers (disaggregated only).")
+    decode_workers: int | None = Field(default=None, ge=1, description="Decode workers (disaggregated only).")
+    gpu_budget: int = Field(ge=1, description="GPUs the request made available.")
+    idle_reason: str = Field(default="", description="Why GPUs stay idle, when some do.")
+    requests_per_s: float = Field(ge=0, description="Requests per second served in steady state.")
+    kv_transfer_ms: float = Field(default=0.0, ge=0, description="KV-cache transfer per request between pools.")
+    pools: list[WorkerPool] = Field(description="Each kind of worker with its layout and memory.")
+    frontier: list[FrontierPoint] = Field(
+        default_factory=list,
+        description="Pareto frontier of the searched deployments meeting the targets (all when none does), by "
+        "tokens/s/user, with the chosen one always included.",
+    )
 
 
 class Plan(Contract):
@@ -52,8 +111,13 @@ class Plan(Contract):
         default=False,
         description="True only when status is ok: the plan fits and meets its targets (derived from status).",
     )
-    strategy: Strategy | None = Field(description="Chosen strategy; None when infeasible.")
-    dag: DAG | None = Field(default=None, description="The strategy's DAG.")
+    deployment: Deployment | None = Field(
+        default=None, description="Replicas or pools, concurrency and GPUs used; None when infeasible."
+    )
+    strategy: Strategy | None = Field(
+        description="Chosen strategy (dp counts replicas, or each pool's workers); None when infeasible."
+    )
+    dag: DAG | None = Field(default=None, description="The DAG of one replica (or one prefill and one decode worker).")
     validation: ValidationReport | None = Field(default=None, description="Validators' verdict on the DAG.")
     cost: CostReport | None = Field(default=None, description="Cost model's figures.")
     alternatives: list[Alternative] = Field(default_factory=list, description="Runners-up, best first.")

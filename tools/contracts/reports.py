@@ -77,7 +77,9 @@ class MemoryReport(Contract):
     total_gb: float = Field(ge=0, description="Sum of the above.")
     capacity_gb: float = Field(gt=0, description="GPU memory.")
     fits: bool = Field(description="total_gb <= capacity_gb.")
-    max_batch: int = Field(ge=0, description="Largest batch per replica whose KV cache still fits.")
+    max_batch: int = Field(
+        ge=0, description="Largest batch (sequences in flight on this layout) for which the same account still fits."
+    )
 
 
 class CostReport(Contract):

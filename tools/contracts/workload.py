@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, ValidationInfo, field_validator
 
 from .common import Contract, Objective
 
-__all__ = ["Workload"]
+__all__ = ["Workload", "Batching"]
+
+Batching = Literal["continuous", "static"]
+"""How an engine batches requests: continuous (in-flight, chunked prefill mixed into decode steps) or
+static (one batch prefilled together, then decoded together)."""
 
 
 class Workload(Contract):
-    """Sequence lengths, concurrency and service-level targets."""
+    """Sequence lengths, concurrency, traffic and service-level targets."""
 
     isl: int = Field(ge=1, description="Input (prompt) length in tokens.")
     osl: int = Field(ge=1, description="Output length in tokens.")
-    batch: int = Field(
-        default=1, ge=1, description="Concurrent sequences of the whole deployment (all replicas together)."
+    batch: int | None = Field(
+        default=None,
+        ge=1,
+        description="Sequences in flight across the whole deployment (all replicas together); None lets the "
+        "deployment search choose the concurrency.",
     )
     prefill_batch: int | None = Field(
         default=None,
         ge=1,
-        description="Prompts prefilled together. None: the whole batch at once (static batching, the worst "
-        "case for TTFT); a small number models continuous batching, which admits a few prompts at a time.",
+        description="Static batching only: prompts prefilled together. None: the whole batch at once.",
     )
     ttft_ms: float | None = Field(default=None, gt=0, description="Target time to first token, ms; None for no target.")
     tpot_ms: float | None = Field(
@@ -29,6 +37,30 @@ class Workload(Contract):
     )
     objective: Objective = Field(
         default="latency", description="latency, throughput, or goodput (throughput under the targets)."
+    )
+    batching: Batching = Field(
+        default="continuous",
+        description="continuous: steps carry one token per running sequence plus a chunk of new prompts; "
+        "static: the whole batch is prefilled, then decoded.",
+    )
+    rate: float | None = Field(
+        default=None,
+        gt=0,
+        description="Requests per second to serve; the search then looks for the fewest GPUs that serve it "
+        "under the targets. None: no traffic figure.",
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="Share of each GPU's memory the engine may use (vLLM's gpu_memory_utilization); the rest "
+        "is headroom.",
+    )
+    max_batched_tokens: int = Field(
+        default=8192,
+        ge=1,
+        description="Tokens one continuous-batching step may carry, decode tokens and prefill chunk together "
+        "(vLLM's max_num_batched_tokens).",
     )
 
     @field_validator("prefill_batch")
@@ -40,10 +72,23 @@ class Workload(Contract):
         return value
 
     @property
+    def sequences(self) -> int:
+        """Sequences in flight: the batch, or 1 when the search has not fixed it."""
+        return self.batch or 1
+
+    @property
     def prefill_sequences(self) -> int:
         """Prompts one prefill processes together."""
-        return self.prefill_batch or self.batch
+        return self.prefill_batch or self.sequences
 
     def phase_batch(self, phase: str) -> int:
         """Sequences one step of ``phase`` serves: the prefill batch in prefill, the whole batch in decode."""
-        return self.prefill_sequences if phase == "prefill" else self.batch
+        return self.prefill_sequences if phase == "prefill" else self.sequences
+
+    def with_batch(self) -> Workload:
+        """This workload with its batch made explicit (1 when the search was to choose it), for building one DAG."""
+        return self if self.batch is not None else self.model_copy(update={"batch": 1})
+
+    def at_concurrency(self, batch: int, prefill_batch: int | None = None) -> Workload:
+        """This workload with ``batch`` sequences in flight (and optionally a prefill batch)."""
+        return self.model_copy(update={"batch": batch, "prefill_batch": prefill_batch})

@@ -31,10 +31,12 @@ def model_error_note() -> str:
 def throughput(strategy: Strategy, workload: Workload, ttft_ms: float, tpot_ms: float) -> float:
     """Output tokens per second of the deployment.
 
-    Shared GPUs serve a batch by prefilling it (in rounds of ``prefill_batch`` prompts) and then decoding
-    (osl - 1) steps. Separate pools work as a two-stage pipeline whose slower stage sets the rate.
+    This is the static-batching view of one DAG: shared GPUs serve a batch by prefilling it (in rounds of
+    ``prefill_batch`` prompts) and then decoding (osl - 1) steps; separate pools work as a two-stage
+    pipeline whose slower stage sets the rate, every GPU of both pools counted by the caller. The
+    deployment's steady state under continuous batching is :mod:`shardplan.tools.serving`'s.
     """
-    batch, osl = workload.batch, workload.osl
+    batch, osl = workload.sequences, workload.osl
     if strategy.disaggregated:
         prefill_rate = workload.prefill_sequences / max(ttft_ms, 1e-9)
         requests_per_s = min(prefill_rate, batch / max(osl * tpot_ms, 1e-9)) * 1e3
@@ -43,13 +45,18 @@ def throughput(strategy: Strategy, workload: Workload, ttft_ms: float, tpot_ms: 
     return batch * osl / max(rounds * ttft_ms + (osl - 1) * tpot_ms, 1e-9) * 1e3
 
 
-def target_misses(workload: Workload, ttft_ms: float, tpot_ms: float) -> list[str]:
-    """Each TTFT/TPOT target the figures miss, with the gap."""
+def target_misses(workload: Workload, ttft_ms: float, tpot_ms: float, requests_per_s: float | None = None) -> list[str]:
+    """Each TTFT/TPOT target the figures miss, with the gap; and the request rate, when it is given."""
     misses = []
     if workload.ttft_ms is not None and ttft_ms > workload.ttft_ms:
         misses.append(f"TTFT {ttft_ms:.1f} ms > target {workload.ttft_ms:g} ms (+{ttft_ms - workload.ttft_ms:.1f} ms)")
     if workload.tpot_ms is not None and tpot_ms > workload.tpot_ms:
         misses.append(f"TPOT {tpot_ms:.2f} ms > target {workload.tpot_ms:g} ms (+{tpot_ms - workload.tpot_ms:.2f} ms)")
+    if workload.rate is not None and requests_per_s is not None and requests_per_s < workload.rate * 0.999:
+        misses.append(
+            f"serves {requests_per_s:.2f} requests/s < rate {workload.rate:g} "
+            f"(-{workload.rate - requests_per_s:.2f} requests/s)"
+        )
     return misses
 
 
@@ -119,7 +126,7 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None) -> CostReport:
         "decode step priced at the average context (prompt + half the output)",
         (
             f"prefill admits {workload.prefill_batch} prompts at a time (continuous batching); throughput counts "
-            f"{math.ceil(workload.batch / workload.prefill_sequences)} prefill rounds per batch"
+            f"{math.ceil(workload.sequences / workload.prefill_sequences)} prefill rounds per batch"
             if workload.prefill_batch
             else "prefill prices the whole batch arriving together (static batching; see --prefill-batch)"
         ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Literal
 
 from ..contracts.common import DTYPE_BYTES
@@ -15,7 +16,13 @@ from ..feasibility import split_layers
 from ..model_math import attention_params, dense_mlp_params, expert_params, kv_width
 from .calibration import calibration
 
-__all__ = ["weight_bytes_per_gpu", "kv_bytes_per_sequence_per_gpu", "memory_report", "memory_reports"]
+__all__ = [
+    "weight_bytes_per_gpu",
+    "kv_bytes_per_sequence_per_gpu",
+    "memory_report",
+    "memory_reports",
+    "largest_fitting",
+]
 
 GB = 1e9
 
@@ -82,9 +89,17 @@ def kv_bytes_per_sequence_per_gpu(spec: ModelSpec, phase: PhaseStrategy, tokens:
 
 
 def _activation_bytes(spec: ModelSpec, phase: PhaseStrategy, workload: Workload, prefill: bool) -> float:
+    """Live activations of the largest step: per microbatch, the tokens one step carries.
+
+    Continuous batching caps a step at ``max_batched_tokens`` tokens per replica, so prefill activations
+    stop growing with the concurrency there; static batching prefills the whole batch at once.
+    """
     ab = DTYPE_BYTES[spec.activation_dtype]
-    seqs = math.ceil(workload.phase_batch("prefill" if prefill else "decode") / (phase.dp * phase.adp * phase.mb))
+    groups = phase.dp * phase.adp * phase.mb
+    seqs = math.ceil(workload.phase_batch("prefill" if prefill else "decode") / groups)
     tokens = seqs * (math.ceil(workload.isl / phase.sp) if prefill else 1)
+    if workload.batching == "continuous":
+        tokens = min(tokens, max(1, math.ceil(workload.max_batched_tokens / (phase.adp * phase.mb))))
     width = (
         spec.intermediate_size
         if spec.moe is None
@@ -94,8 +109,18 @@ def _activation_bytes(spec: ModelSpec, phase: PhaseStrategy, workload: Workload,
         )
     )
     live = tokens * (6 * spec.hidden_size + 3 * width / phase.tp) * ab
-    logits = seqs * spec.vocab_size / phase.tp * 4.0
+    logits = min(seqs, tokens) * spec.vocab_size / phase.tp * 4.0
     return live * min(phase.mb, phase.pp) + logits
+
+
+def _activations(
+    spec: ModelSpec, phase: PhaseStrategy, workload: Workload, pool: str, prefill_phase: PhaseStrategy | None
+) -> float:
+    """Activation bytes of a pool; with ``prefill_phase`` the GPUs also run prefill."""
+    activations = _activation_bytes(spec, phase, workload, prefill=pool == "prefill")
+    if prefill_phase is not None:
+        activations = max(activations, _activation_bytes(spec, prefill_phase, workload, prefill=True))
+    return activations
 
 
 def memory_report(
@@ -109,22 +134,27 @@ def memory_report(
 ) -> MemoryReport:
     """Memory of one GPU pool laid out as ``phase`` holding ``kv_tokens`` of KV per sequence.
 
-    ``prefill_phase`` adds the prefill activations when prefill runs on the same GPUs.
+    ``prefill_phase`` adds the prefill activations when prefill runs on the same GPUs. ``max_batch`` is the
+    largest batch for which this same account still fits, so it never disagrees with ``fits``.
     """
-    weights = weight_bytes_per_gpu(spec, phase)
-    seqs_per_gpu = math.ceil(workload.phase_batch(pool) / (phase.dp * phase.adp))
-    kv_seq = kv_bytes_per_sequence_per_gpu(spec, phase, kv_tokens)
-    kv = seqs_per_gpu * kv_seq
-    activations = _activation_bytes(spec, phase, workload, prefill=pool == "prefill")
-    if prefill_phase is not None:
-        activations = max(activations, _activation_bytes(spec, prefill_phase, workload, prefill=True))
-    cal = calibration().workspace
     capacity = gpu.memory_gb * GB
-    workspace = cal.fixed_gb * GB + cal.capacity_share * capacity
+    weights = weight_bytes_per_gpu(spec, phase)
+    kv_seq = kv_bytes_per_sequence_per_gpu(spec, phase, kv_tokens)
+    # The engine leaves (1 - gpu_memory_utilization) of the GPU alone; inside its share the runtime, NCCL
+    # buffers and CUDA graphs take a fixed amount.
+    workspace = calibration().workspace.fixed_gb * GB + (1 - workload.gpu_memory_utilization) * capacity
+
+    def account(sized: Workload) -> tuple[float, float]:
+        kv = math.ceil(sized.phase_batch(pool) / (phase.dp * phase.adp)) * kv_seq
+        return kv, _activations(spec, phase, sized, pool, prefill_phase)
+
+    def fits_at(batch: int) -> bool:
+        # A prefill pool's load is the prompts of its step; elsewhere the batch in flight.
+        prefill = batch if pool == "prefill" else workload.prefill_batch and min(workload.prefill_batch, batch)
+        return weights + workspace + sum(account(workload.at_concurrency(batch, prefill))) <= capacity
+
+    kv, activations = account(workload)
     total = weights + kv + activations + workspace
-    room = capacity - weights - workspace - activations
-    per_seq = kv_seq + activations / max(seqs_per_gpu, 1)
-    max_batch = max(0, int(room // per_seq) * phase.dp * phase.adp) if per_seq > 0 and room > 0 else 0
     return MemoryReport(
         pool=pool,
         weights_gb=weights / GB,
@@ -134,8 +164,29 @@ def memory_report(
         total_gb=total / GB,
         capacity_gb=gpu.memory_gb,
         fits=total <= capacity,
-        max_batch=max_batch,
+        max_batch=largest_fitting(fits_at),
     )
+
+
+def largest_fitting(fits_at: Callable[[int], bool], limit: int = 1 << 20) -> int:
+    """The largest n in [1, limit] with ``fits_at(n)``, assuming fitting is monotone in n; 0 when none does.
+
+    >>> largest_fitting(lambda n: n <= 37)
+    37
+    """
+    if not fits_at(1):
+        return 0
+    low, high = 1, 2
+    while high <= limit and fits_at(high):
+        low, high = high, high * 2
+    high = min(high, limit + 1)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits_at(middle):
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def memory_reports(spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload) -> list[MemoryReport]:

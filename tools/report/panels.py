@@ -48,6 +48,16 @@ _STATUS = {"ok": ("ok", "meets its targets"), "targets_missed": ("warn", "best e
            "infeasible": ("bad", "infeasible")}
 
 
+def _in_flight(plan: Plan) -> str:
+    """The deployment in a few words: sequences in flight, replicas or pools, batching."""
+    d, w = plan.deployment, plan.request.workload
+    if d is None:
+        return f"batch {w.sequences:,}"
+    shape = (f"{d.prefill_workers} prefill + {d.decode_workers} decode workers" if d.prefill_workers
+             else f"{d.replicas} replica{'s' if d.replicas > 1 else ''}")
+    return f"{d.concurrency:,} sequences in flight on {shape} · {d.batching} batching"
+
+
 def header_html(plan: Plan) -> str:
     """Title, request, status badge and the headline figures."""
     req, w = plan.request, plan.request.workload
@@ -57,7 +67,7 @@ def header_html(plan: Plan) -> str:
     per_node = f", {req.gpus_per_node} per node" if req.gpus_per_node else ""
     parts = [f'<header><div class="title"><h1>{esc(model)} on {req.gpus} × {esc(req.gpu)}</h1>'
              f'<span class="badge {badge}">{esc(said)}</span></div>'
-             f'<p class="muted">input {w.isl:,} tokens · output {w.osl:,} tokens · batch {w.batch:,} · objective '
+             f'<p class="muted">input {w.isl:,} tokens · output {w.osl:,} tokens · {_in_flight(plan)} · objective '
              f"{esc(w.objective)}{esc(targets)}{esc(per_node)} · policy {esc(req.policy)} · shardplan "
              f"{esc(plan.shardplan_version)}</p>"]
     cost = plan.cost
@@ -67,7 +77,7 @@ def header_html(plan: Plan) -> str:
                  ("per GPU", f"{fmt_num(cost.tokens_per_s_per_gpu)} tok/s"),
                  ("per user", f"{fmt_num(cost.tokens_per_s_per_user)} tok/s"),
                  ("memory / GPU", f"{cost.memory_per_gpu_gb:.1f} GB"),
-                 ("GPUs used", f"{plan.strategy.gpus}")]
+                 ("GPUs used", f"{plan.strategy.gpus} of {req.gpus}")]
         if plan.validation is not None:
             errors = sum(1 for v in plan.validation.violations if v.severity == "error")
             tiles.append(("validation", "valid" if plan.validation.valid else f"{errors} errors"))

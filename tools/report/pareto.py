@@ -1,4 +1,7 @@
-"""The chosen strategy among its alternatives: tokens/s per GPU against tokens/s per user, hand-drawn in SVG.
+"""The chosen deployment among the searched ones: tokens/s per GPU against tokens/s per user, hand-drawn in SVG.
+
+The points are the deployment search's Pareto frontier over layouts and concurrency (from the plan's
+``deployment.frontier``), the runners-up, and the chosen deployment.
 
 A point is on the Pareto frontier when no other point is at least as good on both axes and better on
 one. The frontier is drawn as a step line; the chosen strategy is ringed and labelled.
@@ -25,14 +28,32 @@ class Point:
     why_not: str = ""
 
 
+def _label(spec: str, concurrency: int | None) -> str:
+    return f"{spec} @{concurrency}" if concurrency else spec
+
+
 def plan_points(plan: Plan) -> list[Point]:
-    """The chosen strategy (first) and the alternatives of ``plan``; empty when the plan has no cost."""
+    """The chosen deployment (first), the searched Pareto frontier and the alternatives of ``plan``, each
+    labelled with its layout and sequences in flight; empty when the plan has no cost."""
     if plan.strategy is None or plan.cost is None:
         return []
-    points = [Point(plan.strategy.to_spec(), plan.cost.tokens_per_s_per_user, plan.cost.tokens_per_s_per_gpu, True)]
-    points += [Point(a.strategy, a.tokens_per_s_per_user, a.tokens_per_s_per_gpu, False, a.why_not)
-               for a in plan.alternatives]
-    return points
+    d = plan.deployment
+    chosen = _label(plan.strategy.to_spec(), d.concurrency if d else None)
+    points = [Point(chosen, plan.cost.tokens_per_s_per_user, plan.cost.tokens_per_s_per_gpu, True)]
+    for f in d.frontier if d else []:
+        why = f"TTFT {f.ttft_ms:.0f} ms, TPOT {f.tpot_ms:.2f} ms on {f.gpus_used} GPUs" + (
+            "" if f.meets_targets else "; misses the targets")
+        points.append(Point(_label(f.strategy, f.concurrency), f.tokens_per_s_per_user, f.tokens_per_s_per_gpu,
+                            False, why))
+    points += [Point(_label(a.strategy, a.concurrency), a.tokens_per_s_per_user, a.tokens_per_s_per_gpu, False,
+                     a.why_not) for a in plan.alternatives]
+    seen: set[str] = set()
+    unique = []
+    for point in points:
+        if point.spec not in seen:
+            seen.add(point.spec)
+            unique.append(point)
+    return unique
 
 
 def pareto_front(points: list[Point]) -> list[Point]:

@@ -1,0 +1,121 @@
+"""Deployments as plans carry them: the deployment section, explanations computed from the placement, the
+done-when requests of issue 12 through the command line, and bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from cli_helpers import run_cli
+from shardplan.errors import StrategyError
+from shardplan.tools.contracts import PlanRequest, Workload, parse_strategy
+from shardplan.tools.explain import collectives_by_group
+from shardplan.tools.planner import plan_for_strategy, resolve_request
+
+
+def _plan(spec: str, gpus: int, per_node: int, model: str = "meta-llama/Llama-3.1-8B", batch: int = 4):  # type: ignore[no-untyped-def]
+    request = PlanRequest(model=model, gpu="H100", gpus=gpus, gpus_per_node=per_node,
+                          workload=Workload(isl=512, osl=64, batch=batch))
+    spec_model, cluster = resolve_request(request)
+    return plan_for_strategy(request, spec_model, cluster, parse_strategy(spec))
+
+
+def test_explanation_says_a_tp_group_crosses_nodes_with_its_collective_count() -> None:
+    crossing = _plan("tp=2", gpus=2, per_node=1)
+    assert crossing.dag is not None and crossing.cost is not None
+    total, across = collectives_by_group(crossing.dag)["tp"]
+    assert across == total > 0
+    assert f"TP=2 groups cross nodes (each spans 2 nodes) (TP-5); {across} of its {total} collectives" \
+        in crossing.explanation
+    assert "stay inside one node" not in crossing.explanation
+    assert crossing.cost.decode.inter_node_collectives >= across
+
+
+def test_explanation_says_a_tp_group_stays_in_its_node() -> None:
+    inside = _plan("tp=2", gpus=2, per_node=2)
+    assert inside.dag is not None
+    total, across = collectives_by_group(inside.dag)["tp"]
+    assert across == 0 and total > 0
+    assert f"TP=2 groups stay inside one node (TP-5); none of its {total} collectives" in inside.explanation
+    assert "cross" not in inside.explanation
+
+
+def test_explanation_counts_replicas_gpus_and_idle_ones_from_the_deployment() -> None:
+    replicated = _plan("dp=2,tp=2", gpus=8, per_node=8, batch=8)
+    d = replicated.deployment
+    assert d is not None and d.replicas == 2 and d.gpus_used == 4 and d.idle_gpus == 4 and d.concurrency == 8
+    assert d.pools[0].concurrency_per_worker == 4 and d.pools[0].workers == 2
+    assert "2 replica(s) of tp=2" in replicated.explanation and "4 of 8 H100 GPUs" in replicated.explanation
+    assert f"{d.idle_gpus} GPU(s) stay idle" in replicated.explanation
+    assert replicated.dag is not None and replicated.dag.meta.gpus == 2  # the DAG is one replica's
+
+
+def test_a_deployment_beyond_the_budget_or_splitting_nodes_is_refused() -> None:
+    with pytest.raises(StrategyError, match="budget is 4"):
+        _plan("dp=4,tp=2", gpus=4, per_node=4)
+    with pytest.raises(StrategyError, match="split a node of 3"):
+        _plan("tp=4", gpus=12, per_node=3, model="meta-llama/Llama-3.1-70B")
+
+
+def test_plan_chooses_the_concurrency_for_the_70b_request(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    result = run_cli("plan", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H200", "--gpus", "8", "--isl", "3000",
+                     "--osl", "300", "--ttft-ms", "1500", "--tpot-ms", "40", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(out.read_text())
+    d = plan["deployment"]
+    assert d["concurrency"] > 1 and d["gpus_used"] <= 8 and d["batching"] == "continuous"
+    assert {"concurrency", "replicas", "gpus_used", "idle_gpus", "batching"} <= set(d)
+    assert {"request", "strategy", "cost", "validation"} <= set(plan)
+    assert plan["status"] == "ok" and plan["cost"]["tpot_ms"] <= 40 and plan["cost"]["ttft_ms"] <= 1500
+    assert re.search(rf"deployment: .*{d['concurrency']} sequences in flight.*{d['gpus_used']} of 8 GPUs used",
+                     result.stdout)
+
+
+def test_the_12_gpu_latency_request_uses_a_small_layout_inside_one_node(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    result = run_cli("plan", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "12", "--gpus-per-node",
+                     "3", "--isl", "1024", "--osl", "128", "--batch", "1", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(out.read_text())
+    d = plan["deployment"]
+    assert d["gpus_used"] < 12 or d["replicas"] > 1
+    assert plan["cost"]["decode"]["inter_node_collectives"] == 0
+    tp = plan["strategy"]["decode"]["tp"]
+    if tp > 1:
+        assert f"TP={tp} groups stay inside one node" in plan["explanation"]
+    assert "cross nodes" not in plan["explanation"]
+    assert f"{d['idle_gpus']} GPU(s) stay idle" in plan["explanation"]
+
+
+@pytest.mark.parametrize(("option", "value", "named"), [
+    ("--rate", "0", "--rate"),
+    ("--gpu-memory-utilization", "1.5", "--gpu-memory-utilization"),
+    ("--batching", "dynamic", "--batching"),
+])
+def test_bad_deployment_options_exit_2_naming_the_option(option: str, value: str, named: str) -> None:
+    result = run_cli("plan", "-m", "llama-3.1-8b", "--gpus", "1", option, value)
+    assert result.returncode == 2
+    assert named in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_a_rate_the_budget_cannot_serve_is_targets_missed_with_numbers() -> None:
+    result = run_cli("plan", "-m", "llama-3.1-8b", "--gpus", "2", "--rate", "5000", "--json")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["status"] == "targets_missed" and not plan["feasible"]
+    assert any("rate 5000" in miss for miss in plan["cost"]["target_misses"])
+
+
+def test_search_command_lists_deployments_with_their_concurrency() -> None:
+    result = run_cli("search", "-m", "llama-3.1-8b", "--gpus", "4", "--isl", "1024", "--osl", "128",
+                     "--tpot-ms", "30", "--top", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["objective"] == "throughput" and data["candidates"]
+    for c in data["candidates"]:
+        assert c["gpus_used"] + c["idle_gpus"] == 4 and c["concurrency"] >= c["replicas"] >= 1
+    assert all(f["meets_targets"] for f in data["frontier"])

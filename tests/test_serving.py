@@ -1,0 +1,147 @@
+"""The serving model: mixed-step pricing, continuous and static steady states, memory per replica, xPyD pools."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from shardplan.tools.contracts import PhaseStrategy, Strategy, Workload
+from shardplan.tools.cost.memory import memory_report, memory_reports
+from shardplan.tools.hardware import make_cluster
+from shardplan.tools.models import load_model
+from shardplan.tools.serving import (
+    StepPricer,
+    continuous_point,
+    decode_workers,
+    pool_options,
+    prefill_worker,
+    replica_capacity,
+    static_point,
+)
+
+LLAMA_70B = load_model("meta-llama/Llama-3.1-70B")
+H200_8 = make_cluster("H200", 8)
+WORK = Workload(isl=3000, osl=300)
+
+
+@pytest.fixture(scope="module")
+def tp4() -> StepPricer:
+    return StepPricer(LLAMA_70B, H200_8, PhaseStrategy(tp=4), WORK.isl, WORK.osl)
+
+
+def test_a_mixed_step_reads_the_weights_once(tp4: StepPricer) -> None:
+    decode, prefill = 32, 2048
+    mixed = tp4.step_s(decode, prefill)
+    # Cheaper than a decode step plus a separate prefill step (weights and launches counted twice) ...
+    assert mixed < tp4.step_s(decode, 0) + tp4.step_s(0, prefill)
+    # ... and dearer than either part alone.
+    assert mixed > max(tp4.step_s(decode, 0), tp4.step_s(0, prefill))
+
+
+def test_step_time_grows_with_tokens_and_context(tp4: StepPricer) -> None:
+    times = [tp4.step_s(n, 0) for n in (1, 8, 64, 512, 4096)]
+    assert times == sorted(times) and times[-1] > 2 * times[0]
+    assert tp4.decode_attention_s(256) > tp4.decode_attention_s(16) > 0
+
+
+def test_continuous_steady_state_obeys_littles_law(tp4: StepPricer) -> None:
+    for concurrency in (1, 16, 64, 256):
+        point = continuous_point(tp4, concurrency, WORK)
+        assert point is not None
+        in_flight = point.requests_per_s * (point.ttft_s + (WORK.osl - 1) * point.tpot_s)
+        assert in_flight == pytest.approx(concurrency, rel=0.01)
+        assert point.tokens_per_s == pytest.approx(point.requests_per_s * WORK.osl)
+
+
+def test_more_concurrency_raises_throughput_and_tpot(tp4: StepPricer) -> None:
+    points = [continuous_point(tp4, c, WORK) for c in (1, 8, 32, 128)]
+    assert all(p is not None for p in points)
+    rates = [p.tokens_per_s for p in points if p]
+    tpots = [p.tpot_s for p in points if p]
+    assert rates == sorted(rates) and tpots == sorted(tpots)
+
+
+def test_prefill_chunks_slow_the_decode_steps_they_ride_in(tp4: StepPricer) -> None:
+    point = continuous_point(tp4, 64, WORK)
+    assert point is not None and 0 < point.prefill_chunk <= WORK.max_batched_tokens
+    assert point.tpot_s > tp4.step_s(point.decoding, 0)
+
+
+def test_static_batching_makes_ttft_grow_with_the_batch_continuous_does_not(tp4: StepPricer) -> None:
+    static = [static_point(tp4, c, WORK.model_copy(update={"batching": "static"})) for c in (8, 64)]
+    assert static[1].ttft_s > 6 * static[0].ttft_s
+    continuous = [continuous_point(tp4, c, WORK) for c in (8, 64)]
+    assert continuous[0] and continuous[1] and continuous[1].ttft_s < 2 * continuous[0].ttft_s
+    assert continuous[1].ttft_s < static[1].ttft_s
+
+
+def test_concurrency_beyond_the_step_budget_is_not_served(tp4: StepPricer) -> None:
+    assert continuous_point(tp4, 300, WORK.model_copy(update={"max_batched_tokens": 256})) is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    model=st.sampled_from(["meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "Qwen/Qwen3-30B-A3B"]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    isl=st.integers(64, 32_000),
+    osl=st.integers(1, 4_000),
+    utilization=st.floats(0.5, 1.0),
+    batching=st.sampled_from(["continuous", "static"]),
+)
+def test_max_batch_agrees_with_fits(model: str, tp: int, isl: int, osl: int, utilization: float, batching: str) -> None:
+    spec, gpu = load_model(model), make_cluster("H100", 8).gpu
+    layout = PhaseStrategy(tp=tp)
+    work = Workload(isl=isl, osl=osl, batch=1, gpu_memory_utilization=utilization, batching=batching)  # type: ignore[arg-type]
+    report = memory_report(spec, gpu, layout, work, "shared", isl + osl, layout)
+    most = report.max_batch
+    if most == 0:
+        assert not report.fits
+        return
+    at = memory_reports(spec, gpu, Strategy(prefill=layout, decode=layout), work.at_concurrency(most))[0]
+    over = memory_reports(spec, gpu, Strategy(prefill=layout, decode=layout), work.at_concurrency(most + 1))[0]
+    assert at.fits and not over.fits
+    assert at.max_batch == most  # the same answer whatever batch the report was made at
+
+
+def test_less_memory_for_the_engine_holds_fewer_sequences() -> None:
+    layout = PhaseStrategy(tp=4)
+    roomy = replica_capacity(LLAMA_70B, H200_8, layout, WORK)
+    tight = replica_capacity(LLAMA_70B, H200_8, layout, WORK.model_copy(update={"gpu_memory_utilization": 0.6}))
+    assert roomy > tight > 0
+
+
+def test_split_pools_count_every_gpu_and_serve_the_slower_pools_rate() -> None:
+    work = Workload(isl=2048, osl=256)
+    prefill = prefill_worker(LLAMA_70B, H200_8, PhaseStrategy(tp=4), work)
+    decodes = decode_workers(LLAMA_70B, H200_8, PhaseStrategy(tp=4), work)
+    assert prefill is not None and decodes
+    decode = decodes[len(decodes) // 2]
+    options = pool_options(LLAMA_70B, H200_8, prefill, decode, work, budget=8)
+    assert options
+    for option in options:
+        x, y = option.strategy.prefill.dp, option.strategy.decode.dp
+        assert option.gpus_used == 4 * x + 4 * y <= 8
+        assert option.requests_per_s == pytest.approx(min(x * prefill.requests_per_s, y * decode.requests_per_s))
+        assert option.tokens_per_s_per_gpu == pytest.approx(option.tokens_per_s / option.gpus_used)
+        assert option.kv_transfer_ms > 0 and option.ttft_ms > prefill.step_s * 1e3
+
+
+def test_the_serving_modules_examples_hold() -> None:
+    import doctest
+
+    from shardplan.tools.cost import memory
+    from shardplan.tools.serving import options, placement, steady, steps
+
+    for module in (steps, steady, placement, options, memory):
+        assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_a_prefill_pools_capacity_counts_the_prompts_of_its_step() -> None:
+    layout = PhaseStrategy(tp=2)
+    work = Workload(isl=8192, osl=256, batch=1, prefill_batch=1)
+    report = memory_report(LLAMA_70B, H200_8.gpu, layout, work, "prefill", work.isl)
+    most = report.max_batch
+    assert 0 < most < 10_000
+    fits = memory_report(LLAMA_70B, H200_8.gpu, layout, work.at_concurrency(most, most), "prefill", work.isl)
+    over = memory_report(LLAMA_70B, H200_8.gpu, layout, work.at_concurrency(most + 1, most + 1), "prefill", work.isl)
+    assert fits.fits and not over.fits

@@ -1,0 +1,121 @@
+"""Aggregated deployments: replicas of one layout, prefill and decode sharing each replica's GPUs."""
+
+from __future__ import annotations
+
+import math
+
+from ..contracts.hardware import Cluster
+from ..contracts.model import ModelSpec
+from ..contracts.strategy import PhaseStrategy, Strategy
+from ..contracts.workload import Workload
+from ..cost.memory import memory_report
+from .options import DeploymentOption, concurrency_grid
+from .placement import max_workers
+from .steady import ServingPoint, serving_point
+from .steps import StepPricer
+
+__all__ = ["replica_capacity", "aggregated_options"]
+
+
+def replica_capacity(model: ModelSpec, cluster: Cluster, layout: PhaseStrategy, workload: Workload) -> int:
+    """Sequences one replica of ``layout`` holds in memory at the workload's lengths and headroom (0: none)."""
+    replica = layout.model_copy(update={"dp": 1})
+    return memory_report(
+        model, cluster.gpu, replica, workload.at_concurrency(1), "shared", workload.isl + workload.osl, replica
+    ).max_batch
+
+
+def aggregated_options(
+    model: ModelSpec,
+    cluster: Cluster,
+    layout: PhaseStrategy,
+    workload: Workload,
+    *,
+    budget: int,
+    replicas: int | None = None,
+    pricer: StepPricer | None = None,
+) -> list[DeploymentOption]:
+    """The deployments worth pricing with replicas of ``layout`` on up to ``budget`` GPUs.
+
+    With a fixed ``workload.batch``, each replica count shares it; with a ``workload.rate``, each
+    concurrency gets the replicas that serve the rate; otherwise the latency objective serves one sequence
+    on one replica and the others fill the budget with replicas at every concurrency that fits. ``replicas``
+    fixes the replica count (a given strategy's ``dp``).
+    """
+    replica = layout.model_copy(update={"dp": 1})
+    most = max_workers(budget, cluster.gpus_per_node, replica.gpus)
+    if replicas is not None:
+        most = min(most, replicas) if replicas * replica.gpus <= budget else 0
+    capacity = replica_capacity(model, cluster, replica, workload)
+    floor = replica.adp * replica.mb  # every attention group and microbatch needs a sequence
+    if most < 1 or capacity < floor:
+        return []
+    pricer = pricer or StepPricer(model, cluster, replica, workload.isl, workload.osl)
+    limit = min(capacity, workload.max_batched_tokens - 1) if workload.batching == "continuous" else capacity
+    counts = [replicas] if replicas is not None else list(range(1, most + 1))
+    plans: list[tuple[int, int]] = []  # (replicas, concurrency per replica)
+    if workload.batch is not None:
+        plans = [(r, math.ceil(workload.batch / r)) for r in counts if r <= workload.batch]
+    elif workload.rate is not None:
+        plans = [(replicas or 0, c) for c in concurrency_grid(limit, floor)]
+    elif workload.objective == "latency":
+        plans = [(counts[0], max(1, floor))]
+    else:
+        plans = [(most if replicas is None else replicas, c) for c in concurrency_grid(limit, floor)]
+    options: list[DeploymentOption] = []
+    priced: dict[int, ServingPoint | None] = {}
+
+    def price(count: int, per_replica: int) -> None:
+        if not floor <= per_replica <= limit:
+            return
+        if per_replica not in priced:
+            priced[per_replica] = serving_point(pricer, per_replica, workload)
+        point = priced[per_replica]
+        if point is None:
+            return
+        if count == 0:  # serve the rate: as many replicas as it takes, if the budget has them
+            count = max(1, math.ceil(workload.rate / point.requests_per_s)) if workload.rate else 1
+            if count > most:
+                return
+        deployed = replica.model_copy(update={"dp": count})
+        options.append(
+            DeploymentOption(
+                strategy=Strategy(prefill=deployed, decode=deployed),
+                concurrency=workload.batch or count * per_replica,
+                worker_concurrency=per_replica,
+                gpus_used=count * replica.gpus,
+                ttft_ms=point.ttft_s * 1e3,
+                tpot_ms=point.tpot_s * 1e3,
+                tokens_per_s=count * point.tokens_per_s,
+                requests_per_s=count * point.requests_per_s,
+                output_tokens=workload.osl,
+            )
+        )
+
+    for count, per_replica in plans:
+        price(count, per_replica)
+    if workload.batch is None and (workload.ttft_ms or workload.tpot_ms):
+        # The grid is coarse (steps of up to 50%): bisect between the last concurrency meeting the targets
+        # and the first missing them, so the operating point sits close to the targets.
+        count = plans[0][0] if plans else 0
+        meets = sorted(c for c, p in priced.items() if p is not None and _meets(p, workload))
+        misses = sorted(c for c, p in priced.items() if p is not None and not _meets(p, workload))
+        if meets:
+            low = meets[-1]
+            above = [c for c in misses if c > low]
+            high = above[0] if above else low
+            while high - low > max(1, low // 32):
+                middle = (low + high) // 2
+                price(count, middle)
+                point = priced.get(middle)
+                if point is not None and _meets(point, workload):
+                    low = middle
+                else:
+                    high = middle
+    return options
+
+
+def _meets(point: ServingPoint, workload: Workload) -> bool:
+    return (workload.ttft_ms is None or point.ttft_s * 1e3 <= workload.ttft_ms) and (
+        workload.tpot_ms is None or point.tpot_s * 1e3 <= workload.tpot_ms
+    )

@@ -1,0 +1,152 @@
+"""Disaggregated deployments (xPyD): x prefill workers and y decode workers, each pool with its own layout.
+
+A prefill worker runs steps of ``k = max(1, B // I)`` whole prompts (``B`` the step budget): it serves
+``mu = k / prefill(k)`` requests/s. A decode worker with ``C`` sequences runs pure decode steps
+``tau = step(C, 0)`` and finishes ``C / ((O - 1) tau)`` requests/s. The deployment serves the smaller
+of the two pools' rates; each request's KV cache then crosses from its prefill worker to its decode
+worker. TTFT is half a prefill step of wait, the M/D/1 queue at the prefill pool's utilisation, the
+prefill step itself and the KV transfer. Tokens/s/GPU counts every GPU of both pools.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..contracts.hardware import Cluster
+from ..contracts.model import ModelSpec
+from ..contracts.strategy import PhaseStrategy, Strategy
+from ..contracts.workload import Workload
+from ..cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
+from .options import DeploymentOption, concurrency_grid
+from .placement import max_workers
+from .steady import queue_wait
+from .steps import StepPricer
+
+__all__ = ["PrefillWorker", "DecodeWorker", "prefill_worker", "decode_workers", "kv_transfer_s", "pool_options"]
+
+
+@dataclass(frozen=True)
+class PrefillWorker:
+    """One prefill worker's layout, prompts per step, step time and request rate."""
+
+    layout: PhaseStrategy
+    prompts: int
+    step_s: float
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.prompts / self.step_s
+
+
+@dataclass(frozen=True)
+class DecodeWorker:
+    """One decode worker's layout, sequences in flight, step time and request rate."""
+
+    layout: PhaseStrategy
+    sequences: int
+    step_s: float
+    osl: int
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.sequences / (max(self.osl - 1, 1) * self.step_s)
+
+
+def prefill_worker(
+    model: ModelSpec, cluster: Cluster, layout: PhaseStrategy, workload: Workload, pricer: StepPricer | None = None
+) -> PrefillWorker | None:
+    """A prefill worker of ``layout``, or None when its step of prompts does not fit in memory."""
+    layout = layout.model_copy(update={"dp": 1})
+    prompts = max(1, workload.max_batched_tokens // workload.isl)
+    sized = workload.at_concurrency(prompts)
+    if not memory_report(model, cluster.gpu, layout, sized, "prefill", workload.isl).fits:
+        return None
+    pricer = pricer or StepPricer(model, cluster, layout, workload.isl, workload.osl)
+    return PrefillWorker(layout, prompts, pricer.prefill_s(prompts))
+
+
+def decode_workers(
+    model: ModelSpec, cluster: Cluster, layout: PhaseStrategy, workload: Workload, pricer: StepPricer | None = None
+) -> list[DecodeWorker]:
+    """A decode worker of ``layout`` at every concurrency that fits in its memory."""
+    layout = layout.model_copy(update={"dp": 1})
+    capacity = memory_report(
+        model, cluster.gpu, layout, workload.at_concurrency(1), "decode", workload.isl + workload.osl
+    ).max_batch
+    floor = layout.adp * layout.mb
+    if capacity < floor:
+        return []
+    pricer = pricer or StepPricer(model, cluster, layout, workload.isl, workload.osl)
+    return [
+        DecodeWorker(layout, c, pricer.step_s(c, 0), workload.osl)
+        for c in concurrency_grid(min(capacity, workload.max_batched_tokens), floor)
+    ]
+
+
+def kv_transfer_s(
+    model: ModelSpec, cluster: Cluster, prefill: PhaseStrategy, decode: PhaseStrategy, isl: int, same_node: bool
+) -> float:
+    """Time to move one prompt's KV cache from a prefill worker to a decode worker: every GPU of the smaller
+    worker sends or receives its share in parallel, over NVLink when both sit in one node, else the network."""
+    whole = kv_bytes_per_sequence_per_gpu(model, PhaseStrategy(), isl)
+    lanes = min(prefill.replica_gpus, decode.replica_gpus)
+    if same_node:
+        return whole / (lanes * cluster.intra_node_bandwidth_gbps * 1e9) + cluster.intra_node_latency_us * 1e-6
+    return whole / (lanes * cluster.inter_node_bandwidth_gbps * 1e9) + cluster.inter_node_latency_us * 1e-6
+
+
+def pool_options(
+    model: ModelSpec,
+    cluster: Cluster,
+    prefill: PrefillWorker,
+    decode: DecodeWorker,
+    workload: Workload,
+    *,
+    budget: int,
+    counts: tuple[int, int] | None = None,
+) -> list[DeploymentOption]:
+    """Every pool sizing (x prefill, y decode workers) on up to ``budget`` GPUs; ``counts`` fixes (x, y).
+
+    With a ``workload.rate`` only sizings that serve it are kept.
+    """
+    gp, gd = prefill.layout.replica_gpus, decode.layout.replica_gpus
+    per_node = cluster.gpus_per_node
+    options = []
+    xs = [counts[0]] if counts else range(1, max_workers(budget, per_node, gp) + 1)
+    for x in xs:
+        left = budget - x * gp
+        ys = [counts[1]] if counts else range(1, max_workers(left, per_node, gd) + 1 if left > 0 else 1)
+        for y in ys:
+            gpus = x * gp + y * gd
+            if gpus > budget or x < 1 or y < 1:
+                continue
+            rate = min(x * prefill.requests_per_s, y * decode.requests_per_s)
+            if workload.rate is not None and rate < workload.rate:
+                continue
+            served = workload.rate or rate
+            busy = served / (x * prefill.requests_per_s)
+            transfer = kv_transfer_s(model, cluster, prefill.layout, decode.layout, workload.isl, gpus <= per_node)
+            ttft = 1.5 * prefill.step_s + queue_wait(busy, prefill.step_s) + transfer
+            tpot = decode.step_s if workload.osl > 1 else 0.0
+            in_flight = max(1, math.ceil(served * (ttft + (workload.osl - 1) * tpot)))
+            options.append(
+                DeploymentOption(
+                    strategy=Strategy(
+                        prefill=prefill.layout.model_copy(update={"dp": x}),
+                        decode=decode.layout.model_copy(update={"dp": y}),
+                        disaggregated=True,
+                    ),
+                    concurrency=in_flight,
+                    worker_concurrency=decode.sequences,
+                    gpus_used=gpus,
+                    ttft_ms=ttft * 1e3,
+                    tpot_ms=tpot * 1e3,
+                    tokens_per_s=served * workload.osl,
+                    requests_per_s=served,
+                    output_tokens=workload.osl,
+                    prefill_prompts=prefill.prompts,
+                    kv_transfer_ms=transfer * 1e3,
+                )
+            )
+    return options

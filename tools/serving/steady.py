@@ -1,0 +1,124 @@
+"""Steady state of one replica at a concurrency: TTFT, TPOT and throughput under continuous or static batching.
+
+Continuous batching (vLLM V1, SGLang, TRT-LLM in-flight batching) with chunked prefill, in steady state
+with ``C`` sequences in flight on a replica, prompts of ``I`` tokens, ``O`` output tokens and a step
+budget of ``B`` tokens (``max_batched_tokens``):
+
+* ``D`` of the ``C`` sequences are decoding; each step carries their ``D`` tokens. To keep them fed,
+  prompts must enter at the rate they finish: ``D / (O - 1)`` requests per step, so on average
+  ``P = D I / (O - 1)`` prompt tokens per step.
+* A step that carries prompt work takes a chunk of ``p = min(B - D, max(I, P))`` tokens (a whole prompt
+  when the budget allows, otherwise the chunk that fills it); a share ``f = P / p`` of the steps carry one.
+  A plain step takes ``step(D, 0)``, a prefill step ``step(D, p)`` (:class:`~.steps.StepPricer`; with
+  pipeline stages, a chunk's own pass through them is ``pass(D, p)``).
+* TPOT is the mean step time, ``f step(D, p) + (1 - f) step(D, 0)``: every running sequence gets one
+  token per step, and the prompt chunks slow the steps they ride in.
+* TTFT is the wait for the step under way (half a step), the queue for the prefill slots (M/D/1 at
+  utilisation ``f``), and the ``ceil(I / (B - D))`` chunk passes of the prompt itself.
+* Little's law closes it: ``C = lambda (TTFT + (O - 1) TPOT)`` gives the request rate ``lambda``, the
+  output ``lambda O`` tokens/s, and ``D = lambda (O - 1) TPOT``; the few rounds of this fixed point
+  converge. When prompts arrive faster than the budget can prefill them (``D + P > B``), ``D`` is capped
+  and the surplus of ``C`` waits: Little's law then puts that wait in TTFT.
+
+Static batching: the whole replica batch is prefilled together (TTFT), then decoded together (TPOT),
+``C O / (TTFT + (O - 1) TPOT)`` tokens/s; ``prefill_batch`` splits the prefill into rounds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..contracts.workload import Workload
+from .steps import StepPricer
+
+__all__ = ["ServingPoint", "continuous_point", "static_point", "serving_point", "queue_wait"]
+
+_MAX_UTILISATION = 0.95
+"""Utilisation above which the queueing formula is clamped (Little's law takes over beyond it)."""
+
+
+def queue_wait(utilisation: float, service: float) -> float:
+    """Mean wait of an M/D/1 queue (Poisson arrivals, fixed service time) at ``utilisation``, clamped at 95%.
+
+    >>> queue_wait(0.5, 2.0)
+    1.0
+    """
+    busy = min(max(utilisation, 0.0), _MAX_UTILISATION)
+    return busy / (2 * (1 - busy)) * service
+
+
+@dataclass(frozen=True)
+class ServingPoint:
+    """One replica serving ``concurrency`` sequences in steady state."""
+
+    concurrency: int
+    ttft_s: float
+    tpot_s: float
+    requests_per_s: float
+    decoding: float
+    """Sequences decoding on average (the rest wait for or run their prefill)."""
+    prefill_chunk: float
+    """Prompt tokens a prefill-carrying step takes (0 under static batching)."""
+    output_tokens: int
+    """Tokens each request produces (osl)."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens per second of the replica."""
+        return self.requests_per_s * self.output_tokens
+
+
+def continuous_point(pricer: StepPricer, concurrency: int, workload: Workload) -> ServingPoint | None:
+    """Steady state of continuous batching with chunked prefill at ``concurrency`` sequences per replica.
+
+    Returns None when the step budget cannot carry one token for every running sequence plus some prompt
+    (``concurrency >= max_batched_tokens``), as engines cap running sequences at the budget.
+    """
+    prompt, out, budget = workload.isl, workload.osl, workload.max_batched_tokens
+    if concurrency >= budget:
+        return None
+    if out == 1:
+        # Prefill only: every step is prompt chunks; the first token ends the request.
+        chunk = min(budget, concurrency * prompt)
+        step = pricer.step_s(0, chunk)
+        rate = chunk / prompt / step
+        return ServingPoint(concurrency, concurrency / rate, 0.0, rate, 0.0, chunk, out)
+    decode_cap = budget * (out - 1) / (out - 1 + prompt)
+    decoding = min(float(concurrency), decode_cap)
+    tpot = ttft = 0.0
+    chunk = 0.0
+    for _ in range(8):
+        free = max(budget - decoding, 1.0)
+        needed = decoding * prompt / (out - 1)
+        chunk = min(free, max(float(prompt), needed))
+        share = min(1.0, needed / chunk)
+        with_prefill = pricer.step_s(decoding, chunk)
+        tpot = share * with_prefill + (1 - share) * pricer.step_s(decoding, 0)
+        service = math.ceil(prompt / free) * pricer.chunk_pass_s(decoding, chunk)
+        ttft = tpot / 2 + queue_wait(share, service) + service
+        settled = min(concurrency * (out - 1) * tpot / (ttft + (out - 1) * tpot), decode_cap)
+        if abs(settled - decoding) <= 0.005 * decoding:
+            decoding = settled
+            break
+        decoding = (decoding + settled) / 2
+    rate = decoding / ((out - 1) * tpot)
+    ttft = max(ttft, concurrency / rate - (out - 1) * tpot)
+    return ServingPoint(concurrency, ttft, tpot, rate, decoding, chunk, out)
+
+
+def static_point(pricer: StepPricer, concurrency: int, workload: Workload) -> ServingPoint:
+    """Static batching: ``concurrency`` prompts prefilled (in rounds of ``prefill_batch``), then decoded."""
+    per_round = min(workload.prefill_batch or concurrency, concurrency)
+    rounds = math.ceil(concurrency / per_round)
+    ttft = pricer.prefill_s(per_round)
+    tpot = pricer.decode_step_s(concurrency) if workload.osl > 1 else 0.0
+    rate = concurrency / (rounds * ttft + (workload.osl - 1) * tpot)
+    return ServingPoint(concurrency, ttft, tpot, rate, float(concurrency), 0.0, workload.osl)
+
+
+def serving_point(pricer: StepPricer, concurrency: int, workload: Workload) -> ServingPoint | None:
+    """The steady state of the workload's batching mode at ``concurrency`` sequences per replica."""
+    if workload.batching == "static":
+        return static_point(pricer, concurrency, workload)
+    return continuous_point(pricer, concurrency, workload)

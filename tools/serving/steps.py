@@ -1,0 +1,168 @@
+"""Price one engine step of a replica as a function of its decode tokens, prefill tokens and context.
+
+A continuous-batching step carries one token for each running sequence plus a chunk of prompt tokens.
+It reads the weights once and runs every projection on all its tokens together, so it is *not* a decode
+step plus a separate prefill (that would count the weight reads and the launch overheads twice). The
+step is split into what scales with the tokens it carries and what scales with the attention context:
+
+    step(D, P) = linear(D + P) + decode_attention(D) + prefill_attention(P)
+
+* ``linear(n)``: a decode step of ``n`` sequences at a one-token context, priced by the real builder
+  and scheduler (:func:`shardplan.tools.cost.fast.phase_latency_s`): weight reads, projections, MoE,
+  collectives, launch overheads, all for ``n`` tokens;
+* ``decode_attention(D)``: what ``D`` sequences at the workload's mean decode context add on top
+  (reading their KV cache), the difference of two such decode steps;
+* ``prefill_attention(P)``: the causal attention of a chunk of ``P`` prompt tokens, the share ``P / isl``
+  of a whole prompt's attention (a whole prefill less the linear work of its tokens).
+
+Pipeline parallelism: engines keep ``pp`` batches in flight (vLLM's virtual engines), one per stage, so
+in steady state a replica runs ``pp`` lanes whose steps pass through every stage without pipeline
+fill. A lane's pass is priced on the layout with one microbatch (its stages one after another); each
+stage serves every lane once per round, so a round lasts the mean of the lanes' passes, the one carrying
+the prompt chunk included. Static batching keeps the layout's own microbatches (a GPipe-style fill).
+
+Token counts are sampled at powers of four and interpolated linearly between them (step time is convex
+and close to piecewise linear in the tokens: flat while weight reads dominate, then growing with the
+work), memoised, so a search pays for a few dozen sampled shapes per layout.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..contracts.hardware import Cluster
+from ..contracts.model import ModelSpec
+from ..contracts.strategy import PhaseStrategy
+from ..contracts.workload import Workload
+from ..cost.fast import phase_latency_s
+
+__all__ = ["StepPricer", "interpolate_power_grid", "forget_samples"]
+
+_SHARED: dict[tuple[str, str, str, int, int, str, int], float] = {}
+"""Sampled shapes shared by every pricer of the process: the search, the agent's checks and the final plan
+price the same layouts. Keyed by model, cluster, layout, lengths, kind and token count."""
+_SHARED_LIMIT = 200_000
+
+
+def forget_samples() -> None:
+    """Drop every shared sampled shape (benchmarks time a search from scratch)."""
+    _SHARED.clear()
+
+
+def interpolate_power_grid(sample: dict[int, float], n: float, base: int = 2) -> float:
+    """Linear interpolation of ``sample`` (keys: powers of ``base`` from 1) at ``n`` tokens.
+
+    >>> interpolate_power_grid({1: 1.0, 2: 2.0, 4: 2.0}, 3)
+    2.0
+    >>> interpolate_power_grid({1: 1.0, 4: 4.0}, 2.5, base=4)
+    2.5
+    """
+    if n <= 1:
+        return sample[1]
+    low = base ** int(math.floor(math.log(n, base) + 1e-9))
+    if low == n:
+        return sample[low]
+    high = low * base
+    share = (n - low) / (high - low)
+    return sample[low] + share * (sample[high] - sample[low])
+
+
+@dataclass
+class StepPricer:
+    """Step times in seconds of one replica laid out as ``layout`` (``dp`` is ignored: one replica)."""
+
+    model: ModelSpec
+    cluster: Cluster
+    layout: PhaseStrategy
+    isl: int
+    osl: int
+    base: int = 4
+    """Sampled token counts are the powers of ``base``."""
+    _samples: dict[tuple[str, int], float] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.layout = self.layout.model_copy(update={"dp": 1})
+        self._lane = self.layout.model_copy(update={"mb": 1})
+        self._key = (self.model.model_dump_json(), self.cluster.model_dump_json(), self.layout.to_spec())
+
+    @property
+    def lanes(self) -> int:
+        """Batches a replica keeps in flight under continuous batching: one per pipeline stage."""
+        return self.layout.pp
+
+    @property
+    def context(self) -> int:
+        """Mean attention context of a decoding sequence: the prompt plus half the output."""
+        return self.isl + self.osl // 2
+
+    def _sample(self, kind: str, n: int) -> float:
+        """A sampled shape: ``linear``/``decode``/``prefill`` on one lane, ``static_*`` on the whole layout."""
+        key = (kind, n)
+        if key not in self._samples:
+            shared = (*self._key, self.isl, self.osl, kind, n)
+            if shared not in _SHARED:
+                layout = self.layout if kind.startswith("static_") else self._lane
+                phase = "prefill" if kind.endswith("prefill") else "decode"
+                length = {"linear": 1, "decode": self.context, "static_decode": self.context}.get(kind, self.isl)
+                shape = Workload(isl=length, osl=1, batch=n)
+                if len(_SHARED) >= _SHARED_LIMIT:
+                    _SHARED.clear()
+                _SHARED[shared] = phase_latency_s(self.model, self.cluster, phase, layout, shape)
+            self._samples[key] = _SHARED[shared]
+        return self._samples[key]
+
+    def decode_sample_s(self, sequences: int) -> float:
+        """One lane's pure decode step of ``sequences`` sequences at the mean context: a single sampled shape,
+        the search's cheap probe."""
+        return self._sample("decode", max(1, sequences))
+
+    def _curve(self, kind: str, n: float) -> float:
+        low = self.base ** int(math.floor(math.log(max(n, 1), self.base) + 1e-9))
+        points = {low} if low == n else {low, low * self.base}
+        return interpolate_power_grid({1: 0.0} | {k: self._sample(kind, k) for k in points}, n, self.base)
+
+    def linear_s(self, tokens: float) -> float:
+        """Weight reads, projections, experts and collectives of a step carrying ``tokens`` tokens."""
+        return self._curve("linear", tokens)
+
+    def decode_attention_s(self, sequences: float) -> float:
+        """What ``sequences`` decoding sequences add to a step by attending to their context."""
+        if sequences <= 0:
+            return 0.0
+        return max(0.0, self._curve("decode", sequences) - self._curve("linear", sequences))
+
+    def prefill_attention_s(self, tokens: float) -> float:
+        """Causal attention of ``tokens`` prompt tokens, as their share of a whole prompt's."""
+        if tokens <= 0:
+            return 0.0
+        whole = max(0.0, self._sample("prefill", 1) - self.linear_s(self.isl))
+        return whole * tokens / self.isl
+
+    def step_s(self, decode_tokens: float, prefill_tokens: float) -> float:
+        """One continuous-batching round of the replica: ``decode_tokens`` running sequences spread over its
+        lanes and a prompt chunk riding in one of them (the time until every running sequence has its next
+        token). Each stage serves every lane once per round, so a round lasts the mean of the lanes' passes:
+        the chunk's heavy pass is not smoothed over the light ones."""
+        heavy = self.chunk_pass_s(decode_tokens, prefill_tokens)
+        if self.lanes == 1:
+            return heavy
+        return (heavy + (self.lanes - 1) * self.chunk_pass_s(decode_tokens, 0)) / self.lanes
+
+    def chunk_pass_s(self, decode_tokens: float, prefill_tokens: float) -> float:
+        """One lane's pass through every stage, carrying its share of the decode tokens and the whole prompt
+        chunk (how long the chunk takes to come out)."""
+        decode = decode_tokens / self.lanes
+        return (
+            self.linear_s(decode + prefill_tokens)
+            + self.decode_attention_s(decode)
+            + self.prefill_attention_s(prefill_tokens)
+        )
+
+    def decode_step_s(self, sequences: int) -> float:
+        """A static-batching decode step of ``sequences`` sequences on the layout (its microbatches)."""
+        return self._sample("static_decode", max(1, sequences))
+
+    def prefill_s(self, prompts: int) -> float:
+        """A static-batching prefill of ``prompts`` whole prompts together on the layout."""
+        return self._sample("static_prefill", max(1, prompts))
