@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from .common import Contract, Objective
+from .common import Contract, Objective, ServingEngine
 
 __all__ = ["Workload"]
 
@@ -29,6 +29,11 @@ class Workload(Contract):
     )
     objective: Objective = Field(
         default="latency", description="latency, throughput, or goodput (throughput under the targets)."
+    )
+    engine: ServingEngine = Field(
+        default="vllm",
+        description="Serving engine that runs the deployment: it selects the measured kernel tables and the "
+        "collective implementation the cost model prices (vllm, sglang, trtllm).",
     )
 
     @field_validator("prefill_batch")

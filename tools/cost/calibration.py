@@ -7,7 +7,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Calibration", "calibration"]
+__all__ = ["Calibration", "ProfileCal", "calibration"]
 
 
 class _Section(BaseModel):
@@ -53,6 +53,27 @@ class HeldOutErrorCal(_Section):
     throughput_median_pct: float
 
 
+class GridErrorCal(_Section):
+    configs: int
+    ttft_median_pct: float
+    tpot_median_pct: float
+    ttft_p90_pct: float
+    tpot_p90_pct: float
+    ttft_spearman: float
+    tpot_spearman: float
+
+
+class ProfileCal(_Section):
+    """Roofline efficiencies of one GPU, fitted to its measured kernel tables."""
+
+    gpus: list[str]
+    gemm: GemmCal
+    memory: MemoryCal
+    attention: AttentionCal
+    collectives: CollectiveCal
+    residuals: dict[str, float]
+
+
 class Calibration(_Section):
     """Every tunable figure of the cost model, with the data it was fitted to named in the YAML."""
 
@@ -62,7 +83,9 @@ class Calibration(_Section):
     collectives: CollectiveCal
     launch: LaunchCal
     workspace: WorkspaceCal
-    held_out_error: HeldOutErrorCal
+    held_out_error: dict[str, HeldOutErrorCal]
+    grid_error: dict[str, GridErrorCal]
+    profiles: dict[str, ProfileCal]
 
 
 @lru_cache(maxsize=1)
