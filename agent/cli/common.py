@@ -109,6 +109,17 @@ _REQUEST_PARAMETERS = [
         ],
     ),
     inspect.Parameter(
+        "engine",
+        _KW,
+        default="vllm",
+        annotation=Annotated[
+            str,
+            typer.Option(
+                "--engine", help="Serving engine priced: vllm, sglang or trtllm (its measured kernels and collectives)."
+            ),
+        ],
+    ),
+    inspect.Parameter(
         "weight_dtype",
         _KW,
         default=None,
@@ -139,6 +150,7 @@ def build_request(
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
     objective: str = "latency",
+    engine: str = "vllm",
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     policy: str = "builtin",
@@ -170,6 +182,7 @@ def build_request(
                 "ttft_ms": ttft_ms,
                 "tpot_ms": tpot_ms,
                 "objective": objective,
+                "engine": engine,
             }
         )
         request = PlanRequest.model_validate(
@@ -206,6 +219,7 @@ _FIXES = {
     "ttft_ms": "give the time-to-first-token target in milliseconds, above 0",
     "tpot_ms": "give the time-per-output-token target in milliseconds, above 0",
     "objective": "choose latency, throughput or goodput",
+    "engine": "choose vllm, sglang or trtllm",
     "weight_dtype": "choose bf16, fp16, fp8, int8 or fp4",
     "kv_dtype": "choose bf16, fp16, fp8, int8 or fp4",
 }

@@ -85,7 +85,9 @@ def lookup_seconds(tables: MeasuredTables, queries: Iterable[Query]) -> dict[Que
     wanted = set(queries)
     missing: dict[tuple[bool, int, int, int], list[Query]] = defaultdict(list)
     for query in wanted:
-        if query not in cache:
+        if query.op == "none":
+            cache[query] = 0.0
+        elif query not in cache:
             missing[_point(query)].append(query)
     for point, group in missing.items():
         for query, seconds in zip(group, _evaluate(tables, point, group), strict=True):
