@@ -41,7 +41,9 @@ class Layout:
     @property
     def spec(self) -> str:
         """The shardplan strategy spec."""
-        parts = [f"tp={self.tp}"] + ([f"pp={self.pp}"] if self.pp > 1 else []) + ([f"ep={self.ep}"] if self.ep > 1 else [])
+        parts = [f"tp={self.tp}"]
+        parts += [f"pp={self.pp}"] if self.pp > 1 else []
+        parts += [f"ep={self.ep}"] if self.ep > 1 else []
         return ",".join(parts)
 
     @property

@@ -171,13 +171,14 @@ def main(argv: list[str] | None = None) -> int:
                         rows.append(got)
                     elif not got.startswith(("not buildable", "does not fit")):
                         skipped.append(f"{model} {gpu} {layout.spec} {shape}: {got}")
-    print("| model | GPU | strategy | isl/osl/batch | ref TTFT | measured | roofline | ref TPOT | measured | roofline |")
+    print("| model | GPU | strategy | isl/osl/batch | ref TTFT | measured | roofline | ref TPOT | measured "
+          "| roofline |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r.model.split('/')[1]} | {r.gpu} x{eval_gpus(r.spec)} | {r.spec} | "
-              f"{r.isl}/{r.osl}/{r.batch} | {r.ref_ttft:.1f} | {error_pct(r.ttft['measured'], r.ref_ttft):+.0f}% | "
-              f"{error_pct(r.ttft['roofline'], r.ref_ttft):+.0f}% | {r.ref_tpot:.2f} | "
-              f"{error_pct(r.tpot['measured'], r.ref_tpot):+.0f}% | {error_pct(r.tpot['roofline'], r.ref_tpot):+.0f}% |")
+        ttft = [f"{error_pct(r.ttft[b], r.ref_ttft):+.0f}%" for b in BACKENDS]
+        tpot = [f"{error_pct(r.tpot[b], r.ref_tpot):+.0f}%" for b in BACKENDS]
+        print(f"| {r.model.split('/')[1]} | {r.gpu} x{eval_gpus(r.spec)} | {r.spec} | {r.isl}/{r.osl}/{r.batch} | "
+              f"{r.ref_ttft:.1f} | {' | '.join(ttft)} | {r.ref_tpot:.2f} | {' | '.join(tpot)} |")
     summary = summarize(rows)
     groups = len({r.group for r in rows})
     models = len({r.model for r in rows})
