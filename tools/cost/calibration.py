@@ -33,6 +33,15 @@ class AttentionCal(_Section):
 class CollectiveCal(_Section):
     latency_factor: dict[str, float]
     bandwidth_efficiency: dict[str, float]
+    # The engines' own all-reduce inside a node (one-shot / two-shot over peer memory) for messages up to
+    # engine_allreduce_max_bytes: its per-step latency in microseconds; 0 prices every all-reduce as NCCL.
+    engine_allreduce_us: float = 0.0
+    engine_allreduce_max_bytes: float = 8388608.0
+
+
+class MoECal(_Section):
+    # Busiest expert rank's load over the mean (routed experts' time is multiplied by it).
+    imbalance: float = 1.0
 
 
 class LaunchCal(_Section):
@@ -71,6 +80,7 @@ class ProfileCal(_Section):
     memory: MemoryCal
     attention: AttentionCal
     collectives: CollectiveCal
+    moe: MoECal = MoECal()
     residuals: dict[str, float]
 
 
@@ -81,6 +91,7 @@ class Calibration(_Section):
     memory: MemoryCal
     attention: AttentionCal
     collectives: CollectiveCal
+    moe: MoECal = MoECal()
     launch: LaunchCal
     workspace: WorkspaceCal
     held_out_error: dict[str, HeldOutErrorCal]

@@ -18,6 +18,7 @@ from ..contracts.dag import CommNode, ComputeNode, StateNode
 from ..contracts.hardware import Cluster
 from ..contracts.model import ModelSpec
 from ..contracts.strategy import PhaseStrategy
+from .exchange import engine_exchange
 from .measured.database import MeasuredTables, measured_available, measured_tables, system_for_gpu
 from .op_time import node_time_s
 
@@ -66,9 +67,17 @@ class Pricer:
         seconds = self.measured.get(node.id)
         backend = "measured"
         if seconds is None:
-            seconds, backend = node_time_s(node, self.cluster), "roofline"
+            seconds, backend = self._roofline_s(node), "roofline"
         self.seconds[node.phase][backend] += seconds
         return seconds
+
+    def _roofline_s(self, node: AnyNode) -> float:
+        phase = self.phases.get(node.phase)
+        if isinstance(node, CommNode) and self.model is not None and phase is not None:
+            exchange = engine_exchange(node, self.model, phase, self.cluster.gpus_per_node)
+            if exchange is not None:
+                return 0.0 if exchange.message_bytes <= 0 else node_time_s(exchange, self.cluster)
+        return node_time_s(node, self.cluster)
 
     def measured_share(self, phase: str) -> float:
         """Fraction of the priced node time of ``phase`` that came from measured tables."""

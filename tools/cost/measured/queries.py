@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ...contracts.dag import CommNode, ComputeNode, StateNode
 from ...contracts.model import ModelSpec
 from ...contracts.strategy import PhaseStrategy
+from ..exchange import engine_exchange
 
 __all__ = ["Query", "node_query", "POWER_LAW_ALPHA"]
 
@@ -113,39 +114,18 @@ def _compute_query(node: ComputeNode, model: ModelSpec, phase: PhaseStrategy) ->
     return None
 
 
-def _expert_exchange_query(node: CommNode, model: ModelSpec, phase: PhaseStrategy, one_node: bool) -> Query | None:
-    """The engines' default expert-parallel exchange inside a node (vLLM's all-gather / reduce-scatter
-    backend, SGLang and TensorRT-LLM without DeepEP): tokens are gathered to every expert rank, and the
-    expert outputs are summed back. With tensor-parallel attention every rank already holds every
-    token, so the dispatch moves nothing and the combine is one all-reduce of the layer's output."""
-    moe = model.moe
-    if moe is None or not one_node:
-        return None
-    n = len(set(node.ranks))
-    # message_bytes is one rank's routed copies (its 1/tp share of a unit's tokens, top-k times).
-    layer_bytes = node.message_bytes * phase.tp / moe.experts_per_token
-    units = phase.adp * phase.sp
-    if units == 1:
-        if node.purpose == "ep_dispatch":
-            return Query("none", (), node.phase == "prefill", 0)
-        tokens, hidden = _message_shape(layer_bytes)
-        return Query("custom_allreduce", (hidden, n), node.phase == "prefill", tokens)
-    tokens, hidden = _message_shape(layer_bytes * units / n)
-    op = "all_gather" if node.purpose == "ep_dispatch" else "reduce_scatter"
-    return Query("nccl", (op, hidden, n), node.phase == "prefill", tokens)
-
-
 def _comm_query(node: CommNode, model: ModelSpec, phase: PhaseStrategy, gpus_per_node: int) -> Query | None:
     ranks = sorted(set(node.ranks))
     n = len(ranks)
     op = _NCCL_OPS.get(node.kind)
     if n < 2 or op is None or node.message_bytes <= 0:
         return None
+    exchange = engine_exchange(node, model, phase, gpus_per_node)
+    if exchange is not None:
+        if exchange.message_bytes <= 0:
+            return Query("none", (), node.phase == "prefill", 0)
+        node, op = exchange, _NCCL_OPS[exchange.kind]
     one_node = len({r // gpus_per_node for r in ranks}) == 1
-    if node.purpose in ("ep_dispatch", "ep_combine"):
-        exchange = _expert_exchange_query(node, model, phase, one_node)
-        if exchange is not None:
-            return exchange
     tokens, hidden = _message_shape(node.message_bytes)
     # Inside one node the engines all-reduce with their own one-shot / two-shot kernels (NCCL only past
     # their size limit, which the engine's measured curve already contains); everything else is NCCL.
