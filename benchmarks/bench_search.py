@@ -2,6 +2,9 @@
 
 Run: .venv/bin/python benchmarks/bench_search.py
 Targets (issue 5): full search for Qwen3-235B-A22B on 16 H200 under 1 s; `shardplan plan` under 3 s.
+Issue 13: with the measured backend (aiconfigurator-core installed) the same search stays within 2 s.
+"first run" is the first search of the process: it loads the measured tables and fills the lookup
+cache; "seconds" is the best of three later runs (full DAGs rebuilt, table lookups cached).
 """
 
 from __future__ import annotations
@@ -37,14 +40,15 @@ def best_of(runs: int, fn):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    print("| model | GPUs | strategies priced | full schedules | seconds | strategies/s | best |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | GPUs | strategies priced | full schedules | first run s | seconds | strategies/s | best |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, gpu, gpus, work in CASES:
         model, cluster = load_model(name), make_cluster(gpu, gpus)
+        first, _ = best_of(1, lambda m=model, c=cluster, w=work: search(m, c, w))
         seconds, result = best_of(3, lambda m=model, c=cluster, w=work: search(m, c, w))
         print(
-            f"| {name} | {gpus} x {gpu} | {result.evaluated} | 2 | {seconds:.2f} | {result.evaluated / seconds:,.0f} "
-            f"| `{result.candidates[0].spec}` |"
+            f"| {name} | {gpus} x {gpu} | {result.evaluated} | 2 | {first:.2f} | {seconds:.2f} "
+            f"| {result.evaluated / seconds:,.0f} | `{result.candidates[0].spec}` |"
         )
     exe = shutil.which("shardplan") or str(Path(sys.executable).parent / "shardplan")
     command = [

@@ -26,6 +26,7 @@ POWER_LAW_ALPHA: dict[str, float] = {"deepseek": 1.01, "default": 1.2}
 _GEMM_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "fp4": "nvfp4", "int8": "int8_wo"}
 _MOE_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "fp4": "w4a16_mxfp4"}
 _KV_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+_MEASURED_NODE_GPUS = 8  # GPUs per node of the systems the database measured (HGX / DGX)
 _NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
              "all_to_all": "alltoall"}
 
@@ -125,12 +126,16 @@ def _comm_query(node: CommNode, model: ModelSpec, phase: PhaseStrategy, gpus_per
         if exchange.message_bytes <= 0:
             return Query("none", (), node.phase == "prefill", 0)
         node, op = exchange, _NCCL_OPS[exchange.kind]
-    one_node = len({r // gpus_per_node for r in ranks}) == 1
+    nodes = len({r // gpus_per_node for r in ranks})
     tokens, hidden = _message_shape(node.message_bytes)
     # Inside one node the engines all-reduce with their own one-shot / two-shot kernels (NCCL only past
     # their size limit, which the engine's measured curve already contains); everything else is NCCL.
-    if node.kind == "all_reduce" and one_node:
+    if node.kind == "all_reduce" and nodes == 1:
         return Query("custom_allreduce", (hidden, n), node.phase == "prefill", tokens)
+    # The NCCL curves of up to 8 ranks were measured inside one node, those of more ranks on whole
+    # 8-GPU nodes: a group of a few GPUs on each of several nodes matches neither (roofline).
+    if nodes > 1 and (n <= _MEASURED_NODE_GPUS or n != nodes * _MEASURED_NODE_GPUS):
+        return None
     return Query("nccl", (op, hidden, n), node.phase == "prefill", tokens)
 
 
