@@ -160,13 +160,14 @@ def moe_samples(gpu: str) -> list[Sample]:
                 node = node.model_copy(update={"op": "routed_experts"})
                 launch = "decode" if tokens <= 128 else "prefill"
                 samples.append(Sample("moe", node.name, seconds,
-                                      lambda node=node, cluster=cluster, launch=launch: _kernel_time_s(
-                                          node, cluster, launch)))
+                                      lambda node=node, cluster=cluster, launch=launch, ep=ep: _kernel_time_s(
+                                          node, cluster, launch) * op_time.expert_load_factor(ep, cluster.gpu)))
     return samples
 
 
-def with_imbalance(cal: Calibration, factor: float) -> Calibration:
-    return cal.model_copy(update={"moe": cal.moe.model_copy(update={"imbalance": factor})})
+def with_moe(cal: Calibration, per_doubling: float, m_half: float) -> Calibration:
+    moe = cal.moe.model_copy(update={"imbalance_per_doubling": per_doubling, "m_half": m_half})
+    return cal.model_copy(update={"moe": moe})
 
 
 def with_decode_attention(cal: Calibration, efficiency: float) -> Calibration:
@@ -202,7 +203,13 @@ def fit_gpu(gpu: str, base: Calibration) -> tuple[dict[str, Any], dict[str, floa
     cal = with_engine_allreduce(cal, round(step_us(bw_eff), 2), bw_eff)
     moe_rows = moe_samples(gpu)
     if moe_rows:
-        cal = with_imbalance(cal, round(search_1d(lambda f: sse(moe_rows, with_imbalance(cal, f)), 0.5, 4.0), 2))
+
+        def imbalance(m_half: float) -> float:
+            return search_1d(lambda f: sse(moe_rows, with_moe(cal, f, m_half)), 0.0, 3.0, steps=20)
+
+        m_half = round(search_1d(lambda mh: sse(moe_rows, with_moe(cal, imbalance(mh), mh)), 1.0, 1024.0, steps=20,
+                                 log=True), 1)
+        cal = with_moe(cal, round(imbalance(m_half), 2), m_half)
     samples += moe_rows
     residuals = {}
     for title, cats in (("gemm", ("gemm_bf16", "gemm_fp8")), ("memory", ("memory",)), ("attention", ("attention",)),

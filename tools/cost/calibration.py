@@ -40,8 +40,11 @@ class CollectiveCal(_Section):
 
 
 class MoECal(_Section):
-    # Busiest expert rank's load over the mean (routed experts' time is multiplied by it).
-    imbalance: float = 1.0
+    # Expert-load imbalance: the busiest of ep expert ranks carries 1 + imbalance_per_doubling * log2(ep)
+    # times the mean load, and routed-expert time is multiplied by that.
+    imbalance_per_doubling: float = 0.0
+    # Rows per expert at which grouped expert GEMMs reach half their peak efficiency; None: the GEMM's m_half.
+    m_half: float | None = None
 
 
 class LaunchCal(_Section):

@@ -39,7 +39,7 @@ def pricing_report(pricer: Pricer) -> PricingReport:
     prefill, decode = pricer.measured_share("prefill"), pricer.measured_share("decode")
     backend = "measured" if max(prefill, decode) > 0 else "roofline"
     name, inherited_from = gpu_profile(pricer.cluster.gpu)
-    profile = name if inherited_from is None else f"{name} (inherited: {inherited_from})"
+    profile = name if inherited_from is None else f"{name} ({inherited_from})"
     return PricingReport(
         backend=backend,
         engine=pricer.engine,
@@ -57,10 +57,10 @@ def pricing_note(report: PricingReport) -> str:
     if report.backend == "measured":
         return (
             f"priced from measured kernel data ({report.data}): {report.prefill_measured_share:.0%} of prefill and "
-            f"{report.decode_measured_share:.0%} of decode node time; the rest by the "
-            f"{report.roofline_profile} roofline"
+            f"{report.decode_measured_share:.0%} of decode node time; the rest by the roofline with the "
+            f"{report.roofline_profile} profile"
         )
-    return f"priced by the {report.roofline_profile} roofline: {report.why_roofline}"
+    return f"priced by the roofline with the {report.roofline_profile} profile: {report.why_roofline}"
 
 
 def throughput(strategy: Strategy, workload: Workload, ttft_ms: float, tpot_ms: float) -> float:

@@ -16,6 +16,7 @@ __all__ = [
     "gemm_efficiency",
     "compute_time_s",
     "engine_allreduce_s",
+    "expert_load_factor",
     "collective_time_s",
     "node_time_s",
     "bytes_on_wire",
@@ -65,12 +66,23 @@ def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
         if node.kind == "expert" and node.shape.get("experts"):
             rows = max(1.0, rows / node.shape["experts"])  # grouped GEMM: rows per expert set the tile fill
         efficiency = gemm_efficiency(rows, node.dtype, node.shape.get("k"), gpu)
+        if node.op == "routed_experts" and cal.moe.m_half is not None:
+            # Grouped MoE kernels fill their (small) row tiles expert by expert: their own fill curve.
+            efficiency *= (rows + cal.gemm.m_half) / (rows + cal.moe.m_half)
         flops_time = node.flops / (gpu.peak_flops(node.dtype) * efficiency) if node.flops else 0.0
         memory_efficiency = cal.memory.efficiency
-    seconds = max(flops_time, moved / (bandwidth * memory_efficiency))
-    if node.op == "routed_experts":
-        seconds *= cal.moe.imbalance  # the busiest expert rank sets the pace, not the mean one
-    return seconds + _launch_s(node, node.phase)
+    return max(flops_time, moved / (bandwidth * memory_efficiency)) + _launch_s(node, node.phase)
+
+
+def expert_load_factor(ep: int, gpu: GPU) -> float:
+    """How much more than the mean load the busiest of ``ep`` expert ranks carries under skewed routing:
+    the layer waits for it. 1 without expert parallelism (one rank holds every expert).
+
+    >>> from shardplan.tools.hardware import gpu_catalog
+    >>> expert_load_factor(1, gpu_catalog()["H100"])
+    1.0
+    """
+    return 1.0 + profile_for(gpu).moe.imbalance_per_doubling * math.log2(max(ep, 1))
 
 
 def bytes_on_wire(node: CommNode) -> float:

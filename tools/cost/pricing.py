@@ -20,7 +20,7 @@ from ..contracts.model import ModelSpec
 from ..contracts.strategy import PhaseStrategy
 from .exchange import engine_exchange
 from .measured.database import MeasuredTables, measured_available, measured_tables, system_for_gpu
-from .op_time import node_time_s
+from .op_time import expert_load_factor, node_time_s
 
 __all__ = ["Backend", "Pricer", "make_pricer"]
 
@@ -77,6 +77,8 @@ class Pricer:
             exchange = engine_exchange(node, self.model, phase, self.cluster.gpus_per_node)
             if exchange is not None:
                 return 0.0 if exchange.message_bytes <= 0 else node_time_s(exchange, self.cluster)
+        if isinstance(node, ComputeNode) and node.op == "routed_experts" and phase is not None:
+            return node_time_s(node, self.cluster) * expert_load_factor(phase.ep, self.cluster.gpu)
         return node_time_s(node, self.cluster)
 
     def measured_share(self, phase: str) -> float:

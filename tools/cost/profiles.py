@@ -39,7 +39,7 @@ def _profile_name(gpu_name: str, bf16_flops: float, bandwidth_gbps: float) -> tu
 
     closest = min(profiled, key=distance)
     name = next(n for n, p in profiles.items() if closest.name in p.gpus)
-    return name, f"{gpu_name} has no measured tables; closest profiled GPU by peak FLOP/s and bandwidth: {closest.name}"
+    return name, f"inherited by {gpu_name}, the closest profiled GPU by peak FLOP/s and bandwidth"
 
 
 def gpu_profile(gpu: GPU) -> tuple[str, str | None]:
