@@ -25,6 +25,10 @@ from .op_time import expert_load_factor, node_time_s
 __all__ = ["Backend", "Pricer", "make_pricer"]
 
 Backend = Literal["auto", "roofline"]
+# Node kinds some measured table may price (the others are norms, adds, samplers, state markers).
+_TABLE_KINDS = frozenset(
+    {"linear", "router", "expert", "attention", "all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
+)
 AnyNode = ComputeNode | CommNode | StateNode
 
 
@@ -51,7 +55,7 @@ class Pricer:
         wanted = {}
         for node in nodes:
             phase = self.phases.get(node.phase)
-            if phase is None:
+            if phase is None or node.kind not in _TABLE_KINDS:
                 continue
             query = node_query(node, self.model, phase, self.cluster.gpus_per_node)
             if query is not None:

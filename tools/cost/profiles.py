@@ -52,7 +52,18 @@ def gpu_profile(gpu: GPU) -> tuple[str, str | None]:
     return _profile_name(gpu.name, gpu.peak_flops("bf16"), gpu.memory_bandwidth_gbps)
 
 
+# The scheduler asks once per node: remember the answer per GPU object (kept alive with it, so an id is
+# never reused for another GPU while its entry exists).
+_ANSWERED: dict[int, tuple[GPU, Calibration | ProfileCal]] = {}
+
+
 def profile_for(gpu: GPU) -> Calibration | ProfileCal:
-    """The efficiency figures (gemm, memory, attention, collectives) that price ``gpu``."""
+    """The efficiency figures (gemm, memory, attention, collectives, moe) that price ``gpu``."""
+    known = _ANSWERED.get(id(gpu))
+    if known is not None and known[0] is gpu:
+        return known[1]
     name, _ = gpu_profile(gpu)
-    return calibration().profiles.get(name) or calibration()
+    profile = calibration().profiles.get(name) or calibration()
+    if len(_ANSWERED) < 256:
+        _ANSWERED[id(gpu)] = (gpu, profile)
+    return profile
