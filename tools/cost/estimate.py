@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from ...errors import InputError
 from ..contracts.dag import DAG, CommNode
@@ -37,7 +38,7 @@ def model_error_note(backend: str = "roofline") -> str:
 def pricing_report(pricer: Pricer) -> PricingReport:
     """How ``pricer`` priced what it priced: backend shares, engine, data and the backend's error."""
     prefill, decode = pricer.measured_share("prefill"), pricer.measured_share("decode")
-    backend = "measured" if max(prefill, decode) > 0 else "roofline"
+    backend: Literal["measured", "roofline"] = "measured" if max(prefill, decode) > 0 else "roofline"
     name, inherited_from = gpu_profile(pricer.cluster.gpu)
     profile = name if inherited_from is None else f"{name} ({inherited_from})"
     return PricingReport(
