@@ -73,10 +73,11 @@ def _evaluate(tables: MeasuredTables, point: tuple[bool, int, int, int], queries
             row = by_name.get(f"q{i}")
             answers.append(float(row[1]) * 1e-3 if row and row[3] in _MEASURED_TIERS and row[1] > 0 else None)
         return answers
-    except Exception:  # noqa: BLE001 - one uncovered op fails the whole call: retry one by one
+    except Exception:  # noqa: BLE001 - one uncovered op fails the whole call: split it to find that op
         if len(queries) == 1:
             return [None]
-        return [_evaluate(tables, point, [q])[0] for q in queries]
+        half = len(queries) // 2
+        return _evaluate(tables, point, queries[:half]) + _evaluate(tables, point, queries[half:])
 
 
 def lookup_seconds(tables: MeasuredTables, queries: Iterable[Query]) -> dict[Query, float | None]:
