@@ -93,10 +93,10 @@ class Pricer:
 
 
 def _why_no_tables(gpu: str) -> str:
-    if not measured_available():
-        return "aiconfigurator-core is not installed (pip install aiconfigurator-core on Linux x86-64)"
     if system_for_gpu(gpu) is None:
         return f"{gpu} is not in the measured database"
+    if not measured_available():
+        return "aiconfigurator-core is not installed (pip install aiconfigurator-core on Linux x86-64)"
     return f"the measured database for {gpu} could not be loaded"
 
 
