@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..contracts.common import DType, Objective
+from ..contracts.common import DType, Objective, ServingEngine
 from ..contracts.plan import PlanRequest
 from ..contracts.workload import Workload
 from .guards import SEARCH_DEPTH, check_path
@@ -79,6 +79,9 @@ class RequestArgs(Args):
     objective: Objective = Field(
         default="latency", description="latency, throughput or goodput (throughput under targets)."
     )
+    engine: ServingEngine = Field(
+        default="vllm", description="Serving engine priced: vllm, sglang or trtllm (its measured kernels, collectives)."
+    )
     weight_dtype: DType | None = Field(default=None, description="Override of the weight format (bf16, fp8, fp4).")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
 
@@ -95,6 +98,7 @@ class RequestArgs(Args):
             ttft_ms=self.ttft_ms,
             tpot_ms=self.tpot_ms,
             objective=self.objective,
+            engine=self.engine,
         )
         return PlanRequest(
             model=self.model,
@@ -124,6 +128,7 @@ class RequestArgs(Args):
             "ttft_ms": w.ttft_ms,
             "tpot_ms": w.tpot_ms,
             "objective": w.objective,
+            "engine": w.engine if w.engine != "vllm" else None,
             "weight_dtype": request.weight_dtype,
             "kv_dtype": request.kv_dtype,
         }
