@@ -126,9 +126,11 @@ def test_cost_report_figures_are_consistent() -> None:
 def test_every_report_states_the_models_measured_error() -> None:
     from shardplan.tools.cost.calibration import calibration
 
-    err = calibration().held_out_error
     report = cost_of("meta-llama/Llama-3.1-8B", 1, "tp=1")
+    assert report.pricing is not None
+    err = calibration().held_out_error[report.pricing.backend]
     [note] = [n for n in report.notes if n.startswith("model error")]
+    assert f"({report.pricing.backend} backend)" in note
     assert f"{err.rows} public measurements" in note and f"TPOT {err.tpot_median_pct:.0f}%" in note
 
 

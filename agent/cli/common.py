@@ -165,6 +165,17 @@ _REQUEST_PARAMETERS = [
         ],
     ),
     inspect.Parameter(
+        "engine",
+        _KW,
+        default="vllm",
+        annotation=Annotated[
+            str,
+            typer.Option(
+                "--engine", help="Serving engine priced: vllm, sglang or trtllm (its measured kernels and collectives)."
+            ),
+        ],
+    ),
+    inspect.Parameter(
         "weight_dtype",
         _KW,
         default=None,
@@ -195,6 +206,7 @@ def build_request(
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
     objective: str | None = None,
+    engine: str = "vllm",
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     policy: str = "builtin",
@@ -236,6 +248,7 @@ def build_request(
                 "rate": rate,
                 "gpu_memory_utilization": gpu_memory_utilization,
                 "max_batched_tokens": max_batched_tokens,
+                "engine": engine,
             }
         )
         request = PlanRequest.model_validate(
@@ -276,6 +289,7 @@ _FIXES = {
     "rate": "give the requests per second to serve, above 0",
     "gpu_memory_utilization": "give the share of GPU memory the engine may use, above 0 and at most 1 (e.g. 0.9)",
     "max_batched_tokens": "give the tokens one step may carry, 1 or more (e.g. 8192)",
+    "engine": "choose vllm, sglang or trtllm",
     "weight_dtype": "choose bf16, fp16, fp8, int8 or fp4",
     "kv_dtype": "choose bf16, fp16, fp8, int8 or fp4",
 }

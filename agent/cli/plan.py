@@ -126,7 +126,7 @@ def print_plan(plan: Any) -> None:
         f"status: {plan.status}"
     )
     for note in c.notes:
-        if note.startswith("model error"):
+        if note.startswith(("model error", "priced ")):
             out.print(f"[dim]{note}[/dim]")
     if plan.status == "targets_missed":
         out.print("[red]infeasible for the targets[/red] (best deployment shown): " + "; ".join(c.target_misses))

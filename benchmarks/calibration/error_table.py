@@ -10,7 +10,9 @@ batch get their concurrency from Little's law, per phase, solved by fixed-point 
 own predictions:
 
 * decode concurrency ``N = qps x (TTFT + (osl - 1) x TPOT)``, with TPOT priced at batch ``round(N)``;
-* prefill concurrency ``qps x TTFT`` (requests arriving during one prefill), at least 1.
+* prefill concurrency ``qps x TTFT`` (requests arriving during one prefill), at least 1;
+* TPOT of such a row is the decode step divided by (1 - qps x TTFT): the engine interleaves every
+  arriving prompt's prefill with the running decode steps, which stretches each output token.
 
 The batch column says when a row's batch came from Little's law. Rows are skipped, with the reason
 printed, when: the GPU is not in the catalog (GB200; H800, which has H100 compute but 400 GB/s NVLink),
@@ -26,7 +28,12 @@ batch)``, ``build_dag`` and ``estimate_cost``; the row's metric is read off the 
 
 Usage::
 
-    .venv/bin/python benchmarks/calibration/error_table.py [--json FILE]
+    .venv/bin/python benchmarks/calibration/error_table.py [--backend measured|roofline] [--json FILE] [--write]
+
+Both backends price every row: ``--backend measured`` (the default, as ``estimate_cost`` prices) uses
+NVIDIA's measured kernel tables for the GPUs and kernels they cover and the roofline for the rest;
+``--backend roofline`` prices with the roofline alone. Rows on GPUs outside the measured database are
+roofline-priced either way.
 """
 
 from __future__ import annotations
@@ -102,13 +109,20 @@ def request_rate(row: dict[str, Any]) -> float | None:
     return float(found.group(1)) if found else None
 
 
+def serving_engine(row: dict[str, Any]) -> str:
+    """The engine whose tables price a row: the one it was measured on, vLLM for any other (gpt-fast)."""
+    text = str(row.get("engine", "")).lower()
+    return "trtllm" if "tensorrt" in text else "sglang" if "sglang" in text else "vllm"
+
+
 @cache
 def price(model: str, weight_dtype: str, kv_dtype: str | None, gpu: str, gpus: int, strategy: str,
-          isl: int, osl: int, batch: int) -> CostReport:
+          isl: int, osl: int, engine: str, batch: int, backend: str = "auto") -> CostReport:
     spec = load_model(model, weight_dtype=weight_dtype, kv_dtype=kv_dtype)  # type: ignore[arg-type]
     cluster = make_cluster(gpu, gpus)
-    dag = build_dag(spec, cluster, parse_strategy(strategy), Workload(isl=isl, osl=osl, batch=batch))
-    return estimate_cost(dag, cluster)
+    workload = Workload.model_validate({"isl": isl, "osl": osl, "batch": batch, "engine": engine})
+    dag = build_dag(spec, cluster, parse_strategy(strategy), workload)
+    return estimate_cost(dag, cluster, backend)  # type: ignore[arg-type]
 
 
 def skip_reason(row: dict[str, Any]) -> str | None:
@@ -132,7 +146,8 @@ def skip_reason(row: dict[str, Any]) -> str | None:
     return None
 
 
-def evaluate(row: dict[str, Any]) -> Result:
+def evaluate(row: dict[str, Any], backend: str = "auto") -> Result:
+    """Price one row (``backend``: "auto", measured tables where they exist, or "roofline")."""
     note = str(row.get("note", ""))
     notes: list[str] = []
     osl = row.get("osl") or DEFAULT_OSL
@@ -150,10 +165,10 @@ def evaluate(row: dict[str, Any]) -> Result:
     if "AWQ" in note:
         notes.append("AWQ 4-bit priced as fp4 bytes")
     key = (row["model"], row["weight_dtype"], kv_dtype, row["gpu"], int(row["gpus"]), row["strategy"],
-           int(row["isl"]), int(osl))
+           int(row["isl"]), int(osl), serving_engine(row))
     if row.get("batch"):
         batch = int(row["batch"])
-        report = price(*key, batch)
+        report = price(*key, batch, backend)
         ttft, tpot = report.ttft_ms, report.tpot_ms
         batch_text = str(batch)
     else:
@@ -161,15 +176,19 @@ def evaluate(row: dict[str, Any]) -> Result:
         assert rate is not None
         concurrency, prefill_batch = 1.0, 1
         for _ in range(50):
-            decode = price(*key, max(1, round(concurrency)))
-            prefill = price(*key, prefill_batch)
+            decode = price(*key, max(1, round(concurrency)), backend)
+            prefill = price(*key, prefill_batch, backend)
             seconds = (prefill.ttft_ms + (osl - 1) * decode.tpot_ms) / 1e3
             new = rate * seconds
             prefill_batch = max(1, round(rate * prefill.ttft_ms / 1e3))
             if abs(new - concurrency) < 0.01:
                 break
             concurrency = new
-        ttft, tpot = prefill.ttft_ms, decode.tpot_ms
+        # Continuous batching interleaves each arriving prompt's prefill with the running decode steps, so
+        # the share of time spent prefilling (rate x one prefill) stretches every output token.
+        prefilling = min(0.9, rate * prefill.ttft_ms / 1e3)
+        ttft, tpot = prefill.ttft_ms, decode.tpot_ms / (1.0 - prefilling)
+        notes.append(f"TPOT stretched by prefill interleaving ({prefilling:.0%} of the time)")
         report = decode
         if row["metric"] == "ttft_ms":
             batch_text = f"{prefill_batch} (Little: prefill; decode N={concurrency:.1f})"
@@ -195,19 +214,22 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
 
 
-def write_held_out_error(rows: int, medians: dict[str, float]) -> None:
-    """Replace the numbers of calibration.yaml's ``held_out_error`` section, keeping every other line."""
+def write_held_out_error(backend: str, rows: int, medians: dict[str, float]) -> None:
+    """Replace the numbers of ``backend`` in calibration.yaml's ``held_out_error`` section, keeping every
+    other line."""
     path = Path(__file__).resolve().parents[2] / "tools" / "data" / "calibration.yaml"
     values = {"rows": str(rows), "tpot_median_pct": f"{medians.get('tpot_ms', math.nan):.1f}",
               "ttft_median_pct": f"{medians.get('ttft_ms', math.nan):.1f}",
               "throughput_median_pct": f"{medians.get('output_tokens_per_s_per_gpu', math.nan):.1f}"}
-    lines, inside = [], False
+    lines, inside, current = [], False, ""
     for line in path.read_text().splitlines(keepends=True):
         if not line.startswith((" ", "#")):
             inside = line.startswith("held_out_error:")
+        elif line.startswith("  ") and not line.startswith("   ") and not line.strip().startswith("#"):
+            current = line.strip().rstrip(":")
         key = line.strip().split(":")[0]
-        if inside and key in values:
-            line = f"  {key}: {values[key]}\n"
+        if inside and current == backend and key in values:
+            line = f"    {key}: {values[key]}\n"
         lines.append(line)
     path.write_text("".join(lines))
 
@@ -217,7 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the rows, skipped rows and summary to FILE")
     parser.add_argument("--write", action="store_true",
                         help="record the medians in tools/data/calibration.yaml (held_out_error), which reports quote")
+    parser.add_argument("--backend", choices=("measured", "roofline"), default="measured",
+                        help="measured: the measured tables where they cover a row (the default pricing); "
+                             "roofline: the roofline alone")
     args = parser.parse_args(argv)
+    backend = "auto" if args.backend == "measured" else "roofline"
 
     rows = yaml.safe_load(END_TO_END.read_text())
     results: list[Result] = []
@@ -228,11 +254,12 @@ def main(argv: list[str] | None = None) -> int:
             skipped.append(Skipped(row["id"], reason))
             continue
         try:
-            results.append(evaluate(row))
+            results.append(evaluate(row, backend))
         except Exception as exc:  # a strategy that does not parse or build is reported, not fatal
             skipped.append(Skipped(row["id"], f"parse/build failed: {type(exc).__name__}: {exc}"))
 
-    print("Held-out end-to-end validation (no cost-model parameter is fitted to these rows).\n")
+    print(f"Held-out end-to-end validation, {args.backend} backend (no cost-model parameter is fitted to these "
+          "rows).\n")
     print("| id | model | GPU x n | strategy | metric | batch | measured | predicted | error % | source | notes |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
@@ -253,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         by_metric = {m: summary([r for r in results if r.metric == m])["median_abs_error_pct"]
                      for m in {r.metric for r in results}}
-        write_held_out_error(len(results), by_metric)
+        write_held_out_error(args.backend, len(results), by_metric)
     if args.json:
         args.json.write_text(json.dumps({"rows": [asdict(r) for r in results],
                                          "skipped": [asdict(k) for k in skipped], "summary": s}, indent=2) + "\n")

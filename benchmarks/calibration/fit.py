@@ -292,8 +292,10 @@ def collective_samples(rows: list[dict[str, Any]]) -> tuple[list[Sample], list[E
 
 @contextmanager
 def using(cal: Calibration) -> Iterator[None]:
-    """Price with ``cal`` instead of the bundled calibration."""
-    with mock.patch.object(op_time, "calibration", lambda: cal):
+    """Price with ``cal`` instead of the bundled calibration (and instead of any GPU's own profile)."""
+    with mock.patch.object(op_time, "calibration", lambda: cal), mock.patch.object(
+        op_time, "profile_for", lambda gpu: cal
+    ):
         yield
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...limits import MAX_GPUS, MAX_GPUS_PER_NODE
-from ..contracts.common import DType, Objective
+from ..contracts.common import DType, Objective, ServingEngine
 from ..contracts.plan import PlanRequest
 from ..contracts.workload import Batching, Workload
 from .guards import SEARCH_DEPTH, check_path
@@ -95,6 +95,9 @@ class RequestArgs(Args):
     objective: Objective = Field(
         default="latency", description="latency, throughput or goodput (throughput under targets)."
     )
+    engine: ServingEngine = Field(
+        default="vllm", description="Serving engine priced: vllm, sglang or trtllm (its measured kernels, collectives)."
+    )
     weight_dtype: DType | None = Field(default=None, description="Override of the weight format (bf16, fp8, fp4).")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
 
@@ -115,6 +118,7 @@ class RequestArgs(Args):
             rate=self.rate,
             gpu_memory_utilization=self.gpu_memory_utilization,
             max_batched_tokens=self.max_batched_tokens,
+            engine=self.engine,
         )
         return PlanRequest(
             model=self.model,
@@ -148,6 +152,7 @@ class RequestArgs(Args):
             "rate": w.rate,
             "gpu_memory_utilization": w.gpu_memory_utilization,
             "max_batched_tokens": w.max_batched_tokens,
+            "engine": w.engine if w.engine != "vllm" else None,
             "weight_dtype": request.weight_dtype,
             "kv_dtype": request.kv_dtype,
         }

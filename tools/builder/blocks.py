@@ -216,7 +216,9 @@ def moe_ffn(b: PhaseBuilder, site: Site, norms: dict[Unit, str]) -> dict[Unit, l
                 "experts.all_reduce",
                 "all_reduce",
                 "tp_reduce",
-                routed_pairs * h * b.ab,
+                # Without EP the fused MoE kernel sums each token's top-k expert outputs before the
+                # reduction, so the all-reduce carries the layer's output, not its routed copies.
+                (routed_pairs if ep > 1 else stage_tokens) * h * b.ab,
                 ranks=ranks,
                 shard=shard,
                 node_id=b.layer_id(site, "experts.all_reduce") + suffix,

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DType", "Phase", "Objective", "Contract", "DTYPE_BYTES"]
+__all__ = ["DType", "Phase", "Objective", "ServingEngine", "Contract", "DTYPE_BYTES"]
 
 DType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
 """Numeric formats for weights, activations and the KV cache."""
@@ -15,6 +15,7 @@ Phase = Literal["prefill", "decode", "handoff"]
 """Top-level branch of the DAG. ``handoff`` holds only the KV transfer of disaggregated serving."""
 
 Objective = Literal["latency", "throughput", "goodput"]
+ServingEngine = Literal["vllm", "sglang", "trtllm"]
 """What a search optimises: lowest latency, highest throughput, or highest throughput under targets."""
 
 DTYPE_BYTES: dict[str, float] = {

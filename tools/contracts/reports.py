@@ -8,7 +8,16 @@ from pydantic import Field
 
 from .common import Contract
 
-__all__ = ["Severity", "Violation", "ValidationReport", "PhaseCost", "MemoryReport", "CostReport", "PathStep"]
+__all__ = [
+    "Severity",
+    "Violation",
+    "ValidationReport",
+    "PhaseCost",
+    "MemoryReport",
+    "CostReport",
+    "PathStep",
+    "PricingReport",
+]
 
 Severity = Literal["error", "warning", "info"]
 
@@ -82,6 +91,28 @@ class MemoryReport(Contract):
     )
 
 
+class PricingReport(Contract):
+    """How a cost report was priced: which backend priced what share of the time, on which data."""
+
+    backend: Literal["measured", "roofline"] = Field(
+        description="measured: NVIDIA's measured kernel tables (aiconfigurator-core) priced the kernels they cover "
+        "and the calibrated roofline the rest; roofline: the roofline priced everything."
+    )
+    engine: str = Field(description="Serving engine whose tables and collectives were priced (vllm, sglang, trtllm).")
+    data: str | None = Field(
+        default=None, description="Measured data used: package version, system, engine and engine version."
+    )
+    prefill_measured_share: float = Field(
+        ge=0, le=1, description="Share of the prefill's summed node time priced from measured tables."
+    )
+    decode_measured_share: float = Field(
+        ge=0, le=1, description="Share of one decode step's summed node time priced from measured tables."
+    )
+    roofline_profile: str = Field(description="Roofline efficiency profile used for what the tables do not cover.")
+    why_roofline: str = Field(default="", description="Why no measured tables were used, when none were.")
+    error: str = Field(description="The measured error of the backend that priced the report.")
+
+
 class CostReport(Contract):
     """Predicted latency, throughput and memory of a strategy."""
 
@@ -100,3 +131,6 @@ class CostReport(Contract):
     meets_targets: bool = Field(default=True, description="TTFT and TPOT targets met (true when none are set).")
     target_misses: list[str] = Field(default_factory=list, description="Each missed target with the gap.")
     notes: list[str] = Field(default_factory=list, description="Assumptions that shaped the figures.")
+    pricing: PricingReport | None = Field(
+        default=None, description="Which backend priced the figures, on which data, with its measured error."
+    )

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from .common import Contract, Objective
+from .common import Contract, Objective, ServingEngine
 
 __all__ = ["Workload", "Batching"]
 
@@ -61,6 +61,11 @@ class Workload(Contract):
         ge=1,
         description="Tokens one continuous-batching step may carry, decode tokens and prefill chunk together "
         "(vLLM's max_num_batched_tokens).",
+    )
+    engine: ServingEngine = Field(
+        default="vllm",
+        description="Serving engine that runs the deployment: it selects the measured kernel tables and the "
+        "collective implementation the cost model prices (vllm, sglang, trtllm).",
     )
 
     @field_validator("prefill_batch")

@@ -1,4 +1,5 @@
-"""The cost model: per-operation roofline, collective latency-bandwidth, list scheduling, memory."""
+"""The cost model: per-node pricing (measured kernel tables where they exist, a per-GPU calibrated roofline
+otherwise), list scheduling on per-GPU streams, memory."""
 
 from .estimate import estimate_cost, target_misses, throughput
 from .memory import memory_reports

@@ -7,7 +7,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Calibration", "calibration"]
+__all__ = ["Calibration", "ProfileCal", "calibration"]
 
 
 class _Section(BaseModel):
@@ -33,6 +33,18 @@ class AttentionCal(_Section):
 class CollectiveCal(_Section):
     latency_factor: dict[str, float]
     bandwidth_efficiency: dict[str, float]
+    # The engines' own all-reduce inside a node (one-shot / two-shot over peer memory) for messages up to
+    # engine_allreduce_max_bytes: its per-step latency in microseconds; 0 prices every all-reduce as NCCL.
+    engine_allreduce_us: float = 0.0
+    engine_allreduce_max_bytes: float = 8388608.0
+
+
+class MoECal(_Section):
+    # Expert-load imbalance: the busiest of ep expert ranks carries 1 + imbalance_per_doubling * log2(ep)
+    # times the mean load, and routed-expert time is multiplied by that.
+    imbalance_per_doubling: float = 0.0
+    # Rows per expert at which grouped expert GEMMs reach half their peak efficiency; None: the GEMM's m_half.
+    m_half: float | None = None
 
 
 class LaunchCal(_Section):
@@ -53,6 +65,28 @@ class HeldOutErrorCal(_Section):
     throughput_median_pct: float
 
 
+class GridErrorCal(_Section):
+    configs: int
+    ttft_median_pct: float
+    tpot_median_pct: float
+    ttft_p90_pct: float
+    tpot_p90_pct: float
+    ttft_spearman: float
+    tpot_spearman: float
+
+
+class ProfileCal(_Section):
+    """Roofline efficiencies of one GPU, fitted to its measured kernel tables."""
+
+    gpus: list[str]
+    gemm: GemmCal
+    memory: MemoryCal
+    attention: AttentionCal
+    collectives: CollectiveCal
+    moe: MoECal = MoECal()
+    residuals: dict[str, float]
+
+
 class Calibration(_Section):
     """Every tunable figure of the cost model, with the data it was fitted to named in the YAML."""
 
@@ -60,9 +94,12 @@ class Calibration(_Section):
     memory: MemoryCal
     attention: AttentionCal
     collectives: CollectiveCal
+    moe: MoECal = MoECal()
     launch: LaunchCal
     workspace: WorkspaceCal
-    held_out_error: HeldOutErrorCal
+    held_out_error: dict[str, HeldOutErrorCal]
+    grid_error: dict[str, GridErrorCal]
+    profiles: dict[str, ProfileCal]
 
 
 @lru_cache(maxsize=1)

@@ -3,29 +3,65 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from ...errors import InputError
 from ..contracts.dag import DAG, CommNode
 from ..contracts.hardware import Cluster
-from ..contracts.reports import CostReport, PathStep, PhaseCost
+from ..contracts.reports import CostReport, PathStep, PhaseCost, PricingReport
 from ..contracts.strategy import Strategy
 from ..contracts.workload import Workload
 from .calibration import calibration
 from .memory import memory_reports
 from .op_time import bytes_on_wire
+from .pricing import Backend, Pricer, make_pricer
+from .profiles import gpu_profile
 from .schedule import Schedule, busy_overlap, schedule_dag
 
-__all__ = ["estimate_cost", "throughput", "target_misses", "model_error_note"]
+__all__ = ["estimate_cost", "throughput", "target_misses", "model_error_note", "pricing_report"]
 
 
-def model_error_note() -> str:
-    """The cost model's measured error, as every report states it."""
-    err = calibration().held_out_error
+def model_error_note(backend: str = "roofline") -> str:
+    """The measured error of the backend that priced a report, as every report states it."""
+    cal = calibration()
+    err = cal.held_out_error[backend]
+    grid = cal.grid_error[backend]
     return (
-        f"model error against {err.rows} public measurements held out from the fit (median |error|): "
-        f"TPOT {err.tpot_median_pct:.0f}%, TTFT {err.ttft_median_pct:.0f}% (a bare prefill, no queueing), "
-        f"large-batch MoE throughput {err.throughput_median_pct:.0f}% (no expert-load imbalance)"
+        f"model error ({backend} backend) against {err.rows} public measurements held out from the fit (median "
+        f"|error|): TPOT {err.tpot_median_pct:.0f}%, TTFT {err.ttft_median_pct:.0f}% (a bare prefill, no queueing), "
+        f"large-batch MoE throughput {err.throughput_median_pct:.0f}%; against AIConfigurator's measured-data "
+        f"estimates on {grid.configs} configurations: TTFT {grid.ttft_median_pct:.0f}%, "
+        f"TPOT {grid.tpot_median_pct:.0f}%"
     )
+
+
+def pricing_report(pricer: Pricer) -> PricingReport:
+    """How ``pricer`` priced what it priced: backend shares, engine, data and the backend's error."""
+    prefill, decode = pricer.measured_share("prefill"), pricer.measured_share("decode")
+    backend: Literal["measured", "roofline"] = "measured" if max(prefill, decode) > 0 else "roofline"
+    name, inherited_from = gpu_profile(pricer.cluster.gpu)
+    profile = name if inherited_from is None else f"{name} ({inherited_from})"
+    return PricingReport(
+        backend=backend,
+        engine=pricer.engine,
+        data=pricer.tables.label if pricer.tables is not None and backend == "measured" else None,
+        prefill_measured_share=round(prefill, 4),
+        decode_measured_share=round(decode, 4),
+        roofline_profile=profile,
+        why_roofline=pricer.why_roofline,
+        error=model_error_note(backend),
+    )
+
+
+def pricing_note(report: PricingReport) -> str:
+    """One line saying how a report was priced."""
+    if report.backend == "measured":
+        return (
+            f"priced from measured kernel data ({report.data}): {report.prefill_measured_share:.0%} of prefill and "
+            f"{report.decode_measured_share:.0%} of decode node time; the rest by the roofline with the "
+            f"{report.roofline_profile} profile"
+        )
+    return f"priced by the roofline with the {report.roofline_profile} profile: {report.why_roofline}"
 
 
 def throughput(strategy: Strategy, workload: Workload, ttft_ms: float, tpot_ms: float) -> float:
@@ -102,8 +138,11 @@ def _phase_cost(dag: DAG, sched: Schedule, phase: str, first: str, last: str, cl
     )
 
 
-def estimate_cost(dag: DAG, cluster: Cluster | None = None) -> CostReport:
+def estimate_cost(dag: DAG, cluster: Cluster | None = None, backend: Backend = "auto") -> CostReport:
     """Price ``dag``: simulate its schedule and account memory.
+
+    Nodes are priced from NVIDIA's measured kernel tables for the DAG's GPU and engine where they
+    cover them, by the GPU's roofline profile otherwise (``backend="roofline"``: everything).
 
     Raises:
         InputError: no cluster is given and the DAG does not carry one.
@@ -112,7 +151,15 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None) -> CostReport:
     if cluster is None:
         raise InputError("the DAG carries no cluster", field="meta.cluster", fix="pass the cluster it runs on")
     meta = dag.meta
-    sched = schedule_dag(dag, cluster)
+    pricer = make_pricer(
+        cluster,
+        meta.model,
+        {"prefill": meta.strategy.prefill, "decode": meta.strategy.decode},
+        meta.workload.engine,
+        backend,
+    )
+    pricer.prepare(dag.nodes)
+    sched = schedule_dag(dag, cluster, pricer)
     prefill = _phase_cost(dag, sched, "prefill", "prefill/start", "prefill/end", cluster)
     handoff = sched.finish["decode/step_t"] - sched.finish["prefill/end"]
     decode = _phase_cost(dag, sched, "decode", "decode/step_t", "decode/step_t+1", cluster)
@@ -122,7 +169,9 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None) -> CostReport:
     tokens = throughput(strategy, workload, ttft, tpot)
     memory = memory_reports(meta.model, cluster.gpu, strategy, workload)
     misses = target_misses(workload, ttft, tpot)
+    pricing = pricing_report(pricer)
     notes = [
+        pricing_note(pricing),
         "decode step priced at the average context (prompt + half the output)",
         (
             f"prefill admits {workload.prefill_batch} prompts at a time (continuous batching); throughput counts "
@@ -130,7 +179,7 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None) -> CostReport:
             if workload.prefill_batch
             else "prefill prices the whole batch arriving together (static batching; see --prefill-batch)"
         ),
-        model_error_note(),
+        pricing.error,
     ]
     return CostReport(
         ttft_ms=ttft,
@@ -148,4 +197,5 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None) -> CostReport:
         meets_targets=not misses,
         target_misses=misses,
         notes=notes,
+        pricing=pricing,
     )

@@ -15,6 +15,7 @@ from ..contracts.hardware import Cluster
 from ..contracts.model import ModelSpec
 from ..contracts.strategy import PhaseStrategy
 from ..contracts.workload import Workload
+from .pricing import make_pricer
 from .schedule import schedule_graph
 
 __all__ = ["phase_latency_s"]
@@ -25,7 +26,9 @@ def phase_latency_s(
 ) -> float:
     """Estimated makespan in seconds of one prefill, or one decode step, under ``phase``."""
     graph, picks, stages = build_phase_sample(model, cluster, phase_name, phase, workload)
-    sched = schedule_graph(graph.nodes, graph.edges, cluster, record_busy=False)
+    pricer = make_pricer(cluster, model, {phase_name: phase}, workload.engine)
+    pricer.prepare(graph.nodes)
+    sched = schedule_graph(graph.nodes, graph.edges, cluster, record_busy=False, pricer=pricer)
     layer_end: dict[int, float] = defaultdict(float)
     for node in graph.nodes:
         if node.layer is not None and node.layer in picks:

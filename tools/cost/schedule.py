@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
 from ..contracts.hardware import Cluster
 from .op_time import node_time_s
+
+if TYPE_CHECKING:
+    from .pricing import Pricer
 
 __all__ = ["Schedule", "schedule_dag", "schedule_graph", "busy_overlap"]
 
@@ -51,18 +55,21 @@ def _stream(node: AnyNode) -> str | None:
     return "compute" if node.kind == "kv_write" else None
 
 
-def schedule_dag(dag: DAG, cluster: Cluster) -> Schedule:
+def schedule_dag(dag: DAG, cluster: Cluster, pricer: Pricer | None = None) -> Schedule:
     """Simulate ``dag`` on ``cluster``.
 
     Ready nodes run in order of readiness, first come first served, so a second microbatch fills the
     communication gaps of the first. In a pipelined phase (pp > 1) lower microbatches go first instead,
     so each stage finishes microbatch m before starting m + 1 and the stages overlap as a pipeline.
 
+    ``pricer`` gives each node's duration (measured tables where they cover it); without one, the
+    roofline prices every node.
+
     Raises:
         ValueError: the graph has a cycle (validate it first).
     """
     pipelined = {name for name in ("prefill", "decode") if getattr(dag.meta.strategy, name).pp > 1}
-    return schedule_graph(dag.nodes, dag.edges, cluster, microbatch_first=pipelined)
+    return schedule_graph(dag.nodes, dag.edges, cluster, microbatch_first=pipelined, pricer=pricer)
 
 
 def schedule_graph(
@@ -72,6 +79,7 @@ def schedule_graph(
     microbatch_first: set[str] | None = None,
     *,
     record_busy: bool = True,
+    pricer: Pricer | None = None,
 ) -> Schedule:
     """:func:`schedule_dag` on bare node and edge lists (a sample graph that is not a whole DAG).
 
@@ -79,6 +87,9 @@ def schedule_graph(
     ``record_busy=False`` skips the per-rank busy intervals (the search's samples need only times).
     """
     nodes: dict[str, AnyNode] = {n.id: n for n in node_list}
+    duration: Callable[[AnyNode], float] = (
+        pricer.node_time_s if pricer is not None else lambda node: node_time_s(node, cluster)
+    )
     preds: dict[str, list[str]] = defaultdict(list)
     succs: dict[str, list[str]] = defaultdict(list)
     for edge in edge_list:
@@ -113,7 +124,7 @@ def schedule_graph(
             for rank in node.ranks:
                 if stream_free[rank] > begin:
                     begin, gated_by = stream_free[rank], stream_holder[rank]
-        end = begin + node_time_s(node, cluster)
+        end = begin + duration(node)
         start[nid], finish[nid], gate[nid] = begin, end, gated_by
         if stream is not None:
             intervals = busy[stream]

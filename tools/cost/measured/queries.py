@@ -1,0 +1,150 @@
+"""Which measured table prices a DAG node, and at what shape: plain functions from a node to a query.
+
+A :class:`Query` names one operation of the database (a GEMM, context or generation attention, MLA,
+an MoE layer's experts, the engine's custom all-reduce, an NCCL collective) with the arguments its
+table is keyed by, and the token counts it is looked up at. Nodes no table covers (norms, residual
+adds, embeddings, samplers, KV writes, point-to-point sends, which the database models analytically
+rather than measures) get None and stay with the roofline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...contracts.dag import CommNode, ComputeNode, StateNode
+from ...contracts.model import ModelSpec
+from ...contracts.strategy import PhaseStrategy
+from ..exchange import engine_exchange
+
+__all__ = ["Query", "node_query", "POWER_LAW_ALPHA"]
+
+# The database measures MoE layers under a power-law token-to-expert load, not a uniform one; its own
+# estimator uses exponent 1.01 for DeepSeek-style models and 1.2 for the others (Qwen3-MoE, Mixtral,
+# gpt-oss), which is what an expert-load imbalance looks like in the tables.
+POWER_LAW_ALPHA: dict[str, float] = {"deepseek": 1.01, "default": 1.2}
+
+_GEMM_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "fp4": "nvfp4", "int8": "int8_wo"}
+_MOE_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "fp4": "w4a16_mxfp4"}
+_KV_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+_MEASURED_NODE_GPUS = 8  # GPUs per node of the systems the database measured (HGX / DGX)
+_NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+             "all_to_all": "alltoall"}
+
+
+@dataclass(frozen=True)
+class Query:
+    """One table lookup: the operation, the arguments its table is keyed by, and where to read it.
+
+    ``tokens`` is the row count of a GEMM, MoE or collective; attention reads ``batch`` sequences of
+    ``seq`` tokens (prefill: the new tokens, with ``prefix`` cached ones before them; decode: the context).
+    """
+
+    op: str
+    args: tuple[int | str, ...]
+    context: bool
+    batch: int
+    seq: int = 1
+    prefix: int = 0
+
+
+def _message_shape(message_bytes: float, element_bytes: int = 2) -> tuple[int, int]:
+    """(tokens, hidden) whose product is the message's elements: the tables are keyed by both, but
+    a collective's time depends only on their product."""
+    elements = max(1, int(round(message_bytes / element_bytes)))
+    hidden = 1
+    while hidden < 8192 and elements % (hidden * 2) == 0:
+        hidden *= 2
+    return elements // hidden, hidden
+
+
+def _attention_query(node: ComputeNode, model: ModelSpec) -> Query | None:
+    shape = node.shape
+    heads, batch = shape.get("heads", 0), shape.get("batch", 1)
+    q_len, kv_len = shape.get("q_len", 1), shape.get("kv_len", 1)
+    if heads < 1:
+        return None
+    kv_quant = _KV_QUANT.get(model.kv_dtype)
+    if kv_quant is None:
+        return None
+    if model.mla is not None:
+        if node.phase == "prefill":
+            return Query("context_mla", (heads, kv_quant, "bfloat16"), True, batch, q_len, max(0, kv_len - q_len))
+        return Query("generation_mla", (heads, kv_quant), False, batch, kv_len)
+    tp = max(1, model.num_attention_heads // heads)
+    kv_heads = max(1, model.num_kv_heads // tp)
+    sliding = node.layer is not None and model.layer_types[node.layer] == "sliding"
+    window = model.sliding_window or 0 if sliding else 0
+    if node.phase == "prefill":
+        prefix = max(0, kv_len - q_len)
+        args = (heads, kv_heads, kv_quant, "bfloat16", model.head_dim, window)
+        return Query("context_attention", args, True, batch, q_len, prefix)
+    return Query("generation_attention", (heads, kv_heads, kv_quant, model.head_dim, window), False, batch, kv_len)
+
+
+def _expert_query(node: ComputeNode, model: ModelSpec, phase: PhaseStrategy) -> Query | None:
+    moe = model.moe
+    k = node.shape.get("k", 0)
+    if moe is None or k < 1:
+        return None
+    quant = _MOE_QUANT.get(node.dtype)
+    if quant is None:
+        return None
+    etp = max(1, moe.expert_intermediate_size // k)
+    ep = phase.ep
+    # The node holds one expert rank's (token, expert) pairs; the table is keyed by the tokens entering
+    # the layer, which top-k routing spreads over the ep ranks.
+    tokens = max(1, round(node.shape.get("m", 1) * ep / moe.experts_per_token))
+    family = "deepseek" if model.mla is not None else "default"
+    distribution = f"power_law_{POWER_LAW_ALPHA[family]}"
+    args = (model.hidden_size, moe.expert_intermediate_size, moe.experts_per_token, moe.num_experts, etp, ep, quant,
+            distribution)
+    return Query("moe", args, node.phase == "prefill", tokens)
+
+
+def _compute_query(node: ComputeNode, model: ModelSpec, phase: PhaseStrategy) -> Query | None:
+    if node.kind == "attention":
+        return _attention_query(node, model)
+    if node.kind == "expert" and node.op == "routed_experts":
+        return _expert_query(node, model, phase)
+    if node.kind in ("linear", "router", "expert"):
+        n, k, m = node.shape.get("n", 0), node.shape.get("k", 0), node.shape.get("m", 0)
+        quant = _GEMM_QUANT.get(node.dtype)
+        if min(n, k, m) < 1 or quant is None:
+            return None
+        return Query("gemm", (n, k, quant), node.phase == "prefill", m)
+    return None
+
+
+def _comm_query(node: CommNode, model: ModelSpec, phase: PhaseStrategy, gpus_per_node: int) -> Query | None:
+    ranks = sorted(set(node.ranks))
+    n = len(ranks)
+    op = _NCCL_OPS.get(node.kind)
+    if n < 2 or op is None or node.message_bytes <= 0:
+        return None
+    exchange = engine_exchange(node, model, phase, gpus_per_node)
+    if exchange is not None:
+        if exchange.message_bytes <= 0:
+            return Query("none", (), node.phase == "prefill", 0)
+        node, op = exchange, _NCCL_OPS[exchange.kind]
+    nodes = len({r // gpus_per_node for r in ranks})
+    tokens, hidden = _message_shape(node.message_bytes)
+    # Inside one node the engines all-reduce with their own one-shot / two-shot kernels (NCCL only past
+    # their size limit, which the engine's measured curve already contains); everything else is NCCL.
+    if node.kind == "all_reduce" and nodes == 1:
+        return Query("custom_allreduce", (hidden, n), node.phase == "prefill", tokens)
+    # The NCCL curves of up to 8 ranks were measured inside one node, those of more ranks on whole
+    # 8-GPU nodes: a group of a few GPUs on each of several nodes matches neither (roofline).
+    if nodes > 1 and (n <= _MEASURED_NODE_GPUS or n != nodes * _MEASURED_NODE_GPUS):
+        return None
+    return Query("nccl", (op, hidden, n), node.phase == "prefill", tokens)
+
+
+def node_query(
+    node: ComputeNode | CommNode | StateNode, model: ModelSpec, phase: PhaseStrategy, gpus_per_node: int
+) -> Query | None:
+    """The measured-table lookup that prices ``node``, or None when the roofline does."""
+    if isinstance(node, ComputeNode):
+        return _compute_query(node, model, phase)
+    if isinstance(node, CommNode):
+        return _comm_query(node, model, phase, gpus_per_node)
+    return None

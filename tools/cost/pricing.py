@@ -1,0 +1,115 @@
+"""Who prices each node: the measured tables where they cover it, the calibrated roofline everywhere else.
+
+A :class:`Pricer` is made for one model, cluster, strategy and engine. :meth:`Pricer.prepare` looks up
+every node the measured tables can price in a few batched calls; :meth:`Pricer.node_time_s` then
+answers the scheduler, and keeps, per phase, how many seconds each backend priced so that the cost
+report can say so.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..contracts.common import ServingEngine
+from ..contracts.dag import CommNode, ComputeNode, StateNode
+from ..contracts.hardware import Cluster
+from ..contracts.model import ModelSpec
+from ..contracts.strategy import PhaseStrategy
+from .exchange import engine_exchange
+from .measured.database import MeasuredTables, measured_available, measured_tables, system_for_gpu
+from .op_time import expert_load_factor, node_time_s
+
+__all__ = ["Backend", "Pricer", "make_pricer"]
+
+Backend = Literal["auto", "roofline"]
+# Node kinds some measured table may price (the others are norms, adds, samplers, state markers).
+_TABLE_KINDS = frozenset(
+    {"linear", "router", "expert", "attention", "all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
+)
+AnyNode = ComputeNode | CommNode | StateNode
+
+
+@dataclass
+class Pricer:
+    """Node durations for the scheduler, from the measured tables (when loaded) or the roofline."""
+
+    cluster: Cluster
+    model: ModelSpec | None = None
+    phases: Mapping[str, PhaseStrategy] = field(default_factory=dict)
+    engine: ServingEngine = "vllm"
+    tables: MeasuredTables | None = None
+    why_roofline: str = ""
+    measured: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+
+    def prepare(self, nodes: Iterable[AnyNode]) -> None:
+        """Look up every node the measured tables price (batched; answers are cached process-wide)."""
+        if self.tables is None or self.model is None:
+            return
+        from .measured.lookup import lookup_seconds
+        from .measured.queries import node_query
+
+        wanted = {}
+        for node in nodes:
+            phase = self.phases.get(node.phase)
+            if phase is None or node.kind not in _TABLE_KINDS:
+                continue
+            query = node_query(node, self.model, phase, self.cluster.gpus_per_node)
+            if query is not None:
+                wanted[node.id] = query
+        answers = lookup_seconds(self.tables, wanted.values())
+        for node_id, query in wanted.items():
+            seconds = answers[query]
+            if seconds is not None:
+                self.measured[node_id] = seconds
+
+    def node_time_s(self, node: AnyNode) -> float:
+        """Duration of ``node`` in seconds, counted towards the backend that priced it."""
+        seconds = self.measured.get(node.id)
+        backend = "measured"
+        if seconds is None:
+            seconds, backend = self._roofline_s(node), "roofline"
+        self.seconds[node.phase][backend] += seconds
+        return seconds
+
+    def _roofline_s(self, node: AnyNode) -> float:
+        phase = self.phases.get(node.phase)
+        if isinstance(node, CommNode) and self.model is not None and phase is not None:
+            exchange = engine_exchange(node, self.model, phase, self.cluster.gpus_per_node)
+            if exchange is not None:
+                return 0.0 if exchange.message_bytes <= 0 else node_time_s(exchange, self.cluster)
+        if isinstance(node, ComputeNode) and node.op == "routed_experts" and phase is not None:
+            return node_time_s(node, self.cluster) * expert_load_factor(phase.ep, self.cluster.gpu)
+        return node_time_s(node, self.cluster)
+
+    def measured_share(self, phase: str) -> float:
+        """Fraction of the priced node time of ``phase`` that came from measured tables."""
+        by_backend = self.seconds.get(phase, {})
+        total = sum(by_backend.values())
+        return by_backend.get("measured", 0.0) / total if total > 0 else 0.0
+
+
+def _why_no_tables(gpu: str) -> str:
+    if system_for_gpu(gpu) is None:
+        return f"{gpu} is not in the measured database"
+    if not measured_available():
+        return "aiconfigurator-core is not installed (pip install aiconfigurator-core on Linux x86-64)"
+    return f"the measured database for {gpu} could not be loaded"
+
+
+def make_pricer(
+    cluster: Cluster,
+    model: ModelSpec | None = None,
+    phases: Mapping[str, PhaseStrategy] | None = None,
+    engine: ServingEngine = "vllm",
+    backend: Backend = "auto",
+) -> Pricer:
+    """A pricer for ``model`` on ``cluster`` under ``engine``; ``backend="roofline"`` ignores the tables."""
+    if backend == "roofline":
+        return Pricer(cluster, model, phases or {}, engine, None, "the roofline backend was asked for")
+    tables = measured_tables(cluster.gpu.name, engine) if model is not None else None
+    why = "" if tables is not None else _why_no_tables(cluster.gpu.name)
+    return Pricer(cluster, model, phases or {}, engine, tables, why)
