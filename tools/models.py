@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -15,7 +16,15 @@ from ..errors import InputError
 from .contracts.common import DTYPE_BYTES, DType
 from .contracts.model import AttentionKind, MLASpec, ModelSpec, MoESpec
 
-__all__ = ["bundled_models", "load_model", "model_from_config", "resolve_model_name"]
+__all__ = [
+    "bundled_models",
+    "load_model",
+    "model_from_config",
+    "resolve_model_name",
+    "resolve_alias",
+    "alias_note",
+    "check_context",
+]
 
 _DTYPE_ALIASES: dict[str, DType] = {
     "bfloat16": "bf16",
@@ -53,6 +62,113 @@ def bundled_models() -> dict[str, str]:
     return dict(sorted(names.items()))
 
 
+# Published models whose architecture equals a bundled one: same shapes, so the same plan. Keys are
+# squashed short names (lowercase, no separators) after the org, a "Meta-" prefix and release suffixes
+# (-Instruct, -Chat, -hf, -FP8 ...) are stripped.
+_SAME_ARCHITECTURE = {
+    "deepseekr1": "deepseek-ai/DeepSeek-V3",
+    "deepseekr10528": "deepseek-ai/DeepSeek-V3",
+    "deepseekv30324": "deepseek-ai/DeepSeek-V3",
+    "deepseekv31": "deepseek-ai/DeepSeek-V3",
+    "deepseekv3base": "deepseek-ai/DeepSeek-V3",
+    "llama3370b": "meta-llama/Llama-3.1-70B",
+    "llama370b": "meta-llama/Llama-3.1-70B",
+    "llama38b": "meta-llama/Llama-3.1-8B",
+    "qwen3235ba22b2507": "Qwen/Qwen3-235B-A22B",
+    "qwen330ba3b2507": "Qwen/Qwen3-30B-A3B",
+}
+# Release suffixes that do not change the architecture; a format suffix sets the weight format.
+_SUFFIXES: tuple[tuple[str, DType | None], ...] = (
+    ("instruct", None), ("chat", None), ("hf", None), ("it", None), ("base", None), ("thinking", None),
+    ("dynamic", None), ("fp8", "fp8"), ("nvfp4", "fp4"), ("fp4", "fp4"), ("mxfp4", "fp4"), ("w8a8", "int8"),
+    ("int8", "int8"), ("bf16", "bf16"),
+)
+# Unbundled families and the bundled model closest in architecture, for the "not bundled" answer.
+_CLOSEST = {
+    "kimi": ("deepseek-ai/DeepSeek-V3", "Kimi-K2 uses DeepSeek-V3's MLA and MoE design with 384 experts"),
+    "llama4": ("meta-llama/Llama-3.1-70B", "Llama-4 adds MoE layers; its own config.json models them"),
+    "qwen2": ("Qwen/Qwen3-32B", "a dense GQA model of similar shape"),
+    "mistral": ("mistralai/Mixtral-8x7B-v0.1", "the bundled Mistral model"),
+    "glm": ("Qwen/Qwen3-235B-A22B", "a MoE model of similar size"),
+    "gemma": ("Qwen/Qwen3-32B", "a dense GQA model of similar shape"),
+}
+
+
+def _strip_release(name: str) -> tuple[str, DType | None]:
+    """The squashed short name without org, Meta- prefix and release suffixes, and the format a suffix set."""
+    short = name.strip().lower().rsplit("/", 1)[-1]
+    short = re.sub(r"^meta-", "", short)
+    parts = [p for p in re.split(r"[\s._-]+", short) if p]
+    suffixes = dict(_SUFFIXES)
+    formats = [suffixes[p] for p in parts[1:] if suffixes.get(p)]
+    parts = parts[:1] + [p for p in parts[1:] if p not in suffixes]
+    dtype = formats[0] if formats else None
+    return "".join(parts), dtype
+
+
+def resolve_alias(name: str) -> tuple[str, DType | None] | None:
+    """The bundled model whose architecture ``name`` shares, and the weight format its name implies
+    (``-FP8`` → fp8); None when ``name`` is no known alias.
+
+    >>> resolve_alias("deepseek-ai/DeepSeek-R1")
+    ('deepseek-ai/DeepSeek-V3', None)
+    >>> resolve_alias("meta-llama/Meta-Llama-3.1-70B-Instruct-FP8")
+    ('meta-llama/Llama-3.1-70B', 'fp8')
+    """
+    squashed, dtype = _strip_release(name)
+    if squashed in _SAME_ARCHITECTURE:
+        return _SAME_ARCHITECTURE[squashed], dtype
+    for repo in bundled_models():
+        if _strip_release(repo)[0] == squashed:
+            return repo, dtype
+    return None
+
+
+def alias_note(name: str) -> str | None:
+    """One line saying that ``name`` is planned as another bundled model, or None when it is a bundled name."""
+    if name.strip().lower() in {r.lower() for r in bundled_models()} or "/" in name and Path(name).exists():
+        return None
+    found = resolve_alias(name)
+    if found is None:
+        return None
+    repo, dtype = found
+    same = _strip_release(repo)[0] == _strip_release(name)[0]
+    if same and dtype is None and "/" not in name and name.strip().lower() == repo.split("/")[1].lower():
+        return None
+    what = "a release of" if same else "same architecture as"
+    fmt = f", weights in {dtype} as its name says" if dtype else ""
+    return f"model '{name}' planned as {repo} ({what} it{fmt})"
+
+
+def check_context(model: ModelSpec, isl: int, osl: int) -> None:
+    """Refuse a prompt plus output longer than the model's context.
+
+    Raises:
+        InputError: ``isl + osl`` exceeds ``max_position_embeddings``; the message names both numbers.
+    """
+    if isl + osl > model.max_position_embeddings:
+        raise InputError(
+            f"prompt {isl} + output {osl} = {isl + osl} tokens exceeds {model.name}'s context of "
+            f"{model.max_position_embeddings} tokens",
+            field="isl",
+            fix=f"keep --isl plus --osl within {model.max_position_embeddings}",
+        )
+
+
+def _not_bundled(name: str, suggestions: list[str]) -> str:
+    """The fix for an unknown model: the closest bundled one, and how to plan the model itself."""
+    squashed = _strip_release(name)[0]
+    family = next((f for f in _CLOSEST if squashed.startswith(f)), None)
+    if family:
+        repo, why = _CLOSEST[family]
+        closest = f"the closest bundled model is {repo} ({why})"
+    elif suggestions:
+        closest = f"closest bundled models: {', '.join(suggestions)}"
+    else:
+        closest = f"bundled models: {', '.join(bundled_models())}"
+    return f"'{name}' is not bundled; {closest}; to plan it exactly, pass the path of its config.json as the model"
+
+
 def resolve_model_name(name: str) -> str:
     """The bundled repository id that ``name`` means: the id itself, any case, or an unambiguous short name.
 
@@ -70,18 +186,18 @@ def resolve_model_name(name: str) -> str:
         return by_full[wanted]
     if wanted in by_short:
         return by_short[wanted]
+    alias = resolve_alias(name)
+    if alias is not None:
+        return alias[0]
     prefixed = [repo for short, repo in by_short.items() if short.startswith(wanted)]
     if len(prefixed) == 1:
         return prefixed[0]
     candidates = difflib.get_close_matches(wanted, list(by_short) + list(by_full), n=4, cutoff=0.4)
     suggestions = sorted(prefixed) if len(prefixed) > 1 else sorted({by_short.get(c) or by_full[c] for c in candidates})
-    listing = (
-        f"closest bundled models: {', '.join(suggestions)}" if suggestions else f"bundled models: {', '.join(ids)}"
-    )
     raise InputError(
         f"unknown model '{name}'" + (" (ambiguous)" if len(prefixed) > 1 else ""),
         field="model",
-        fix=f"{listing}; or pass a path to a config.json",
+        fix=_not_bundled(name, suggestions),
     )
 
 
@@ -111,6 +227,9 @@ def load_model(name_or_path: str, *, weight_dtype: DType | None = None, kv_dtype
         repo = resolve_model_name(name_or_path)
         config = json.loads((_bundled_dir() / bundled_models()[repo]).read_text())
         label = repo
+        alias = resolve_alias(name_or_path)
+        if weight_dtype is None and alias is not None and alias[0] == repo:
+            weight_dtype = alias[1]
     return model_from_config(config, name=label, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 
 
@@ -166,6 +285,33 @@ def _layer_types(config: dict[str, Any], num_layers: int) -> tuple[list[Attentio
     return ["full"] * num_layers, None
 
 
+# Keys that change the architecture in ways the spec does not model, with the value that means "off".
+_UNMODELLED: dict[str, tuple[object, ...]] = {
+    "interleave_moe_layer_step": (None, 0, 1),
+    "decoder_sparse_step": (None, 0, 1),
+    "moe_layer_freq": (None, 1),
+    "attention_chunk_size": (None, 0),
+    "cross_attention_layers": (None, []),
+    "full_attention_interval": (None, 0, 1),
+    "linear_num_value_heads": (None, 0),
+    "ssm_state_size": (None, 0),
+    "mamba_d_state": (None, 0),
+    "hybrid_override_pattern": (None, ""),
+}
+
+
+def _unmodelled(config: dict[str, Any]) -> list[str]:
+    """Warnings naming the architecture-changing keys of ``config`` that the spec does not model."""
+    keys = [key for key, off in _UNMODELLED.items() if key in config and config[key] not in off]
+    kinds = config.get("layer_types")
+    if isinstance(kinds, list):
+        odd = sorted({str(k) for k in kinds if "sliding" not in str(k) and "full" not in str(k)})
+        keys += [f"layer_types ({', '.join(odd)})"] if odd else []
+    if not keys:
+        return []
+    return [f"config.json keys not modelled, planned as if absent: {', '.join(keys)}; figures may be off"]
+
+
 def model_from_config(
     config: dict[str, Any], *, name: str = "custom", weight_dtype: DType | None = None, kv_dtype: DType | None = None
 ) -> ModelSpec:
@@ -181,8 +327,10 @@ def model_from_config(
     if not isinstance(config, dict):
         raise InputError("config.json is not a JSON object", field="model", fix="give a Hugging Face config.json")
     if isinstance(config.get("text_config"), dict):
+        # Multimodal configs (Llama-4, Qwen-VL) nest the language model's keys; the text model is what is planned.
         config = {**config, **config["text_config"]}
     model_type = str(config.get("model_type", "generic"))
+    warnings = _unmodelled(config)
     hidden = _int(config, "hidden_size", "n_embd", "d_model")
     layers = _int(config, "num_hidden_layers", "n_layer", "num_layers")
     heads = _int(config, "num_attention_heads", "n_head")
@@ -211,6 +359,9 @@ def model_from_config(
         shared_width = expert_width * shared
         if config.get("shared_expert_intermediate_size"):
             shared, shared_width = 1, int(config["shared_expert_intermediate_size"])
+        if model_type.startswith("llama4"):
+            # Llama-4's MoE layers add one always-on shared expert as wide as a routed one (no config key says so).
+            shared, shared_width = 1, int(expert_width)
         first_dense = int(config.get("first_k_dense_replace") or 0)
         if config.get("mlp_only_layers"):
             raise InputError(
@@ -254,6 +405,7 @@ def model_from_config(
             weight_dtype=weight_dtype or base_dtype,
             expert_dtype=None if weight_dtype else expert_dtype,
             kv_dtype=kv_dtype or "bf16",
+            warnings=warnings,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

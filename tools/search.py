@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from ..errors import InfeasibleError
+from .constraints import allowed_layouts, satisfies, unsatisfiable
 from .contracts.common import Contract
+from .contracts.constraints import Constraints
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
 from .contracts.reports import CostReport, MemoryReport
@@ -226,14 +228,17 @@ def search(
     top: int = 5,
     scheduled: int = 2,
     disaggregated: bool = True,
+    constraints: Constraints | None = None,
 ) -> SearchResult:
     """Find the best strategies for ``model`` on ``cluster`` serving ``workload``.
 
-    Every enumerated strategy is checked for buildability and memory, the survivors are priced by the
-    fast estimate, and the best ``scheduled`` are re-priced by building and scheduling their full DAG.
+    Every enumerated strategy is checked for buildability, ``constraints`` and memory, the survivors are
+    priced by the fast estimate, and the best ``scheduled`` are re-priced by building and scheduling their
+    full DAG.
 
     Raises:
-        InfeasibleError: no strategy fits in memory; ``min_gpus`` says how many GPUs would.
+        InfeasibleError: no strategy fits in memory (``min_gpus`` says how many GPUs would), or none
+            respects the constraints (the message names them).
     """
     began = time.perf_counter()
     pricer = _Pricer(model, cluster, workload)
@@ -241,8 +246,20 @@ def search(
     fitting: list[Candidate] = []
     evaluated = 0
 
+    per_node = cluster.gpus_per_node
+    if constraints is not None and constraints.serving:
+        disaggregated = constraints.serving == "disaggregated"
+
+    def layouts(gpus: int, *, prefill: bool) -> Iterator[PhaseStrategy]:
+        phase = "prefill" if prefill else "decode"
+        found = _phase_layouts(model, gpus, workload, prefill=prefill)
+        return allowed_layouts(found, phase, constraints, per_node, rejected)
+
     def consider(strategy: Strategy) -> None:
         nonlocal evaluated
+        if not satisfies(strategy, constraints, per_node):
+            rejected["constraints"] = rejected.get("constraints", 0) + 1
+            return
         problems = strategy_problems(model, strategy, workload, cluster.world_size)
         if problems:
             rejected[problems[0].rule] = rejected.get(problems[0].rule, 0) + 1
@@ -255,12 +272,12 @@ def search(
         fitting.append(pricer.candidate(strategy, memory))
 
     gpus = cluster.world_size
-    decode_layouts = list(_phase_layouts(model, gpus, workload, prefill=False))
+    decode_layouts = list(layouts(gpus, prefill=False))
     # Every objective improves as TTFT or TPOT falls, and prefill does not change the decode figures, so
     # each weight-sharding family needs only its fastest prefill layout.
     best_prefill: dict[tuple[int, int, int, int], PhaseStrategy] = {}
     capacity = cluster.gpu.memory_gb * 1e9
-    for layout in _phase_layouts(model, gpus, workload, prefill=True):
+    for layout in layouts(gpus, prefill=True):
         if weight_bytes_per_gpu(model, layout) > capacity:
             rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
             continue
@@ -276,7 +293,7 @@ def search(
         for prefill_gpus in _pool_sizes(gpus, cluster.gpus_per_node):
             pool = [
                 p
-                for p in _phase_layouts(model, prefill_gpus, workload, prefill=True)
+                for p in layouts(prefill_gpus, prefill=True)
                 if memory_reports(model, cluster.gpu, Strategy(prefill=p, decode=p, disaggregated=True), workload)[
                     0
                 ].fits
@@ -284,8 +301,10 @@ def search(
             if not pool:
                 continue
             fastest = min(pool, key=lambda p: pricer.phase("prefill", p))
-            for layout in _phase_layouts(model, gpus - prefill_gpus, workload, prefill=False):
+            for layout in layouts(gpus - prefill_gpus, prefill=False):
                 consider(Strategy(prefill=fastest, decode=layout, disaggregated=True))
+    if not fitting and constraints is not None and any(k.startswith("constraint") for k in rejected):
+        _raise_for_constraints(model, cluster, workload, constraints)
     if not fitting:
         need = min_gpus_to_fit(model, cluster, workload)
         weights_gb = weight_bytes(model) / 1e9
@@ -313,6 +332,25 @@ def search(
         evaluated=evaluated,
         rejected=rejected,
         seconds=time.perf_counter() - began,
+    )
+
+
+def _raise_for_constraints(model: ModelSpec, cluster: Cluster, workload: Workload, constraints: Constraints) -> None:
+    """Raise the InfeasibleError of a search the constraints emptied, naming the constraints to blame."""
+    per_node = cluster.gpus_per_node
+    pool = list(enumerate_strategies(model, cluster.world_size, workload, gpus_per_node=per_node))
+    allowed = [s for s in pool if satisfies(s, constraints, per_node)]
+    where = f"{model.name} on {cluster.world_size} x {cluster.gpu.name} ({per_node} per node)"
+    if not allowed:
+        blamed = unsatisfiable(pool, constraints, per_node)
+        raise InfeasibleError(
+            f"no deployment of {where} satisfies the constraint{'s' if len(blamed) > 1 else ''} "
+            f"{', '.join(blamed)}; relax {'them' if len(blamed) > 1 else 'it'} or change the GPU count"
+        )
+    raise InfeasibleError(
+        f"the {len(allowed)} strategies of {where} that satisfy the constraints {', '.join(constraints.to_texts())} "
+        f"do not fit in memory ({model.weight_dtype} weights, batch {workload.batch} at {workload.isl}+{workload.osl} "
+        "tokens); relax the constraints or add GPUs"
     )
 
 

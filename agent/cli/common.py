@@ -70,14 +70,25 @@ _REQUEST_PARAMETERS = [
         ],
     ),
     inspect.Parameter(
-        "isl", _KW, default=2048, annotation=Annotated[int, typer.Option("--isl", help="Input (prompt) tokens.")]
+        "isl",
+        _KW,
+        default=None,
+        annotation=Annotated[int | None, typer.Option("--isl", help="Input (prompt) tokens [default: 2048, stated].")],
     ),
-    inspect.Parameter("osl", _KW, default=256, annotation=Annotated[int, typer.Option("--osl", help="Output tokens.")]),
+    inspect.Parameter(
+        "osl",
+        _KW,
+        default=None,
+        annotation=Annotated[int | None, typer.Option("--osl", help="Output tokens [default: 256, stated].")],
+    ),
     inspect.Parameter(
         "batch",
         _KW,
-        default=1,
-        annotation=Annotated[int, typer.Option("--batch", "-b", help="Concurrent sequences of the whole deployment.")],
+        default=None,
+        annotation=Annotated[
+            int | None,
+            typer.Option("--batch", "-b", help="Concurrent sequences of the whole deployment [default: 1, stated]."),
+        ],
     ),
     inspect.Parameter(
         "prefill_batch",
@@ -103,9 +114,12 @@ _REQUEST_PARAMETERS = [
     inspect.Parameter(
         "objective",
         _KW,
-        default="latency",
+        default=None,
         annotation=Annotated[
-            str, typer.Option("--objective", help="latency, throughput or goodput (throughput under the targets).")
+            str | None,
+            typer.Option(
+                "--objective", help="latency, throughput or goodput (throughput under the targets) [default: latency]."
+            ),
         ],
     ),
     inspect.Parameter(
@@ -122,6 +136,20 @@ _REQUEST_PARAMETERS = [
         default=None,
         annotation=Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache format: bf16, fp8.")],
     ),
+    inspect.Parameter(
+        "constraint",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            list[str] | None,
+            typer.Option(
+                "--constraint",
+                "-C",
+                help="Repeatable: tp<=8, pp=1, ep>=8, sp=off, decode:tp=8, tp-in-node, ep-in-node, pp-across-nodes, "
+                "colocated, disaggregated, gpus-per-replica=8, engine=vllm.",
+            ),
+        ],
+    ),
 ]
 _REQUEST_NAMES = [p.name for p in _REQUEST_PARAMETERS]
 
@@ -132,18 +160,21 @@ def build_request(
     gpus: int | None = None,
     gpus_per_node: int | None = None,
     cluster: str | Path | None = None,
-    isl: int = 2048,
-    osl: int = 256,
-    batch: int = 1,
+    isl: int | None = None,
+    osl: int | None = None,
+    batch: int | None = None,
     prefill_batch: int | None = None,
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
-    objective: str = "latency",
+    objective: str | None = None,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     policy: str = "builtin",
+    constraint: list[str] | None = None,
 ) -> PlanRequest:
     """The PlanRequest that command-line options describe; the hardware part is resolved (and checked) here.
+    Options left out take their defaults (prompt 2048, output 256, batch 1, objective latency, GPU H100), and
+    the request's ``assumptions`` say so, one line each.
 
     Raises:
         InputError: unknown GPU, unreadable cluster file, contradicting options, a count that does not
@@ -154,22 +185,27 @@ def build_request(
     """
     from pydantic import ValidationError
 
-    from ...tools.contracts import PlanRequest, Workload
+    from ...tools.assumptions import request_assumptions
+    from ...tools.contracts import PlanRequest, Workload, parse_constraints
     from ...tools.hardware import cluster_for
-    from ...tools.models import load_model
+    from ...tools.models import check_context, load_model
 
+    given = {name for name, value in (("isl", isl), ("osl", osl), ("batch", batch), ("objective", objective),
+                                      ("gpu", gpu or cluster), ("gpus_per_node", gpus_per_node or cluster),
+                                      ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)) if value is not None}
+    constraints = parse_constraints(constraint) if constraint else None
     where = cluster_for(gpu or (None if cluster else "H100"), gpus, gpus_per_node, cluster)
     try:
         # Options arrive as plain strings; validation turns them into the contract's closed vocabularies.
         workload = Workload.model_validate(
             {
-                "isl": isl,
-                "osl": osl,
-                "batch": batch,
+                "isl": 2048 if isl is None else isl,
+                "osl": 256 if osl is None else osl,
+                "batch": 1 if batch is None else batch,
                 "prefill_batch": prefill_batch,
                 "ttft_ms": ttft_ms,
                 "tpot_ms": tpot_ms,
-                "objective": objective,
+                "objective": objective or "latency",
             }
         )
         request = PlanRequest.model_validate(
@@ -183,6 +219,7 @@ def build_request(
                 "weight_dtype": weight_dtype,
                 "kv_dtype": kv_dtype,
                 "policy": policy,
+                "constraints": constraints,
             }
         )
     except ValidationError as exc:
@@ -194,8 +231,9 @@ def build_request(
             fix=_FIXES.get(name, "see shardplan plan --help"),
         ) from None
     # The model is read now, so a wrong name or a broken config.json fails before any planning starts.
-    load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
-    return request
+    spec = load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    check_context(spec, request.workload.isl, request.workload.osl)
+    return request.model_copy(update={"assumptions": request_assumptions(request, given)})
 
 
 _FIXES = {

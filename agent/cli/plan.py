@@ -26,6 +26,10 @@ def print_plan(plan: Any) -> None:
         + (f", TTFT <= {w.ttft_ms:g} ms" if w.ttft_ms else "")
         + (f", TPOT <= {w.tpot_ms:g} ms" if w.tpot_ms else "")
     )
+    if req.constraints is not None:
+        out.print("constraints: " + ", ".join(req.constraints.to_texts()))
+    for line in plan.assumptions:
+        out.print(f"[dim]assumed: {line}[/dim]")
     if plan.strategy is None:
         out.print(f"[bold red]infeasible[/bold red]: {plan.explanation}")
         if plan.min_gpus:

@@ -10,7 +10,8 @@ from functools import lru_cache
 from ...errors import InputError
 from ...tools.contracts.common import DType, Objective
 from ...tools.hardware import gpu_catalog
-from ...tools.models import bundled_models, resolve_model_name
+from ...tools.models import alias_note, bundled_models, resolve_model_name
+from .machines import gpu_variant
 from .text import (
     _CMP,
     _COUNT,
@@ -133,15 +134,16 @@ def _read_models(scan: Scan, found: Findings) -> None:
             found.notes.append(f"'{name}' is not a bundled model; {exc.fix}.")
             continue
         found.add("model", repo)
-        found.notes.append(f"Read '{name}' as {repo}.")
+        found.notes.append(alias_note(name) or f"Read '{name}' as {repo}.")
 
 
 def _drop_if_rejected(scan: Scan, start: int, end: int, value: str, found: Findings) -> bool:
     """Whether the value at ``text[start:end]`` is the one being replaced; if so blank it with its lead-in."""
-    lead = _REJECTED.search(scan.text[:start])
+    # Only the words just before the value can drop it; a bounded window keeps the reading linear.
+    lead = _REJECTED.search(scan.text[max(0, start - 48) : start])
     if not lead:
         return False
-    scan.blank(lead.start(), end)
+    scan.blank(max(0, start - 48) + lead.start(), end)
     found.notes.append(f"Dropped {value}, which the request replaces.")
     return True
 
@@ -166,16 +168,20 @@ def _gpu_type_pattern() -> str:
 
 
 def _read_gpu_types(scan: Scan, found: Findings) -> None:
-    """GPU types named anywhere; a replaced one ("instead of H100") is dropped with its count."""
-    for match in list(re.finditer(rf"(?<![\w#]){_gpu_type_pattern()}", scan.text)):
-        name = next(
+    """GPU types named anywhere, variants read ("A100 40GB", "H100 PCIe", "8xH100"); a replaced one
+    ("instead of H100") is dropped with its count."""
+    catalog = set(gpu_catalog())
+    for match in list(re.finditer(rf"(?:(?<![\w#])|(?<=\d[x×])){_gpu_type_pattern()}", scan.text)):
+        base = next(
             n for key, n in sorted(_gpu_names().items(), key=lambda kv: -len(kv[0])) if match.group().startswith(key)
         )
+        name = gpu_variant(base, match.group(), catalog)
         if _drop_if_rejected(scan, match.start(), match.end(), name, found):
             continue
         found.add("gpu", name)
-        if re.search(r"pcie|nvl", match.group()):
-            found.notes.append(f"The catalog's {name} is the SXM part; '{match.group()}' may be slower than planned.")
+        if name == base and re.search(r"pcie|nvl|\d+\s*gb", match.group()):
+            full = gpu_catalog()[name].full_name
+            found.notes.append(f"Read '{match.group().strip()}' as the catalog's {name} ({full}).")
 
 
 @lru_cache(maxsize=1)
@@ -197,6 +203,8 @@ def _count_patterns() -> dict[str, re.Pattern[str]]:
         "per_node": re.compile(
             rf"{_START}(?P<per>{_COUNT})\s*{per}(?:per|a|each|/)\s*{node}"
             rf"|{node}\s+of\s+(?P<per2>{_COUNT})\s*{per}"
+            rf"|(?<=nodes,\s)(?P<per3>{_COUNT})\s*(?:{gpu_t}\s*)?gpus?\s+(?:each|apiece)(?![a-z])"
+            rf"|(?<=nodes\s)(?:of|with)\s+(?P<per4>{_COUNT})\s*(?:{gpu_t}\s*)?gpus?\s+each(?![a-z])"
         ),
         "nodes": re.compile(rf"{_START}(?P<nodes>{_COUNT})[\s-]+(?:{gpu_t}[\s-]+)?(?:gpus?[\s-]+)?{node}(?![a-z])"),
         "gpus": re.compile(
@@ -219,7 +227,7 @@ def _read_gpu_counts(scan: Scan, found: Findings) -> None:
     for kind in ("cluster", "shaped", "per_node", "nodes", "gpus"):
         for match in scan.take(patterns[kind]):
             nodes = _group(match, "nodes", "nodes2") if kind in ("cluster", "shaped", "nodes") else None
-            per = _group(match, "per", "per2") if kind in ("cluster", "shaped", "per_node") else None
+            per = _group(match, "per", "per2", "per3", "per4") if kind in ("cluster", "shaped", "per_node") else None
             gpus = _group(match, "gpus", "gpus2") if kind == "gpus" else None
             for name, text in (("nodes", nodes), ("gpus_per_node", per), ("gpus", gpus)):
                 if text is not None:
@@ -249,7 +257,8 @@ _FILLER = (
     r"(?:(?:is|of|at|be|to|should|must|needs?|has|have|stay|stays|remain|remains|kept|target|targets|slo"
     r"|latency|goal|time|ideally)\s*[:=]?\s*)*"
 )
-_NOT_PER_TOKEN = rf"(?!\s*(?:{_PER_TOKEN}|tpot|itl))"
+_NOT_PER_TOKEN = rf"(?!\s*(?:{_PER_TOKEN}|(?:tpot|itl)(?!\s*[:=]?\s*(?:{_CMP}\s*)?\d)))"
+"""Not a per-token figure: "20 ms per token" and "20 ms TPOT" are; "1.5s TPOT 40ms" leaves 1.5 s to TTFT."""
 _FIRST_BOUND = re.compile(rf"[\s:=,]*{_FILLER}(?P<cmp>{_CMP})?\s*{_DUR}{_NOT_PER_TOKEN}")
 _NEXT_BOUND = re.compile(rf"\s*,?\s*(?:and|but|yet)\s+(?P<cmp>{_CMP})\s*{_DUR}{_NOT_PER_TOKEN}")
 _TARGET_KEYWORDS = {
@@ -324,7 +333,7 @@ def _file_bounds(found: Findings, name: str, bounds: list[tuple[str | None, floa
 # Lengths and batch
 
 _IN = r"(?:inputs?|prompts?|context|isl)"
-_OUT = r"(?:outputs?|completions?|responses?|generations?|answers?|osl)"
+_OUT = r"(?:outputs?|completions?|responses?|generations?|answers?|osl|decode|gen)"
 _OF = r"(?:[\s_-]*(?:length|len|size|tokens?)s?)?\s*(?:of|=|:|is|are|at|around|about|~|≈)?\s*(?:about\s+|around\s+)?"
 _AFTER_NUMBER = r"(?<![\dk]\s)(?<![\dk]-)(?<!token\s)(?<!tokens\s)(?<!token-)"
 """Not right after a number: in "8k prompts 1k outputs" the 1k belongs to outputs, not to prompts."""
@@ -332,10 +341,15 @@ _LENGTH_PATTERNS = (
     (
         None,
         re.compile(
-            rf"{_START}(?P<isl>{_LEN})\s*(?:tokens?\s*)?in\s*(?:[,/]|and)\s*(?P<osl>{_LEN})\s*"
-            r"(?:tokens?\s*)?out\b"
+            rf"{_START}(?P<isl>{_LEN})\s*(?:tokens?\s*)?in(?:put)?\s*(?:[,/]|and|\+)?\s*(?P<osl>{_LEN})\s*"
+            r"(?:tokens?\s*)?out(?:put)?\b"
+            rf"|(?<![\w#])in(?:put)?\s*[:=]?\s*(?P<isl5>{_LEN})\s*(?:tokens?)?\s*(?:[,/;]|and)?\s*out(?:put)?\s*[:=]?\s*"
+            rf"(?P<osl5>{_LEN})"
+            rf"|(?P<count>{_LEN})\s+(?:prompts|requests|queries|documents|conversations)\s+(?:of|with|at)\s+"
+            rf"(?:about\s+|around\s+|~\s*)?(?P<isl6>{_LEN})\s*(?:[\s-]*tokens?|[\s-]*tok)"
             rf"|(?:isl\s*/\s*osl|input\s*/\s*output|in\s*/\s*out)\s*(?:of|=|:)?\s*(?P<isl2>{_LEN})\s*/\s*"
             rf"(?P<osl2>{_LEN})|{_START}(?P<isl3>\d+(?:\.\d+)?k)\s*/\s*(?P<osl3>\d+(?:\.\d+)?k?)(?![\w/])"
+            rf"|{_START}(?P<isl4>\d{{3,6}})\s*/\s*(?P<osl4>\d{{2,6}})(?=\s*(?:tokens?\b|,|;|$|\s+(?:isl|in|for|on|with)\b))"
         ),
     ),
     ("isl", re.compile(rf"(?<![\w#]){_AFTER_NUMBER}{_IN}{_OF}(?P<v>{_LEN})")),
@@ -350,7 +364,7 @@ _LENGTH_PATTERNS = (
     (
         "osl",
         re.compile(
-            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?(?:{_OUT}|decode)(?![a-z])"
+            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?(?:{_OUT}|generated|new\s+tokens)(?![a-z])"
             rf"|(?:generat(?:e|es|ing)|produc(?:e|es|ing)|writ(?:e|es|ing)|decod(?:e|es|ing)|emit)\s+"
             rf"(?:about\s+|around\s+|up\s+to\s+)?(?P<v2>{_LEN})\s*(?:new\s+|output\s+)?tokens?\b"
         ),
@@ -365,8 +379,10 @@ def _read_lengths(scan: Scan, found: Findings) -> None:
     for name, pattern in _LENGTH_PATTERNS:
         for match in scan.take(pattern):
             groups = {k: v for k, v in match.groupdict().items() if v is not None}
+            if "count" in groups:
+                found.notes.append(f"'{groups.pop('count')}' is a count of requests, not a length: not used.")
             for key, text in groups.items():
-                _add_positive(found, name or key.rstrip("23"), _tokens(text), match.group())
+                _add_positive(found, name or key.rstrip("23456"), _tokens(text), match.group())
 
 
 _BATCH_PATTERNS = (
@@ -377,7 +393,7 @@ _BATCH_PATTERNS = (
     re.compile(
         rf"{_START}(?P<v>{_COUNT})\s+(?:(?:concurrent|simultaneous|parallel|active)\s+)?"
         r"(?:users?|requests?|sequences?|streams?|sessions?|clients?)(?![a-z])"
-        rf"|{_START}(?P<v2>{_COUNT})\s+(?:concurrent|simultaneous)(?![a-z])"
+        rf"|{_START}(?P<v2>{_COUNT})\s+(?:concurrent|simultaneous|concurrency|in[\s-]+flight)(?![a-z])"
     ),
 )
 
@@ -408,6 +424,7 @@ _OBJECTIVES: tuple[tuple[Objective, re.Pattern[str]], ...] = (
             r"(?:max(?:imi[sz]e|imum)?|highest|best|most|more|high)\s+throughput|optimi[sz]e\s+(?:for\s+)?throughput"
             r"|throughput[\s-]+(?:optimi[sz]ed|oriented|first)|cheapest|lowest\s+cost|cost[\s-]+(?:efficient|effective)"
             r"|cost\s+per\s+token|tokens?\s+per\s+dollar|most\s+tokens|offline\s+batch"
+            r"|(?<![\w#])throughput(?![\w])"
         ),
     ),
     (

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..contracts.common import DType, Objective
+from ..contracts.constraints import parse_constraints
 from ..contracts.plan import PlanRequest
 from ..contracts.workload import Workload
 from .guards import SEARCH_DEPTH, check_path
@@ -81,9 +82,23 @@ class RequestArgs(Args):
     )
     weight_dtype: DType | None = Field(default=None, description="Override of the weight format (bf16, fp8, fp4).")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
+    constraints: list[Annotated[str, Field(min_length=1, max_length=60)]] | None = Field(
+        default=None,
+        max_length=32,
+        description="What the deployment must respect, e.g. ['tp<=8', 'pp=1', 'ep>=8', 'sp=off', 'decode:tp=8', "
+        "'tp-in-node', 'ep-in-node', 'pp-across-nodes', 'colocated', 'disaggregated', 'gpus-per-replica=8', "
+        "'engine=vllm'].",
+    )
 
     def to_request(self) -> PlanRequest:
-        """The PlanRequest these arguments describe; model and cluster paths must lie under the allowed roots."""
+        """The PlanRequest these arguments describe; model and cluster paths must lie under the allowed roots.
+        The arguments left out are listed in the request's ``assumptions``.
+
+        Raises:
+            InputError: a path outside the allowed roots, an unreadable constraint, an unknown model.
+        """
+        from ..assumptions import request_assumptions
+
         check_path(self.model, "model")
         if self.cluster:
             check_path(self.cluster, "cluster", always=True)
@@ -96,7 +111,7 @@ class RequestArgs(Args):
             tpot_ms=self.tpot_ms,
             objective=self.objective,
         )
-        return PlanRequest(
+        request = PlanRequest(
             model=self.model,
             gpu=self.gpu,
             gpus=self.gpus,
@@ -105,7 +120,10 @@ class RequestArgs(Args):
             workload=workload,
             weight_dtype=self.weight_dtype,
             kv_dtype=self.kv_dtype,
+            constraints=parse_constraints(self.constraints) if self.constraints else None,
         )
+        given = self.model_fields_set | ({"gpu", "gpus_per_node"} if self.cluster else set())
+        return request.model_copy(update={"assumptions": request_assumptions(request, given)})
 
     @classmethod
     def from_request(cls, request: PlanRequest) -> dict[str, Any]:
@@ -126,6 +144,7 @@ class RequestArgs(Args):
             "objective": w.objective,
             "weight_dtype": request.weight_dtype,
             "kv_dtype": request.kv_dtype,
+            "constraints": request.constraints.to_texts() if request.constraints else None,
         }
         return {k: v for k, v in values.items() if v is not None}
 
