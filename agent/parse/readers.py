@@ -104,7 +104,7 @@ def _model_patterns() -> list[tuple[re.Pattern[str], str]]:
     for squashed, repos in sorted(spellings.items(), key=lambda item: -len(item[0])):
         if len(repos) == 1:
             body = r"[\s._-]*".join(re.escape(char) for char in squashed)
-            patterns.append((re.compile(rf"(?<![a-z0-9#])(?:[\w-]+/)?{body}(?![a-z0-9]|\.\d)"), repos.pop()))
+            patterns.append((re.compile(rf"(?<![a-z0-9#])(?:(?<![\w-])[\w-]+/)?{body}(?![a-z0-9]|\.\d)"), repos.pop()))
     return patterns
 
 
@@ -271,7 +271,7 @@ _TARGETS_BEFORE = {
 }
 """Targets written number first: "2 s TTFT", "under 30 ms per token"."""
 _RATE = re.compile(
-    rf"(?:(?P<cmp>{_CMP}|min(?:imum)?(?:\s+of)?)\s*)?(?P<rate>\d+(?:\.\d+)?)\s*(?:tokens?|toks?)\s*(?:/|per\s+)\s*"
+    rf"(?:(?P<cmp>{_CMP}|min(?:imum)?(?:\s+of)?)\s*)?(?P<rate>(?<![\d.])\d+(?:\.\d+)?)\s*(?:tokens?|toks?)\s*(?:/|per\s+)\s*"
     r"(?:s|sec|second)\b(?P<per>\s*(?:/|per|for\s+each|for|each)\s*(?:user|request|stream|sequence|session|client))?"
 )
 
@@ -349,7 +349,7 @@ _LENGTH_PATTERNS = (
             rf"(?:about\s+|around\s+|~\s*)?(?P<isl6>{_LEN})\s*(?:[\s-]*tokens?|[\s-]*tok)"
             rf"|(?:isl\s*/\s*osl|input\s*/\s*output|in\s*/\s*out)\s*(?:of|=|:)?\s*(?P<isl2>{_LEN})\s*/\s*"
             rf"(?P<osl2>{_LEN})|{_START}(?P<isl3>\d+(?:\.\d+)?k)\s*/\s*(?P<osl3>\d+(?:\.\d+)?k?)(?![\w/])"
-            rf"|{_START}(?P<isl4>\d{{3,6}})\s*/\s*(?P<osl4>\d{{2,6}})(?=\s*(?:tokens?\b|,|;|$|\s+(?:isl|in|for|on|with)\b))"
+            rf"|{_START}(?P<isl4>(?<![\d.])\d{{3,6}})\s*/\s*(?P<osl4>\d{{2,6}})(?=\s*(?:tokens?\b|,|;|$|\s+(?:isl|in|for|on|with)\b))"
         ),
     ),
     ("isl", re.compile(rf"(?<![\w#]){_AFTER_NUMBER}{_IN}{_OF}(?P<v>{_LEN})")),
