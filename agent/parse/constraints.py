@@ -15,7 +15,8 @@ from .text import _COUNT, Findings, Scan, _count
 __all__ = ["read_constraints"]
 
 _DIM_WORDS = {
-    "adp": r"adp|attention[\s-]*(?:dp|data[\s-]*parallel\w*)|dp[\s-]*attention",
+    "adp": r"adp|attention[\s-]*(?:dp|data[\s-]*parallel\w*)|dp[\s-]*attention"
+    r"|data[\s-]*parallel\w*[\s-]+(?:for\s+)?attention",
     "pp": r"pp|pipeline(?:[\s-]*parallel\w*|[\s-]*stages?|[\s-]*parallel)?",
     "tp": r"tp|tensor[\s-]*parallel\w*",
     "ep": r"ep|expert[\s-]*parallel\w*",
@@ -37,7 +38,8 @@ _OFF = re.compile(
 )
 """A dimension turned off: "no pipeline parallelism", "without PP", "TP off"."""
 _ON = re.compile(
-    rf"(?<![\w#])(?:use|using|with|enable|need|needs|want|must\s+use|requires?)\s+(?:some\s+)?(?P<d>{_DIM})(?![\w=])"
+    rf"(?<![\w#])(?:use|using|with|enable|need|needs|want|must\s+use|requires?|and|plus)\s+(?:some\s+)?"
+    rf"(?P<d>{_DIM})(?![\w=])"
 )
 """A dimension required: "use expert parallelism", "with EP"."""
 _SIZED = re.compile(
@@ -48,15 +50,15 @@ _SIZED = re.compile(
 _WITHIN = re.compile(
     rf"(?<![\w#])(?P<what>{_DIM_WORDS['tp']}|{_DIM_WORDS['ep']}|experts?(?:\s+groups?)?)"
     rf"(?:\s+(?:groups?|must|should|has\s+to|needs?\s+to|to|always|only|stays?|stay|kept|keep|be|remain|within))*"
-    rf"\s*(?:inside|within|in|on|intra)[\s-]*{_NODE}s?(?![\w])"
+    rf"[\s-]*(?:inside|within|in|on|intra)[\s-]*{_NODE}s?(?![\w])"
     rf"|(?:keep|keeping)\s+(?P<what2>{_DIM_WORDS['tp']}|{_DIM_WORDS['ep']})\s+(?:inside|within|intra)[\s-]*{_NODE}"
     rf"|(?P<what3>{_DIM_WORDS['tp']}|{_DIM_WORDS['ep']})\s+intra[\s-]*node"
     rf"|(?<=nodes\s)and\s+(?P<what4>{_DIM_WORDS['tp']})\s+(?:within|inside)(?![\w])"
 )
 """Groups kept inside a node: "TP must stay inside a node", "TP within the node", "keep EP intra-node"."""
 _ACROSS = re.compile(
-    rf"(?<![\w#])(?:{_DIM_WORDS['pp']})(?:\s+(?:only|must\s+go|goes|go|runs?|spans?|split|is))*\s+"
-    r"(?:across|between|over)\s+(?:the\s+)?nodes"
+    rf"(?<![\w#])(?:{_DIM_WORDS['pp']})(?:\s+(?:only|must\s+go|goes|go|runs?|spans?|split|is))*[\s-]+"
+    r"(?:across|between|over)[\s-]+(?:the\s+)?nodes"
     rf"|(?<![\w#])(?:{_DIM_WORDS['pp']})\s+(?:inter[\s-]*node|across[\s-]*nodes)"
 )
 """Pipeline stages only between nodes: "PP across nodes", "pipeline between nodes"."""
@@ -119,7 +121,8 @@ def read_constraints(scan: Scan, found: Findings) -> None:
     for match in scan.take(_SIZED):
         value = _count(match.group("value"))
         if value >= 1:
-            found.add("constraints", f"{_dim(match)}{'<=' if match.group('cap') else '='}{value}")
+            capped = match.group("cap") or re.search(r"up\s+to|at\s+most|<=|no\s+more\s+than", match.group())
+            found.add("constraints", f"{_dim(match)}{'<=' if capped else '='}{value}")
     for match in scan.take(_ON):
         found.add("constraints", f"{_dim(match)}>=2")
     for match in scan.take(_ENGINE):

@@ -40,7 +40,7 @@ _INSTANCES: dict[str, tuple[str, int]] = {
 _MACHINE = re.compile(
     rf"{_START}(?:(?P<n>{_COUNT})\s*(?:[x×*]\s*)?(?:(?:nodes?|servers?|boxes|instances?|machines?)\s+(?:of\s+)?)?)?"
     r"(?P<what>" + "|".join(f"(?:{p})" for p in sorted(_INSTANCES, key=len, reverse=True)) + r")"
-    r"(?:\s*(?:nodes?|servers?|systems?|boxes|instances?|machines?|racks?))?(?![\w.])"
+    r"(?:\s*(?:nodes?|servers?|systems?|boxes|instances?|machines?|racks?))?(?!\w|\.\w)"
 )
 
 

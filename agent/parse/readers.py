@@ -364,7 +364,7 @@ _LENGTH_PATTERNS = (
     (
         "osl",
         re.compile(
-            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?(?:{_OUT}|generated|new\s+tokens)(?![a-z])"
+            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?(?:{_OUT}|generated|(?:max[\s_-]*)?new[\s_-]+tokens|out)(?![a-z])"
             rf"|(?:generat(?:e|es|ing)|produc(?:e|es|ing)|writ(?:e|es|ing)|decod(?:e|es|ing)|emit)\s+"
             rf"(?:about\s+|around\s+|up\s+to\s+)?(?P<v2>{_LEN})\s*(?:new\s+|output\s+)?tokens?\b"
         ),
@@ -504,3 +504,5 @@ def _note_leftovers(scan: Scan, found: Findings) -> None:
         found.notes.append(f"'{match.group()}' was not used: say whether it bounds TTFT or TPOT.")
     for match in re.finditer(r"(?<![\w#])\d+(?:\.\d+)?k(?![\w])", scan.text):
         found.notes.append(f"'{match.group()}' was not used: say whether it is the prompt or the output length.")
+    for match in re.finditer(r"(?<![\w#.])\d+(?:\.\d+)?(?![\w.]|\.\d)", scan.text):
+        found.notes.append(f"'{match.group()}' was not used: say what it counts.")
