@@ -118,7 +118,7 @@ def score_case(case: ReadingCase) -> CaseScore:
         said = got is None or got == [] or (name == "contradiction" and got) or named
         if not said:
             score.unstated.append(name)
-    score.note_missing = bool(case.note) and case.note not in notes
+    score.note_missing = case.note is not None and case.note not in notes
     return score
 
 
