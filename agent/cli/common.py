@@ -42,7 +42,12 @@ _REQUEST_PARAMETERS = [
         default=None,
         annotation=Annotated[
             str | None,
-            typer.Option("--gpu", "-g", help="GPU catalog name: H100 (default), H200, B200, A100, L40S, MI300X."),
+            typer.Option(
+                "--gpu",
+                "-g",
+                help="GPU catalog name: H100 (default), H200, B200, A100, L40S, MI300X, A100-40GB, H100-PCIe, "
+                "H20, GB200.",
+            ),
         ],
     ),
     inspect.Parameter(

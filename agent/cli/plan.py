@@ -233,7 +233,7 @@ def search_command(
 
     spec, cl = resolve_request(request)
     try:
-        result = search(spec, cl, request.workload, top=top)
+        result = search(spec, cl, request.workload, top=top, constraints=request.constraints)
     except InfeasibleError as exc:
         if as_json:
             emit_json({"infeasible": str(exc), "min_gpus": exc.min_gpus})

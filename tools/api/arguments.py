@@ -57,7 +57,7 @@ class RequestArgs(Args):
         default="H100",
         min_length=1,
         max_length=40,
-        description="GPU catalog name: H100, H200, B200, A100, L40S, MI300X.",
+        description="GPU catalog name: H100, H200, B200, A100, L40S, MI300X, A100-40GB, H100-PCIe, H20, GB200.",
     )
     gpus: int = Field(ge=1, le=4096, description="GPUs available.")
     gpus_per_node: int | None = Field(
