@@ -158,3 +158,14 @@ def test_tools_take_constraints_and_state_assumptions() -> None:
     with pytest.raises(InputError) as caught:
         api.plan(**args, constraints=["warp=9"])
     assert caught.value.field == "constraint"
+
+
+def test_the_examples_in_the_docstrings_run() -> None:
+    import doctest
+
+    from shardplan.evals import readings
+    from shardplan.tools import assumptions, constraints, model_names
+    from shardplan.tools.contracts import constraints as contract
+
+    for module in (contract, constraints, model_names, assumptions, readings):
+        assert doctest.testmod(module).failed == 0, module.__name__

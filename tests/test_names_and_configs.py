@@ -13,7 +13,8 @@ from shardplan.tools.assumptions import request_assumptions
 from shardplan.tools.contracts import PlanRequest, Workload
 from shardplan.tools.hardware import get_gpu, gpu_catalog
 from shardplan.tools.model_math import params_active, params_total
-from shardplan.tools.models import alias_note, check_context, load_model, model_from_config, resolve_model_name
+from shardplan.tools.model_names import alias_note
+from shardplan.tools.models import check_context, load_model, model_from_config, resolve_model_name
 
 SCOUT = Path(__file__).parent / "data" / "llama4_scout_config.json"
 

@@ -24,7 +24,8 @@ def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[st
     ['output length 256 tokens: not given']
     """
     from .hardware import get_gpu
-    from .models import alias_note, load_model
+    from .model_names import alias_note
+    from .models import load_model
 
     w = request.workload
     lines = []

@@ -50,8 +50,8 @@ from .readers import (
     _read_lengths,
     _read_models,
     _read_objective,
-    _read_targets,
 )
+from .targets import read_targets
 from .text import (
     Findings,
     Intent,
@@ -239,7 +239,7 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
         read_machines,
         _read_gpu_types,
         _read_gpu_counts,
-        _read_targets,
+        read_targets,
         _read_lengths,
         _read_batch,
         _read_objective,

@@ -152,3 +152,11 @@ class Findings:
             else:
                 self.contradictions.append(f"The request gives two {_LABELS[name]}: {listed}; say which one you mean.")
         return seen[0] if seen else None
+
+
+def _add_positive(found: Findings, name: str, value: float, phrase: str) -> None:
+    """Record ``value`` unless it is zero, which no field accepts."""
+    if value > 0:
+        found.add(name, value)
+    else:
+        found.notes.append(f"Ignored '{phrase.strip()}': {_LABELS[name]} must be positive.")
