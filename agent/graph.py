@@ -178,6 +178,16 @@ def decide(state: AgentState) -> Literal["propose", "respond"]:
 # ------------------------------------------------------------------------------------------------- nodes
 
 
+def assumed_lines(plan: Any) -> str:
+    """The plan's constraints and assumptions as lines appended to an answer, one assumption a line."""
+    lines = []
+    constraints = plan.request.constraints
+    if constraints is not None and not constraints.is_empty():
+        lines.append("Constraints honoured: " + ", ".join(constraints.to_texts()) + ".")
+    lines += [f"Assumed: {line}." if not line.endswith(".") else f"Assumed: {line}" for line in plan.assumptions]
+    return "".join(f"\n{line}" for line in lines)
+
+
 class _Nodes:
     """The graph's steps, sharing the bound chat model, the tools and the bounds."""
 
@@ -207,7 +217,8 @@ class _Nodes:
             parsed = ParsedRequest(model=request.model, gpu=request.gpu, gpus=request.gpus,
                                    gpus_per_node=request.gpus_per_node, isl=w.isl, osl=w.osl, batch=w.batch,
                                    ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms, objective=w.objective,
-                                   weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+                                   weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype,
+                                   constraints=request.constraints.to_texts() if request.constraints else [])
             return {**update, "intent": "plan", "request": request.model_dump(mode="json"),
                     "parsed": parsed.model_dump(mode="json")}
         text = last.content if isinstance(last, HumanMessage) and isinstance(last.content, str) else ""
@@ -220,8 +231,10 @@ class _Nodes:
         try:
             request = to_plan_request(parsed, policy=self.policy_name)
         except InputError as exc:
+            # A missing field's fix is the question to ask; any other error is said whole, numbers included.
+            ask = exc.fix if exc.field in ("model", "gpu", "gpus", "request") and exc.fix else str(exc)
             return {**update, "intent": "ask", "parsed": parsed.model_dump(mode="json"),
-                    "messages": [AIMessage(content=exc.fix or str(exc))]}
+                    "messages": [AIMessage(content=ask)]}
         return {**update, "intent": "plan", "request": request.model_dump(mode="json"),
                 "parsed": parsed.model_dump(mode="json")}
 
@@ -392,7 +405,7 @@ class _Nodes:
                                  api.alternatives_for(request, chosen), notes + still_wrong[:len(errors)],
                                  None if isinstance(searched, InfeasibleError) else searched.frontier)
         plan.explanation += self._checked_sentence(state, plan)
-        text = " ".join([*still_wrong, plan.explanation])
+        text = " ".join([*still_wrong, plan.explanation]) + assumed_lines(plan)
         return {"plan": plan.model_dump(mode="json", exclude={"dag"}), "messages": [AIMessage(content=text)]}
 
     @staticmethod
@@ -410,7 +423,7 @@ class _Nodes:
         if isinstance(outcome, InfeasibleError):
             plan = api.infeasible_plan(request, outcome)
             return {"plan": plan.model_dump(mode="json", exclude={"dag"}),
-                    "messages": [AIMessage(content=plan.explanation)]}
+                    "messages": [AIMessage(content=plan.explanation + assumed_lines(plan))]}
         wrong = []
         if proposals:
             last = proposals[-1]

@@ -122,6 +122,16 @@ def test_plan_gives_the_same_valid_plan_as_the_capability(server: Any) -> None:
     assert plan["request"]["model"] == "llama-3.1-8b"
 
 
+def test_plan_takes_constraints_and_states_its_assumptions(server: Any) -> None:
+    bound = ok(talk(server, lambda c: c.call_tool("plan", {**SMALL, "constraints": ["pp=2"]})))
+    assert bound["strategy"]["decode"]["pp"] == 2 and bound["request"]["constraints"]["degrees"][0]["value"] == 2
+    assert any(line.startswith("sequences in flight: not given") for line in bound["assumptions"])
+    impossible = ok(talk(server, lambda c: c.call_tool("plan", {**SMALL, "constraints": ["pp=3"]})))
+    assert impossible["status"] == "infeasible" and "pp=3" in impossible["explanation"]
+    refused = error(talk(server, lambda c: c.call_tool("plan", {**SMALL, "constraints": ["pp?3"]})))
+    assert refused["field"] == "constraint"
+
+
 def test_validates_a_built_dag_and_names_the_rule_a_bypassed_all_reduce_breaks(server: Any) -> None:
     async def scenario(c: Client) -> tuple[Any, Any, Any, Any]:
         built = ok(await c.call_tool("build_dag", {**SMALL, "strategy": "tp=2", "include_dag": True}))

@@ -215,10 +215,18 @@ def test_unknown_model_is_left_out_with_close_names() -> None:
     parsed = parse_request("Plan GPT-5 on 8 H100")
     assert parsed.model is None and parsed.gpus == 8
     assert any("gpt-5" in note and "openai/gpt-oss-120b" in note for note in parsed.notes)
+    kimi = parse_request("Kimi K2 on 16 H200")
+    assert kimi.model is None
+    assert any("not bundled" in note and "deepseek-ai/DeepSeek-V3" in note and "config.json" in note
+               for note in kimi.notes)
+
+
+def test_architecture_aliases_are_planned_and_said() -> None:
     newer = parse_request("Llama 3.3 70B on 8 H100")
-    assert newer.model is None
-    assert any("meta-llama/Llama-3.1-70B" in note for note in newer.notes)
-    assert parse_request("deepseek-v3.1 on 8 H200").model is None
+    assert newer.model == "meta-llama/Llama-3.1-70B"
+    assert any("same architecture" in note for note in newer.notes)
+    assert parse_request("deepseek-v3.1 on 8 H200").model == "deepseek-ai/DeepSeek-V3"
+    assert parse_request("DeepSeek-R1 on 8 H200").model == "deepseek-ai/DeepSeek-V3"
 
 
 def test_unique_family_name_is_read_with_a_note() -> None:
@@ -269,7 +277,9 @@ def test_defaults_fill_the_plan_request() -> None:
     assert any(str(DEFAULT_ISL) in note for note in parsed.notes)
     assert any(str(DEFAULT_OSL) in note for note in parsed.notes)
     request = to_plan_request(parsed, policy="openai:gpt-4o")
-    assert (request.workload.isl, request.workload.osl, request.workload.batch) == (DEFAULT_ISL, DEFAULT_OSL, 1)
+    # No concurrency given: the search chooses it (None), and the assumptions say so.
+    assert (request.workload.isl, request.workload.osl, request.workload.batch) == (DEFAULT_ISL, DEFAULT_OSL, None)
+    assert any(line.startswith("sequences in flight: not given") for line in request.assumptions)
     assert (request.workload.objective, request.workload.tpot_ms) == ("goodput", 30.0)
     assert (request.weight_dtype, request.kv_dtype, request.policy) == ("fp8", "fp8", "openai:gpt-4o")
     assert to_plan_request(parse_request("Qwen3-32B on 4 H100s")).workload.objective == "latency"

@@ -17,12 +17,27 @@ from .contracts.hardware import GPU, Cluster
 
 __all__ = ["gpu_catalog", "get_gpu", "make_cluster", "load_cluster", "cluster_for"]
 
-_ALIASES = {"H100-SXM": "H100", "H100SXM": "H100", "H200-SXM": "H200", "A100-80GB": "A100", "A100-SXM": "A100"}
+_ALIASES = {
+    "H100-SXM": "H100",
+    "H100SXM": "H100",
+    "H100-80GB": "H100",
+    "H200-SXM": "H200",
+    "A100-80GB": "A100",
+    "A100-SXM": "A100",
+    "A100-SXM4-80GB": "A100",
+    "A100-40G": "A100-40GB",
+    "A100-SXM4-40GB": "A100-40GB",
+    "A10040GB": "A100-40GB",
+    "H100PCIE": "H100-PCIE",
+    "H100-PCIE-80GB": "H100-PCIE",
+    "B200-SXM": "B200",
+    "GB200-NVL72": "GB200",
+}
 
 
 @lru_cache(maxsize=1)
 def gpu_catalog() -> dict[str, GPU]:
-    """The bundled GPUs by short name (H100, H200, B200, A100, L40S, MI300X)."""
+    """The bundled GPUs by short name (H100, H200, B200, A100, L40S, MI300X, A100-40GB, H100-PCIe, H20, GB200)."""
     import yaml
 
     raw = yaml.safe_load((resources.files("shardplan.tools") / "data" / "gpus.yaml").read_text())

@@ -189,6 +189,7 @@ def describe(spec: ModelSpec) -> dict[str, object]:
         "weight_dtype": spec.weight_dtype,
         "expert_dtype": spec.expert_dtype,
         "kv_dtype": spec.kv_dtype,
+        "warnings": list(spec.warnings),
     }
 
 

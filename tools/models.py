@@ -17,8 +17,15 @@ from ..reading import one_line, parse_json_text, read_text
 from .config_check import check_config_types
 from .contracts.common import DTYPE_BYTES, DType
 from .contracts.model import AttentionKind, MLASpec, ModelSpec, MoESpec
+from .model_names import not_bundled_fix, resolve_alias
 
-__all__ = ["bundled_models", "load_model", "model_from_config", "resolve_model_name"]
+__all__ = [
+    "bundled_models",
+    "load_model",
+    "model_from_config",
+    "resolve_model_name",
+    "check_context",
+]
 
 _DTYPE_ALIASES: dict[str, DType] = {
     "bfloat16": "bf16",
@@ -56,6 +63,21 @@ def bundled_models() -> dict[str, str]:
     return dict(sorted(names.items()))
 
 
+def check_context(model: ModelSpec, isl: int, osl: int) -> None:
+    """Refuse a prompt plus output longer than the model's context.
+
+    Raises:
+        InputError: ``isl + osl`` exceeds ``max_position_embeddings``; the message names both numbers.
+    """
+    if isl + osl > model.max_position_embeddings:
+        raise InputError(
+            f"prompt {isl} + output {osl} = {isl + osl} tokens exceeds {model.name}'s context of "
+            f"{model.max_position_embeddings} tokens",
+            field="isl",
+            fix=f"keep --isl plus --osl within {model.max_position_embeddings}",
+        )
+
+
 def resolve_model_name(name: str) -> str:
     """The bundled repository id that ``name`` means: the id itself, any case, or an unambiguous short name.
 
@@ -73,18 +95,18 @@ def resolve_model_name(name: str) -> str:
         return by_full[wanted]
     if wanted in by_short:
         return by_short[wanted]
+    alias = resolve_alias(name)
+    if alias is not None:
+        return alias[0]
     prefixed = [repo for short, repo in by_short.items() if short.startswith(wanted)]
     if len(prefixed) == 1:
         return prefixed[0]
     candidates = difflib.get_close_matches(wanted, list(by_short) + list(by_full), n=4, cutoff=0.4)
     suggestions = sorted(prefixed) if len(prefixed) > 1 else sorted({by_short.get(c) or by_full[c] for c in candidates})
-    listing = (
-        f"closest bundled models: {', '.join(suggestions)}" if suggestions else f"bundled models: {', '.join(ids)}"
-    )
     raise InputError(
         f"unknown model '{name}'" + (" (ambiguous)" if len(prefixed) > 1 else ""),
         field="model",
-        fix=f"{listing}; or pass a path to a config.json",
+        fix=not_bundled_fix(name, suggestions),
     )
 
 
@@ -114,6 +136,9 @@ def load_model(name_or_path: str, *, weight_dtype: DType | None = None, kv_dtype
         repo = resolve_model_name(name_or_path)
         config = json.loads((_bundled_dir() / bundled_models()[repo]).read_text())
         label = repo
+        alias = resolve_alias(name_or_path)
+        if weight_dtype is None and alias is not None and alias[0] == repo:
+            weight_dtype = alias[1]
     return model_from_config(config, name=label, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 
 
@@ -169,6 +194,33 @@ def _layer_types(config: dict[str, Any], num_layers: int) -> tuple[list[Attentio
     return ["full"] * num_layers, None
 
 
+# Keys that change the architecture in ways the spec does not model, with the value that means "off".
+_UNMODELLED: dict[str, tuple[object, ...]] = {
+    "interleave_moe_layer_step": (None, 0, 1),
+    "decoder_sparse_step": (None, 0, 1),
+    "moe_layer_freq": (None, 1),
+    "attention_chunk_size": (None, 0),
+    "cross_attention_layers": (None, []),
+    "full_attention_interval": (None, 0, 1),
+    "linear_num_value_heads": (None, 0),
+    "ssm_state_size": (None, 0),
+    "mamba_d_state": (None, 0),
+    "hybrid_override_pattern": (None, ""),
+}
+
+
+def _unmodelled(config: dict[str, Any]) -> list[str]:
+    """Warnings naming the architecture-changing keys of ``config`` that the spec does not model."""
+    keys = [key for key, off in _UNMODELLED.items() if key in config and config[key] not in off]
+    kinds = config.get("layer_types")
+    if isinstance(kinds, list):
+        odd = sorted({str(k) for k in kinds if "sliding" not in str(k) and "full" not in str(k)})
+        keys += [f"layer_types ({', '.join(odd)})"] if odd else []
+    if not keys:
+        return []
+    return [f"config.json keys not modelled, planned as if absent: {', '.join(keys)}; figures may be off"]
+
+
 def model_from_config(
     config: dict[str, Any], *, name: str = "custom", weight_dtype: DType | None = None, kv_dtype: DType | None = None
 ) -> ModelSpec:
@@ -184,9 +236,11 @@ def model_from_config(
     if not isinstance(config, dict):
         raise InputError("config.json is not a JSON object", field="model", fix="give a Hugging Face config.json")
     if isinstance(config.get("text_config"), dict):
+        # Multimodal configs (Llama-4, Qwen-VL) nest the language model's keys; the text model is what is planned.
         config = {**config, **config["text_config"]}
     check_config_types(config)
     model_type = str(config.get("model_type", "generic"))
+    warnings = _unmodelled(config)
     hidden = _int(config, "hidden_size", "n_embd", "d_model")
     layers = _int(config, "num_hidden_layers", "n_layer", "num_layers")
     heads = _int(config, "num_attention_heads", "n_head")
@@ -215,6 +269,9 @@ def model_from_config(
         shared_width = expert_width * shared
         if config.get("shared_expert_intermediate_size"):
             shared, shared_width = 1, int(config["shared_expert_intermediate_size"])
+        if model_type.startswith("llama4"):
+            # Llama-4's MoE layers add one always-on shared expert as wide as a routed one (no config key says so).
+            shared, shared_width = 1, int(expert_width)
         first_dense = int(config.get("first_k_dense_replace") or 0)
         if config.get("mlp_only_layers"):
             raise InputError(
@@ -258,6 +315,7 @@ def model_from_config(
             weight_dtype=weight_dtype or base_dtype,
             expert_dtype=None if weight_dtype else expert_dtype,
             kv_dtype=kv_dtype or "bf16",
+            warnings=warnings,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .. import __version__
 from ..errors import InfeasibleError, StrategyError
+from .constraints import strategy_violations
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
 from .contracts.plan import Alternative, Plan, PlanRequest, PlanStatus
@@ -15,20 +16,37 @@ from .contracts.strategy import Strategy
 from .deployment import deployment_problems, deployment_section, evaluate_deployment
 from .explain import explain
 from .hardware import cluster_for
-from .models import load_model
+from .models import check_context, load_model
 from .search import Candidate, SearchResult, candidate_from_cost, rank_key, search
 
-__all__ = ["resolve_request", "plan", "plan_for_strategy", "review", "explain", "why_not", "alternatives_from"]
+__all__ = [
+    "resolve_request",
+    "infeasible_explanation",
+    "plan",
+    "plan_for_strategy",
+    "review",
+    "explain",
+    "why_not",
+    "alternatives_from",
+]
 
 
 def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
     """The model and cluster a request names.
 
     Raises:
-        InputError: unknown model or GPU, unreadable cluster file, a GPU count that does not fit nodes.
+        InputError: unknown model or GPU, unreadable cluster file, a GPU count that does not fit nodes, a
+            prompt plus output longer than the model's context.
     """
     model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    check_context(model, request.workload.isl, request.workload.osl)
     return model, cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster)
+
+
+def infeasible_explanation(exc: InfeasibleError) -> str:
+    """The explanation of an infeasible plan: the reason, citing the memory rule when memory is the reason."""
+    text = str(exc)
+    return text + ("." if "constraint" in text and exc.min_gpus is None else " (MEM-1).")
 
 
 def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
@@ -127,7 +145,7 @@ def plan(request: PlanRequest) -> Plan:
     """
     model, cluster = resolve_request(request)
     try:
-        result = search(model, cluster, request.workload, top=6)
+        result = search(model, cluster, request.workload, top=6, constraints=request.constraints)
     except InfeasibleError as exc:
         return Plan(
             shardplan_version=__version__,
@@ -135,7 +153,7 @@ def plan(request: PlanRequest) -> Plan:
             status="infeasible",
             strategy=None,
             min_gpus=exc.min_gpus,
-            explanation=str(exc) + " (MEM-1).",
+            explanation=infeasible_explanation(exc),
             messages=[str(exc)],
         )
     best = result.candidates[0]
@@ -168,9 +186,12 @@ def review(request: PlanRequest, strategy: Strategy, limit: int = 4) -> Plan:
     assert given_plan.cost is not None
     given = candidate_from_cost(strategy, request.workload, given_plan.cost)
     messages = [f"reviewing the given strategy {strategy.to_spec()}"]
+    if request.constraints is not None:
+        broken = strategy_violations(strategy, request.constraints, cluster.gpus_per_node)
+        messages += [f"the given strategy breaks the constraint {text}" for text in broken]
     better: list[Candidate] = []
     try:
-        result = search(model, cluster, request.workload, top=max(limit + 1, 6))
+        result = search(model, cluster, request.workload, top=max(limit + 1, 6), constraints=request.constraints)
     except InfeasibleError:
         result = None
     if result is not None:

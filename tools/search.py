@@ -21,16 +21,18 @@ from typing import Protocol, TypeVar
 from pydantic import Field
 
 from ..errors import InfeasibleError
+from .constraints import phase_violations, satisfies, unsatisfiable
 from .contracts.common import Contract
+from .contracts.constraints import Constraints
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
 from .contracts.reports import CostReport
-from .contracts.strategy import Strategy
+from .contracts.strategy import PhaseStrategy, Strategy
 from .contracts.workload import Batching, Workload
 from .cost.estimate import target_misses
 from .cost.memory import memory_reports, weight_bytes_per_gpu
 from .feasibility import strategy_problems
-from .layouts import phase_layouts, replica_layouts
+from .layouts import enumerate_strategies, phase_layouts, replica_layouts
 from .model_math import weight_bytes
 from .serving import (
     DeploymentOption,
@@ -213,19 +215,36 @@ def candidate_from_cost(strategy: Strategy, workload: Workload, cost: CostReport
     )
 
 
+PhaseFilter = Callable[[str, PhaseStrategy], bool]
+"""Whether a layout may serve a phase (``prefill`` or ``decode``): the request's constraints."""
+
+
+def _any_layout(phase: str, layout: PhaseStrategy) -> bool:
+    return True
+
+
 def _screen(
-    model: ModelSpec, cluster: Cluster, workload: Workload, rejected: dict[str, int], keep: int = 2
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    rejected: dict[str, int],
+    allowed: PhaseFilter = _any_layout,
+    keep: int = 2,
 ) -> list[StepPricer]:
     """The replica layouts worth pricing in full, each with its (memoised) step pricer.
 
     Every layout that holds the weights within the engine's share of memory is priced once at a probe
     shape: one decode step of a single sequence for the latency objective, else of the concurrency a
-    replica would carry (64 or what fits); per GPU count the ``keep`` fastest by that probe go on.
+    replica would carry (64 or what fits); per GPU count the ``keep`` fastest by that probe go on. A layout
+    that ``allowed`` admits for neither phase is dropped before pricing.
     """
     budget = cluster.world_size
     usable = cluster.gpu.memory_gb * 1e9 * workload.gpu_memory_utilization
     by_size: dict[int, list[tuple[float, StepPricer]]] = {}
     for layout in replica_layouts(model, cluster, budget, workload):
+        if not (allowed("prefill", layout) or allowed("decode", layout)):
+            rejected["constraints"] = rejected.get("constraints", 0) + 1
+            continue
         if weight_bytes_per_gpu(model, layout) > usable:
             rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
             continue
@@ -252,16 +271,27 @@ def _screen(
 
 
 def _aggregated(
-    model: ModelSpec, cluster: Cluster, workload: Workload, pricers: list[StepPricer]
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    pricers: list[StepPricer],
+    allowed: PhaseFilter = _any_layout,
 ) -> list[DeploymentOption]:
     options: list[DeploymentOption] = []
     for pricer in pricers:
+        if not (allowed("prefill", pricer.layout) and allowed("decode", pricer.layout)):
+            continue  # one pool serves both phases with this layout
         options += aggregated_options(model, cluster, pricer.layout, workload, budget=cluster.world_size, pricer=pricer)
     return options
 
 
 def _disaggregated(
-    model: ModelSpec, cluster: Cluster, workload: Workload, pricers: list[StepPricer], keep: int = 3
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    pricers: list[StepPricer],
+    allowed: PhaseFilter = _any_layout,
+    keep: int = 3,
 ) -> list[DeploymentOption]:
     """Pools of the ``keep`` best prefill workers (requests/s per GPU, within the TTFT target) and the ``keep``
     best decode workers (requests/s per GPU within the TPOT target), every sizing of each pair."""
@@ -272,14 +302,15 @@ def _disaggregated(
         if pricer.layout.gpus >= budget:
             continue
         worker = prefill_worker(model, cluster, pricer.layout, workload, pricer)
-        if worker is not None and (workload.ttft_ms is None or worker.step_s * 1.5e3 <= workload.ttft_ms):
+        within_ttft = worker is not None and (workload.ttft_ms is None or worker.step_s * 1.5e3 <= workload.ttft_ms)
+        if worker is not None and within_ttft and allowed("prefill", pricer.layout):
             prefills.append(worker)
         meeting = [
             w
             for w in decode_workers(model, cluster, pricer.layout, workload, pricer)
             if workload.tpot_ms is None or w.step_s * 1e3 <= workload.tpot_ms
         ]
-        if meeting:
+        if meeting and allowed("decode", pricer.layout):
             decodes.append(max(meeting, key=lambda w: w.requests_per_s / w.layout.replica_gpus))
     prefills.sort(key=lambda w: -w.requests_per_s / w.layout.replica_gpus)
     decodes.sort(key=lambda w: -w.requests_per_s / w.layout.replica_gpus)
@@ -298,29 +329,48 @@ def search(
     *,
     top: int = 5,
     disaggregated: bool = True,
+    constraints: Constraints | None = None,
 ) -> SearchResult:
     """Find the best deployments of ``model`` on up to the GPUs of ``cluster`` serving ``workload``.
 
+    Only layouts and deployments that respect ``constraints`` are screened and priced.
+
     Raises:
-        InfeasibleError: no layout fits in memory; ``min_gpus`` says how many GPUs would.
+        InfeasibleError: no layout fits in memory (``min_gpus`` says how many GPUs would), or none respects
+            the constraints (the message names them).
     """
     began = time.perf_counter()
     rejected: dict[str, int] = {}
-    pricers = _screen(model, cluster, workload, rejected)
-    options = _aggregated(model, cluster, workload, pricers)
+    per_node = cluster.gpus_per_node
+    if constraints is not None and constraints.serving:
+        disaggregated = constraints.serving == "disaggregated"
+
+    split_asked = constraints is not None and constraints.serving == "disaggregated"
+
+    def allowed(phase: str, layout: PhaseStrategy) -> bool:
+        return constraints is None or not phase_violations(phase, layout, constraints, per_node)
+
+    pricers = _screen(model, cluster, workload, rejected, allowed)
+    options = [] if split_asked else _aggregated(model, cluster, workload, pricers, allowed)
     split = (
         disaggregated
         and workload.batching == "continuous"
-        and workload.batch is None
-        and workload.objective != "latency"
+        and (split_asked or (workload.batch is None and workload.objective != "latency"))
         and workload.osl > 1
         and cluster.world_size >= 2
     )
     if split:
-        options += _disaggregated(model, cluster, workload, pricers)
+        options += _disaggregated(model, cluster, workload, pricers, allowed)
+    if constraints is not None:
+        kept = [o for o in options if satisfies(o.strategy, constraints, per_node)]
+        if len(kept) < len(options):
+            rejected["constraints"] = rejected.get("constraints", 0) + len(options) - len(kept)
+        options = kept
     if not options and workload.rate is not None:
         # Nothing serves the rate within the budget: show the most the budget serves, and the shortfall.
-        options = _aggregated(model, cluster, workload.model_copy(update={"rate": None}), pricers)
+        options = _aggregated(model, cluster, workload.model_copy(update={"rate": None}), pricers, allowed)
+    if not options and constraints is not None and any(k.startswith("constraint") for k in rejected):
+        _raise_for_constraints(model, cluster, workload, constraints)
     if not options:
         need = min_gpus_to_fit(model, cluster, workload)
         weights_gb = weight_bytes(model) / 1e9
@@ -349,6 +399,25 @@ def search(
         evaluated=len(options),
         rejected=rejected,
         seconds=time.perf_counter() - began,
+    )
+
+
+def _raise_for_constraints(model: ModelSpec, cluster: Cluster, workload: Workload, constraints: Constraints) -> None:
+    """Raise the InfeasibleError of a search the constraints emptied, naming the constraints to blame."""
+    per_node = cluster.gpus_per_node
+    pool = list(enumerate_strategies(model, cluster.world_size, workload, gpus_per_node=per_node))
+    allowed = [s for s in pool if satisfies(s, constraints, per_node)]
+    where = f"{model.name} on {cluster.world_size} x {cluster.gpu.name} ({per_node} per node)"
+    if not allowed:
+        blamed = unsatisfiable(pool, constraints, per_node)
+        raise InfeasibleError(
+            f"no deployment of {where} satisfies the constraint{'s' if len(blamed) > 1 else ''} "
+            f"{', '.join(blamed)}; relax {'them' if len(blamed) > 1 else 'it'} or change the GPU count"
+        )
+    raise InfeasibleError(
+        f"the {len(allowed)} strategies of {where} that satisfy the constraints {', '.join(constraints.to_texts())} "
+        f"do not fit in memory ({model.weight_dtype} weights, {workload.sequences} sequence(s) at "
+        f"{workload.isl}+{workload.osl} tokens); relax the constraints or add GPUs"
     )
 
 

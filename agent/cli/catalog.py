@@ -98,6 +98,8 @@ def show_model_command(
         )
     out.print(f"  KV cache     {facts['kv_bytes_per_token'] / 1024:.1f} KiB per token ({spec.kv_dtype})")
     out.print(f"  FLOPs        {facts['flops_per_token'] / 1e9:.1f} GFLOP per token")
+    for warning in spec.warnings:
+        out.print(f"  [yellow]warning[/yellow]      {warning}")
 
 
 @app.command("schema")

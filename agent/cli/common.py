@@ -42,7 +42,12 @@ _REQUEST_PARAMETERS = [
         default=None,
         annotation=Annotated[
             str | None,
-            typer.Option("--gpu", "-g", help="GPU catalog name: H100 (default), H200, B200, A100, L40S, MI300X."),
+            typer.Option(
+                "--gpu",
+                "-g",
+                help="GPU catalog name: H100 (default), H200, B200, A100, L40S, MI300X, A100-40GB, H100-PCIe, "
+                "H20, GB200.",
+            ),
         ],
     ),
     inspect.Parameter(
@@ -70,9 +75,17 @@ _REQUEST_PARAMETERS = [
         ],
     ),
     inspect.Parameter(
-        "isl", _KW, default=2048, annotation=Annotated[int, typer.Option("--isl", help="Input (prompt) tokens.")]
+        "isl",
+        _KW,
+        default=None,
+        annotation=Annotated[int | None, typer.Option("--isl", help="Input (prompt) tokens [default: 2048, stated].")],
     ),
-    inspect.Parameter("osl", _KW, default=256, annotation=Annotated[int, typer.Option("--osl", help="Output tokens.")]),
+    inspect.Parameter(
+        "osl",
+        _KW,
+        default=None,
+        annotation=Annotated[int | None, typer.Option("--osl", help="Output tokens [default: 256, stated].")],
+    ),
     inspect.Parameter(
         "batch",
         _KW,
@@ -189,6 +202,20 @@ _REQUEST_PARAMETERS = [
         default=None,
         annotation=Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache format: bf16, fp8.")],
     ),
+    inspect.Parameter(
+        "constraint",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            list[str] | None,
+            typer.Option(
+                "--constraint",
+                "-C",
+                help="Repeatable: tp<=8, pp=1, ep>=8, sp=off, decode:tp=8, tp-in-node, ep-in-node, pp-across-nodes, "
+                "colocated, disaggregated, gpus-per-replica=8, engine=vllm.",
+            ),
+        ],
+    ),
 ]
 _REQUEST_NAMES = [p.name for p in _REQUEST_PARAMETERS]
 
@@ -199,8 +226,8 @@ def build_request(
     gpus: int | None = None,
     gpus_per_node: int | None = None,
     cluster: str | Path | None = None,
-    isl: int = 2048,
-    osl: int = 256,
+    isl: int | None = None,
+    osl: int | None = None,
     batch: int | None = None,
     prefill_batch: int | None = None,
     ttft_ms: float | None = None,
@@ -214,8 +241,12 @@ def build_request(
     rate: float | None = None,
     gpu_memory_utilization: float = 0.9,
     max_batched_tokens: int = 8192,
+    constraint: list[str] | None = None,
 ) -> PlanRequest:
     """The PlanRequest that command-line options describe; the hardware part is resolved (and checked) here.
+    Options left out take their defaults (prompt 2048, output 256, concurrency chosen by the search, objective
+    throughput when targets or a rate are given and latency otherwise, GPU H100), and
+    the request's ``assumptions`` say so, one line each.
 
     Raises:
         InputError: unknown GPU, unreadable cluster file, contradicting options, a count that does not
@@ -226,10 +257,15 @@ def build_request(
     """
     from pydantic import ValidationError
 
-    from ...tools.contracts import PlanRequest, Workload
+    from ...tools.assumptions import request_assumptions
+    from ...tools.contracts import PlanRequest, Workload, parse_constraints
     from ...tools.hardware import cluster_for
-    from ...tools.models import load_model
+    from ...tools.models import check_context, load_model
 
+    given = {name for name, value in (("isl", isl), ("osl", osl), ("batch", batch), ("objective", objective),
+                                      ("gpu", gpu or cluster), ("gpus_per_node", gpus_per_node or cluster),
+                                      ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)) if value is not None}
+    constraints = parse_constraints(constraint) if constraint else None
     where = cluster_for(gpu if gpu is not None else (None if cluster else "H100"), gpus, gpus_per_node, cluster)
     if objective is None:
         objective = "throughput" if ttft_ms or tpot_ms or rate else "latency"
@@ -237,9 +273,9 @@ def build_request(
         # Options arrive as plain strings; validation turns them into the contract's closed vocabularies.
         workload = Workload.model_validate(
             {
-                "isl": isl,
-                "osl": osl,
-                "batch": batch,
+                "isl": 2048 if isl is None else isl,
+                "osl": 256 if osl is None else osl,
+                "batch": batch,  # None: the search chooses the concurrency
                 "prefill_batch": prefill_batch,
                 "ttft_ms": ttft_ms,
                 "tpot_ms": tpot_ms,
@@ -262,6 +298,7 @@ def build_request(
                 "weight_dtype": weight_dtype,
                 "kv_dtype": kv_dtype,
                 "policy": policy,
+                "constraints": constraints,
             }
         )
     except ValidationError as exc:
@@ -273,8 +310,9 @@ def build_request(
             fix=_FIXES.get(name, "see shardplan plan --help"),
         ) from None
     # The model is read now, so a wrong name or a broken config.json fails before any planning starts.
-    load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
-    return request
+    spec = load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    check_context(spec, request.workload.isl, request.workload.osl)
+    return request.model_copy(update={"assumptions": request_assumptions(request, given)})
 
 
 _FIXES = {

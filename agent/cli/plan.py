@@ -100,6 +100,11 @@ def print_plan(plan: Any) -> None:
 
     out = console()
     out.print(_request_line(plan))
+    req = plan.request
+    if req.constraints is not None:
+        out.print("constraints: " + ", ".join(req.constraints.to_texts()))
+    for line in plan.assumptions:
+        out.print(f"[dim]assumed: {line}[/dim]")
     if plan.strategy is None:
         out.print(f"[bold red]infeasible[/bold red]: {plan.explanation}")
         if plan.min_gpus:
@@ -315,7 +320,7 @@ def search_command(
 
     spec, cl = resolve_request(request)
     try:
-        result = search(spec, cl, request.workload, top=top)
+        result = search(spec, cl, request.workload, top=top, constraints=request.constraints)
     except InfeasibleError as exc:
         if as_json:
             emit_json({"infeasible": str(exc), "min_gpus": exc.min_gpus})

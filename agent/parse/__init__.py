@@ -24,15 +24,21 @@ How the text is read:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import InputError
+from ...tools.assumptions import request_assumptions
 from ...tools.contracts.common import DType, Objective
+from ...tools.contracts.constraints import parse_constraints
 from ...tools.contracts.plan import PlanRequest
 from ...tools.contracts.workload import Workload
 from ...tools.hardware import gpu_catalog
+from ...tools.models import check_context, load_model
+from .constraints import read_constraints
+from .machines import read_machines
 from .readers import (
     _note_leftovers,
     _read_batch,
@@ -44,8 +50,8 @@ from .readers import (
     _read_lengths,
     _read_models,
     _read_objective,
-    _read_targets,
 )
+from .targets import read_targets
 from .text import (
     Findings,
     Intent,
@@ -92,6 +98,10 @@ class ParsedRequest(BaseModel):
     intent: Intent = Field(default="plan", description="What the message asks for.")
     about: str | None = Field(
         default=None, description="Technique(s) asked about, comma-separated: pp, tp, ep, sp, dp, adp, disagg, mb."
+    )
+    constraints: list[str] = Field(
+        default_factory=list, description="Constraints in text form (pp=1, tp-in-node, ep>=2 ...), this message's and "
+        "the earlier ones it did not replace."
     )
     contradictions: list[str] = Field(default_factory=list, description="Things the message says both ways.")
     notes: list[str] = Field(default_factory=list, description="Assumptions made and things not understood.")
@@ -182,7 +192,29 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
         for name, default, what in (("isl", DEFAULT_ISL, "prompt"), ("osl", DEFAULT_OSL, "output")):
             if merged[name] is None:
                 found.notes.append(f"No {what} length given; assuming {default} tokens.")
-    return ParsedRequest(**merged, intent=intent, about=about, contradictions=found.contradictions, notes=found.notes)
+    said_constraints = list(dict.fromkeys(found.values.get("constraints", [])))
+    constraints = _merge_constraints(previous.constraints if previous else [], said_constraints, found)
+    return ParsedRequest(**merged, intent=intent, about=about, constraints=constraints,
+                         contradictions=found.contradictions, notes=found.notes)
+
+
+def _constraint_key(text: str) -> str:
+    """What a constraint bounds: ``decode:tp`` for ``decode:tp<=8``, the whole text for a flag."""
+    return re.split(r"<=|>=|=", text, maxsplit=1)[0] if "=" in text else text
+
+
+def _merge_constraints(before: list[str], said: list[str], found: Findings) -> list[str]:
+    """This message's constraints over the earlier ones (a new bound on a degree replaces the old one);
+    two fixed values of one degree in one message are a contradiction."""
+    fixed: dict[str, str] = {}
+    for text in said:
+        key = _constraint_key(text)
+        if "=" in text and not re.search(r"<=|>=", text) and not text.startswith(("engine", "gpus")):
+            if key in fixed and fixed[key] != text:
+                found.contradictions.append(f"The request gives both {fixed[key]} and {text}; say which one you mean.")
+            fixed.setdefault(key, text)
+    keys = {_constraint_key(t) for t in said}
+    return [t for t in before if _constraint_key(t) not in keys] + said
 
 
 def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedRequest:
@@ -203,9 +235,11 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
     found = Findings(comparing=intent == "compare")
     for reader in (
         _read_models,
+        read_constraints,
+        read_machines,
         _read_gpu_types,
         _read_gpu_counts,
-        _read_targets,
+        read_targets,
         _read_lengths,
         _read_batch,
         _read_objective,
@@ -247,8 +281,8 @@ _QUESTIONS = {
 def clarifying_question(missing: list[str]) -> str:
     """One friendly question asking for every field in ``missing``; empty when nothing is missing.
 
-    >>> clarifying_question(["gpu", "gpus"])
-    'Could you tell me which GPU type (H100, H200, B200, A100, L40S or MI300X) and how many GPUs or nodes?'
+    >>> clarifying_question(["gpu", "gpus"]).split("(")[0]
+    'Could you tell me which GPU type '
     """
     if not missing:
         return ""
@@ -260,13 +294,15 @@ def clarifying_question(missing: list[str]) -> str:
 
 
 def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanRequest:
-    """The PlanRequest a parsed request stands for; lengths default to DEFAULT_ISL and DEFAULT_OSL, batch to 1,
-    objective to the Workload's default. ``disaggregated`` is not part of a PlanRequest: callers pass it to the
-    search themselves.
+    """The PlanRequest a parsed request stands for; lengths default to DEFAULT_ISL and DEFAULT_OSL, the
+    concurrency is left to the search, the objective is throughput when targets are given (else latency),
+    and its ``assumptions`` say so, one line each, after the parser's notes. Constraints, ``disaggregated``
+    among them (as ``colocated`` or ``disaggregated``), go into the request's ``constraints``.
 
     Raises:
         InputError: an essential field is missing (``field`` names the first; the fix is the question to ask),
-            or the request contradicts itself (``field`` is ``request``; the fix lists the contradictions).
+            the request contradicts itself (``field`` is ``request``; the fix lists the contradictions), or a
+            prompt plus output longer than the model's context (``field`` is ``isl``).
     """
     missing = missing_fields(parsed)
     if missing:
@@ -280,12 +316,15 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
     workload = Workload(
         isl=parsed.isl or DEFAULT_ISL,
         osl=parsed.osl or DEFAULT_OSL,
-        batch=parsed.batch or 1,
+        batch=parsed.batch,
         ttft_ms=parsed.ttft_ms,
         tpot_ms=parsed.tpot_ms,
-        objective=parsed.objective or "latency",
+        objective=parsed.objective or ("throughput" if parsed.ttft_ms or parsed.tpot_ms else "latency"),
     )
-    return PlanRequest(
+    texts = list(parsed.constraints)
+    if parsed.disaggregated is not None:
+        texts.append("disaggregated" if parsed.disaggregated else "colocated")
+    request = PlanRequest(
         model=parsed.model,
         gpu=parsed.gpu,
         gpus=gpus,
@@ -294,4 +333,14 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         weight_dtype=parsed.weight_dtype,
         kv_dtype=parsed.kv_dtype,
         policy=policy,
+        constraints=parse_constraints(texts) if texts else None,
     )
+    check_context(load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype),
+                  workload.isl, workload.osl)
+    given = {name for name in _SETTINGS if getattr(parsed, name) is not None}
+    if parsed.nodes and parsed.gpus_per_node is None:
+        given.discard("gpus_per_node")
+    stated = request_assumptions(request, given)
+    # The parser's own notes say what it read into words and what it did not use; the defaults are stated once.
+    notes = [n for n in parsed.notes if not n.startswith("No ") or "length given" not in n]
+    return request.model_copy(update={"assumptions": notes + stated})

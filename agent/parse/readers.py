@@ -1,6 +1,7 @@
-"""One reader per field family: intent, models, GPU types and counts, targets, lengths, batch,
+"""One reader per field family: intent, models, GPU types and counts, lengths, batch,
 objective, formats, disaggregation. Each reads a :class:`~shardplan.agent.parse.text.Scan` and records
-what it found; the order in which :func:`~shardplan.agent.parse.parse_request` runs them matters."""
+what it found; the order in which :func:`~shardplan.agent.parse.parse_request` runs them matters.
+Targets, constraints and machines have their own modules beside this one."""
 
 from __future__ import annotations
 
@@ -10,22 +11,20 @@ from functools import lru_cache
 from ...errors import InputError
 from ...tools.contracts.common import DType, Objective
 from ...tools.hardware import gpu_catalog
+from ...tools.model_names import alias_note
 from ...tools.models import bundled_models, resolve_model_name
+from .machines import gpu_variant
 from .text import (
-    _CMP,
     _COUNT,
     _DUR,
-    _LABELS,
     _LEN,
-    _LOWER,
-    _PER_TOKEN,
     _REJECTED,
     _START,
     Findings,
     Intent,
     Scan,
+    _add_positive,
     _count,
-    _ms,
     _squash,
     _tokens,
 )
@@ -103,7 +102,7 @@ def _model_patterns() -> list[tuple[re.Pattern[str], str]]:
     for squashed, repos in sorted(spellings.items(), key=lambda item: -len(item[0])):
         if len(repos) == 1:
             body = r"[\s._-]*".join(re.escape(char) for char in squashed)
-            patterns.append((re.compile(rf"(?<![a-z0-9#])(?:[\w-]+/)?{body}(?![a-z0-9]|\.\d)"), repos.pop()))
+            patterns.append((re.compile(rf"(?<![a-z0-9#])(?:(?<![\w-])[\w-]+/)?{body}(?![a-z0-9]|\.\d)"), repos.pop()))
     return patterns
 
 
@@ -133,15 +132,16 @@ def _read_models(scan: Scan, found: Findings) -> None:
             found.notes.append(f"'{name}' is not a bundled model; {exc.fix}.")
             continue
         found.add("model", repo)
-        found.notes.append(f"Read '{name}' as {repo}.")
+        found.notes.append(alias_note(name) or f"Read '{name}' as {repo}.")
 
 
 def _drop_if_rejected(scan: Scan, start: int, end: int, value: str, found: Findings) -> bool:
     """Whether the value at ``text[start:end]`` is the one being replaced; if so blank it with its lead-in."""
-    lead = _REJECTED.search(scan.text[:start])
+    # Only the words just before the value can drop it; a bounded window keeps the reading linear.
+    lead = _REJECTED.search(scan.text[max(0, start - 48) : start])
     if not lead:
         return False
-    scan.blank(lead.start(), end)
+    scan.blank(max(0, start - 48) + lead.start(), end)
     found.notes.append(f"Dropped {value}, which the request replaces.")
     return True
 
@@ -166,16 +166,20 @@ def _gpu_type_pattern() -> str:
 
 
 def _read_gpu_types(scan: Scan, found: Findings) -> None:
-    """GPU types named anywhere; a replaced one ("instead of H100") is dropped with its count."""
-    for match in list(re.finditer(rf"(?<![\w#]){_gpu_type_pattern()}", scan.text)):
-        name = next(
+    """GPU types named anywhere, variants read ("A100 40GB", "H100 PCIe", "8xH100"); a replaced one
+    ("instead of H100") is dropped with its count."""
+    catalog = set(gpu_catalog())
+    for match in list(re.finditer(rf"(?:(?<![\w#])|(?<=\d[x×])){_gpu_type_pattern()}", scan.text)):
+        base = next(
             n for key, n in sorted(_gpu_names().items(), key=lambda kv: -len(kv[0])) if match.group().startswith(key)
         )
+        name = gpu_variant(base, match.group(), catalog)
         if _drop_if_rejected(scan, match.start(), match.end(), name, found):
             continue
         found.add("gpu", name)
-        if re.search(r"pcie|nvl", match.group()):
-            found.notes.append(f"The catalog's {name} is the SXM part; '{match.group()}' may be slower than planned.")
+        if name == base and re.search(r"pcie|nvl|\d+\s*gb", match.group()):
+            full = gpu_catalog()[name].full_name
+            found.notes.append(f"Read '{match.group().strip()}' as the catalog's {name} ({full}).")
 
 
 @lru_cache(maxsize=1)
@@ -197,6 +201,8 @@ def _count_patterns() -> dict[str, re.Pattern[str]]:
         "per_node": re.compile(
             rf"{_START}(?P<per>{_COUNT})\s*{per}(?:per|a|each|/)\s*{node}"
             rf"|{node}\s+of\s+(?P<per2>{_COUNT})\s*{per}"
+            rf"|(?<=nodes,\s)(?P<per3>{_COUNT})\s*(?:{gpu_t}\s*)?gpus?\s+(?:each|apiece)(?![a-z])"
+            rf"|(?<=nodes\s)(?:of|with)\s+(?P<per4>{_COUNT})\s*(?:{gpu_t}\s*)?gpus?\s+each(?![a-z])"
         ),
         "nodes": re.compile(rf"{_START}(?P<nodes>{_COUNT})[\s-]+(?:{gpu_t}[\s-]+)?(?:gpus?[\s-]+)?{node}(?![a-z])"),
         "gpus": re.compile(
@@ -219,112 +225,18 @@ def _read_gpu_counts(scan: Scan, found: Findings) -> None:
     for kind in ("cluster", "shaped", "per_node", "nodes", "gpus"):
         for match in scan.take(patterns[kind]):
             nodes = _group(match, "nodes", "nodes2") if kind in ("cluster", "shaped", "nodes") else None
-            per = _group(match, "per", "per2") if kind in ("cluster", "shaped", "per_node") else None
+            per = _group(match, "per", "per2", "per3", "per4") if kind in ("cluster", "shaped", "per_node") else None
             gpus = _group(match, "gpus", "gpus2") if kind == "gpus" else None
             for name, text in (("nodes", nodes), ("gpus_per_node", per), ("gpus", gpus)):
                 if text is not None:
                     _add_positive(found, name, _count(text), match.group())
 
 
-def _add_positive(found: Findings, name: str, value: float, phrase: str) -> None:
-    """Record ``value`` unless it is zero, which no field accepts."""
-    if value > 0:
-        found.add(name, value)
-    else:
-        found.notes.append(f"Ignored '{phrase.strip()}': {_LABELS[name]} must be positive.")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Targets
-
-_TTFT_WORDS = (
-    r"ttft|time[\s-]+to[\s-]+first[\s-]+token|first[\s-]+token(?:[\s-]+(?:latency|time))?"
-    r"|prefill[\s-]+latency"
-)
-_TPOT_WORDS = (
-    r"tpot|time[\s-]+per[\s-]+output[\s-]+token|inter[\s-]*token[\s-]+latency|itl"
-    r"|token[\s-]+to[\s-]+token[\s-]+latency|per[\s-]+token[\s-]+latency|decode[\s-]+latency"
-)
-_FILLER = (
-    r"(?:(?:is|of|at|be|to|should|must|needs?|has|have|stay|stays|remain|remains|kept|target|targets|slo"
-    r"|latency|goal|time|ideally)\s*[:=]?\s*)*"
-)
-_NOT_PER_TOKEN = rf"(?!\s*(?:{_PER_TOKEN}|tpot|itl))"
-_FIRST_BOUND = re.compile(rf"[\s:=,]*{_FILLER}(?P<cmp>{_CMP})?\s*{_DUR}{_NOT_PER_TOKEN}")
-_NEXT_BOUND = re.compile(rf"\s*,?\s*(?:and|but|yet)\s+(?P<cmp>{_CMP})\s*{_DUR}{_NOT_PER_TOKEN}")
-_TARGET_KEYWORDS = {
-    name: re.compile(rf"(?<![\w#])(?:{words})(?![a-z])")
-    for name, words in (("ttft_ms", _TTFT_WORDS), ("tpot_ms", _TPOT_WORDS))
-}
-_TARGETS_BEFORE = {
-    "ttft_ms": re.compile(rf"(?:(?P<cmp>{_CMP})\s*)?{_DUR}\s*(?:of\s+)?(?:{_TTFT_WORDS}|to\s+first\s+token)"),
-    "tpot_ms": re.compile(rf"(?:(?P<cmp>{_CMP})\s*)?{_DUR}\s*(?:{_PER_TOKEN}|(?:of\s+)?(?:{_TPOT_WORDS})(?![a-z]))"),
-}
-"""Targets written number first: "2 s TTFT", "under 30 ms per token"."""
-_RATE = re.compile(
-    rf"(?:(?P<cmp>{_CMP}|min(?:imum)?(?:\s+of)?)\s*)?(?P<rate>\d+(?:\.\d+)?)\s*(?:tokens?|toks?)\s*(?:/|per\s+)\s*"
-    r"(?:s|sec|second)\b(?P<per>\s*(?:/|per|for\s+each|for|each)\s*(?:user|request|stream|sequence|session|client))?"
-)
-
-
-def _read_targets(scan: Scan, found: Findings) -> None:
-    """TTFT and TPOT targets, in ms: "first token under 2 s", "TPOT 20 ms", "under 30 ms per token",
-    "at least 50 tokens/s per user" (TPOT 1000/50 = 20 ms), "2 s TTFT"."""
-    for name, keyword in _TARGET_KEYWORDS.items():
-        _read_bounds_after(scan, found, name, keyword)
-    for name, pattern in _TARGETS_BEFORE.items():
-        for match in scan.take(pattern):
-            _file_bounds(found, name, [(match.group("cmp"), _ms(match.group(2), match.group(3)))])
-    for match in scan.take(_RATE):
-        rate = float(match.group("rate"))
-        if match.group("per") and rate > 0:
-            found.add("tpot_ms", round(1000.0 / rate, 3))
-        elif not match.group("per"):
-            found.notes.append(
-                f"'{match.group().strip()}' reads as aggregate throughput, which is not a target; "
-                "say 'per user' for a per-user speed."
-            )
-
-
-def _read_bounds_after(scan: Scan, found: Findings, name: str, keyword: re.Pattern[str]) -> None:
-    """Bounds that follow a keyword, chained with "and": "TTFT under 1 s and over 2 s"."""
-    for key in list(keyword.finditer(scan.text)):
-        if "#" in scan.text[key.start() : key.end()]:
-            continue
-        bounds: list[tuple[str | None, float]] = []
-        match = _FIRST_BOUND.match(scan.text, key.end())
-        end = key.end()
-        while match:
-            bounds.append((match.group("cmp"), _ms(match.group(2), match.group(3))))
-            end = match.end()
-            match = _NEXT_BOUND.match(scan.text, end)
-        if bounds:
-            scan.blank(key.start(), end)
-            _file_bounds(found, name, bounds)
-
-
-def _file_bounds(found: Findings, name: str, bounds: list[tuple[str | None, float]]) -> None:
-    """File the bounds said of one target: an upper bound (or a bare figure) is the target; a lower bound is
-    only checked against the upper ones, since a target cannot be a floor."""
-    is_lower = [bool(cmp and re.fullmatch(_LOWER, cmp)) for cmp, _ in bounds]
-    lowers = [ms for (_, ms), low in zip(bounds, is_lower, strict=True) if low]
-    uppers = [ms for (_, ms), low in zip(bounds, is_lower, strict=True) if not low]
-    for ms in uppers:
-        _add_positive(found, name, ms, f"{ms:g} ms")
-    label = name[:4].upper()
-    if uppers and lowers and max(lowers) >= min(uppers):
-        found.contradictions.append(
-            f"{label} must be under {min(uppers):g} ms and over {max(lowers):g} ms; both cannot hold."
-        )
-    elif lowers:
-        found.notes.append(f"Ignored a lower bound on {label} ({max(lowers):g} ms): only upper bounds are targets.")
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Lengths and batch
 
 _IN = r"(?:inputs?|prompts?|context|isl)"
-_OUT = r"(?:outputs?|completions?|responses?|generations?|answers?|osl)"
+_OUT = r"(?:outputs?|completions?|responses?|generations?|answers?|osl|decode|gen)"
 _OF = r"(?:[\s_-]*(?:length|len|size|tokens?)s?)?\s*(?:of|=|:|is|are|at|around|about|~|≈)?\s*(?:about\s+|around\s+)?"
 _AFTER_NUMBER = r"(?<![\dk]\s)(?<![\dk]-)(?<!token\s)(?<!tokens\s)(?<!token-)"
 """Not right after a number: in "8k prompts 1k outputs" the 1k belongs to outputs, not to prompts."""
@@ -332,10 +244,15 @@ _LENGTH_PATTERNS = (
     (
         None,
         re.compile(
-            rf"{_START}(?P<isl>{_LEN})\s*(?:tokens?\s*)?in\s*(?:[,/]|and)\s*(?P<osl>{_LEN})\s*"
-            r"(?:tokens?\s*)?out\b"
+            rf"{_START}(?P<isl>{_LEN})\s*(?:tokens?\s*)?in(?:put)?\s*(?:[,/]|and|\+)?\s*(?P<osl>{_LEN})\s*"
+            r"(?:tokens?\s*)?out(?:put)?\b"
+            rf"|(?<![\w#])in(?:put)?\s*[:=]?\s*(?P<isl5>{_LEN})\s*(?:tokens?)?\s*(?:[,/;]|and)?\s*out(?:put)?\s*[:=]?\s*"
+            rf"(?P<osl5>{_LEN})"
+            rf"|(?P<count>{_LEN})\s+(?:prompts|requests|queries|documents|conversations)\s+(?:of|with|at)\s+"
+            rf"(?:about\s+|around\s+|~\s*)?(?P<isl6>{_LEN})\s*(?:[\s-]*tokens?|[\s-]*tok)"
             rf"|(?:isl\s*/\s*osl|input\s*/\s*output|in\s*/\s*out)\s*(?:of|=|:)?\s*(?P<isl2>{_LEN})\s*/\s*"
             rf"(?P<osl2>{_LEN})|{_START}(?P<isl3>\d+(?:\.\d+)?k)\s*/\s*(?P<osl3>\d+(?:\.\d+)?k?)(?![\w/])"
+            rf"|{_START}(?P<isl4>(?<![\d.])\d{{3,6}})\s*/\s*(?P<osl4>\d{{2,6}})(?=\s*(?:tokens?\b|,|;|$|\s+(?:isl|in|for|on|with)\b))"
         ),
     ),
     ("isl", re.compile(rf"(?<![\w#]){_AFTER_NUMBER}{_IN}{_OF}(?P<v>{_LEN})")),
@@ -350,7 +267,7 @@ _LENGTH_PATTERNS = (
     (
         "osl",
         re.compile(
-            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?(?:{_OUT}|decode)(?![a-z])"
+            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?(?:{_OUT}|generated|(?:max[\s_-]*)?new[\s_-]+tokens|out)(?![a-z])"
             rf"|(?:generat(?:e|es|ing)|produc(?:e|es|ing)|writ(?:e|es|ing)|decod(?:e|es|ing)|emit)\s+"
             rf"(?:about\s+|around\s+|up\s+to\s+)?(?P<v2>{_LEN})\s*(?:new\s+|output\s+)?tokens?\b"
         ),
@@ -365,8 +282,10 @@ def _read_lengths(scan: Scan, found: Findings) -> None:
     for name, pattern in _LENGTH_PATTERNS:
         for match in scan.take(pattern):
             groups = {k: v for k, v in match.groupdict().items() if v is not None}
+            if "count" in groups:
+                found.notes.append(f"'{groups.pop('count')}' is a count of requests, not a length: not used.")
             for key, text in groups.items():
-                _add_positive(found, name or key.rstrip("23"), _tokens(text), match.group())
+                _add_positive(found, name or key.rstrip("23456"), _tokens(text), match.group())
 
 
 _BATCH_PATTERNS = (
@@ -377,7 +296,7 @@ _BATCH_PATTERNS = (
     re.compile(
         rf"{_START}(?P<v>{_COUNT})\s+(?:(?:concurrent|simultaneous|parallel|active)\s+)?"
         r"(?:users?|requests?|sequences?|streams?|sessions?|clients?)(?![a-z])"
-        rf"|{_START}(?P<v2>{_COUNT})\s+(?:concurrent|simultaneous)(?![a-z])"
+        rf"|{_START}(?P<v2>{_COUNT})\s+(?:concurrent|simultaneous|concurrency|in[\s-]+flight)(?![a-z])"
     ),
 )
 
@@ -408,6 +327,7 @@ _OBJECTIVES: tuple[tuple[Objective, re.Pattern[str]], ...] = (
             r"(?:max(?:imi[sz]e|imum)?|highest|best|most|more|high)\s+throughput|optimi[sz]e\s+(?:for\s+)?throughput"
             r"|throughput[\s-]+(?:optimi[sz]ed|oriented|first)|cheapest|lowest\s+cost|cost[\s-]+(?:efficient|effective)"
             r"|cost\s+per\s+token|tokens?\s+per\s+dollar|most\s+tokens|offline\s+batch"
+            r"|(?<![\w#])throughput(?![\w])"
         ),
     ),
     (
@@ -487,3 +407,5 @@ def _note_leftovers(scan: Scan, found: Findings) -> None:
         found.notes.append(f"'{match.group()}' was not used: say whether it bounds TTFT or TPOT.")
     for match in re.finditer(r"(?<![\w#])\d+(?:\.\d+)?k(?![\w])", scan.text):
         found.notes.append(f"'{match.group()}' was not used: say whether it is the prompt or the output length.")
+    for match in re.finditer(r"(?<![\w#.])\d+(?:\.\d+)?(?![\w.]|\.\d)", scan.text):
+        found.notes.append(f"'{match.group()}' was not used: say what it counts.")

@@ -37,11 +37,12 @@ _NUMBER_WORDS = {
 }
 _START = r"(?<![\w.#-])"
 _WORDS = "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in sorted(_NUMBER_WORDS, key=len, reverse=True))
-_COUNT = rf"(?:(?:{_WORDS})(?![a-z])|\d+(?![\d.k]))"
+_COUNT = rf"(?:(?:{_WORDS})(?![a-z])|(?<![\d.])\d+(?![\d.k]))"
 """A whole count: digits or a number word; never the 8 of 8k or 8.5."""
-_LEN = r"\d+(?:\.\d+)?[km]?(?![a-z\d])"
-"""A token length: 2048, 8k, 1.5k."""
-_DUR = r"(\d+(?:\.\d+)?)\s*(ms|msecs?|millis(?:econds?)?|milliseconds?|s|secs?|seconds?)(?![a-z])"
+_LEN = r"(?<![\d.])\d+(?:\.\d+)?[km]?(?![a-z\d])"
+"""A token length: 2048, 8k, 1.5k. Numbers are only read from their first digit, which keeps every
+pattern linear in a long run of digits."""
+_DUR = r"((?<![\d.])\d+(?:\.\d+)?)\s*(ms|msecs?|millis(?:econds?)?|milliseconds?|s|secs?|seconds?)(?![a-z])"
 _UPPER = (
     r"under|below|less\s+than|lower\s+than|at\s+most|within|no\s+more\s+than|not\s+above|up\s+to"
     r"|max(?:imum)?|<=|<|≤"
@@ -151,3 +152,11 @@ class Findings:
             else:
                 self.contradictions.append(f"The request gives two {_LABELS[name]}: {listed}; say which one you mean.")
         return seen[0] if seen else None
+
+
+def _add_positive(found: Findings, name: str, value: float, phrase: str) -> None:
+    """Record ``value`` unless it is zero, which no field accepts."""
+    if value > 0:
+        found.add(name, value)
+    else:
+        found.notes.append(f"Ignored '{phrase.strip()}': {_LABELS[name]} must be positive.")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...limits import MAX_GPUS, MAX_GPUS_PER_NODE
 from ..contracts.common import DType, Objective, ServingEngine
+from ..contracts.constraints import parse_constraints
 from ..contracts.plan import PlanRequest
 from ..contracts.workload import Batching, Workload
 from .guards import SEARCH_DEPTH, check_path
@@ -57,7 +58,7 @@ class RequestArgs(Args):
         default="H100",
         min_length=1,
         max_length=40,
-        description="GPU catalog name: H100, H200, B200, A100, L40S, MI300X.",
+        description="GPU catalog name: H100, H200, B200, A100, L40S, MI300X, A100-40GB, H100-PCIe, H20, GB200.",
     )
     gpus: int = Field(ge=1, le=MAX_GPUS, description="GPUs available.")
     gpus_per_node: int | None = Field(
@@ -100,9 +101,23 @@ class RequestArgs(Args):
     )
     weight_dtype: DType | None = Field(default=None, description="Override of the weight format (bf16, fp8, fp4).")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
+    constraints: list[Annotated[str, Field(min_length=1, max_length=60)]] | None = Field(
+        default=None,
+        max_length=32,
+        description="What the deployment must respect, e.g. ['tp<=8', 'pp=1', 'ep>=8', 'sp=off', 'decode:tp=8', "
+        "'tp-in-node', 'ep-in-node', 'pp-across-nodes', 'colocated', 'disaggregated', 'gpus-per-replica=8', "
+        "'engine=vllm'].",
+    )
 
     def to_request(self) -> PlanRequest:
-        """The PlanRequest these arguments describe; model and cluster paths must lie under the allowed roots."""
+        """The PlanRequest these arguments describe; model and cluster paths must lie under the allowed roots.
+        The arguments left out are listed in the request's ``assumptions``.
+
+        Raises:
+            InputError: a path outside the allowed roots, an unreadable constraint, an unknown model.
+        """
+        from ..assumptions import request_assumptions
+
         check_path(self.model, "model")
         if self.cluster:
             check_path(self.cluster, "cluster", always=True)
@@ -120,7 +135,7 @@ class RequestArgs(Args):
             max_batched_tokens=self.max_batched_tokens,
             engine=self.engine,
         )
-        return PlanRequest(
+        request = PlanRequest(
             model=self.model,
             gpu=self.gpu,
             gpus=self.gpus,
@@ -129,7 +144,10 @@ class RequestArgs(Args):
             workload=workload,
             weight_dtype=self.weight_dtype,
             kv_dtype=self.kv_dtype,
+            constraints=parse_constraints(self.constraints) if self.constraints else None,
         )
+        given = self.model_fields_set | ({"gpu", "gpus_per_node"} if self.cluster else set())
+        return request.model_copy(update={"assumptions": request_assumptions(request, given)})
 
     @classmethod
     def from_request(cls, request: PlanRequest) -> dict[str, Any]:
@@ -155,6 +173,7 @@ class RequestArgs(Args):
             "engine": w.engine if w.engine != "vllm" else None,
             "weight_dtype": request.weight_dtype,
             "kv_dtype": request.kv_dtype,
+            "constraints": request.constraints.to_texts() if request.constraints else None,
         }
         return {k: v for k, v in values.items() if v is not None}
 

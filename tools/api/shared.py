@@ -45,11 +45,21 @@ def _misses(cost: CostReport) -> list[str]:
     return misses
 
 
+def _constraint_misses(request: PlanRequest, strategy: Any, gpus_per_node: int) -> list[str]:
+    from ..constraints import strategy_violations
+
+    if request.constraints is None:
+        return []
+    broken = strategy_violations(strategy, request.constraints, gpus_per_node)
+    return [f"breaks the constraint {text}" for text in broken]
+
+
 # -------------------------------------------------------------------------------------- shared evaluation
 
 
 def _request_key(request: PlanRequest) -> str:
-    return request.model_copy(update={"policy": "builtin"}).model_dump_json()
+    # What was assumed does not change the answer, so it does not split the caches.
+    return request.model_copy(update={"policy": "builtin", "assumptions": []}).model_dump_json()
 
 
 @functools.lru_cache(maxsize=64)
@@ -76,7 +86,7 @@ def _evaluate(request_json: str, spec: str) -> StrategyCheck:
         )
     evaluated = evaluate_deployment(model, cluster, strategy, request.workload)
     report, cost = evaluated.evaluation.validation, evaluated.cost
-    misses = _misses(cost)
+    misses = _misses(cost) + _constraint_misses(request, strategy, cluster.gpus_per_node)
     return StrategyCheck(
         strategy=strategy.to_spec(),
         gpus_used=strategy.gpus,
@@ -107,7 +117,7 @@ def _search(request_json: str) -> Any:
     request = PlanRequest.model_validate_json(request_json)
     model, cluster = resolve_request(request)
     try:
-        return search(model, cluster, request.workload, top=SEARCH_DEPTH)
+        return search(model, cluster, request.workload, top=SEARCH_DEPTH, constraints=request.constraints)
     except InfeasibleError as exc:
         return exc
 
@@ -152,6 +162,7 @@ def alternatives_for(request: PlanRequest, chosen: StrategyCheck, limit: int = 4
 def infeasible_plan(request: PlanRequest, exc: InfeasibleError) -> Plan:
     """The plan of a request that nothing fits: no strategy, the fewest GPUs that would fit."""
     from ... import __version__
+    from ..planner import infeasible_explanation
 
     return Plan(
         shardplan_version=__version__,
@@ -159,6 +170,6 @@ def infeasible_plan(request: PlanRequest, exc: InfeasibleError) -> Plan:
         status="infeasible",
         strategy=None,
         min_gpus=exc.min_gpus,
-        explanation=f"{exc} (MEM-1).",
+        explanation=infeasible_explanation(exc),
         messages=[str(exc)],
     )

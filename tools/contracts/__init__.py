@@ -1,6 +1,7 @@
 """Pydantic contracts of shardplan: light to import, no I/O."""
 
 from .common import DTYPE_BYTES, DType, Objective, Phase
+from .constraints import Constraints, DegreeBound, parse_constraint, parse_constraints
 from .dag import (
     COMM_KINDS,
     COMPUTE_KINDS,
@@ -25,6 +26,10 @@ __all__ = [
     "DType",
     "Objective",
     "Phase",
+    "Constraints",
+    "DegreeBound",
+    "parse_constraint",
+    "parse_constraints",
     "COMM_KINDS",
     "COMPUTE_KINDS",
     "STATE_KINDS",

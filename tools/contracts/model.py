@@ -81,6 +81,10 @@ class ModelSpec(Contract):
     )
     kv_dtype: DType = Field(default="bf16", description="Storage format of the KV cache.")
     activation_dtype: DType = Field(default="bf16", description="Format of activations and of communicated tensors.")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the config said that the spec does not model (architecture keys not understood).",
+    )
 
     @model_validator(mode="after")
     def _check_shapes(self) -> ModelSpec:

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .common import Contract, DType
+from .constraints import Constraints
 from .dag import DAG
 from .reports import CostReport, ValidationReport
 from .strategy import Strategy
@@ -29,6 +30,13 @@ class PlanRequest(Contract):
     weight_dtype: DType | None = Field(default=None, description="Override of the model's weight format.")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
     policy: str = Field(default="builtin", description="Planner policy: builtin or openai:MODEL.")
+    constraints: Constraints | None = Field(
+        default=None, description="What the deployment must respect (degree bounds, placement, serving); None: nothing."
+    )
+    assumptions: list[str] = Field(
+        default_factory=list,
+        description="Values the request did not give and that were defaulted or guessed, one line each.",
+    )
 
 
 class Alternative(Contract):
@@ -126,9 +134,17 @@ class Plan(Contract):
         default=None, description="When infeasible for memory: the fewest GPUs that would fit."
     )
     messages: list[str] = Field(default_factory=list, description="What the planner noticed along the way.")
+    assumptions: list[str] = Field(
+        default_factory=list,
+        description="Every value that was defaulted or guessed rather than given, one line each (the request's "
+        "assumptions first).",
+    )
 
     @model_validator(mode="after")
     def _derive_feasible(self) -> Plan:
         # One source of truth: a plan is feasible exactly when its status is ok.
         self.feasible = self.status == "ok"
+        # The request's assumptions always reach the answer, whoever built the plan.
+        missing = [line for line in self.request.assumptions if line not in self.assumptions]
+        self.assumptions = missing + self.assumptions
         return self

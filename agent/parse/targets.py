@@ -1,0 +1,94 @@
+"""Reading latency targets: TTFT and TPOT bounds in the forms people write them ("first token under 2 s",
+"TPOT 20 ms", "under 30 ms per token", "50 tok/s per user", "2 s TTFT"), lower bounds checked, not kept."""
+
+from __future__ import annotations
+
+import re
+
+from .text import _CMP, _DUR, _LOWER, _PER_TOKEN, Findings, Scan, _add_positive, _ms
+
+__all__ = ["read_targets"]
+
+
+_TTFT_WORDS = (
+    r"ttft|time[\s-]+to[\s-]+first[\s-]+token|first[\s-]+token(?:[\s-]+(?:latency|time))?"
+    r"|prefill[\s-]+latency"
+)
+_TPOT_WORDS = (
+    r"tpot|time[\s-]+per[\s-]+output[\s-]+token|inter[\s-]*token[\s-]+latency|itl"
+    r"|token[\s-]+to[\s-]+token[\s-]+latency|per[\s-]+token[\s-]+latency|decode[\s-]+latency"
+)
+_FILLER = (
+    r"(?:(?:is|of|at|be|to|should|must|needs?|has|have|stay|stays|remain|remains|kept|target|targets|slo"
+    r"|latency|goal|time|ideally)\s*[:=]?\s*)*"
+)
+_NOT_PER_TOKEN = rf"(?!\s*(?:{_PER_TOKEN}|(?:tpot|itl)(?!\s*[:=]?\s*(?:{_CMP}\s*)?\d)))"
+"""Not a per-token figure: "20 ms per token" and "20 ms TPOT" are; "1.5s TPOT 40ms" leaves 1.5 s to TTFT."""
+_FIRST_BOUND = re.compile(rf"[\s:=,]*{_FILLER}(?P<cmp>{_CMP})?\s*{_DUR}{_NOT_PER_TOKEN}")
+_NEXT_BOUND = re.compile(rf"\s*,?\s*(?:and|but|yet)\s+(?P<cmp>{_CMP})\s*{_DUR}{_NOT_PER_TOKEN}")
+_TARGET_KEYWORDS = {
+    name: re.compile(rf"(?<![\w#])(?:{words})(?![a-z])")
+    for name, words in (("ttft_ms", _TTFT_WORDS), ("tpot_ms", _TPOT_WORDS))
+}
+_TARGETS_BEFORE = {
+    "ttft_ms": re.compile(rf"(?:(?P<cmp>{_CMP})\s*)?{_DUR}\s*(?:of\s+)?(?:{_TTFT_WORDS}|to\s+first\s+token)"),
+    "tpot_ms": re.compile(rf"(?:(?P<cmp>{_CMP})\s*)?{_DUR}\s*(?:{_PER_TOKEN}|(?:of\s+)?(?:{_TPOT_WORDS})(?![a-z]))"),
+}
+"""Targets written number first: "2 s TTFT", "under 30 ms per token"."""
+_RATE = re.compile(
+    rf"(?:(?P<cmp>{_CMP}|min(?:imum)?(?:\s+of)?)\s*)?(?P<rate>(?<![\d.])\d+(?:\.\d+)?)\s*(?:tokens?|toks?)\s*(?:/|per\s+)\s*"
+    r"(?:s|sec|second)\b(?P<per>\s*(?:/|per|for\s+each|for|each)\s*(?:user|request|stream|sequence|session|client))?"
+)
+
+
+def read_targets(scan: Scan, found: Findings) -> None:
+    """TTFT and TPOT targets, in ms: "first token under 2 s", "TPOT 20 ms", "under 30 ms per token",
+    "at least 50 tokens/s per user" (TPOT 1000/50 = 20 ms), "2 s TTFT"."""
+    for name, keyword in _TARGET_KEYWORDS.items():
+        _read_bounds_after(scan, found, name, keyword)
+    for name, pattern in _TARGETS_BEFORE.items():
+        for match in scan.take(pattern):
+            _file_bounds(found, name, [(match.group("cmp"), _ms(match.group(2), match.group(3)))])
+    for match in scan.take(_RATE):
+        rate = float(match.group("rate"))
+        if match.group("per") and rate > 0:
+            found.add("tpot_ms", round(1000.0 / rate, 3))
+        elif not match.group("per"):
+            found.notes.append(
+                f"'{match.group().strip()}' reads as aggregate throughput, which is not a target; "
+                "say 'per user' for a per-user speed."
+            )
+
+
+def _read_bounds_after(scan: Scan, found: Findings, name: str, keyword: re.Pattern[str]) -> None:
+    """Bounds that follow a keyword, chained with "and": "TTFT under 1 s and over 2 s"."""
+    for key in list(keyword.finditer(scan.text)):
+        if "#" in scan.text[key.start() : key.end()]:
+            continue
+        bounds: list[tuple[str | None, float]] = []
+        match = _FIRST_BOUND.match(scan.text, key.end())
+        end = key.end()
+        while match:
+            bounds.append((match.group("cmp"), _ms(match.group(2), match.group(3))))
+            end = match.end()
+            match = _NEXT_BOUND.match(scan.text, end)
+        if bounds:
+            scan.blank(key.start(), end)
+            _file_bounds(found, name, bounds)
+
+
+def _file_bounds(found: Findings, name: str, bounds: list[tuple[str | None, float]]) -> None:
+    """File the bounds said of one target: an upper bound (or a bare figure) is the target; a lower bound is
+    only checked against the upper ones, since a target cannot be a floor."""
+    is_lower = [bool(cmp and re.fullmatch(_LOWER, cmp)) for cmp, _ in bounds]
+    lowers = [ms for (_, ms), low in zip(bounds, is_lower, strict=True) if low]
+    uppers = [ms for (_, ms), low in zip(bounds, is_lower, strict=True) if not low]
+    for ms in uppers:
+        _add_positive(found, name, ms, f"{ms:g} ms")
+    label = name[:4].upper()
+    if uppers and lowers and max(lowers) >= min(uppers):
+        found.contradictions.append(
+            f"{label} must be under {min(uppers):g} ms and over {max(lowers):g} ms; both cannot hold."
+        )
+    elif lowers:
+        found.notes.append(f"Ignored a lower bound on {label} ({max(lowers):g} ms): only upper bounds are targets.")
