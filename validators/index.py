@@ -130,6 +130,9 @@ class DagIndex:
         self._out_start = _offsets(list(map(self.src.__getitem__, self._out)), n)
         self._in_start = _offsets(list(map(self.dst.__getitem__, self._in)), n)
 
+        self.memo: dict[str, object] = {}
+        """Results shared by several rules (see :func:`~shardplan.validators.derived.memo`)."""
+
         self.by_kind: dict[str, list[int]] = {}
         for i, kind in enumerate(self.kind):
             self.by_kind.setdefault(kind, []).append(i)
@@ -146,6 +149,17 @@ class DagIndex:
     def out_edges(self, i: int) -> list[int]:
         """Edges leaving node ``i``."""
         return self._out[self._out_start[i] : self._out_start[i + 1]]
+
+    @property
+    def in_csr(self) -> tuple[list[int], list[int]]:
+        """The incoming adjacency as ``(edges, start)``: node ``i``'s edges are ``edges[start[i]:start[i+1]]``
+        (for tight loops that cannot afford a call per node)."""
+        return self._in, self._in_start
+
+    @property
+    def out_csr(self) -> tuple[list[int], list[int]]:
+        """The outgoing adjacency as ``(edges, start)``, like :attr:`in_csr`."""
+        return self._out, self._out_start
 
     def in_edges(self, i: int) -> list[int]:
         """Edges entering node ``i``."""

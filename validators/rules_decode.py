@@ -178,6 +178,24 @@ def rule_kv_write_commits(ix: DagIndex) -> Iterator[Finding]:
     ends = set(ix.decode_ends)
     if not ends:
         return  # DEC-1 reports the missing boundary
+    readers: dict[object, list[int]] = {}
+    for r in ix.of_kind("kv_read"):
+        if ix.phase[r] == "decode":
+            readers.setdefault(ix.attr(r, "kv_state"), []).extend(
+                j for j in ix.succ(r, "state") if ix.kind[j] == "attention"
+            )
+    late = []
+    for w in ix.of_kind("kv_write"):
+        attention = readers.get(ix.attr(w, "kv_state"), []) if ix.phase[w] == "decode" else []
+        if any(w not in ix.pred(a) for a in attention):
+            late.append(ix.ids[w])
+    if late:
+        yield Finding(
+            message=f"{len(late)} decode kv_write nodes do not precede the attention that reads their cache: "
+            f"{sample(late)}; the new token's key and value would be missing from it",
+            fix=f"add a state edge from {late[0]} to the attention of its layer (store, then attend)",
+            nodes=late,
+        )
     loose = [
         ix.ids[i]
         for i in ix.of_kind("kv_write")

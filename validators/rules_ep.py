@@ -128,7 +128,22 @@ def rule_ep_divides(ix: DagIndex) -> Iterator[Finding]:
 @rule("EP-4")
 def rule_router_not_tp_split(ix: DagIndex) -> Iterator[Finding]:
     """Routing is not split by TP; expert TP acts inside the experts."""
+    experts = ix.meta.model.moe.num_experts if ix.meta.model.moe else None
     split = [ix.ids[i] for i in ix.of_kind("router") if ix.parallel[i] not in ("replicated", "none")]
+    narrow = []
+    for i in ix.of_kind("router"):
+        shape = ix.attr(i, "shape")
+        width = shape.get("n") if isinstance(shape, dict) else None
+        if experts is not None and width is not None and width != experts:
+            narrow.append((ix.ids[i], width))
+    if narrow:
+        yield Finding(
+            message=f"{len(narrow)} routers score a slice of the experts, e.g. {narrow[0][0]} outputs "
+            f"{narrow[0][1]} scores of {experts} experts on each GPU: top-k over a slice is not top-k",
+            fix=f"give {narrow[0][0]} the full router weight on every rank of its group (shape n={experts}); "
+            "split only the experts",
+            nodes=[name for name, _ in narrow],
+        )
     if split:
         yield Finding(
             message=f"{len(split)} router nodes are tensor-split: {sample(split)}",
