@@ -67,7 +67,8 @@ def split_widths(ix: DagIndex) -> set[int]:
 def _partial_by_shape(ix: DagIndex) -> set[int]:
     hidden = ix.meta.model.hidden_size
     widths = split_widths(ix)
-    fields, ranks = ix.fields, ix.ranks
+    fields, ranks, kinds, src = ix.fields, ix.ranks, ix.kind, ix.src
+    inn, start = ix.in_csr
     found = set()
     for kind in _GEMM_KINDS:
         members = ix.of_kind(kind)
@@ -76,7 +77,14 @@ def _partial_by_shape(ix: DagIndex) -> set[int]:
         wide = [i for i, shape in zip(members, shapes, strict=True) if _width(shape) == hidden and len(ranks[i]) > 1]
         for i in wide:
             k = fields[i]["shape"].get("k")
-            if isinstance(k, int) and k > 0 and (k != hidden or k * len(ranks[i]) in widths):
+            if not isinstance(k, int) or k <= 0:
+                continue
+            # k equal to the hidden width is ambiguous (a Q projection and an o_proj can look alike): then
+            # the producer decides, since only attention hands a GEMM a head-split tensor of that width.
+            if k != hidden or (
+                k * len(ranks[i]) in widths
+                and any(kinds[src[e]] == "attention" for e in inn[start[i] : start[i + 1]])
+            ):
                 found.add(i)
     return found
 
@@ -92,9 +100,9 @@ def partial_by_shape(ix: DagIndex) -> set[int]:
     """GEMM nodes whose shapes say they produce a partial sum, whatever their ``partial`` flag says.
 
     A projection on several GPUs whose per-rank output is the full hidden width while it contracts over
-    a slice (something other than the hidden width, or a model width divided by its GPU count) reads a
-    split input (row-parallel): each GPU holds a partial sum of the whole output. Column-parallel
-    projections read the full hidden width and write a slice, so they do not match.
+    a slice (something other than the hidden width, or a model width divided by its GPU count that an
+    attention node hands it) reads a split input (row-parallel): each GPU holds a partial sum of the
+    whole output. Column-parallel projections read the full hidden width and write a slice.
     """
     return memo(ix, "partial_by_shape", _partial_by_shape)
 

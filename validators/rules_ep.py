@@ -49,10 +49,16 @@ def _moe_layers(ix: DagIndex, phase: str) -> dict[tuple[int, int], _MoELayer]:
 
 
 def _reaches_combine(ix: DagIndex, expert: int, combine: set[int]) -> bool:
-    """Whether an expert's output enters the combine directly or through its expert-TP reduction."""
-    for j in ix.succ(expert, "data"):
-        if j in combine or (ix.is_comm[j] and any(k in combine for k in ix.succ(j, "data"))):
-            return True
+    """Whether an expert's output enters the combine, directly or through communication only (its
+    expert-TP reduction, however that is drawn: an all-reduce, or a reduce-scatter and an all-gather)."""
+    stack, seen = [expert], {expert}
+    while stack:
+        for j in ix.succ(stack.pop(), "data"):
+            if j in combine:
+                return True
+            if ix.is_comm[j] and j not in seen:
+                seen.add(j)
+                stack.append(j)
     return False
 
 

@@ -177,7 +177,8 @@ def rule_idle_decode_groups(ix: DagIndex) -> Iterator[Finding]:
     yield Finding(
         message=f"batch={ix.meta.workload.batch} fills {busy} of the {decode.adp} decode attention groups per "
         f"replica (prefill sp={strategy.prefill.sp} becomes decode adp={decode.adp}): GPUs {idle_ranks[:16]} "
-        "have no sequence to attend to in decode and only take part in the MoE and pipeline collectives",
+        "have no sequence to attend to in decode: they hold their weight shards and join the collectives "
+        "(MoE all-to-alls, pipeline hops); the graph draws each group with one sequence, an upper bound",
         fix="serve disaggregated (;disagg) with a smaller decode pool, or raise the batch to "
         f"{decode.adp * decode.dp * decode.mb} to use every decode group",
         nodes=names,
