@@ -9,9 +9,10 @@ graph fixes them and with one token row of slack where shards round up.
 from __future__ import annotations
 
 from itertools import compress
+from operator import itemgetter
 
 from ..tools.contracts.common import DTYPE_BYTES
-from .derived import COLLECTIVE_KINDS
+from .derived import COLLECTIVE_KINDS, gemm_shapes
 from .index import DagIndex
 
 __all__ = ["uncovered_collectives", "size_mismatches", "dtype_mismatches", "expected_dtypes"]
@@ -29,88 +30,114 @@ def uncovered_collectives(ix: DagIndex) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     if ix.meta.collapsed:
         return found
-    src, kinds, footprint = ix.src, ix.edge_kind, ix.footprint
-    inn, start = ix.in_csr
-    for kind in sorted(COLLECTIVE_KINDS):
-        for c in ix.of_kind(kind):
-            ranks = ix.ranks[c]
-            producers = [footprint[src[e]] for e in inn[start[c] : start[c + 1]] if kinds[e] == "data"]
-            if not producers or any(ranks <= fp for fp in producers):
-                continue  # fed by nothing (other rules say so) or by one producer on all its GPUs
-            missing = ranks - frozenset().union(*producers)
-            if missing:
-                found.append((ix.ids[c], f"no producer feeds it on ranks {sorted(missing)[:8]}"))
+    everything = bytearray(b"\x01") * len(ix)
+    producers, fed = _edges_between(ix, everything, _members(ix, tuple(sorted(COLLECTIVE_KINDS))))
+    ranks, footprint = ix.ranks, ix.footprint
+    # Usually one producer holds the input on every GPU of the collective: settle those in bulk.
+    held_whole = map(frozenset.issubset, map(ranks.__getitem__, fed), map(footprint.__getitem__, producers))
+    whole = set(compress(fed, held_whole))
+    held: dict[int, set[int]] = {}
+    for p, c in zip(producers, fed, strict=True):
+        if c not in whole:
+            held.setdefault(c, set()).update(footprint[p])
+    for c, have in held.items():
+        missing = ranks[c] - have
+        if missing:
+            found.append((ix.ids[c], f"no producer feeds it on ranks {sorted(missing)[:8]}"))
     return found
 
 
-def _elements(shape: object) -> float | None:
-    """Elements of a per-rank output from its shape (m x n), or None without one."""
-    if not isinstance(shape, dict) or "m" not in shape or "n" not in shape:
-        return None
-    return float(shape["m"]) * float(shape["n"])
+def _edges_between(ix: DagIndex, sources: bytearray, targets: list[int]) -> tuple[list[int], list[int]]:
+    """The data edges from a node flagged in ``sources`` into a node of ``targets``, as (sources, targets)."""
+    inn, start = ix.in_csr
+    src, edge_kind = ix.src, ix.edge_kind
+    chosen = [
+        (src[e], t)
+        for t in targets
+        for e in inn[start[t] : start[t + 1]]
+        if sources[src[e]] and edge_kind[e] == "data"
+    ]
+    return [p for p, _ in chosen], [t for _, t in chosen]
+
+
+def _members(ix: DagIndex, kinds: tuple[str, ...]) -> list[int]:
+    return [i for kind in kinds for i in ix.of_kind(kind)]
+
+
+def _flags(ix: DagIndex, kinds: tuple[str, ...]) -> bytearray:
+    flags = bytearray(len(ix))
+    for kind in kinds:
+        for i in ix.of_kind(kind):
+            flags[i] = 1
+    return flags
+
+
+def _shape_sizes(ix: DagIndex, nodes: list[int]) -> list[tuple[object, object]]:
+    """Each compute node's output shape as (m, n), read in bulk (None where absent)."""
+    return [(shape.get("m"), shape.get("n")) for shape in map(_SHAPE, map(ix.fields.__getitem__, nodes))]
+
+
+_SHAPE = itemgetter("shape")
+_WIRE = itemgetter("message_bytes", "dtype")
 
 
 def _reduction_sizes(ix: DagIndex) -> list[tuple[str, str]]:
-    """Reductions whose message is not their projection's output, or not what the residual add reads."""
+    """Reductions whose message is not their projection's output, or not what the residual add reads.
+
+    The columns are read in bulk and each distinct (message, format, shape) case judged once: layers,
+    microbatches and units repeat the same few cases thousands of times.
+    """
     hidden = ix.meta.model.hidden_size
-    fields, kinds, src, dst, edge_kind = ix.fields, ix.kind, ix.src, ix.dst, ix.edge_kind
-    reduction = bytearray(len(ix))
-    for kind in ("all_reduce", "reduce_scatter"):
-        for c in ix.of_kind(kind):
-            reduction[c] = 1
-    # One pass over the edges: (producer, reduction) and (reduction, consumer) data edges.
-    valid = ix.valid_edges
-    flag = reduction.__getitem__
-    into = [e for e in compress(valid, map(flag, map(dst.__getitem__, valid))) if edge_kind[e] == "data"]
-    out_of = [e for e in compress(valid, map(flag, map(src.__getitem__, valid))) if edge_kind[e] == "data"]
-    producers: dict[int, list[tuple[str, float | None]]] = {}
-    for e in into:
-        p = src[e]
-        if kinds[p] in ("linear", "embedding"):
-            producers.setdefault(dst[e], []).append((kinds[p], _elements(fields[p].get("shape"))))
-    consumers: dict[int, list[float | None]] = {}
-    for e in out_of:
-        d = dst[e]
-        if kinds[d] == "elementwise" and src[e] in producers:
-            consumers.setdefault(src[e], []).append(_elements(fields[d].get("shape")))
-    found = []
-    verdicts: dict[tuple[object, ...], str | None] = {}  # layers repeat: judge each distinct case once
-    for c, made in producers.items():
-        f = fields[c]
-        parts = len(ix.ranks[c]) if kinds[c] == "reduce_scatter" else 1
-        key = (f.get("message_bytes"), f.get("dtype"), parts, tuple(made), tuple(consumers.get(c, ())))
-        if key not in verdicts:
-            verdicts[key] = _judge_reduction(
-                float(f.get("message_bytes") or 0.0),
-                DTYPE_BYTES.get(str(f.get("dtype")), 2.0),
-                parts,
-                tuple(made),
-                tuple(consumers.get(c, ())),
-                hidden,
-            )
-        why = verdicts[key]
-        if why:
-            found.append((ix.ids[c], why))
+    fields = ix.fields
+    gemms = _flags(ix, ("linear", "embedding"))
+    makers, reduced = _edges_between(ix, gemms, _members(ix, ("all_reduce", "reduce_scatter")))
+    shapes = gemm_shapes(ix)
+    wire = dict(zip(reduced, map(_WIRE, map(fields.__getitem__, reduced)), strict=True))
+    rows = [(wire[c], shapes[p][:2]) for c, p in zip(reduced, makers, strict=True)]
+    bad = {row for row in set(rows) if _judge_made(row)}
+    found = [(ix.ids[c], _judge_made(row) or "") for c, row in zip(reduced, rows, strict=True) if row in bad]
+    # The residual add after a projection's reduction reads exactly what the reduction delivers.
+    after_projection = bytearray(len(ix))
+    for c, p in zip(reduced, makers, strict=True):
+        if ix.kind[p] == "linear":
+            after_projection[c] = 1
+    delivered, readers = _edges_between(ix, after_projection, ix.of_kind("elementwise"))
+    rows_read = list(
+        zip(
+            map(wire.__getitem__, delivered),
+            [len(ix.ranks[c]) if ix.kind[c] == "reduce_scatter" else 1 for c in delivered],
+            _shape_sizes(ix, readers),
+            strict=True,
+        )
+    )
+    bad_read = {row for row in set(rows_read) if _judge_read(row, hidden)}
+    found += [
+        (ix.ids[c], _judge_read(row, hidden) or "")
+        for c, row in zip(delivered, rows_read, strict=True)
+        if row in bad_read
+    ]
     return found
 
 
-def _judge_reduction(
-    message: float,
-    width: float,
-    parts: int,
-    producers: tuple[tuple[str, float | None], ...],
-    consumers: tuple[float | None, ...],
-    hidden: int,
-) -> str | None:
-    for _, size in producers:
-        if size is not None and not _close(size * width, message):
-            return f"carries {message:.0f} B but its producer outputs {size * width:.0f} B"
-    if not any(kind == "linear" for kind, _ in producers):
+def _judge_made(row: tuple[tuple[object, object], tuple[object, object]]) -> str | None:
+    (message, dtype), (m, n) = row
+    if not isinstance(m, int | float) or not isinstance(n, int | float):
         return None
-    for size in consumers:
-        if size is not None and not _close(size * width * parts, message, slack=(parts - 1) * hidden * width):
-            return f"delivers {message / parts:.0f} B per GPU but its residual add reads {size * width:.0f} B"
-    return None
+    made = float(m) * float(n) * DTYPE_BYTES.get(str(dtype), 2.0)
+    sent = float(str(message or 0.0))
+    return None if _close(made, sent) else f"carries {sent:.0f} B but its producer outputs {made:.0f} B"
+
+
+def _judge_read(row: tuple[tuple[object, object], int, tuple[object, object]], hidden: int) -> str | None:
+    (message, dtype), parts, (m, n) = row
+    if not isinstance(m, int | float) or not isinstance(n, int | float):
+        return None
+    width = DTYPE_BYTES.get(str(dtype), 2.0)
+    read = float(m) * float(n) * width
+    sent = float(str(message or 0.0))
+    if _close(read * parts, sent, slack=(parts - 1) * hidden * width):
+        return None
+    return f"delivers {sent / parts:.0f} B per GPU but its residual add reads {read:.0f} B"
 
 
 def _router_tokens(ix: DagIndex, router: int) -> float:

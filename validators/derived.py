@@ -33,6 +33,7 @@ __all__ = [
     "min_context",
     "covering_ranks",
     "split_widths",
+    "gemm_shapes",
     "COLLECTIVE_KINDS",
 ]
 
@@ -64,36 +65,38 @@ def split_widths(ix: DagIndex) -> set[int]:
     return widths
 
 
+def _gemm_shapes(ix: DagIndex) -> dict[int, tuple[object, object, object]]:
+    members = [i for kind in (*_GEMM_KINDS, "embedding") for i in ix.of_kind(kind)]
+    shapes = map(_SHAPE, map(ix.fields.__getitem__, members))
+    return dict(zip(members, [(s.get("m"), s.get("n"), s.get("k")) for s in shapes], strict=True))
+
+
+def gemm_shapes(ix: DagIndex) -> dict[int, tuple[object, object, object]]:
+    """Per linear, expert and embedding node, its per-rank GEMM shape ``(m, n, k)`` (None where absent),
+    read once: touching a hundred thousand node records is the slow part of a large validation."""
+    return memo(ix, "gemm_shapes", _gemm_shapes)
+
+
 def _partial_by_shape(ix: DagIndex) -> set[int]:
     hidden = ix.meta.model.hidden_size
     widths = split_widths(ix)
-    fields, ranks, kinds, src = ix.fields, ix.ranks, ix.kind, ix.src
+    ranks, kinds, src = ix.ranks, ix.kind, ix.src
     inn, start = ix.in_csr
     found = set()
-    for kind in _GEMM_KINDS:
-        members = ix.of_kind(kind)
-        shapes = list(map(_SHAPE, map(fields.__getitem__, members)))
-        # Only GEMMs whose output is the hidden width are candidates: a cheap filter first.
-        wide = [i for i, shape in zip(members, shapes, strict=True) if _width(shape) == hidden and len(ranks[i]) > 1]
-        for i in wide:
-            k = fields[i]["shape"].get("k")
+    for i, (_, n, k) in gemm_shapes(ix).items():
+        if n == hidden and kinds[i] in _GEMM_KINDS and len(ranks[i]) > 1:
             if not isinstance(k, int) or k <= 0:
                 continue
             # k equal to the hidden width is ambiguous (a Q projection and an o_proj can look alike): then
             # the producer decides, since only attention hands a GEMM a head-split tensor of that width.
             if k != hidden or (
-                k * len(ranks[i]) in widths
-                and any(kinds[src[e]] == "attention" for e in inn[start[i] : start[i + 1]])
+                k * len(ranks[i]) in widths and any(kinds[src[e]] == "attention" for e in inn[start[i] : start[i + 1]])
             ):
                 found.add(i)
     return found
 
 
 _SHAPE = itemgetter("shape")
-
-
-def _width(shape: object) -> object:
-    return shape.get("n") if isinstance(shape, dict) else None
 
 
 def partial_by_shape(ix: DagIndex) -> set[int]:

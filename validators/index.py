@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from itertools import accumulate, compress, repeat
-from operator import is_not, itemgetter, ne
+from operator import attrgetter, is_not, itemgetter, ne
 from typing import Any, TypeAlias
 
 from ..tools.contracts.dag import COMM_KINDS, DAG, CommNode, ComputeNode, StateNode
@@ -81,11 +81,11 @@ class DagIndex:
         """Each node's ranks as written (order and repeats kept)."""
         del rows
         self.is_comm: list[bool] = list(map(COMM_KINDS.__contains__, self.kind))
-        self.partial: list[bool] = [f.get("partial") is True for f in fields]
+        self.partial: list[bool] = [flag is True for flag in map(dict.get, fields, repeat("partial"))]
         """Compute nodes whose output is a partial sum."""
-        self.parallel: list[str | None] = [f.get("parallel") for f in fields]
+        self.parallel: list[str | None] = list(map(dict.get, fields, repeat("parallel")))
         """How a compute node is split over its ranks; None for other nodes."""
-        self.purpose: list[str | None] = [f.get("purpose") for f in fields]
+        self.purpose: list[str | None] = list(map(dict.get, fields, repeat("purpose")))
         """Why a communication node exists; None for other nodes."""
 
         self.pos: dict[str, int] = dict(zip(self.ids, range(len(self.ids)), strict=True))
@@ -101,8 +101,8 @@ class DagIndex:
         interned = {key: frozenset(key) for key in set(self.rank_lists)}
         self.ranks: list[frozenset[int]] = list(map(interned.__getitem__, self.rank_lists))
         self.footprint: list[frozenset[int]] = list(self.ranks)
-        for i in compress(range(len(fields)), self.is_comm):
-            peers = fields[i].get("peers")
+        comms = list(compress(range(len(fields)), self.is_comm))
+        for i, peers in zip(comms, map(dict.get, map(fields.__getitem__, comms), repeat("peers")), strict=True):
             if peers:
                 key = (*self.rank_lists[i], -1, *peers)
                 both = interned.get(key)
@@ -110,7 +110,7 @@ class DagIndex:
                     both = interned[key] = self.ranks[i] | frozenset(peers)
                 self.footprint[i] = both
 
-        edge_rows = list(map(itemgetter("src", "dst", "kind"), (edge.__dict__ for edge in dag.edges)))
+        edge_rows = list(map(itemgetter("src", "dst", "kind"), map(attrgetter("__dict__"), dag.edges)))
         count = len(edge_rows)
         self.src: list[int] = list(map(self.pos.get, map(itemgetter(0), edge_rows), repeat(-1, count)))
         self.dst: list[int] = list(map(self.pos.get, map(itemgetter(1), edge_rows), repeat(-1, count)))

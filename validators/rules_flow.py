@@ -33,49 +33,53 @@ def _layer_exits(ix: DagIndex) -> list[LayerExit]:
     order = ix.topological_order
     if len(order) != n:
         return []  # DAG-1 reports the cycle; the flow of a cyclic graph is undefined
-    key_ids: dict[tuple[str, int, int | None], int] = {}
-    key_of = [
-        -1 if key[2] is None else key_ids.setdefault(key, len(key_ids))
-        for key in zip(ix.phase, ix.mb, ix.layer, strict=True)
-    ]
+    keys = list(zip(ix.phase, ix.mb, ix.layer, strict=True))
+    key_ids = {key: j for j, key in enumerate(dict.fromkeys(keys))}
+    key_of = list(map(key_ids.__getitem__, keys))
+    outside = {j for key, j in key_ids.items() if key[2] is None}  # embedding, head, boundaries
+    del keys
     bit = [0] * n
     members: list[list[int]] = [[] for _ in key_ids]
-    rank_bits: list[dict[int, int]] = [{} for _ in key_ids]
+    by_footprint: dict[tuple[int, frozenset[int]], int] = {}  # a layer's collectives repeat per GPU set
+    footprint = ix.footprint
     for kind in COLLECTIVE_KINDS:
         for c in ix.of_kind(kind):
             k = key_of[c]
-            if k < 0:
+            if k in outside:
                 continue
             bit[c] = 1 << len(members[k])
             members[k].append(c)
-            table = rank_bits[k]
-            for r in ix.footprint[c]:
-                table[r] = table.get(r, 0) | bit[c]
-    mask = [0] * n
-    src = ix.src
-    flows = [kind in _FLOW for kind in ix.edge_kind]
+            group = (k, footprint[c])
+            by_footprint[group] = by_footprint.get(group, 0) | bit[c]
+    rank_bits: list[dict[int, int]] = [{} for _ in key_ids]
+    for (k, ranks), bits in by_footprint.items():
+        table = rank_bits[k]
+        for r in ranks:
+            table[r] = table.get(r, 0) | bits
+    # Propagate along the data and pipeline edges inside each layer, taken in the topological order of their
+    # targets: every edge into a node then comes before every edge out of it, so one flat pass suffices.
+    src, dst, edge_kind = ix.src, ix.dst, ix.edge_kind
     inn, start = ix.in_csr
-    for i in order:
-        k = key_of[i]
-        if k < 0:
-            continue
-        m = bit[i]
-        for e in inn[start[i] : start[i + 1]]:
-            if flows[e]:
-                p = src[e]
-                if key_of[p] == k:
-                    m |= mask[p]
-        mask[i] = m
+    mask = list(bit)
+    for e in [e for i in order for e in inn[start[i] : start[i + 1]]]:
+        s, d = src[e], dst[e]
+        if key_of[s] == key_of[d] and edge_kind[e] in _FLOW:
+            mask[d] |= mask[s]
     exits: dict[int, LayerExit] = {}
+    needed: dict[tuple[int, frozenset[int]], int] = {}
     for e in ix.crossing["layer"]:
         s = ix.src[e]
         k = key_of[s]
-        if k < 0 or s in exits or ix.edge_kind[e] not in _FLOW:
+        if k in outside or s in exits or ix.edge_kind[e] not in _FLOW:
             continue
-        table = rank_bits[k]
-        required = 0
-        for r in ix.footprint[s]:
-            required |= table.get(r, 0)
+        group = (k, footprint[s])
+        required = needed.get(group)
+        if required is None:
+            table = rank_bits[k]
+            required = 0
+            for r in footprint[s]:
+                required |= table.get(r, 0)
+            needed[group] = required
         missing = required & ~mask[s]
         if missing:
             exits[s] = LayerExit(s, tuple(c for c in members[k] if bit[c] & missing))

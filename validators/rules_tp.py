@@ -4,9 +4,10 @@ divisibility, reduced tensors only in the residual stream, groups inside a node.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import compress
 
 from .derived import partial_by_shape
-from .index import DagIndex
+from .index import REDUCTION_KINDS, DagIndex
 from .registry import Finding, from_problems, rule, sample
 
 __all__ = [
@@ -54,13 +55,15 @@ def rule_partial_reduced(ix: DagIndex) -> Iterator[Finding]:
     bypassed: list[tuple[str, str]] = []
     dropped: list[str] = []
     by_shape = partial_by_shape(ix)
-    for i, partial in enumerate(ix.partial):
-        if not partial and i not in by_shape:
-            continue
-        readers = ix.succ(i, "data")
+    out, start = ix.out_csr
+    dst, edge_kind, kinds = ix.dst, ix.edge_kind, ix.kind
+    for i in sorted(set(compress(range(len(ix)), ix.partial)) | by_shape):
+        readers = [dst[e] for e in out[start[i] : start[i + 1]] if edge_kind[e] == "data"]
         if not readers:
             dropped.append(ix.ids[i])
-        bypassed += [(ix.ids[i], ix.ids[j]) for j in readers if not ix.is_reduction(j)]
+        for j in readers:
+            if kinds[j] not in REDUCTION_KINDS and not ix.is_reduction(j):
+                bypassed.append((ix.ids[i], ix.ids[j]))
     if bypassed:
         src, dst = bypassed[0]
         yield Finding(
