@@ -15,7 +15,14 @@ from ..tools.contracts.common import DTYPE_BYTES
 from .derived import COLLECTIVE_KINDS, gemm_shapes
 from .index import DagIndex
 
-__all__ = ["uncovered_collectives", "size_mismatches", "dtype_mismatches", "expected_dtypes"]
+__all__ = [
+    "uncovered_collectives",
+    "size_mismatches",
+    "dtype_mismatches",
+    "expected_dtypes",
+    "edges_between",
+    "members",
+]
 
 _REL = 1e-6
 
@@ -31,7 +38,7 @@ def uncovered_collectives(ix: DagIndex) -> list[tuple[str, str]]:
     if ix.meta.collapsed:
         return found
     everything = bytearray(b"\x01") * len(ix)
-    producers, fed = _edges_between(ix, everything, _members(ix, tuple(sorted(COLLECTIVE_KINDS))))
+    producers, fed = edges_between(ix, everything, members(ix, tuple(sorted(COLLECTIVE_KINDS))))
     ranks, footprint = ix.ranks, ix.footprint
     # Usually one producer holds the input on every GPU of the collective: settle those in bulk.
     held_whole = map(frozenset.issubset, map(ranks.__getitem__, fed), map(footprint.__getitem__, producers))
@@ -47,7 +54,7 @@ def uncovered_collectives(ix: DagIndex) -> list[tuple[str, str]]:
     return found
 
 
-def _edges_between(ix: DagIndex, sources: bytearray, targets: list[int]) -> tuple[list[int], list[int]]:
+def edges_between(ix: DagIndex, sources: bytearray, targets: list[int]) -> tuple[list[int], list[int]]:
     """The data edges from a node flagged in ``sources`` into a node of ``targets``, as (sources, targets)."""
     inn, start = ix.in_csr
     src, edge_kind = ix.src, ix.edge_kind
@@ -60,7 +67,8 @@ def _edges_between(ix: DagIndex, sources: bytearray, targets: list[int]) -> tupl
     return [p for p, _ in chosen], [t for _, t in chosen]
 
 
-def _members(ix: DagIndex, kinds: tuple[str, ...]) -> list[int]:
+def members(ix: DagIndex, kinds: tuple[str, ...]) -> list[int]:
+    """Nodes of the given kinds."""
     return [i for kind in kinds for i in ix.of_kind(kind)]
 
 
@@ -90,7 +98,7 @@ def _reduction_sizes(ix: DagIndex) -> list[tuple[str, str]]:
     hidden = ix.meta.model.hidden_size
     fields = ix.fields
     gemms = _flags(ix, ("linear", "embedding"))
-    makers, reduced = _edges_between(ix, gemms, _members(ix, ("all_reduce", "reduce_scatter")))
+    makers, reduced = edges_between(ix, gemms, members(ix, ("all_reduce", "reduce_scatter")))
     shapes = gemm_shapes(ix)
     wire = dict(zip(reduced, map(_WIRE, map(fields.__getitem__, reduced)), strict=True))
     rows = [(wire[c], shapes[p][:2]) for c, p in zip(reduced, makers, strict=True)]
@@ -101,7 +109,7 @@ def _reduction_sizes(ix: DagIndex) -> list[tuple[str, str]]:
     for c, p in zip(reduced, makers, strict=True):
         if ix.kind[p] == "linear":
             after_projection[c] = 1
-    delivered, readers = _edges_between(ix, after_projection, ix.of_kind("elementwise"))
+    delivered, readers = edges_between(ix, after_projection, ix.of_kind("elementwise"))
     rows_read = list(
         zip(
             map(wire.__getitem__, delivered),

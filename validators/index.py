@@ -53,7 +53,7 @@ def _offsets(keys: list[int], n: int) -> list[int]:
 class DagIndex:
     """Tables, adjacency and cached graph walks over one DAG.
 
-    Per node ``i``: ``ids``, ``kind``, ``phase``, ``stage``, ``mb``, ``step``, ``layer``, ``is_comm``,
+    Per node ``i``: ``ids``, ``kind``, ``category``, ``phase``, ``stage``, ``mb``, ``step``, ``layer``, ``is_comm``,
     ``partial``, ``parallel``, ``purpose``, ``ranks`` (an interned frozenset) and ``footprint`` (ranks
     plus peers for communication nodes). Per edge ``e``: ``src[e]``, ``dst[e]`` (``-1`` when the
     endpoint does not exist) and ``edge_kind[e]``. ``out_edges(i)`` and ``in_edges(i)`` list edge numbers.
@@ -68,7 +68,7 @@ class DagIndex:
         fields = self.fields
         # One pass over the node objects, then columns out of the compact rows (memory-friendly).
         rows = list(
-            map(itemgetter("id", "kind", "phase", "stage", "microbatch", "step", "layer", "ranks"), fields)
+            map(itemgetter("id", "kind", "phase", "stage", "microbatch", "step", "layer", "ranks", "category"), fields)
         )
         self.ids: list[str] = list(map(itemgetter(0), rows))
         self.kind: list[str] = list(map(itemgetter(1), rows))
@@ -79,6 +79,8 @@ class DagIndex:
         self.layer: list[int | None] = list(map(itemgetter(6), rows))
         self.rank_lists: list[tuple[int, ...]] = list(map(tuple, map(itemgetter(7), rows)))
         """Each node's ranks as written (order and repeats kept)."""
+        self.category: list[str | None] = list(map(itemgetter(8), rows))
+        """Each node's category as written (None when left to be derived from its kind)."""
         del rows
         self.is_comm: list[bool] = list(map(COMM_KINDS.__contains__, self.kind))
         self.partial: list[bool] = [flag is True for flag in map(dict.get, fields, repeat("partial"))]

@@ -74,17 +74,6 @@ def rule_attention_reads_kv(ix: DagIndex) -> Iterator[Finding]:
         )
 
 
-def _implicit_move(ix: DagIndex, s: int, d: int) -> bool:
-    """Whether a decode data edge between two non-communication nodes changes the GPU set."""
-    return (
-        ix.phase[s] == "decode"
-        and ix.phase[d] == "decode"
-        and not ix.is_comm[s]
-        and not ix.is_comm[d]
-        and ix.ranks[s] != ix.ranks[d]
-    )
-
-
 @rule("DEC-3", full_graph=True)
 def rule_decode_comm_explicit(ix: DagIndex) -> Iterator[Finding]:
     """In decode every reduction, gather and transfer is its own communication node."""
@@ -95,17 +84,25 @@ def rule_decode_comm_explicit(ix: DagIndex) -> Iterator[Finding]:
         for i, (partial, parallel) in enumerate(zip(ix.partial, ix.parallel, strict=True))
         if partial or parallel == "vocab"
     ]
+    out, start = ix.out_csr
+    dst, edge_kind, comm, phase = ix.dst, ix.edge_kind, ix.is_comm, ix.phase
     for i in split:
-        if ix.phase[i] != "decode":
+        if phase[i] != "decode":
             continue
-        readers = ix.succ(i, "data")
-        hidden += [(ix.ids[i], ix.ids[j]) for j in readers if not ix.is_comm[j]]
-        if not any(ix.is_comm[j] for j in readers):
+        readers = [dst[e] for e in out[start[i] : start[i + 1]] if edge_kind[e] == "data"]
+        hidden += [(ix.ids[i], ix.ids[j]) for j in readers if not comm[j]]
+        if not any(comm[j] for j in readers):
             unreduced.append(ix.ids[i])
+    src, ranks = ix.src, ix.ranks
     reshaped = [
         ix.edge_ids(e)
         for e in ix.crossing["ranks"]
-        if ix.edge_kind[e] == "data" and _implicit_move(ix, ix.src[e], ix.dst[e])
+        if edge_kind[e] == "data"
+        and phase[s := src[e]] == "decode"
+        and phase[d := dst[e]] == "decode"
+        and not comm[s]
+        and not comm[d]
+        and ranks[s] != ranks[d]
     ]
     if hidden or unreduced:
         names = sorted({a for a, _ in hidden} | set(unreduced))

@@ -5,7 +5,6 @@ attention node, so that no relabelling switches the KV rules off."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import repeat
 
 from ..tools.contracts.dag import category_of
 from .derived import kv_consumers
@@ -20,7 +19,7 @@ _COMMIT_PATH = frozenset({"kv_write", "step_boundary", "kv_transfer"})
 @rule("DAG-6")
 def rule_labels_match_graph(ix: DagIndex) -> Iterator[Finding]:
     """Categories agree with kinds, and every node that consumes K/V is an attention node."""
-    categories = list(map(dict.get, ix.fields, repeat("category")))
+    categories = ix.category
     # Kinds and categories repeat: compare the distinct pairs, then find the nodes of a wrong one.
     bad_pairs = {
         (kind, category)

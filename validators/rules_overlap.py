@@ -4,8 +4,10 @@ expects, whatever the schedule overlaps it with."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import compress
+from operator import ne
 
-from .comm_checks import dtype_mismatches, size_mismatches, uncovered_collectives
+from .comm_checks import dtype_mismatches, edges_between, members, size_mismatches, uncovered_collectives
 from .index import REDUCTION_KINDS, DagIndex
 from .registry import Finding, rule, sample
 
@@ -41,14 +43,12 @@ def rule_no_cross_step_overlap(ix: DagIndex) -> Iterator[Finding]:
 @rule("OVL-3")
 def rule_transfer_matches_consumer(ix: DagIndex) -> Iterator[Finding]:
     """Each transfer delivers the shape, dtype and placement its consumer expects."""
-    misplaced: list[tuple[str, str]] = []
-    for kind in REDUCTION_KINDS:
-        for i in ix.of_kind(kind):
-            misplaced += [
-                (ix.ids[p], ix.ids[i])
-                for p in ix.pred(i, "data")
-                if ix.partial[p] and ix.ranks[p] != ix.ranks[i]
-            ]
+    holders, reductions = edges_between(ix, bytearray(ix.partial), members(ix, tuple(sorted(REDUCTION_KINDS))))
+    misplaced = [
+        (ix.ids[p], ix.ids[c])
+        for p, c in compress(zip(holders, reductions, strict=True), map(ne, map(ix.ranks.__getitem__, holders),
+                                                                        map(ix.ranks.__getitem__, reductions)))
+    ]
     if misplaced:
         src, dst = misplaced[0]
         yield Finding(
