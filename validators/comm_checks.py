@@ -12,7 +12,7 @@ from itertools import compress
 from operator import itemgetter
 
 from ..tools.contracts.common import DTYPE_BYTES
-from .derived import COLLECTIVE_KINDS, gemm_shapes
+from .derived import COLLECTIVE_KINDS, bulk_get, gemm_shapes
 from .index import DagIndex
 
 __all__ = [
@@ -82,11 +82,10 @@ def _flags(ix: DagIndex, kinds: tuple[str, ...]) -> bytearray:
 
 def _shape_sizes(ix: DagIndex, nodes: list[int]) -> list[tuple[object, object]]:
     """Each compute node's output shape as (m, n), read in bulk (None where absent)."""
-    return [(shape.get("m"), shape.get("n")) for shape in map(_SHAPE, map(ix.fields.__getitem__, nodes))]
+    return bulk_get(list(map(_SHAPE, map(ix.fields.__getitem__, nodes))), ("m", "n"))  # type: ignore[return-value]
 
 
 _SHAPE = itemgetter("shape")
-_WIRE = itemgetter("message_bytes", "dtype")
 
 
 def _reduction_sizes(ix: DagIndex) -> list[tuple[str, str]]:
@@ -96,11 +95,10 @@ def _reduction_sizes(ix: DagIndex) -> list[tuple[str, str]]:
     microbatches and units repeat the same few cases thousands of times.
     """
     hidden = ix.meta.model.hidden_size
-    fields = ix.fields
     gemms = _flags(ix, ("linear", "embedding"))
     makers, reduced = edges_between(ix, gemms, members(ix, ("all_reduce", "reduce_scatter")))
     shapes = gemm_shapes(ix)
-    wire = dict(zip(reduced, map(_WIRE, map(fields.__getitem__, reduced)), strict=True))
+    wire = ix.wire
     rows = [(wire[c], shapes[p][:2]) for c, p in zip(reduced, makers, strict=True)]
     bad = {row for row in set(rows) if _judge_made(row)}
     found = [(ix.ids[c], _judge_made(row) or "") for c, row in zip(reduced, rows, strict=True) if row in bad]
@@ -220,12 +218,11 @@ def dtype_mismatches(ix: DagIndex) -> list[tuple[str, str]]:
     """Communication nodes whose format is not the one the tensor they move has."""
     found = []
     allowed: dict[str | None, set[str]] = {}
-    fields = ix.fields
-    for i in compress(range(len(ix)), ix.is_comm):
-        purpose = ix.purpose[i]
+    purposes = ix.purpose
+    for i, (_, dtype) in ix.wire.items():
+        purpose = purposes[i]
         if purpose not in allowed:
             allowed[purpose] = expected_dtypes(ix, purpose)
-        dtype = fields[i].get("dtype")
         if dtype not in allowed[purpose]:
             formats = "/".join(sorted(allowed[purpose]))
             found.append((ix.ids[i], f"moves {dtype} where the {purpose} tensor is {formats}"))

@@ -20,6 +20,7 @@ edges, and memoised on the index because several rules share it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from operator import itemgetter
 from typing import TypeVar, cast
 
@@ -34,6 +35,8 @@ __all__ = [
     "covering_ranks",
     "split_widths",
     "gemm_shapes",
+    "bulk_get",
+    "kv_states",
     "COLLECTIVE_KINDS",
 ]
 
@@ -65,10 +68,21 @@ def split_widths(ix: DagIndex) -> set[int]:
     return widths
 
 
+def bulk_get(shapes: list[dict[str, object]], keys: tuple[str, ...]) -> list[tuple[object, ...]]:
+    """``keys`` of every dict in ``shapes`` (None where absent): in C when every dict has them all."""
+    try:
+        return list(map(itemgetter(*keys), shapes))
+    except KeyError:
+        return [tuple(shape.get(key) for key in keys) for shape in shapes]
+
+
 def _gemm_shapes(ix: DagIndex) -> dict[int, tuple[object, object, object]]:
-    members = [i for kind in (*_GEMM_KINDS, "embedding") for i in ix.of_kind(kind)]
-    shapes = map(_SHAPE, map(ix.fields.__getitem__, members))
-    return dict(zip(members, [(s.get("m"), s.get("n"), s.get("k")) for s in shapes], strict=True))
+    found: dict[int, tuple[object, object, object]] = {}
+    for kind in (*_GEMM_KINDS, "embedding"):
+        members = ix.of_kind(kind)
+        shapes = list(map(_SHAPE, map(ix.fields.__getitem__, members)))
+        found.update(zip(members, bulk_get(shapes, ("m", "n", "k")), strict=True))  # type: ignore[arg-type]
+    return found
 
 
 def gemm_shapes(ix: DagIndex) -> dict[int, tuple[object, object, object]]:
@@ -162,6 +176,16 @@ def kv_consumers(ix: DagIndex) -> dict[int, int]:
     K/V all-gather. In a sound graph every one of them is an attention node.
     """
     return memo(ix, "kv_consumers", _kv_consumers)
+
+
+def _kv_states(ix: DagIndex) -> dict[int, object]:
+    members = [i for kind in ("kv_read", "kv_write") for i in ix.of_kind(kind)]
+    return dict(zip(members, map(dict.get, map(ix.fields.__getitem__, members), repeat("kv_state")), strict=True))
+
+
+def kv_states(ix: DagIndex) -> dict[int, object]:
+    """The ``kv_state`` of every ``kv_read`` and ``kv_write`` node, read once for the rules that compare them."""
+    return memo(ix, "kv_states", _kv_states)
 
 
 def min_context(ix: DagIndex, layer: int | None) -> int:

@@ -20,6 +20,7 @@ however odd its contents.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
@@ -39,15 +40,15 @@ PHASES: tuple[str, str] = ("prefill", "decode")
 """The two top-level branches; ``handoff`` holds only the KV transfer between them."""
 
 REDUCTION_KINDS: frozenset[str] = frozenset({"all_reduce", "reduce_scatter"})
+
+_WIRE_FIELDS = ("peers", "message_bytes", "dtype")
 """Collectives that sum partial outputs."""
 
 
-def _offsets(keys: list[int], n: int) -> list[int]:
-    """CSR offsets of ``n`` rows from the row number of each entry (entries sorted by row)."""
-    counts = [0] * (n + 1)
-    for row, count in Counter(keys).items():
-        counts[row + 1] = count
-    return list(accumulate(counts))
+def _offsets(rows: Iterable[int], n: int) -> list[int]:
+    """CSR offsets of ``n`` rows from the row number of each entry (in any order)."""
+    counts = Counter(rows)
+    return [0, *accumulate(map(counts.get, range(n), repeat(0, n)))]
 
 
 class DagIndex:
@@ -104,7 +105,14 @@ class DagIndex:
         self.ranks: list[frozenset[int]] = list(map(interned.__getitem__, self.rank_lists))
         self.footprint: list[frozenset[int]] = list(self.ranks)
         comms = list(compress(range(len(fields)), self.is_comm))
-        for i, peers in zip(comms, map(dict.get, map(fields.__getitem__, comms), repeat("peers")), strict=True):
+        wire = _WIRE_FIELDS
+        try:
+            comm_rows = list(map(itemgetter(*wire), map(fields.__getitem__, comms)))
+        except KeyError:  # a node record without some field: read them one by one
+            comm_rows = [tuple(fields[i].get(key) for key in wire) for i in comms]
+        self.wire: dict[int, tuple[float, str]] = {i: (row[1], row[2]) for i, row in zip(comms, comm_rows, strict=True)}
+        """Per communication node, ``(message_bytes, dtype)``: what it puts on the wire."""
+        for i, peers in zip(comms, map(itemgetter(0), comm_rows), strict=True):
             if peers:
                 key = (*self.rank_lists[i], -1, *peers)
                 both = interned.get(key)
@@ -129,15 +137,23 @@ class DagIndex:
         n = len(self.nodes)
         self._out = sorted(self.valid_edges, key=self.src.__getitem__)
         self._in = sorted(self.valid_edges, key=self.dst.__getitem__)
-        self._out_start = _offsets(list(map(self.src.__getitem__, self._out)), n)
-        self._in_start = _offsets(list(map(self.dst.__getitem__, self._in)), n)
+        if self.dangling:
+            self._out_start = _offsets(map(self.src.__getitem__, self.valid_edges), n)
+            self._in_start = _offsets(map(self.dst.__getitem__, self.valid_edges), n)
+        else:
+            self._out_start = _offsets(self.src, n)
+            self._in_start = _offsets(self.dst, n)
 
         self.memo: dict[str, object] = {}
         """Results shared by several rules (see :func:`~shardplan.validators.derived.memo`)."""
 
-        self.by_kind: dict[str, list[int]] = {}
-        for i, kind in enumerate(self.kind):
-            self.by_kind.setdefault(kind, []).append(i)
+        # Nodes grouped by kind, in graph order: a stable sort, then one slice per kind.
+        by_kind = sorted(range(n), key=self.kind.__getitem__)
+        sorted_kinds = list(map(self.kind.__getitem__, by_kind))
+        self.by_kind: dict[str, list[int]] = {
+            kind: by_kind[bisect_left(sorted_kinds, kind) : bisect_right(sorted_kinds, kind)]
+            for kind in set(sorted_kinds)
+        }
 
     # -- basic lookups ------------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .derived import kv_states
 from .index import DagIndex
 from .registry import Finding, rule, sample
 
@@ -176,14 +177,15 @@ def rule_kv_write_commits(ix: DagIndex) -> Iterator[Finding]:
     if not ends:
         return  # DEC-1 reports the missing boundary
     readers: dict[object, list[int]] = {}
+    states = kv_states(ix)
     for r in ix.of_kind("kv_read"):
         if ix.phase[r] == "decode":
-            readers.setdefault(ix.attr(r, "kv_state"), []).extend(
+            readers.setdefault(states[r], []).extend(
                 j for j in ix.succ(r, "state") if ix.kind[j] == "attention"
             )
     late = []
     for w in ix.of_kind("kv_write"):
-        attention = readers.get(ix.attr(w, "kv_state"), []) if ix.phase[w] == "decode" else []
+        attention = readers.get(states[w], []) if ix.phase[w] == "decode" else []
         if any(w not in ix.pred(a) for a in attention):
             late.append(ix.ids[w])
     if late:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..tools.contracts.dag import category_of
-from .derived import kv_consumers
+from .derived import kv_consumers, kv_states
 from .index import DagIndex
 from .registry import Finding, rule, sample
 
@@ -96,8 +96,9 @@ def rule_prefill_kv_committed(ix: DagIndex) -> Iterator[Finding]:
 def rule_kv_single_owner(ix: DagIndex) -> Iterator[Finding]:
     """Each kv_state has one writer per phase, fed by its layer's K/V producer, and is read where it was written."""
     writers: dict[tuple[str, str], list[int]] = {}
+    states = kv_states(ix)
     for w in ix.of_kind("kv_write"):
-        state = ix.attr(w, "kv_state")
+        state = states[w]
         if state is not None:
             writers.setdefault((ix.phase[w], str(state)), []).append(w)
     shared = [(state, ws) for (_, state), ws in writers.items() if len(ws) > 1]
@@ -111,13 +112,15 @@ def rule_kv_single_owner(ix: DagIndex) -> Iterator[Finding]:
             f"state of {ix.ids[ws[1]]}",
             nodes=[ix.ids[w] for _, ws in shared for w in ws],
         )
+    inn, start = ix.in_csr
+    src, comm, layer, mb, kinds = ix.src, ix.is_comm, ix.layer, ix.mb, ix.kind
     unfed = [
         ix.ids[w]
         for ws in writers.values()
         for w in ws
         if not any(
-            not ix.is_comm[p] and ix.layer[p] == ix.layer[w] and ix.mb[p] == ix.mb[w] and ix.kind[p] != "kv_read"
-            for p in ix.pred(w)
+            not comm[p] and layer[p] == layer[w] and mb[p] == mb[w] and kinds[p] != "kv_read"
+            for p in map(src.__getitem__, inn[start[w] : start[w + 1]])
         )
     ]
     if unfed:
@@ -129,7 +132,7 @@ def rule_kv_single_owner(ix: DagIndex) -> Iterator[Finding]:
         )
     elsewhere = []
     for r in ix.of_kind("kv_read"):
-        state = ix.attr(r, "kv_state")
+        state = states[r]
         owners = writers.get((ix.phase[r], str(state)), [])
         if owners and all(ix.ranks[w] != ix.ranks[r] for w in owners):
             elsewhere.append((ix.ids[r], ix.ids[owners[0]]))
