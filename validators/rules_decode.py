@@ -178,15 +178,18 @@ def rule_kv_write_commits(ix: DagIndex) -> Iterator[Finding]:
         return  # DEC-1 reports the missing boundary
     readers: dict[object, list[int]] = {}
     states = kv_states(ix)
+    out, start = ix.out_csr
+    inn, in_start = ix.in_csr
+    dst, src, kinds, edge_kind, phase = ix.dst, ix.src, ix.kind, ix.edge_kind, ix.phase
     for r in ix.of_kind("kv_read"):
-        if ix.phase[r] == "decode":
+        if phase[r] == "decode":
             readers.setdefault(states[r], []).extend(
-                j for j in ix.succ(r, "state") if ix.kind[j] == "attention"
+                j for e in out[start[r] : start[r + 1]] if edge_kind[e] == "state" and kinds[j := dst[e]] == "attention"
             )
     late = []
     for w in ix.of_kind("kv_write"):
-        attention = readers.get(states[w], []) if ix.phase[w] == "decode" else []
-        if any(w not in ix.pred(a) for a in attention):
+        attention = readers.get(states[w], []) if phase[w] == "decode" else []
+        if any(w not in map(src.__getitem__, inn[in_start[a] : in_start[a + 1]]) for a in attention):
             late.append(ix.ids[w])
     if late:
         yield Finding(

@@ -4,6 +4,8 @@ inside a stage, routers fed by whole tokens, no more shards than prompt tokens."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import repeat
+from operator import itemgetter
 
 from ..tools.feasibility import idle_decode_groups
 from .derived import covering_ranks, min_context
@@ -25,18 +27,22 @@ def short_sighted(ix: DagIndex, phase: str) -> list[tuple[str, int, int]]:
     """Attention and kv_read nodes of ``phase`` that see fewer key positions than the prompt (or the
     window), as ``(id, seen, expected)``: the mark of a split along the sequence, whatever the labels."""
     found = []
-    for i in ix.of_kind("attention", "kv_read"):
-        if ix.phase[i] != phase:
-            continue
-        if ix.kind[i] == "kv_read":
-            seen = ix.attr(i, "tokens")
-        else:
-            shape = ix.attr(i, "shape")
-            seen = shape.get("kv_len") if isinstance(shape, dict) else None
-        expected = min_context(ix, ix.layer[i])
-        if isinstance(seen, int) and seen < expected:
-            found.append((ix.ids[i], seen, expected))
+    fields, phases, layers = ix.fields, ix.phase, ix.layer
+    expected_of: dict[int | None, int] = {}
+    attention = [i for i in ix.of_kind("attention") if phases[i] == phase]
+    reads = [i for i in ix.of_kind("kv_read") if phases[i] == phase]
+    seen_by_attention = [shape.get("kv_len") for shape in map(_SHAPE, map(fields.__getitem__, attention))]
+    seen_by_reads = list(map(dict.get, map(fields.__getitem__, reads), repeat("tokens")))
+    for i, seen in zip(attention + reads, seen_by_attention + seen_by_reads, strict=True):
+        layer = layers[i]
+        if layer not in expected_of:
+            expected_of[layer] = min_context(ix, layer)
+        if isinstance(seen, int) and seen < expected_of[layer]:
+            found.append((ix.ids[i], seen, expected_of[layer]))
     return found
+
+
+_SHAPE = itemgetter("shape")
 
 _SP_PURPOSES = ("sp_reduce_scatter", "sp_kv_gather", "sp_gather")
 

@@ -56,9 +56,9 @@ def rule_partial_reduced(ix: DagIndex) -> Iterator[Finding]:
     dropped: list[str] = []
     by_shape = partial_by_shape(ix)
     out, start = ix.out_csr
-    dst, edge_kind, kinds = ix.dst, ix.edge_kind, ix.kind
+    targets, edge_kind, kinds = ix.dst, ix.edge_kind, ix.kind
     for i in sorted(set(compress(range(len(ix)), ix.partial)) | by_shape):
-        readers = [dst[e] for e in out[start[i] : start[i + 1]] if edge_kind[e] == "data"]
+        readers = [targets[e] for e in out[start[i] : start[i + 1]] if edge_kind[e] == "data"]
         if not readers:
             dropped.append(ix.ids[i])
         for j in readers:
