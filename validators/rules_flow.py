@@ -4,6 +4,12 @@ layers follow in model order; under SP and attention DP the MoE combine returns 
 The check behind FLOW-1 and EP-5 is one pass in topological order: each node of a layer carries a bit
 mask of the layer's collectives it depends on (through data and pipeline edges), and every node that
 hands a tensor to another layer must carry the bits of all the layer's collectives on its GPUs.
+
+Why not a graph library: on the 110k-node benchmark DAG, building a networkx DiGraph alone takes about
+0.6 s (the whole validation budget is under 1 s) and ``nx.ancestors`` of one node another 0.6 s;
+rustworkx builds the same graph in about 12 ms and sorts it in 4 ms, but answering "which collectives
+of its layer does each exit depend on" with it still needs one ancestor query per exit. The bit-mask
+pass reuses the index's topological order and adjacency arrays and stays linear in nodes plus edges.
 """
 
 from __future__ import annotations
@@ -28,16 +34,24 @@ class LayerExit:
     missing: tuple[int, ...]
 
 
+def _layer_keys(ix: DagIndex) -> tuple[dict[tuple[str, int, int | None], int], list[int]]:
+    keys = list(zip(ix.phase, ix.mb, ix.layer, strict=True))
+    key_ids = {key: j for j, key in enumerate(dict.fromkeys(keys))}
+    return key_ids, list(map(key_ids.__getitem__, keys))
+
+
+def layer_keys(ix: DagIndex) -> tuple[dict[tuple[str, int, int | None], int], list[int]]:
+    """Each ``(phase, microbatch, layer)`` drawn, numbered, and the number of every node's own."""
+    return memo(ix, "layer_keys", _layer_keys)
+
+
 def _layer_exits(ix: DagIndex) -> list[LayerExit]:
     n = len(ix)
     order = ix.topological_order
     if len(order) != n:
         return []  # DAG-1 reports the cycle; the flow of a cyclic graph is undefined
-    keys = list(zip(ix.phase, ix.mb, ix.layer, strict=True))
-    key_ids = {key: j for j, key in enumerate(dict.fromkeys(keys))}
-    key_of = list(map(key_ids.__getitem__, keys))
+    key_ids, key_of = layer_keys(ix)
     outside = {j for key, j in key_ids.items() if key[2] is None}  # embedding, head, boundaries
-    del keys
     bit = [0] * n
     members: list[list[int]] = [[] for _ in key_ids]
     by_footprint: dict[tuple[int, frozenset[int]], int] = {}  # a layer's collectives repeat per GPU set
@@ -141,14 +155,8 @@ def rule_layers_in_order(ix: DagIndex) -> Iterator[Finding]:
             "feeds layer l+1",
             edges=jumps,
         )
-    unused = sorted(
-        {
-            (phase, mb, layer)
-            for phase, mb, layer, kind in zip(ix.phase, ix.mb, ix.layer, ix.kind, strict=True)
-            if layer is not None and phase in ("prefill", "decode") and kind != "step_boundary"
-        }
-        - handed
-    )
+    drawn = {key for key in layer_keys(ix)[0] if key[2] is not None and key[0] in ("prefill", "decode")}
+    unused = sorted(drawn - handed)  # type: ignore[type-var]
     if unused:
         where = [f"{phase}/mb{mb}/L{layer}" for phase, mb, layer in unused]
         yield Finding(
