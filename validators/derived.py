@@ -37,6 +37,7 @@ __all__ = [
     "gemm_shapes",
     "bulk_get",
     "kv_states",
+    "attention_shapes",
     "COLLECTIVE_KINDS",
 ]
 
@@ -186,6 +187,16 @@ def _kv_states(ix: DagIndex) -> dict[int, object]:
 def kv_states(ix: DagIndex) -> dict[int, object]:
     """The ``kv_state`` of every ``kv_read`` and ``kv_write`` node, read once for the rules that compare them."""
     return memo(ix, "kv_states", _kv_states)
+
+
+def _attention_shapes(ix: DagIndex) -> dict[int, dict[str, object]]:
+    members = ix.of_kind("attention")
+    return dict(zip(members, map(_SHAPE, map(ix.fields.__getitem__, members)), strict=True))
+
+
+def attention_shapes(ix: DagIndex) -> dict[int, dict[str, object]]:
+    """The shape record of every attention node (q_len, kv_len, heads, ...), read once."""
+    return memo(ix, "attention_shapes", _attention_shapes)
 
 
 def min_context(ix: DagIndex, layer: int | None) -> int:

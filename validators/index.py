@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from itertools import accumulate, compress, repeat
-from operator import attrgetter, is_not, itemgetter, ne
+from operator import attrgetter, is_not, itemgetter, lt, ne
 from typing import Any, TypeAlias
 
 from ..tools.contracts.dag import COMM_KINDS, DAG, CommNode, ComputeNode, StateNode
@@ -313,7 +313,14 @@ class DagIndex:
         return sorted(self.footprint[i] - self.stage_ranks.get((self.phase[i], self.stage[i]), frozenset()))
     @cached_property
     def topological_order(self) -> list[int]:
-        """Kahn's order of the nodes; shorter than the node count exactly when the graph has a cycle."""
+        """A topological order of the nodes; shorter than the node count exactly when the graph has a cycle.
+
+        When every edge points from an earlier node of the list to a later one (the builder writes nodes
+        in dependency order) the list order is one, checked in one C-level pass; otherwise Kahn's walk.
+        """
+        valid = self.valid_edges
+        if all(map(lt, map(self.src.__getitem__, valid), map(self.dst.__getitem__, valid))):
+            return list(range(len(self.nodes)))
         indegree = [self._in_start[i + 1] - self._in_start[i] for i in range(len(self.nodes))]
         ready = [i for i, d in enumerate(indegree) if d == 0]
         order: list[int] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .derived import kv_states
+from .derived import attention_shapes, kv_states
 from .index import DagIndex
 from .registry import Finding, rule, sample
 
@@ -48,12 +48,13 @@ def rule_step_order(ix: DagIndex) -> Iterator[Finding]:
 def rule_attention_reads_kv(ix: DagIndex) -> Iterator[Finding]:
     """Each decode attention node reads the cached K/V through a kv_read node and a state edge."""
     unread, mismatched = [], []
+    kv_state = kv_states(ix)
     for i in ix.of_kind("attention"):
         if ix.phase[i] != "decode":
             continue
         cache = [p for p in ix.pred(i, "state") if ix.kind[p] in ("kv_read", "kv_write")]
         reads = [p for p in cache if ix.kind[p] == "kv_read"]
-        states = {ix.attr(p, "kv_state") for p in cache}
+        states = {kv_state[p] for p in cache}
         if not reads:
             unread.append(ix.ids[i])
         elif len(states) != 1 or None in states or any(ix.layer[p] != ix.layer[i] for p in reads):
@@ -147,9 +148,10 @@ def rule_one_token_step(ix: DagIndex) -> Iterator[Finding]:
             nodes=far,
         )
     multi = []
+    shapes = attention_shapes(ix)
     for i in ix.of_kind("attention"):
-        shape = ix.attr(i, "shape") or {}
-        if ix.phase[i] == "decode" and isinstance(shape, dict) and shape.get("q_len", 1) != 1:
+        shape = shapes[i]
+        if ix.phase[i] == "decode" and shape.get("q_len", 1) != 1:
             multi.append((ix.ids[i], shape.get("q_len")))
     for i in ix.of_kind("kv_write"):
         if ix.phase[i] == "decode" and ix.attr(i, "tokens") not in (0, 1):

@@ -156,7 +156,7 @@ def rule_layers_in_order(ix: DagIndex) -> Iterator[Finding]:
             edges=jumps,
         )
     drawn = {key for key in layer_keys(ix)[0] if key[2] is not None and key[0] in ("prefill", "decode")}
-    unused = sorted(drawn - handed)  # type: ignore[type-var]
+    unused = sorted(drawn - handed)
     if unused:
         where = [f"{phase}/mb{mb}/L{layer}" for phase, mb, layer in unused]
         yield Finding(

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import repeat
-from operator import itemgetter
 
 from ..tools.feasibility import idle_decode_groups
-from .derived import covering_ranks, min_context
+from .derived import attention_shapes, covering_ranks, min_context
 from .index import DagIndex
 from .registry import Finding, from_problems, rule, sample
 
@@ -31,7 +30,8 @@ def short_sighted(ix: DagIndex, phase: str) -> list[tuple[str, int, int]]:
     expected_of: dict[int | None, int] = {}
     attention = [i for i in ix.of_kind("attention") if phases[i] == phase]
     reads = [i for i in ix.of_kind("kv_read") if phases[i] == phase]
-    seen_by_attention = [shape.get("kv_len") for shape in map(_SHAPE, map(fields.__getitem__, attention))]
+    shapes = attention_shapes(ix)
+    seen_by_attention = [shapes[i].get("kv_len") for i in attention]
     seen_by_reads = list(map(dict.get, map(fields.__getitem__, reads), repeat("tokens")))
     for i, seen in zip(attention + reads, seen_by_attention + seen_by_reads, strict=True):
         layer = layers[i]
@@ -41,8 +41,6 @@ def short_sighted(ix: DagIndex, phase: str) -> list[tuple[str, int, int]]:
             found.append((ix.ids[i], seen, expected_of[layer]))
     return found
 
-
-_SHAPE = itemgetter("shape")
 
 _SP_PURPOSES = ("sp_reduce_scatter", "sp_kv_gather", "sp_gather")
 
