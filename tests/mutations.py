@@ -20,6 +20,7 @@ from shardplan.tools.builder import build_dag
 from shardplan.tools.contracts import DAG, CommNode, Edge, StateNode, Workload, parse_strategy
 from shardplan.tools.contracts.dag import ComputeNode
 from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.feasibility import strategy_problems
 from shardplan.tools.hardware import make_cluster
 from shardplan.tools.models import load_model
 from shardplan.validators import RULES, validate
@@ -543,10 +544,11 @@ def share_kv_state(dag: DAG) -> DAG | None:
 @mutation("MB-3", "dp * adp * mb > 1")
 def mb_exceeds_batch(dag: DAG) -> DAG | None:
     """Claim a batch of one sequence for more microbatches or groups than that."""
-    groups = max(p.dp * p.adp * p.mb for p in (dag.meta.strategy.prefill, dag.meta.strategy.decode))
-    if groups < 2:
-        return None
     workload = dag.meta.workload.model_copy(update={"batch": 1})
+    meta = dag.meta
+    problems = strategy_problems(meta.model, meta.strategy, workload, meta.gpus)
+    if not any(p.rule == "MB-3" for p in problems):
+        return None  # one sequence is enough (a colocated SP prefill of one long prompt, SP-6)
     return _dag(dag, meta=dag.meta.model_copy(update={"workload": workload}))
 
 
@@ -641,6 +643,7 @@ CASES: tuple[Case, ...] = (
     Case("gpt-oss-20b", 4, 4, "adp=2,tp=2,mb=2"),
     Case("mixtral-8x7b", 4, 8, "prefill:tp=2,ep=2,pp=2;decode:dp=2,tp=2,ep=2;disagg"),
     Case("deepseek-v3", 5, 8, "prefill:sp=2,tp=2,ep=2,pp=2,mb=2;decode:adp=2,tp=2,ep=2,pp=2"),
+    Case("mixtral-8x7b", 4, 4, "pp=2,ep=2"),
 )
 """Strategies that, together, give every operator something to break."""
 
@@ -706,3 +709,7 @@ def format_kill_table(rows: list[KillRow]) -> str:
     rate = 100.0 * killed / applied if applied else 0.0
     lines.append(f"\n{len(rows)} operators, {applied} mutants, {killed} killed: kill rate {rate:.1f}%")
     return "\n".join(lines)
+
+
+# The structural operators live in their own module; importing it registers them in MUTATIONS.
+import mutations_structural  # noqa: E402, F401

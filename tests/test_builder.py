@@ -296,19 +296,19 @@ def check_all(dag: DAG) -> nx.MultiDiGraph:
 
 # ------------------------------------------------------------------------------ the 15 combinations
 
-# (dimensions, model, GPUs, spec). EP regroups a stage's adp x sp x tp GPUs, so "EP alone" pairs it with
-# attention data parallelism (adp) that supplies the GPUs without adding TP, SP or PP.
+# (dimensions, model, GPUs, plain spec). EP regroups a stage's adp x sp x tp GPUs, so "ep=2" alone is read
+# as attention data parallelism (adp=2) that supplies the GPUs without adding TP, SP or PP.
 COMBINATIONS = [
     ("TP", DENSE, 2, "tp=2"),
     ("SP", DENSE, 2, "sp=2"),
     ("PP", DENSE, 2, "pp=2"),
-    ("EP", MOE, 2, "adp=2,ep=2"),
+    ("EP", MOE, 2, "ep=2"),
     ("TP+SP", DENSE, 4, "sp=2,tp=2"),
     ("TP+PP", DENSE, 4, "tp=2,pp=2"),
     ("TP+EP", MOE, 2, "tp=2,ep=2"),
     ("SP+PP", DENSE, 4, "sp=2,pp=2"),
     ("SP+EP", MOE, 2, "sp=2,ep=2"),
-    ("PP+EP", MOE, 4, "pp=2,adp=2,ep=2"),
+    ("PP+EP", MOE, 4, "pp=2,ep=2"),
     ("TP+SP+PP", DENSE, 8, "pp=2,sp=2,tp=2"),
     ("TP+SP+EP", MOE, 4, "sp=2,tp=2,ep=4"),
     ("TP+PP+EP", MOE, 4, "pp=2,tp=2,ep=2"),
@@ -358,6 +358,62 @@ def test_combination_with_microbatches(dims: str, model: str, gpus: int, spec: s
     dag = _build(model, gpus, spec + ",mb=2", Workload(isl=32, osl=8, batch=8))
     check_all(dag)
     assert {n.microbatch for n in dag.nodes if n.kind != "step_boundary"} == {0, 1}
+
+
+def test_ep_alone_runs_attention_as_data_parallel_groups() -> None:
+    assert parse_strategy("ep=2").prefill == PhaseStrategy(adp=2, ep=2)
+    assert parse_strategy("pp=2,ep=2").decode == PhaseStrategy(pp=2, adp=2, ep=2)
+    assert parse_strategy("tp=2,ep=8").prefill == PhaseStrategy(adp=4, tp=2, ep=8)
+    # SP shards count as the stage's GPUs; in decode they become attention groups next to the EP ones.
+    assert parse_strategy("sp=2,ep=4").decode == PhaseStrategy(adp=4, ep=4)
+    # A spec that names adp, or whose ep fits the stage, is left as written.
+    assert parse_strategy("adp=2,ep=4").prefill == PhaseStrategy(adp=2, ep=4)
+    assert parse_strategy("tp=4,ep=2").prefill == PhaseStrategy(tp=4, ep=2)
+
+
+def test_ep_that_does_not_fit_the_stage_says_how_to_write_it() -> None:
+    with pytest.raises(StrategyError, match="HIER-1") as caught:
+        _build(MOE, 4, "adp=2,ep=4")
+    assert "ep=2 is adp=2,ep=2" in (caught.value.fix or "")
+
+
+@pytest.mark.parametrize(("model", "spec"), [(DENSE, "sp=4"), (MOE, "sp=4,ep=4")])
+def test_one_long_prompt_under_colocated_sp_builds_with_idle_decode_groups(model: str, spec: str) -> None:
+    from shardplan.validators import validate
+
+    one_prompt = Workload(isl=512, osl=8, batch=1)
+    dag = _build(model, 4, spec, one_prompt)
+    check_all(dag)
+    # Prefill splits the one prompt four ways; decode has four attention groups and one sequence.
+    assert {n.shard for n in dag.nodes if n.kind == "attention" and n.phase == "prefill"} == {0, 1, 2, 3}
+    report = validate(dag)
+    assert report.valid, [v.message for v in report.violations]
+    idle = [v for v in report.violations if v.rule == "SP-6"]
+    assert len(idle) == 1 and idle[0].severity == "info"
+    assert "GPUs [1, 2, 3]" in idle[0].message
+    assert idle[0].nodes and all(re.search(r"decode/.*/attention/g[123]$", n) for n in idle[0].nodes)
+    # Disaggregated, the decode pool's groups are chosen freely: more groups than sequences is refused.
+    with pytest.raises(StrategyError, match="MB-3"):
+        _build(model, 8, f"prefill:{spec};decode:adp=4,ep={4 if model == MOE else 1};disagg", one_prompt)
+
+
+def test_every_node_states_its_category_in_the_json() -> None:
+    import json
+
+    dag = _build(MOE, 4, "sp=2,tp=2,ep=2")
+    nodes = json.loads(dag.model_dump_json())["nodes"]
+    by_kind = {node["kind"]: node["category"] for node in nodes}
+    assert by_kind["router"] == by_kind["kv_write"] == by_kind["step_boundary"] == "control"
+    assert by_kind["all_to_all"] == by_kind["all_reduce"] == by_kind["all_gather"] == "communication"
+    assert by_kind["linear"] == by_kind["attention"] == by_kind["expert"] == "compute"
+    assert all("category" in node for node in nodes)
+    # Read back, a missing category is derived and a contradicting one is refused.
+    raw = json.loads(dag.model_dump_json())
+    del raw["nodes"][0]["category"]
+    assert DAG.model_validate(raw).nodes[0].category == nodes[0]["category"]
+    raw["nodes"][1]["category"] = "communication" if nodes[1]["category"] != "communication" else "compute"
+    with pytest.raises(ValueError, match="contradicts kind"):
+        DAG.model_validate(raw)
 
 
 # ------------------------------------------------------------------------- DP, microbatches, disagg

@@ -29,7 +29,7 @@ REQUIRED_RULES: dict[str, str] = {
     **{f"PP-{i}": "mandatory" for i in range(1, 5)},
     "PP-5": "informational",
     **{f"EP-{i}": "mandatory" for i in range(1, 4)},
-    "EP-4": "informational",
+    "EP-4": "mandatory",
     **{f"SP-{i}": "mandatory" for i in range(1, 6)},
     **{f"HIER-{i}": "mandatory" for i in range(1, 4)},
     **{f"MB-{i}": "mandatory" for i in range(1, 5)},
@@ -54,6 +54,7 @@ DOCS = [
     "11-dag-vocabulary.md",
     "12-tp-allreduce-and-pp-vs-tp.md",
     "13-memory.md",
+    "14-data-flow-and-state.md",
 ]
 
 RULE_DEFINITION = re.compile(r"^- \*\*([A-Z]+-\d+)\*\* \(", re.MULTILINE)

@@ -12,7 +12,7 @@ from .contracts.model import ModelSpec
 from .contracts.strategy import PhaseStrategy, Strategy
 from .contracts.workload import Workload
 
-__all__ = ["Problem", "phase_problems", "strategy_problems", "split_layers"]
+__all__ = ["Problem", "phase_problems", "strategy_problems", "split_layers", "idle_decode_groups"]
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,14 @@ def split_layers(num_layers: int, pp: int, given: list[int] | None = None) -> li
     return stages
 
 
-def phase_problems(name: str, phase: PhaseStrategy, model: ModelSpec, workload: Workload) -> list[Problem]:
-    """Why one phase's layout cannot be built (the per-phase half of :func:`strategy_problems`)."""
+def phase_problems(
+    name: str, phase: PhaseStrategy, model: ModelSpec, workload: Workload, *, idle_groups: bool = False
+) -> list[Problem]:
+    """Why one phase's layout cannot be built (the per-phase half of :func:`strategy_problems`).
+
+    With ``idle_groups`` the attention-DP groups may outnumber the sequences (those without one idle);
+    replicas and microbatches still need a sequence each.
+    """
     problems: list[Problem] = []
     add = problems.append
     heads, kv_heads = model.num_attention_heads, model.num_kv_heads
@@ -101,7 +107,8 @@ def phase_problems(name: str, phase: PhaseStrategy, model: ModelSpec, workload: 
                 Problem(
                     "HIER-1",
                     f"{name}: ep={phase.ep} does not divide the stage's adp*sp*tp={phase.stage_gpus} GPUs",
-                    "EP regroups a stage's GPUs: choose ep dividing adp*sp*tp",
+                    "EP regroups a stage's GPUs: choose ep dividing adp*sp*tp, or leave adp out of the spec "
+                    "(ep=N then runs attention as N/(sp*tp) data-parallel groups, e.g. ep=2 is adp=2,ep=2)",
                 )
             )
         elif moe.expert_intermediate_size % phase.etp:
@@ -148,7 +155,7 @@ def phase_problems(name: str, phase: PhaseStrategy, model: ModelSpec, workload: 
                 "use fewer sequence shards than prompt tokens",
             )
         )
-    groups = phase.dp * phase.adp * phase.mb
+    groups = phase.dp * phase.mb * (1 if idle_groups else phase.adp)
     batch = workload.phase_batch(name)
     if groups > batch:
         add(
@@ -171,9 +178,11 @@ def strategy_problems(model: ModelSpec, strategy: Strategy, workload: Workload, 
     >>> [p.rule for p in strategy_problems(llama, parse_strategy("tp=3"), Workload(isl=8, osl=8), 3)]
     ['TP-3', 'TP-3', 'TP-3']
     """
-    problems = phase_problems("prefill", strategy.prefill, model, workload)
-    problems += phase_problems("decode", strategy.decode, model, workload)
     p, d = strategy.prefill, strategy.decode
+    problems = phase_problems("prefill", p, model, workload)
+    # Colocated SP prefill of fewer prompts than decode's attention groups (one long prompt, SP's purpose)
+    # is legal: the groups without a sequence idle in decode (SP-6).
+    problems += phase_problems("decode", d, model, workload, idle_groups=not strategy.disaggregated and p.sp > 1)
     if strategy.disaggregated:
         if p.gpus + d.gpus != gpus:
             problems.append(
@@ -213,3 +222,15 @@ def strategy_problems(model: ModelSpec, strategy: Strategy, workload: Workload, 
                 )
             )
     return problems
+
+
+def idle_decode_groups(strategy: Strategy, workload: Workload) -> int:
+    """Attention-DP groups per decode replica that hold no sequence (0 when the batch fills them all).
+
+    >>> from shardplan.tools.contracts import parse_strategy, Workload
+    >>> idle_decode_groups(parse_strategy("sp=4"), Workload(isl=8192, osl=64, batch=1))
+    3
+    """
+    d = strategy.decode
+    per_replica_mb = -(-workload.batch // (d.dp * d.mb))  # sequences in one microbatch of one replica
+    return max(0, d.adp - per_replica_mb)

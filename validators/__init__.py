@@ -9,7 +9,9 @@ outside JSON against the DAG JSON Schema. Rules with nothing to check in a graph
 from . import (  # noqa: F401  (importing a rule module registers its checks)
     rules_decode,
     rules_ep,
+    rules_flow,
     rules_hierarchy,
+    rules_kv,
     rules_microbatch,
     rules_overlap,
     rules_phases,

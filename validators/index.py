@@ -20,11 +20,12 @@ however odd its contents.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from itertools import accumulate, compress, repeat
-from operator import is_not, itemgetter, ne
+from operator import attrgetter, is_not, itemgetter, lt, ne
 from typing import Any, TypeAlias
 
 from ..tools.contracts.dag import COMM_KINDS, DAG, CommNode, ComputeNode, StateNode
@@ -39,21 +40,21 @@ PHASES: tuple[str, str] = ("prefill", "decode")
 """The two top-level branches; ``handoff`` holds only the KV transfer between them."""
 
 REDUCTION_KINDS: frozenset[str] = frozenset({"all_reduce", "reduce_scatter"})
+
+_WIRE_FIELDS = ("peers", "message_bytes", "dtype")
 """Collectives that sum partial outputs."""
 
 
-def _offsets(keys: list[int], n: int) -> list[int]:
-    """CSR offsets of ``n`` rows from the row number of each entry (entries sorted by row)."""
-    counts = [0] * (n + 1)
-    for row, count in Counter(keys).items():
-        counts[row + 1] = count
-    return list(accumulate(counts))
+def _offsets(rows: Iterable[int], n: int) -> list[int]:
+    """CSR offsets of ``n`` rows from the row number of each entry (in any order)."""
+    counts = Counter(rows)
+    return [0, *accumulate(map(counts.get, range(n), repeat(0, n)))]
 
 
 class DagIndex:
     """Tables, adjacency and cached graph walks over one DAG.
 
-    Per node ``i``: ``ids``, ``kind``, ``phase``, ``stage``, ``mb``, ``step``, ``layer``, ``is_comm``,
+    Per node ``i``: ``ids``, ``kind``, ``category``, ``phase``, ``stage``, ``mb``, ``step``, ``layer``, ``is_comm``,
     ``partial``, ``parallel``, ``purpose``, ``ranks`` (an interned frozenset) and ``footprint`` (ranks
     plus peers for communication nodes). Per edge ``e``: ``src[e]``, ``dst[e]`` (``-1`` when the
     endpoint does not exist) and ``edge_kind[e]``. ``out_edges(i)`` and ``in_edges(i)`` list edge numbers.
@@ -68,7 +69,7 @@ class DagIndex:
         fields = self.fields
         # One pass over the node objects, then columns out of the compact rows (memory-friendly).
         rows = list(
-            map(itemgetter("id", "kind", "phase", "stage", "microbatch", "step", "layer", "ranks"), fields)
+            map(itemgetter("id", "kind", "phase", "stage", "microbatch", "step", "layer", "ranks", "category"), fields)
         )
         self.ids: list[str] = list(map(itemgetter(0), rows))
         self.kind: list[str] = list(map(itemgetter(1), rows))
@@ -79,13 +80,15 @@ class DagIndex:
         self.layer: list[int | None] = list(map(itemgetter(6), rows))
         self.rank_lists: list[tuple[int, ...]] = list(map(tuple, map(itemgetter(7), rows)))
         """Each node's ranks as written (order and repeats kept)."""
+        self.category: list[str | None] = list(map(itemgetter(8), rows))
+        """Each node's category as written (None when left to be derived from its kind)."""
         del rows
         self.is_comm: list[bool] = list(map(COMM_KINDS.__contains__, self.kind))
-        self.partial: list[bool] = [f.get("partial") is True for f in fields]
+        self.partial: list[bool] = [flag is True for flag in map(dict.get, fields, repeat("partial"))]
         """Compute nodes whose output is a partial sum."""
-        self.parallel: list[str | None] = [f.get("parallel") for f in fields]
+        self.parallel: list[str | None] = list(map(dict.get, fields, repeat("parallel")))
         """How a compute node is split over its ranks; None for other nodes."""
-        self.purpose: list[str | None] = [f.get("purpose") for f in fields]
+        self.purpose: list[str | None] = list(map(dict.get, fields, repeat("purpose")))
         """Why a communication node exists; None for other nodes."""
 
         self.pos: dict[str, int] = dict(zip(self.ids, range(len(self.ids)), strict=True))
@@ -101,8 +104,15 @@ class DagIndex:
         interned = {key: frozenset(key) for key in set(self.rank_lists)}
         self.ranks: list[frozenset[int]] = list(map(interned.__getitem__, self.rank_lists))
         self.footprint: list[frozenset[int]] = list(self.ranks)
-        for i in compress(range(len(fields)), self.is_comm):
-            peers = fields[i].get("peers")
+        comms = list(compress(range(len(fields)), self.is_comm))
+        wire = _WIRE_FIELDS
+        try:
+            comm_rows = list(map(itemgetter(*wire), map(fields.__getitem__, comms)))
+        except KeyError:  # a node record without some field: read them one by one
+            comm_rows = [tuple(fields[i].get(key) for key in wire) for i in comms]
+        self.wire: dict[int, tuple[float, str]] = {i: (row[1], row[2]) for i, row in zip(comms, comm_rows, strict=True)}
+        """Per communication node, ``(message_bytes, dtype)``: what it puts on the wire."""
+        for i, peers in zip(comms, map(itemgetter(0), comm_rows), strict=True):
             if peers:
                 key = (*self.rank_lists[i], -1, *peers)
                 both = interned.get(key)
@@ -110,7 +120,7 @@ class DagIndex:
                     both = interned[key] = self.ranks[i] | frozenset(peers)
                 self.footprint[i] = both
 
-        edge_rows = list(map(itemgetter("src", "dst", "kind"), (edge.__dict__ for edge in dag.edges)))
+        edge_rows = list(map(itemgetter("src", "dst", "kind"), map(attrgetter("__dict__"), dag.edges)))
         count = len(edge_rows)
         self.src: list[int] = list(map(self.pos.get, map(itemgetter(0), edge_rows), repeat(-1, count)))
         self.dst: list[int] = list(map(self.pos.get, map(itemgetter(1), edge_rows), repeat(-1, count)))
@@ -127,12 +137,23 @@ class DagIndex:
         n = len(self.nodes)
         self._out = sorted(self.valid_edges, key=self.src.__getitem__)
         self._in = sorted(self.valid_edges, key=self.dst.__getitem__)
-        self._out_start = _offsets(list(map(self.src.__getitem__, self._out)), n)
-        self._in_start = _offsets(list(map(self.dst.__getitem__, self._in)), n)
+        if self.dangling:
+            self._out_start = _offsets(map(self.src.__getitem__, self.valid_edges), n)
+            self._in_start = _offsets(map(self.dst.__getitem__, self.valid_edges), n)
+        else:
+            self._out_start = _offsets(self.src, n)
+            self._in_start = _offsets(self.dst, n)
 
-        self.by_kind: dict[str, list[int]] = {}
-        for i, kind in enumerate(self.kind):
-            self.by_kind.setdefault(kind, []).append(i)
+        self.memo: dict[str, object] = {}
+        """Results shared by several rules (see :func:`~shardplan.validators.derived.memo`)."""
+
+        # Nodes grouped by kind, in graph order: a stable sort, then one slice per kind.
+        by_kind = sorted(range(n), key=self.kind.__getitem__)
+        sorted_kinds = list(map(self.kind.__getitem__, by_kind))
+        self.by_kind: dict[str, list[int]] = {
+            kind: by_kind[bisect_left(sorted_kinds, kind) : bisect_right(sorted_kinds, kind)]
+            for kind in set(sorted_kinds)
+        }
 
     # -- basic lookups ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -146,6 +167,17 @@ class DagIndex:
     def out_edges(self, i: int) -> list[int]:
         """Edges leaving node ``i``."""
         return self._out[self._out_start[i] : self._out_start[i + 1]]
+
+    @property
+    def in_csr(self) -> tuple[list[int], list[int]]:
+        """The incoming adjacency as ``(edges, start)``: node ``i``'s edges are ``edges[start[i]:start[i+1]]``
+        (for tight loops that cannot afford a call per node)."""
+        return self._in, self._in_start
+
+    @property
+    def out_csr(self) -> tuple[list[int], list[int]]:
+        """The outgoing adjacency as ``(edges, start)``, like :attr:`in_csr`."""
+        return self._out, self._out_start
 
     def in_edges(self, i: int) -> list[int]:
         """Edges entering node ``i``."""
@@ -281,7 +313,14 @@ class DagIndex:
         return sorted(self.footprint[i] - self.stage_ranks.get((self.phase[i], self.stage[i]), frozenset()))
     @cached_property
     def topological_order(self) -> list[int]:
-        """Kahn's order of the nodes; shorter than the node count exactly when the graph has a cycle."""
+        """A topological order of the nodes; shorter than the node count exactly when the graph has a cycle.
+
+        When every edge points from an earlier node of the list to a later one (the builder writes nodes
+        in dependency order) the list order is one, checked in one C-level pass; otherwise Kahn's walk.
+        """
+        valid = self.valid_edges
+        if all(map(lt, map(self.src.__getitem__, valid), map(self.dst.__getitem__, valid))):
+            return list(range(len(self.nodes)))
         indegree = [self._in_start[i + 1] - self._in_start[i] for i in range(len(self.nodes))]
         ready = [i for i, d in enumerate(indegree) if d == 0]
         order: list[int] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .derived import attention_shapes, kv_states
 from .index import DagIndex
 from .registry import Finding, rule, sample
 
@@ -47,12 +48,13 @@ def rule_step_order(ix: DagIndex) -> Iterator[Finding]:
 def rule_attention_reads_kv(ix: DagIndex) -> Iterator[Finding]:
     """Each decode attention node reads the cached K/V through a kv_read node and a state edge."""
     unread, mismatched = [], []
+    kv_state = kv_states(ix)
     for i in ix.of_kind("attention"):
         if ix.phase[i] != "decode":
             continue
         cache = [p for p in ix.pred(i, "state") if ix.kind[p] in ("kv_read", "kv_write")]
         reads = [p for p in cache if ix.kind[p] == "kv_read"]
-        states = {ix.attr(p, "kv_state") for p in cache}
+        states = {kv_state[p] for p in cache}
         if not reads:
             unread.append(ix.ids[i])
         elif len(states) != 1 or None in states or any(ix.layer[p] != ix.layer[i] for p in reads):
@@ -74,17 +76,6 @@ def rule_attention_reads_kv(ix: DagIndex) -> Iterator[Finding]:
         )
 
 
-def _implicit_move(ix: DagIndex, s: int, d: int) -> bool:
-    """Whether a decode data edge between two non-communication nodes changes the GPU set."""
-    return (
-        ix.phase[s] == "decode"
-        and ix.phase[d] == "decode"
-        and not ix.is_comm[s]
-        and not ix.is_comm[d]
-        and ix.ranks[s] != ix.ranks[d]
-    )
-
-
 @rule("DEC-3", full_graph=True)
 def rule_decode_comm_explicit(ix: DagIndex) -> Iterator[Finding]:
     """In decode every reduction, gather and transfer is its own communication node."""
@@ -95,17 +86,25 @@ def rule_decode_comm_explicit(ix: DagIndex) -> Iterator[Finding]:
         for i, (partial, parallel) in enumerate(zip(ix.partial, ix.parallel, strict=True))
         if partial or parallel == "vocab"
     ]
+    out, start = ix.out_csr
+    dst, edge_kind, comm, phase = ix.dst, ix.edge_kind, ix.is_comm, ix.phase
     for i in split:
-        if ix.phase[i] != "decode":
+        if phase[i] != "decode":
             continue
-        readers = ix.succ(i, "data")
-        hidden += [(ix.ids[i], ix.ids[j]) for j in readers if not ix.is_comm[j]]
-        if not any(ix.is_comm[j] for j in readers):
+        readers = [dst[e] for e in out[start[i] : start[i + 1]] if edge_kind[e] == "data"]
+        hidden += [(ix.ids[i], ix.ids[j]) for j in readers if not comm[j]]
+        if not any(comm[j] for j in readers):
             unreduced.append(ix.ids[i])
+    src, ranks = ix.src, ix.ranks
     reshaped = [
         ix.edge_ids(e)
         for e in ix.crossing["ranks"]
-        if ix.edge_kind[e] == "data" and _implicit_move(ix, ix.src[e], ix.dst[e])
+        if edge_kind[e] == "data"
+        and phase[s := src[e]] == "decode"
+        and phase[d := dst[e]] == "decode"
+        and not comm[s]
+        and not comm[d]
+        and ranks[s] != ranks[d]
     ]
     if hidden or unreduced:
         names = sorted({a for a, _ in hidden} | set(unreduced))
@@ -149,9 +148,10 @@ def rule_one_token_step(ix: DagIndex) -> Iterator[Finding]:
             nodes=far,
         )
     multi = []
+    shapes = attention_shapes(ix)
     for i in ix.of_kind("attention"):
-        shape = ix.attr(i, "shape") or {}
-        if ix.phase[i] == "decode" and isinstance(shape, dict) and shape.get("q_len", 1) != 1:
+        shape = shapes[i]
+        if ix.phase[i] == "decode" and shape.get("q_len", 1) != 1:
             multi.append((ix.ids[i], shape.get("q_len")))
     for i in ix.of_kind("kv_write"):
         if ix.phase[i] == "decode" and ix.attr(i, "tokens") not in (0, 1):
@@ -178,6 +178,28 @@ def rule_kv_write_commits(ix: DagIndex) -> Iterator[Finding]:
     ends = set(ix.decode_ends)
     if not ends:
         return  # DEC-1 reports the missing boundary
+    readers: dict[object, list[int]] = {}
+    states = kv_states(ix)
+    out, start = ix.out_csr
+    inn, in_start = ix.in_csr
+    dst, src, kinds, edge_kind, phase = ix.dst, ix.src, ix.kind, ix.edge_kind, ix.phase
+    for r in ix.of_kind("kv_read"):
+        if phase[r] == "decode":
+            readers.setdefault(states[r], []).extend(
+                j for e in out[start[r] : start[r + 1]] if edge_kind[e] == "state" and kinds[j := dst[e]] == "attention"
+            )
+    late = []
+    for w in ix.of_kind("kv_write"):
+        attention = readers.get(states[w], []) if phase[w] == "decode" else []
+        if any(w not in map(src.__getitem__, inn[in_start[a] : in_start[a + 1]]) for a in attention):
+            late.append(ix.ids[w])
+    if late:
+        yield Finding(
+            message=f"{len(late)} decode kv_write nodes do not precede the attention that reads their cache: "
+            f"{sample(late)}; the new token's key and value would be missing from it",
+            fix=f"add a state edge from {late[0]} to the attention of its layer (store, then attend)",
+            nodes=late,
+        )
     loose = [
         ix.ids[i]
         for i in ix.of_kind("kv_write")

@@ -49,10 +49,16 @@ def _moe_layers(ix: DagIndex, phase: str) -> dict[tuple[int, int], _MoELayer]:
 
 
 def _reaches_combine(ix: DagIndex, expert: int, combine: set[int]) -> bool:
-    """Whether an expert's output enters the combine directly or through its expert-TP reduction."""
-    for j in ix.succ(expert, "data"):
-        if j in combine or (ix.is_comm[j] and any(k in combine for k in ix.succ(j, "data"))):
-            return True
+    """Whether an expert's output enters the combine, directly or through communication only (its
+    expert-TP reduction, however that is drawn: an all-reduce, or a reduce-scatter and an all-gather)."""
+    stack, seen = [expert], {expert}
+    while stack:
+        for j in ix.succ(stack.pop(), "data"):
+            if j in combine:
+                return True
+            if ix.is_comm[j] and j not in seen:
+                seen.add(j)
+                stack.append(j)
     return False
 
 
@@ -128,7 +134,22 @@ def rule_ep_divides(ix: DagIndex) -> Iterator[Finding]:
 @rule("EP-4")
 def rule_router_not_tp_split(ix: DagIndex) -> Iterator[Finding]:
     """Routing is not split by TP; expert TP acts inside the experts."""
+    experts = ix.meta.model.moe.num_experts if ix.meta.model.moe else None
     split = [ix.ids[i] for i in ix.of_kind("router") if ix.parallel[i] not in ("replicated", "none")]
+    narrow = []
+    for i in ix.of_kind("router"):
+        shape = ix.attr(i, "shape")
+        width = shape.get("n") if isinstance(shape, dict) else None
+        if experts is not None and width is not None and width != experts:
+            narrow.append((ix.ids[i], width))
+    if narrow:
+        yield Finding(
+            message=f"{len(narrow)} routers score a slice of the experts, e.g. {narrow[0][0]} outputs "
+            f"{narrow[0][1]} scores of {experts} experts on each GPU: top-k over a slice is not top-k",
+            fix=f"give {narrow[0][0]} the full router weight on every rank of its group (shape n={experts}); "
+            "split only the experts",
+            nodes=[name for name, _ in narrow],
+        )
     if split:
         yield Finding(
             message=f"{len(split)} router nodes are tensor-split: {sample(split)}",

@@ -48,6 +48,17 @@ def group_owners(ix: DagIndex) -> tuple[Owners, list[tuple[str, frozenset[int], 
     return owners, clashes
 
 
+def _fed_by_experts(ix: DagIndex, i: int, seen: dict[int, bool]) -> bool:
+    """Whether communication node ``i`` moves routed-expert output, directly or through other
+    communication (an expert-TP reduction drawn as a reduce-scatter and an all-gather); memoised in ``seen``."""
+    if i not in seen:
+        seen[i] = False  # a cycle (DAG-1) ends the walk
+        seen[i] = any(
+            ix.is_routed_expert(p) or (ix.is_comm[p] and _fed_by_experts(ix, p, seen)) for p in ix.pred(i, "data")
+        )
+    return seen[i]
+
+
 @rule("HIER-1", full_graph=True)
 def rule_groups_nest(ix: DagIndex) -> Iterator[Finding]:
     """TP groups partition each stage; every collective spans whole TP (or expert-TP) groups of one stage."""
@@ -63,16 +74,13 @@ def rule_groups_nest(ix: DagIndex) -> Iterator[Finding]:
         )
     splitting, outside = [], []
     has_experts = bool(ix.of_kind("expert"))
+    expert_side: dict[int, bool] = {}
     verdicts: dict[tuple[int, tuple[str, int, bool], bool], str] = {}
     for i, ranks in enumerate(ix.ranks):
         purpose = ix.purpose[i]
         if not ix.is_comm[i] or purpose in _CROSSING or ix.phase[i] not in PHASES:
             continue
-        key = (
-            ix.phase[i],
-            ix.stage[i],
-            has_experts and any(ix.is_routed_expert(p) for p in ix.pred(i, "data")),
-        )
+        key = (ix.phase[i], ix.stage[i], has_experts and _fed_by_experts(ix, i, expert_side))
         check_stage = purpose not in _STAGE_CHECKED
         memo = (id(ranks), key, check_stage)
         verdict = verdicts.get(memo)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .derived import kv_states
 from .index import DagIndex
 from .registry import Finding, from_problems, rule, sample
 
@@ -38,8 +39,9 @@ def rule_kv_isolated(ix: DagIndex) -> Iterator[Finding]:
     owners: dict[str, set[int]] = {}
     touching: dict[str, list[str]] = {}
     anonymous = []
+    states = kv_states(ix)
     for i in ix.of_kind("kv_read", "kv_write"):
-        state = ix.attr(i, "kv_state")
+        state = states[i]
         if state is None:
             anonymous.append(ix.ids[i])
         else:

@@ -4,7 +4,10 @@ expects, whatever the schedule overlaps it with."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import compress
+from operator import ne
 
+from .comm_checks import dtype_mismatches, edges_between, members, size_mismatches, uncovered_collectives
 from .index import REDUCTION_KINDS, DagIndex
 from .registry import Finding, rule, sample
 
@@ -40,14 +43,12 @@ def rule_no_cross_step_overlap(ix: DagIndex) -> Iterator[Finding]:
 @rule("OVL-3")
 def rule_transfer_matches_consumer(ix: DagIndex) -> Iterator[Finding]:
     """Each transfer delivers the shape, dtype and placement its consumer expects."""
-    misplaced: list[tuple[str, str]] = []
-    for kind in REDUCTION_KINDS:
-        for i in ix.of_kind(kind):
-            misplaced += [
-                (ix.ids[p], ix.ids[i])
-                for p in ix.pred(i, "data")
-                if ix.partial[p] and ix.ranks[p] != ix.ranks[i]
-            ]
+    holders, reductions = edges_between(ix, bytearray(ix.partial), members(ix, tuple(sorted(REDUCTION_KINDS))))
+    misplaced = [
+        (ix.ids[p], ix.ids[c])
+        for p, c in compress(zip(holders, reductions, strict=True), map(ne, map(ix.ranks.__getitem__, holders),
+                                                                        map(ix.ranks.__getitem__, reductions)))
+    ]
     if misplaced:
         src, dst = misplaced[0]
         yield Finding(
@@ -85,3 +86,28 @@ def rule_transfer_matches_consumer(ix: DagIndex) -> Iterator[Finding]:
             "to the other's ranks",
             edges=unmatched,
         )
+    for problems, what, fix in (
+        (
+            uncovered_collectives(ix),
+            "collectives lack input on some of their GPUs",
+            "feed the collective from a producer on each of its ranks (every shard or group that takes part)",
+        ),
+        (
+            size_mismatches(ix),
+            "collectives carry another size than their producer made or their consumer reads",
+            "size the message as the producer's output (all-reduce / reduce-scatter) or as the routed token "
+            "copies (dispatch, combine)",
+        ),
+        (
+            dtype_mismatches(ix),
+            "communication nodes move a format their tensor does not have",
+            "move activations in the model's activation dtype, K/V in its kv dtype, logits in fp32; only an "
+            "FP8 model's dispatch may be fp8",
+        ),
+    ):
+        if problems:
+            yield Finding(
+                message=f"{len(problems)} {what}: {sample([f'{n} {why}' for n, why in problems], 2)}",
+                fix=f"{fix} (first: {problems[0][0]})",
+                nodes=sorted({n for n, _ in problems}),
+            )

@@ -4,7 +4,10 @@ inside a stage, routers fed by whole tokens, no more shards than prompt tokens."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import repeat
 
+from ..tools.feasibility import idle_decode_groups
+from .derived import attention_shapes, covering_ranks, min_context
 from .index import DagIndex
 from .registry import Finding, from_problems, rule, sample
 
@@ -14,7 +17,30 @@ __all__ = [
     "rule_sp_inside_stage",
     "rule_router_after_sp_sync",
     "rule_sp_le_prompt",
+    "rule_idle_decode_groups",
+    "short_sighted",
 ]
+
+
+def short_sighted(ix: DagIndex, phase: str) -> list[tuple[str, int, int]]:
+    """Attention and kv_read nodes of ``phase`` that see fewer key positions than the prompt (or the
+    window), as ``(id, seen, expected)``: the mark of a split along the sequence, whatever the labels."""
+    found = []
+    fields, phases, layers = ix.fields, ix.phase, ix.layer
+    expected_of: dict[int | None, int] = {}
+    attention = [i for i in ix.of_kind("attention") if phases[i] == phase]
+    reads = [i for i in ix.of_kind("kv_read") if phases[i] == phase]
+    shapes = attention_shapes(ix)
+    seen_by_attention = [shapes[i].get("kv_len") for i in attention]
+    seen_by_reads = list(map(dict.get, map(fields.__getitem__, reads), repeat("tokens")))
+    for i, seen in zip(attention + reads, seen_by_attention + seen_by_reads, strict=True):
+        layer = layers[i]
+        if layer not in expected_of:
+            expected_of[layer] = min_context(ix, layer)
+        if isinstance(seen, int) and seen < expected_of[layer]:
+            found.append((ix.ids[i], seen, expected_of[layer]))
+    return found
+
 
 _SP_PURPOSES = ("sp_reduce_scatter", "sp_kv_gather", "sp_gather")
 
@@ -28,6 +54,16 @@ def rule_no_sp_in_decode(ix: DagIndex) -> Iterator[Finding]:
         for i, phase in enumerate(ix.phase)
         if phase == "decode" and (ix.purpose[i] in _SP_PURPOSES or ix.parallel[i] == "sequence")
     ]
+    split = short_sighted(ix, "decode")
+    if split:
+        name, seen, expected = split[0]
+        yield Finding(
+            message=f"{len(split)} decode attention or KV reads see only part of the cached context, e.g. "
+            f"{name} sees {seen} of at least {expected} positions: the cache is split by sequence",
+            fix=f"let {name} read the whole cached context of its sequences; spread decode over attention "
+            "groups by sequence (adp), not over positions",
+            nodes=[s[0] for s in split],
+        )
     if shards:
         yield Finding(
             message=f"{len(shards)} decode nodes are sequence shards or SP collectives: {sample(shards)}",
@@ -51,6 +87,28 @@ def rule_sp_gathers_kv(ix: DagIndex) -> Iterator[Finding]:
             ix.kind[p] == "all_gather" and ix.purpose[p] == "sp_kv_gather" for p in ix.pred(i, "data")
         )
     ]
+    partial_gathers = [
+        (ix.ids[i], sorted(ix.ranks[i] - covering_ranks(ix, i)))
+        for i in ix.of_kind("all_gather")
+        if ix.purpose[i] == "sp_kv_gather" and not ix.meta.collapsed and ix.ranks[i] - covering_ranks(ix, i)
+    ]
+    if partial_gathers:
+        name, missing = partial_gathers[0]
+        yield Finding(
+            message=f"{len(partial_gathers)} SP K/V all-gathers are fed by only some shards, e.g. {name} gets "
+            f"nothing from ranks {missing[:8]}: attention misses those tokens' keys",
+            fix=f"feed {name} from the K/V projection of every sequence shard of its group",
+            nodes=[g[0] for g in partial_gathers],
+        )
+    narrow = short_sighted(ix, "prefill")
+    if narrow:
+        name, seen, expected = narrow[0]
+        yield Finding(
+            message=f"{len(narrow)} prefill attention shards see fewer keys than the prompt, e.g. {name} sees "
+            f"{seen} of {expected}",
+            fix=f"give {name} the gathered K/V of the whole prompt (kv_len {expected})",
+            nodes=[n[0] for n in narrow],
+        )
     if blind:
         yield Finding(
             message=f"{len(blind)} prefill attention shards (sp={strategy.sp}) see only their own tokens' "
@@ -103,3 +161,29 @@ def rule_router_after_sp_sync(ix: DagIndex) -> Iterator[Finding]:
 def rule_sp_le_prompt(ix: DagIndex) -> Iterator[Finding]:
     """The SP degree does not exceed the prompt length."""
     yield from from_problems(ix, "SP-5")
+
+
+@rule("SP-6")
+def rule_idle_decode_groups(ix: DagIndex) -> Iterator[Finding]:
+    """Colocated SP prefill of fewer sequences than decode's attention groups leaves GPUs idle in decode."""
+    strategy = ix.meta.strategy
+    idle = idle_decode_groups(strategy, ix.meta.workload)
+    if strategy.disaggregated or strategy.prefill.sp < 2 or idle < 1:
+        return
+    decode = strategy.decode
+    busy = decode.adp - idle
+    # Decode has no sequence shards, so an attention node's shard is its attention-DP group.
+    empty = [
+        i for i in ix.of_kind("attention") if ix.phase[i] == "decode" and int(str(ix.attr(i, "shard") or 0)) >= busy
+    ]
+    idle_ranks = sorted({r for i in empty for r in ix.ranks[i]})
+    names = [ix.ids[i] for i in empty]
+    yield Finding(
+        message=f"batch={ix.meta.workload.batch} fills {busy} of the {decode.adp} decode attention groups per "
+        f"replica (prefill sp={strategy.prefill.sp} becomes decode adp={decode.adp}): GPUs {idle_ranks[:16]} "
+        "have no sequence to attend to in decode: they hold their weight shards and join the collectives "
+        "(MoE all-to-alls, pipeline hops); the graph draws each group with one sequence, an upper bound",
+        fix="serve disaggregated (;disagg) with a smaller decode pool, or raise the batch to "
+        f"{decode.adp * decode.dp * decode.mb} to use every decode group",
+        nodes=names,
+    )

@@ -4,8 +4,10 @@ divisibility, reduced tensors only in the residual stream, groups inside a node.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import compress
 
-from .index import DagIndex
+from .derived import partial_by_shape
+from .index import REDUCTION_KINDS, DagIndex
 from .registry import Finding, from_problems, rule, sample
 
 __all__ = [
@@ -52,13 +54,16 @@ def rule_partial_reduced(ix: DagIndex) -> Iterator[Finding]:
     """The partial output of a row-parallel operator is read only by an explicit reduction."""
     bypassed: list[tuple[str, str]] = []
     dropped: list[str] = []
-    for i, partial in enumerate(ix.partial):
-        if not partial:
-            continue
-        readers = ix.succ(i, "data")
+    by_shape = partial_by_shape(ix)
+    out, start = ix.out_csr
+    targets, edge_kind, kinds = ix.dst, ix.edge_kind, ix.kind
+    for i in sorted(set(compress(range(len(ix)), ix.partial)) | by_shape):
+        readers = [targets[e] for e in out[start[i] : start[i + 1]] if edge_kind[e] == "data"]
         if not readers:
             dropped.append(ix.ids[i])
-        bypassed += [(ix.ids[i], ix.ids[j]) for j in readers if not ix.is_reduction(j)]
+        for j in readers:
+            if kinds[j] not in REDUCTION_KINDS and not ix.is_reduction(j):
+                bypassed.append((ix.ids[i], ix.ids[j]))
     if bypassed:
         src, dst = bypassed[0]
         yield Finding(
@@ -72,13 +77,14 @@ def rule_partial_reduced(ix: DagIndex) -> Iterator[Finding]:
     unmarked = [
         ix.ids[i]
         for i, parallel in enumerate(ix.parallel)
-        if parallel == "row" and not ix.partial[i] and len(ix.ranks[i]) > 1
+        if (parallel == "row" or i in by_shape) and not ix.partial[i] and len(ix.ranks[i]) > 1
     ]
     if unmarked:
         yield Finding(
-            message=f"{len(unmarked)} row-parallel operators on several GPUs are not marked partial, so "
-            f"their reduction cannot be checked: {sample(unmarked)}",
-            fix="set partial=true on row-parallel outputs and reduce them with an explicit collective",
+            message=f"{len(unmarked)} operators on several GPUs are row-parallel (by label, or by shape: full "
+            f"hidden-width output from a split contraction) but not marked partial: {sample(unmarked)}",
+            fix=f"set partial=true and parallel='row' on {unmarked[0]} and reduce its output with an explicit "
+            "collective",
             nodes=unmarked,
         )
     if dropped:
@@ -99,7 +105,7 @@ def rule_tp_divides(ix: DagIndex) -> Iterator[Finding]:
 @rule("TP-4")
 def rule_norm_on_reduced(ix: DagIndex) -> Iterator[Finding]:
     """No normalization or residual add reads a partial sum, directly or through other operators."""
-    sources = [i for i, flag in enumerate(ix.partial) if flag]
+    sources = sorted({i for i, flag in enumerate(ix.partial) if flag} | partial_by_shape(ix))
     reached = ix.taint(sources, ix.is_reduction)
     bad = [
         (ix.ids[source], ix.ids[i]) for i, source in reached.items() if ix.kind[i] in ("norm", "elementwise")

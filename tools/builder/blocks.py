@@ -78,9 +78,9 @@ def attention_block(b: PhaseBuilder, site: Site, inputs: dict[Unit, str]) -> dic
         b.g.edge(qkv[unit], write, "state")
         b.ends.append(write)
         attn_work = ops.attention(m, site.layer or 0, b.seqs, b.q_len, b.kv_len, s.tp, prefill=b.prefill)
-        attn = b.compute(here, "attention", "attention", attn_work, parallel="column", src=qkv[unit])
-        if s.sp > 1:
-            b.g.edge(kv_gather[g], attn)
+        # Nodes are written in dependency order (the cache read before the attention that uses it), so
+        # the list itself is a topological order and validation need not sort the graph.
+        read = None
         if not b.prefill:
             kv_len = attn_work.shape["kv_len"]
             read = b.g.state(
@@ -94,6 +94,10 @@ def attention_block(b: PhaseBuilder, site: Site, inputs: dict[Unit, str]) -> dic
                 **b.placement(here),
             )
             b.g.edge(b.boundary_in, read, "sync")
+        attn = b.compute(here, "attention", "attention", attn_work, parallel="column", src=qkv[unit])
+        if s.sp > 1:
+            b.g.edge(kv_gather[g], attn)
+        if read is not None:
             b.g.edge(read, attn, "state")
             b.g.edge(write, attn, "state")
         v_width = m.mla.v_head_dim if m.mla else m.head_dim

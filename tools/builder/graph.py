@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contracts.dag import CommNode, ComputeNode, Edge, EdgeKind, StateNode
+from ..contracts.dag import CommNode, ComputeNode, Edge, EdgeKind, StateNode, category_of
 from ..contracts.hardware import Cluster
 
 __all__ = ["GraphBuffer"]
@@ -49,6 +49,7 @@ class GraphBuffer:
         self._ids: set[str] = set()
 
     def _register(self, node: AnyNode) -> str:
+        node.__dict__["category"] = category_of(node.kind)
         if node.id in self._ids:
             raise ValueError(f"duplicate node id {node.id}")
         self._ids.add(node.id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .common import Contract, DType, Phase
 from .hardware import Cluster, LinkScope
@@ -32,6 +32,8 @@ __all__ = [
     "COMPUTE_KINDS",
     "COMM_KINDS",
     "STATE_KINDS",
+    "NodeCategory",
+    "category_of",
 ]
 
 ComputeKind = Literal["embedding", "norm", "linear", "attention", "expert", "router", "sampler", "elementwise"]
@@ -42,6 +44,23 @@ EdgeKind = Literal["data", "pipeline", "sync", "state"]
 COMPUTE_KINDS: frozenset[str] = frozenset(ComputeKind.__args__)  # type: ignore[attr-defined]
 COMM_KINDS: frozenset[str] = frozenset(CommKind.__args__)  # type: ignore[attr-defined]
 STATE_KINDS: frozenset[str] = frozenset(StateKind.__args__)  # type: ignore[attr-defined]
+
+NodeCategory = Literal["compute", "communication", "control"]
+"""The seeds' three node classes: compute, communication, and control/state (routing, KV cache, step ends)."""
+
+_CONTROL_KINDS: frozenset[str] = frozenset({"router", *STATE_KINDS})
+
+
+def category_of(kind: str) -> NodeCategory:
+    """The node category of a node kind: routing and the state kinds are control, like the seeds class them.
+
+    >>> category_of("router"), category_of("all_to_all"), category_of("linear")
+    ('control', 'communication', 'compute')
+    """
+    if kind in _CONTROL_KINDS:
+        return "control"
+    return "communication" if kind in COMM_KINDS else "compute"
+
 
 Parallel = Literal["replicated", "column", "row", "vocab", "expert", "sequence", "none"]
 Purpose = Literal[
@@ -69,6 +88,22 @@ class _NodeBase(Contract):
     step: int = Field(default=0, ge=0, description="Decode step relative to the drawn one: 0 is step t, 1 is t+1.")
     ranks: list[int] = Field(description="Global ranks (GPUs) that run the node.")
     shard: int | None = Field(default=None, description="SP shard, attention-DP group or expert rank the node covers.")
+    category: NodeCategory | None = Field(
+        default=None,
+        description="compute, communication or control (routing, KV cache, step boundaries); derived from kind "
+        "when absent, and it must agree with kind when given.",
+    )
+
+    @model_validator(mode="after")
+    def _category_matches_kind(self) -> _NodeBase:
+        expected = category_of(str(getattr(self, "kind", "")))
+        if self.category is None:
+            object.__setattr__(self, "category", expected)
+        elif self.category != expected:
+            raise ValueError(
+                f"category '{self.category}' contradicts kind '{getattr(self, 'kind', '')}' (expected '{expected}')"
+            )
+        return self
 
 
 class ComputeNode(_NodeBase):

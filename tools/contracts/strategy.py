@@ -129,11 +129,28 @@ def _parse_phase(text: str, where: str) -> dict[str, object]:
     return values
 
 
+def _attention_groups_for_ep(values: dict[str, object]) -> None:
+    """Give a spec whose ``ep`` exceeds its stage's ``sp*tp`` GPUs the attention groups that make it whole.
+
+    EP regroups the GPUs that attention and dense layers use, so ``ep=2`` alone (or ``pp=2,ep=2``) names
+    two GPUs per stage without saying how attention runs on them. The layout that the seeds' EP-alone
+    combination describes is attention replicated as data-parallel groups (``adp``): each group attends to
+    its own sequences and the MoE layers spread the experts over all of them. Only a spec without ``adp``
+    is completed, and only when ``sp*tp`` divides ``ep``; anything else is left for the feasibility checks.
+    """
+    ep = int(str(values.get("ep", 1)))
+    inner = int(str(values.get("sp", 1))) * int(str(values.get("tp", 1)))
+    if "adp" not in values and ep > inner and ep % inner == 0:
+        values["adp"] = ep // inner
+
+
 def parse_strategy(spec: str) -> Strategy:
     """Read a SPEC such as ``tp=4,pp=2`` or ``prefill:tp=4,sp=2;decode:tp=4,dp=2;disagg``.
 
     A spec without phase names applies to both phases, except ``sp``: sequence parallelism exists
-    only in prefill, so in decode those GPUs become data-parallel attention groups (``adp``).
+    only in prefill, so in decode those GPUs become data-parallel attention groups (``adp``). An ``ep``
+    larger than ``sp*tp`` with no ``adp`` given gets the attention-DP groups that fill it (``ep=2`` is
+    ``adp=2,ep=2``).
 
     Raises:
         InputError: the text is not a strategy; the message names the offending part.
@@ -142,6 +159,8 @@ def parse_strategy(spec: str) -> Strategy:
     4
     >>> parse_strategy("sp=2,tp=4").decode.adp
     2
+    >>> parse_strategy("pp=2,ep=2").prefill.to_spec()
+    'pp=2,adp=2,ep=2'
     """
     if not spec or not spec.strip():
         raise InputError("the strategy is empty", field="strategy", fix="give degrees, e.g. tp=4,pp=2")
@@ -168,6 +187,9 @@ def parse_strategy(spec: str) -> Strategy:
                     fix="separate phases as prefill:...;decode:...",
                 )
             plain = _parse_phase(chunk, "")
+    for values in (plain, *phases.values()):
+        if values is not None:
+            _attention_groups_for_ep(values)
     if plain is not None:
         if phases:
             raise InputError(
