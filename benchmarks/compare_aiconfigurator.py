@@ -1,0 +1,419 @@
+"""shardplan against AIConfigurator, side by side, on the same serving requests.
+
+For each request below: AIConfigurator 0.12's own search (``aiconfigurator cli default``, vLLM backend,
+agg and disagg) gives its best deployment on the GPU budget; ``shardplan plan --objective throughput``
+gives shardplan's pick; ``aiconfigurator cli estimate`` (in-flight batching; ``disagg`` mode for split
+plans) re-scores that pick, so both deployments are judged by the same estimator. The table shows the
+ratio of tokens/s/GPU to AIConfigurator's best, whether the pick meets the targets under AIConfigurator's
+estimate, and both tools' wall time. Throughput per GPU counts every GPU of the budget (idle ones as
+zero), which is how AIConfigurator ranks its own results.
+
+Rows marked with a dagger are picks that AIConfigurator's default search does not consider (pipeline
+parallelism, a worker spanning nodes, a degree outside its candidates, read from its own saved search
+space): there shardplan reaches deployments the other tool cannot.
+
+AIConfigurator is installed into ``benchmarks/.aic-venv`` on first use (``--aic-venv`` picks another);
+when it cannot be installed the script says why and exits 0. shardplan is the ``shardplan`` command of
+the running interpreter's environment (``--shardplan`` picks another).
+
+Usage::
+
+    .venv/bin/python benchmarks/compare_aiconfigurator.py [--cases LABEL,...] [--jobs N] [--markdown]
+        [--json FILE] [--aic-venv DIR] [--shardplan PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiconfigurator_cli import (
+    AicError,
+    Deployment,
+    Estimate,
+    SearchResult,
+    Worker,
+    ensure_aiconfigurator,
+    outside_search_space,
+    run_default,
+    run_estimate,
+    slot_fill,
+)
+
+__all__ = ["Request", "REQUESTS", "Pick", "Row", "read_pick", "compare", "summary", "markdown_table"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One serving request, as both tools are asked it."""
+
+    label: str
+    model: str  # shardplan's bundled name
+    aic_model: str  # the same checkpoint in AIConfigurator's model database
+    moe: bool
+    gpu: str
+    gpus: int
+    isl: int
+    osl: int
+    ttft_ms: float
+    tpot_ms: float
+    gpus_per_node: int = 8
+
+
+LLAMA_8B, LLAMA_70B = "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B"
+AIC_LLAMA_8B, AIC_LLAMA_70B = "meta-llama/Meta-Llama-3.1-8B", "meta-llama/Meta-Llama-3.1-70B"
+QWEN_30B, QWEN_235B = "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-235B-A22B"
+
+# Dense and MoE, 1 to 16 GPUs, H100 and H200, short and long prompts and outputs, tight and loose targets.
+REQUESTS: tuple[Request, ...] = (
+    Request("llama8b-1xH100-chat", LLAMA_8B, AIC_LLAMA_8B, False, "H100", 1, 1024, 256, 500, 20),
+    Request("llama8b-2xH100", LLAMA_8B, AIC_LLAMA_8B, False, "H100", 2, 2048, 256, 2000, 30),
+    Request("qwen3-8b-4xH200-long", "Qwen/Qwen3-8B", "Qwen/Qwen3-8B", False, "H200", 4, 8192, 512, 3000, 25),
+    Request("qwen3-32b-4xH100", "Qwen/Qwen3-32B", "Qwen/Qwen3-32B", False, "H100", 4, 2048, 512, 1000, 40),
+    Request("llama70b-8xH200", LLAMA_70B, AIC_LLAMA_70B, False, "H200", 8, 3000, 300, 1500, 40),
+    Request("llama70b-16xH100", LLAMA_70B, AIC_LLAMA_70B, False, "H100", 16, 4096, 1024, 2000, 50),
+    Request("qwen3-30b-a3b-2xH100", QWEN_30B, QWEN_30B, True, "H100", 2, 1024, 1024, 800, 15),
+    Request("qwen3-30b-a3b-4xH200", QWEN_30B, QWEN_30B, True, "H200", 4, 4096, 512, 1500, 20),
+    Request("qwen3-235b-8xH200", QWEN_235B, QWEN_235B, True, "H200", 8, 4096, 1024, 3000, 50),
+    Request("qwen3-235b-16xH200", QWEN_235B, QWEN_235B, True, "H200", 16, 2048, 256, 2000, 30),
+)
+
+
+@dataclass(frozen=True)
+class Pick:
+    """shardplan's answer, in AIConfigurator's deployment vocabulary, with shardplan's own figures."""
+
+    status: str
+    spec: str
+    deployment: Deployment | None
+    batching: str
+    ttft_ms: float
+    tpot_ms: float
+    tokens_per_s_per_gpu: float  # shardplan's own prediction, per GPU of the budget
+    notes: tuple[str, ...] = ()
+    beyond_aic: tuple[str, ...] = ()  # parts of the plan that AIConfigurator cannot express at all
+
+
+@dataclass
+class Row:
+    """One request's outcome; ``error`` set when a tool gave no answer."""
+
+    request: Request
+    aic: SearchResult | None = None
+    pick: Pick | None = None
+    estimate: Estimate | None = None
+    pick_tokens_per_s_per_gpu: float | None = None  # AIConfigurator's estimate, per GPU of the budget
+    ratio: float | None = None
+    meets_targets: bool | None = None
+    outside_aic: list[str] = field(default_factory=list)
+    shardplan_wall_s: float | None = None
+    error: str | None = None
+
+
+def _phase_worker(phase: dict[str, Any]) -> Worker:
+    """A phase's layout as one AIConfigurator worker; SP shards are left out (see ``read_pick``)."""
+    adp, tp, ep = int(phase.get("adp", 1)), int(phase.get("tp", 1)), int(phase.get("ep", 1))
+    return Worker(tp=tp, pp=int(phase.get("pp", 1)), dp=adp, moe_tp=max(adp * tp // ep, 1), moe_ep=ep)
+
+
+def _spec(phase: dict[str, Any]) -> str:
+    parts = [f"{key}={phase[key]}" for key in ("dp", "pp", "adp", "sp", "tp", "ep", "mb") if phase.get(key, 1) != 1]
+    return ",".join(parts) or "tp=1"
+
+
+def read_pick(plan: dict[str, Any]) -> Pick:
+    """shardplan's plan JSON as a deployment AIConfigurator can estimate.
+
+    Reads ``deployment`` (concurrency, replicas, gpus_used, batching, prefill/decode workers) when the plan
+    has one; older plans without it mean concurrency = the request's batch and replicas = ``dp``.
+    """
+    budget = int(plan["request"]["gpus"])
+    workload = plan["request"]["workload"]
+    strategy = plan.get("strategy")
+    cost = plan.get("cost") or {}
+    status = str(plan.get("status", "ok"))
+    if not strategy or not cost:
+        reason = "; ".join(plan.get("messages") or []) or status
+        return Pick(status, "-", None, "-", math.nan, math.nan, 0.0, (f"no strategy: {reason}",))
+    deployment_info = plan.get("deployment") or {}
+    prefill, decode = strategy["prefill"], strategy["decode"]
+    concurrency = int(deployment_info.get("concurrency") or workload.get("batch") or 1)
+    notes = [] if status == "ok" else [f"shardplan status {status}"]
+    beyond: list[str] = []
+    if strategy.get("disaggregated"):
+        p_worker, d_worker = _phase_worker(prefill), _phase_worker(decode)
+        p_count = int(deployment_info.get("prefill_workers") or prefill.get("dp", 1))
+        sp = int(prefill.get("sp", 1))
+        d_count = int(deployment_info.get("decode_workers") or decode.get("dp", 1))
+        replicas = int(deployment_info.get("replicas") or 1)
+        per_unit = p_worker.gpus * p_count + d_worker.gpus * d_count
+        if replicas > 1 and per_unit * sp * replicas == deployment_info.get("gpus_used"):
+            p_count, d_count = p_count * replicas, d_count * replicas  # worker counts given per xPyD unit
+        spec = f"{p_count}P {_spec({**prefill, 'dp': 1})} + {d_count}D {_spec({**decode, 'dp': 1})}"
+        if sp > 1:
+            # AIConfigurator has no sequence parallelism: the SP shards are scored as separate prefill
+            # workers, the same GPUs and prompt throughput, at a longer TTFT per prompt than SP gives.
+            beyond.append(f"prefill sp={sp} (AIC has no sequence parallelism)")
+            notes.append(f"AIC scores prefill sp={sp} as {sp} prefill workers each")
+            p_count *= sp
+        deployment = Deployment(
+            "disagg",
+            concurrency,
+            prefill=p_worker,
+            prefill_workers=p_count,
+            decode=d_worker,
+            decode_workers=d_count,
+            prefill_batch=int(workload.get("prefill_batch") or 1),
+        )
+    else:
+        replicas = int(deployment_info.get("replicas") or decode.get("dp", 1))
+        deployment = Deployment("agg", concurrency, agg=_phase_worker(decode), replicas=replicas)
+        if _spec({**prefill, "dp": 1}) != _spec({**decode, "dp": 1}):
+            beyond.append(f"prefill layout {_spec({**prefill, 'dp': 1})} differs from decode's")
+            notes.append("AIC's agg mode prices the decode layout for both phases")
+        spec = f"{replicas}x {_spec({**decode, 'dp': 1})}"
+    gpus_used = int(deployment_info.get("gpus_used") or deployment.gpus_used)
+    own_per_budget = float(cost["tokens_per_s_per_gpu"]) * gpus_used / budget
+    prefill_batch = workload.get("prefill_batch")
+    batching = deployment_info.get("batching") or (f"prefill-batch {prefill_batch}" if prefill_batch else "static")
+    return Pick(
+        status=status,
+        spec=f"{spec} c={concurrency}",
+        deployment=deployment,
+        batching=str(batching),
+        ttft_ms=float(cost["ttft_ms"]),
+        tpot_ms=float(cost["tpot_ms"]),
+        tokens_per_s_per_gpu=own_per_budget,
+        notes=tuple(notes),
+        beyond_aic=tuple(beyond),
+    )
+
+
+def compare(row: Row) -> Row:
+    """Fill the ratio, the targets verdict and the outside-the-search-space reasons from the parts."""
+    request, aic, pick, estimate = row.request, row.aic, row.pick, row.estimate
+    if pick is not None and pick.deployment is not None and aic is not None:
+        row.outside_aic = [
+            *pick.beyond_aic,
+            *outside_search_space(pick.deployment, aic.space, request.moe, request.gpus_per_node),
+        ]
+    if aic is None or pick is None or pick.deployment is None or estimate is None:
+        return row
+    used = pick.deployment.gpus_used
+    row.pick_tokens_per_s_per_gpu = estimate.tokens_per_s_per_gpu * slot_fill(pick.deployment) * used / request.gpus
+    row.ratio = row.pick_tokens_per_s_per_gpu / aic.tokens_per_s_per_budget_gpu
+    row.meets_targets = estimate.ttft_ms <= request.ttft_ms and estimate.tpot_ms <= request.tpot_ms
+    return row
+
+
+def summary(rows: list[Row]) -> str:
+    """Median and minimum ratio, and how many picks meet the targets under AIConfigurator's estimate."""
+    ratios = [row.ratio for row in rows if row.ratio is not None]
+    scored = [row for row in rows if row.meets_targets is not None]
+    if not ratios:
+        return "no request was scored by both tools"
+    meeting = sum(1 for row in scored if row.meets_targets)
+    return (
+        f"ratio to AIConfigurator's best tokens/s/GPU over {len(ratios)} requests:"
+        f" median {statistics.median(ratios):.2f}, min {min(ratios):.2f};"
+        f" {meeting} of {len(scored)} picks meet the targets under AIConfigurator's estimate"
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Table cells
+
+
+def _fmt(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:,.{digits}f}"
+
+
+def cells(row: Row) -> dict[str, str]:
+    """The table's cells for one row (shared by the terminal and the markdown table)."""
+    request, aic, pick, estimate = row.request, row.aic, row.pick, row.estimate
+    targets = f"{_fmt(request.ttft_ms)} ms / {_fmt(request.tpot_ms)} ms"
+    aic_best = "-"
+    if aic is not None:
+        aic_best = f"{aic.best.label(request.moe)} c={aic.best.concurrency}: {_fmt(aic.tokens_per_s_per_budget_gpu)}"
+    meets = "-"
+    if estimate is not None and row.meets_targets is not None:
+        meets = f"{'yes' if row.meets_targets else 'NO'} ({_fmt(estimate.ttft_ms)} ms / {_fmt(estimate.tpot_ms, 1)} ms)"
+    picked = "-" if pick is None else pick.spec + (" †" if row.outside_aic else "")
+    return {
+        "request": f"{request.label} ({request.isl}/{request.osl})",
+        "targets TTFT/TPOT": targets,
+        "AIC best: layout, concurrency: tok/s/GPU": aic_best,
+        "shardplan pick": picked,
+        "shardplan's tok/s/GPU": "-" if pick is None else _fmt(pick.tokens_per_s_per_gpu),
+        "AIC est. of pick tok/s/GPU": _fmt(row.pick_tokens_per_s_per_gpu),
+        "ratio": _fmt(row.ratio, 2),
+        "meets targets (AIC TTFT/TPOT)": meets,
+        "wall AIC / shardplan s": f"{_fmt(aic.wall_s if aic else None, 1)} / {_fmt(row.shardplan_wall_s, 1)}",
+    }
+
+
+def disagreement_cells(row: Row) -> dict[str, str]:
+    """shardplan's own figures for its pick beside AIConfigurator's estimate of the same deployment."""
+    pick, estimate = row.pick, row.estimate
+    own_ttft, own_tpot = (pick.ttft_ms, pick.tpot_ms) if pick else (None, None)
+    aic_ttft, aic_tpot = (estimate.ttft_ms, estimate.tpot_ms) if estimate else (None, None)
+    notes = [*row.outside_aic, *(pick.notes if pick else ()), *(estimate.warnings if estimate else ())]
+    if row.error:
+        notes.append(row.error)
+    return {
+        "request": row.request.label,
+        "batching": "-" if pick is None else pick.batching,
+        "TTFT ms shardplan / AIC": f"{_fmt(own_ttft)} / {_fmt(aic_ttft)}",
+        "TPOT ms shardplan / AIC": f"{_fmt(own_tpot, 1)} / {_fmt(aic_tpot, 1)}",
+        "notes": "; ".join(notes) or "-",
+    }
+
+
+def markdown_table(records: list[dict[str, str]]) -> str:
+    """A GitHub markdown table of the records (same keys in each)."""
+    if not records:
+        return ""
+    header = list(records[0])
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(record[key].replace("|", "\\|") for key in header) + " |" for record in records]
+    return "\n".join(lines)
+
+
+def print_rich(title: str, records: list[dict[str, str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False)
+    for key in records[0] if records else []:
+        table.add_column(key, overflow="fold")
+    for record in records:
+        table.add_row(*record.values())
+    Console(width=250).print(table)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Running both tools
+
+
+def run_shardplan(shardplan: str, request: Request, timeout_s: float) -> tuple[Pick, float]:
+    """``shardplan plan --objective throughput`` with the request's targets; its pick and wall time."""
+    with tempfile.TemporaryDirectory(prefix="shardplan-") as folder:
+        output = Path(folder) / "plan.json"
+        command = [shardplan, "plan", "-m", request.model, "--gpu", request.gpu, "--gpus", str(request.gpus)]
+        command += ["--gpus-per-node", str(request.gpus_per_node), "--isl", str(request.isl)]
+        command += ["--osl", str(request.osl), "--ttft-ms", str(request.ttft_ms), "--tpot-ms", str(request.tpot_ms)]
+        command += ["--objective", "throughput", "--json", "-o", str(output)]
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired as error:
+            raise RuntimeError(f"shardplan plan did not finish within {timeout_s:.0f} s") from error
+        wall = time.perf_counter() - started
+        if done.returncode != 0 or not output.exists():
+            lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+            raise RuntimeError(f"shardplan plan exited {done.returncode}: {lines[-1] if lines else 'no output'}")
+        return read_pick(json.loads(output.read_text())), wall
+
+
+def run_request(request: Request, aic: Path, shardplan: str, timeout_s: float) -> Row:
+    """Both tools on one request, then AIConfigurator's estimate of shardplan's pick."""
+    row = Row(request)
+    print(f"[{request.label}] running", file=sys.stderr, flush=True)
+    try:
+        row.aic = run_default(
+            aic,
+            request.aic_model,
+            request.gpu,
+            request.gpus,
+            request.isl,
+            request.osl,
+            request.ttft_ms,
+            request.tpot_ms,
+            timeout_s,
+        )
+    except AicError as error:
+        row.error = f"AIC default: {error}"
+    try:
+        row.pick, row.shardplan_wall_s = run_shardplan(shardplan, request, timeout_s)
+    except (RuntimeError, OSError, ValueError, KeyError) as error:
+        row.error = f"shardplan: {error}"
+    if row.pick is not None and row.pick.deployment is not None:
+        try:
+            deployment = row.pick.deployment
+            row.estimate = run_estimate(
+                aic, request.aic_model, request.gpu, request.isl, request.osl, deployment, request.moe, timeout_s
+            )
+        except AicError as error:
+            row.error = f"AIC estimate of the pick: {error}"
+    print(f"[{request.label}] done", file=sys.stderr, flush=True)
+    return compare(row)
+
+
+def select(patterns: str | None) -> list[Request]:
+    """The requests whose label matches one of the comma-separated patterns (all when None)."""
+    if not patterns:
+        return list(REQUESTS)
+    wanted = [pattern.strip() for pattern in patterns.split(",") if pattern.strip()]
+    chosen = [request for request in REQUESTS if any(fnmatch.fnmatch(request.label, p) for p in wanted)]
+    if not chosen:
+        labels = ", ".join(request.label for request in REQUESTS)
+        raise SystemExit(f"error: --cases {patterns!r} matches no request; labels: {labels}")
+    return chosen
+
+
+def _default_shardplan() -> str | None:
+    beside = Path(sys.executable).parent / "shardplan"
+    return str(beside) if beside.exists() else shutil.which("shardplan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", help="comma-separated labels or globs (default: every request)")
+    parser.add_argument("--jobs", type=int, default=1, help="requests run at once (default 1)")
+    parser.add_argument("--markdown", action="store_true", help="print the README's markdown tables")
+    parser.add_argument("--json", type=Path, help="also write every row's figures to this JSON file")
+    parser.add_argument("--aic-venv", type=Path, default=Path(__file__).parent / ".aic-venv")
+    parser.add_argument("--shardplan", default=_default_shardplan(), help="the shardplan command to compare")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds allowed to each tool run")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if not args.shardplan:
+        parser.error("no shardplan command found: install shardplan or pass --shardplan PATH")
+    requests = select(args.cases)
+    try:
+        aic = ensure_aiconfigurator(args.aic_venv)
+    except AicError as error:
+        print(f"skipped: AIConfigurator is not available ({error})")
+        return 0
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        rows = list(pool.map(lambda request: run_request(request, aic, args.shardplan, args.timeout), requests))
+    main_records = [cells(row) for row in rows]
+    detail_records = [disagreement_cells(row) for row in rows]
+    if args.markdown:
+        print(markdown_table(main_records), end="\n\n")
+        print(markdown_table(detail_records), end="\n\n")
+    else:
+        print_rich("shardplan vs AIConfigurator 0.12 (vLLM), tokens/s per GPU of the budget", main_records)
+        print_rich("shardplan's own figures for its pick vs AIConfigurator's estimate", detail_records)
+    print(summary(rows))
+    print("† the pick is outside AIConfigurator's default search space (reasons in the notes)")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(row) for row in rows], indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
