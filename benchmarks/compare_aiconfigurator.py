@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,7 @@ class Pick:
     tokens_per_s_per_gpu: float  # shardplan's own prediction, per GPU of the budget
     notes: tuple[str, ...] = ()
     beyond_aic: tuple[str, ...] = ()  # parts of the plan that AIConfigurator cannot express at all
+    fallback: Deployment | None = None  # a second reading of the plan, scored when the first one fails
 
 
 @dataclass
@@ -114,6 +115,7 @@ class Row:
     aic: SearchResult | None = None
     pick: Pick | None = None
     estimate: Estimate | None = None
+    scored: Deployment | None = None  # the reading of the pick that AIConfigurator's estimate priced
     pick_tokens_per_s_per_gpu: float | None = None  # AIConfigurator's estimate, per GPU of the budget
     ratio: float | None = None
     meets_targets: bool | None = None
@@ -122,10 +124,18 @@ class Row:
     error: str | None = None
 
 
-def _phase_worker(phase: dict[str, Any]) -> Worker:
-    """A phase's layout as one AIConfigurator worker; SP shards are left out (see ``read_pick``)."""
-    adp, tp, ep = int(phase.get("adp", 1)), int(phase.get("tp", 1)), int(phase.get("ep", 1))
-    return Worker(tp=tp, pp=int(phase.get("pp", 1)), dp=adp, moe_tp=max(adp * tp // ep, 1), moe_ep=ep)
+def _phase_worker(phase: dict[str, Any], sp_as_attention_dp: bool = True) -> Worker:
+    """A phase's layout as one AIConfigurator worker.
+
+    AIConfigurator has no sequence parallelism. By default SP shards become attention-DP ranks of the
+    same worker (the same GPUs, the MoE group kept whole); with ``sp_as_attention_dp=False`` they are left
+    out, for a caller that scores each shard as a worker of its own.
+    """
+    ranks = int(phase.get("adp", 1)) * (int(phase.get("sp", 1)) if sp_as_attention_dp else 1)
+    tp, ep = int(phase.get("tp", 1)), int(phase.get("ep", 1))
+    if not sp_as_attention_dp:
+        ep = min(ep, ranks * tp)  # the shard's own GPUs are all its experts can spread over
+    return Worker(tp=tp, pp=int(phase.get("pp", 1)), dp=ranks, moe_tp=max(ranks * tp // ep, 1), moe_ep=ep)
 
 
 def _spec(phase: dict[str, Any]) -> str:
@@ -152,22 +162,16 @@ def read_pick(plan: dict[str, Any]) -> Pick:
     concurrency = int(deployment_info.get("concurrency") or workload.get("batch") or 1)
     notes = [] if status == "ok" else [f"shardplan status {status}"]
     beyond: list[str] = []
+    fallback: Deployment | None = None
     if strategy.get("disaggregated"):
         p_worker, d_worker = _phase_worker(prefill), _phase_worker(decode)
         p_count = int(deployment_info.get("prefill_workers") or prefill.get("dp", 1))
-        sp = int(prefill.get("sp", 1))
         d_count = int(deployment_info.get("decode_workers") or decode.get("dp", 1))
         replicas = int(deployment_info.get("replicas") or 1)
         per_unit = p_worker.gpus * p_count + d_worker.gpus * d_count
-        if replicas > 1 and per_unit * sp * replicas == deployment_info.get("gpus_used"):
+        if replicas > 1 and per_unit * replicas == deployment_info.get("gpus_used"):
             p_count, d_count = p_count * replicas, d_count * replicas  # worker counts given per xPyD unit
         spec = f"{p_count}P {_spec({**prefill, 'dp': 1})} + {d_count}D {_spec({**decode, 'dp': 1})}"
-        if sp > 1:
-            # AIConfigurator has no sequence parallelism: the SP shards are scored as separate prefill
-            # workers, the same GPUs and prompt throughput, at a longer TTFT per prompt than SP gives.
-            beyond.append(f"prefill sp={sp} (AIC has no sequence parallelism)")
-            notes.append(f"AIC scores prefill sp={sp} as {sp} prefill workers each")
-            p_count *= sp
         deployment = Deployment(
             "disagg",
             concurrency,
@@ -177,6 +181,14 @@ def read_pick(plan: dict[str, Any]) -> Pick:
             decode_workers=d_count,
             prefill_batch=int(workload.get("prefill_batch") or 1),
         )
+        sp = int(prefill.get("sp", 1))
+        if sp > 1:
+            beyond.append(f"prefill sp={sp} (AIC has no sequence parallelism)")
+            notes.append(f"AIC scores prefill sp={sp} as attention DP")
+            # When AIConfigurator cannot price that width, each SP shard becomes a prefill worker of its own:
+            # the same GPUs and prompt throughput, at a longer TTFT per prompt than SP gives.
+            shard = _phase_worker(prefill, sp_as_attention_dp=False)
+            fallback = replace(deployment, prefill=shard, prefill_workers=p_count * sp)
     else:
         replicas = int(deployment_info.get("replicas") or decode.get("dp", 1))
         deployment = Deployment("agg", concurrency, agg=_phase_worker(decode), replicas=replicas)
@@ -198,6 +210,7 @@ def read_pick(plan: dict[str, Any]) -> Pick:
         tokens_per_s_per_gpu=own_per_budget,
         notes=tuple(notes),
         beyond_aic=tuple(beyond),
+        fallback=fallback,
     )
 
 
@@ -209,10 +222,11 @@ def compare(row: Row) -> Row:
             *pick.beyond_aic,
             *outside_search_space(pick.deployment, aic.space, request.moe, request.gpus_per_node),
         ]
-    if aic is None or pick is None or pick.deployment is None or estimate is None:
+    scored = row.scored or (pick.deployment if pick else None)
+    if aic is None or scored is None or estimate is None:
         return row
-    used = pick.deployment.gpus_used
-    row.pick_tokens_per_s_per_gpu = estimate.tokens_per_s_per_gpu * slot_fill(pick.deployment) * used / request.gpus
+    fill = slot_fill(scored)
+    row.pick_tokens_per_s_per_gpu = estimate.tokens_per_s_per_gpu * fill * scored.gpus_used / request.gpus
     row.ratio = row.pick_tokens_per_s_per_gpu / aic.tokens_per_s_per_budget_gpu
     row.meets_targets = estimate.ttft_ms <= request.ttft_ms and estimate.tpot_ms <= request.tpot_ms
     return row
@@ -349,14 +363,20 @@ def run_request(request: Request, aic: Path, shardplan: str, timeout_s: float) -
         row.pick, row.shardplan_wall_s = run_shardplan(shardplan, request, timeout_s)
     except (RuntimeError, OSError, ValueError, KeyError) as error:
         row.error = f"shardplan: {error}"
-    if row.pick is not None and row.pick.deployment is not None:
+    readings = [] if row.pick is None else [row.pick.deployment, row.pick.fallback]
+    failures = []
+    for deployment in [reading for reading in readings if reading is not None]:
         try:
-            deployment = row.pick.deployment
             row.estimate = run_estimate(
                 aic, request.aic_model, request.gpu, request.isl, request.osl, deployment, request.moe, timeout_s
             )
         except AicError as error:
-            row.error = f"AIC estimate of the pick: {error}"
+            failures.append(f"AIC estimate of {deployment.label(request.moe)}: {error}")
+            continue
+        row.scored = deployment
+        break
+    if failures:
+        row.error = "; ".join(failures) + (f"; scored {row.scored.label(request.moe)} instead" if row.scored else "")
     print(f"[{request.label}] done", file=sys.stderr, flush=True)
     return compare(row)
 

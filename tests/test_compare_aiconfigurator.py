@@ -196,3 +196,31 @@ def test_ratio_and_targets_from_aiconfigurators_estimate() -> None:
 def test_markdown_table_escapes_pipes() -> None:
     table = cmp.markdown_table([{"a": "x|y", "b": "1"}])
     assert table.splitlines()[0] == "| a | b |" and "x\\|y" in table
+
+
+def test_without_aiconfigurator_the_benchmark_skips_cleanly(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    def cannot_install(venv_dir: Path) -> Path:
+        raise aic.AicError("pip could not reach the package index")
+
+    monkeypatch.setattr(cmp, "ensure_aiconfigurator", cannot_install)
+    assert cmp.main(["--cases", "llama8b-*", "--shardplan", "shardplan"]) == 0
+    assert "skipped: AIConfigurator is not available (pip could not reach" in capsys.readouterr().out
+
+
+def test_unknown_case_names_the_labels() -> None:
+    with pytest.raises(SystemExit, match=f"matches no request; labels: {cmp.REQUESTS[0].label}"):
+        cmp.select("no-such-case")
+    expected = [request for request in cmp.REQUESTS if request.label.startswith("qwen3-235b-")]
+    assert expected and cmp.select("qwen3-235b-*") == expected
+    assert cmp.select(f"{cmp.REQUESTS[0].label}, {cmp.REQUESTS[-1].label}") == [cmp.REQUESTS[0], cmp.REQUESTS[-1]]
+
+
+def test_sequence_parallel_prefill_has_two_readings_on_the_same_gpus() -> None:
+    strategy = {"prefill": {"sp": 4, "ep": 4}, "decode": {"tp": 4, "ep": 4}, "disaggregated": True}
+    pick = cmp.read_pick(_plan(strategy))
+    first, second = pick.deployment, pick.fallback
+    assert first is not None and second is not None
+    assert first.prefill == aic.Worker(dp=4, moe_tp=1, moe_ep=4)  # SP ranks as attention DP, MoE group whole
+    assert second.prefill == aic.Worker() and second.prefill_workers == 4 * first.prefill_workers
+    assert first.gpus_used == second.gpus_used == 8
+    assert any("sp=4" in reason for reason in pick.beyond_aic)
