@@ -218,9 +218,12 @@ def compare(row: Row) -> Row:
     """Fill the ratio, the targets verdict and the outside-the-search-space reasons from the parts."""
     request, aic, pick, estimate = row.request, row.aic, row.pick, row.estimate
     if pick is not None and pick.deployment is not None and aic is not None:
+        # SP is reported on its own (beyond_aic); the per-shard reading keeps its attention-DP stand-in
+        # from being reported as well.
+        layout = pick.fallback or pick.deployment
         row.outside_aic = [
             *pick.beyond_aic,
-            *outside_search_space(pick.deployment, aic.space, request.moe, request.gpus_per_node),
+            *outside_search_space(layout, aic.space, request.moe, request.gpus_per_node),
         ]
     scored = row.scored or (pick.deployment if pick else None)
     if aic is None or scored is None or estimate is None:
