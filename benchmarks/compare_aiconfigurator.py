@@ -121,6 +121,7 @@ class Row:
     meets_targets: bool | None = None
     outside_aic: list[str] = field(default_factory=list)
     shardplan_wall_s: float | None = None
+    at_aic_best: Pick | None = None  # shardplan's own figures for AIConfigurator's best deployment
     error: str | None = None
 
 
@@ -141,6 +142,21 @@ def _phase_worker(phase: dict[str, Any], sp_as_attention_dp: bool = True) -> Wor
 def _spec(phase: dict[str, Any]) -> str:
     parts = [f"{key}={phase[key]}" for key in ("dp", "pp", "adp", "sp", "tp", "ep", "mb") if phase.get(key, 1) != 1]
     return ",".join(parts) or "tp=1"
+
+
+def shardplan_spec(deployment: Deployment) -> str:
+    """AIConfigurator's deployment as a shardplan SPEC: replicas as ``dp``, attention DP as ``adp``."""
+
+    def phase(worker: Worker, count: int) -> str:
+        degrees = {"dp": count, "pp": worker.pp, "adp": worker.dp, "tp": worker.tp, "ep": worker.moe_ep}
+        return ",".join(f"{key}={value}" for key, value in degrees.items() if value > 1 or key == "tp")
+
+    if deployment.mode == "agg":
+        assert deployment.agg is not None
+        return phase(deployment.agg, deployment.replicas)
+    assert deployment.prefill is not None and deployment.decode is not None
+    prefill = phase(deployment.prefill, deployment.prefill_workers)
+    return f"prefill:{prefill};decode:{phase(deployment.decode, deployment.decode_workers)};disagg"
 
 
 def read_pick(plan: dict[str, Any]) -> Pick:
@@ -298,6 +314,25 @@ def disagreement_cells(row: Row) -> dict[str, str]:
     }
 
 
+def at_aic_best_cells(row: Row) -> dict[str, str]:
+    """AIConfigurator's best deployment priced by both tools: where their cost models disagree."""
+    aic, own = row.aic, row.at_aic_best
+
+    def pair(theirs: float | None, ours: float | None, digits: int = 0) -> str:
+        return f"{_fmt(theirs, digits)} / {_fmt(ours, digits)}"
+
+    return {
+        "request": row.request.label,
+        "AIC best": "-" if aic is None else f"{shardplan_spec(aic.best)} c={aic.best.concurrency}",
+        "TTFT ms AIC / shardplan": pair(aic.ttft_ms if aic else None, own.ttft_ms if own else None),
+        "TPOT ms AIC / shardplan": pair(aic.tpot_ms if aic else None, own.tpot_ms if own else None, 1),
+        "tok/s/GPU AIC / shardplan": pair(
+            aic.tokens_per_s_per_budget_gpu if aic else None, own.tokens_per_s_per_gpu if own else None
+        ),
+        "shardplan status": "-" if own is None else f"{own.status} ({own.batching})",
+    }
+
+
 def markdown_table(records: list[dict[str, str]]) -> str:
     """A GitHub markdown table of the records (same keys in each)."""
     if not records:
@@ -324,14 +359,19 @@ def print_rich(title: str, records: list[dict[str, str]]) -> None:
 # Running both tools
 
 
-def run_shardplan(shardplan: str, request: Request, timeout_s: float) -> tuple[Pick, float]:
-    """``shardplan plan --objective throughput`` with the request's targets; its pick and wall time."""
+def run_shardplan(
+    shardplan: str, request: Request, timeout_s: float, extra: tuple[str, ...] = ()
+) -> tuple[Pick, float]:
+    """``shardplan plan --objective throughput`` with the request's targets; its pick and wall time.
+
+    ``extra`` adds options, e.g. ``-s SPEC --batch N`` to have shardplan price a given deployment.
+    """
     with tempfile.TemporaryDirectory(prefix="shardplan-") as folder:
         output = Path(folder) / "plan.json"
         command = [shardplan, "plan", "-m", request.model, "--gpu", request.gpu, "--gpus", str(request.gpus)]
         command += ["--gpus-per-node", str(request.gpus_per_node), "--isl", str(request.isl)]
         command += ["--osl", str(request.osl), "--ttft-ms", str(request.ttft_ms), "--tpot-ms", str(request.tpot_ms)]
-        command += ["--objective", "throughput", "--json", "-o", str(output)]
+        command += ["--objective", "throughput", "--json", "-o", str(output), *extra]
         started = time.perf_counter()
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
@@ -380,6 +420,13 @@ def run_request(request: Request, aic: Path, shardplan: str, timeout_s: float) -
         break
     if failures:
         row.error = "; ".join(failures) + (f"; scored {row.scored.label(request.moe)} instead" if row.scored else "")
+    if row.aic is not None:
+        best = row.aic.best
+        try:
+            extra = ("-s", shardplan_spec(best), "--batch", str(best.concurrency))
+            row.at_aic_best, _ = run_shardplan(shardplan, request, timeout_s, extra)
+        except (RuntimeError, OSError, ValueError, KeyError) as error:
+            print(f"[{request.label}] shardplan could not price AIC's best: {error}", file=sys.stderr)
     print(f"[{request.label}] done", file=sys.stderr, flush=True)
     return compare(row)
 
@@ -424,13 +471,16 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         rows = list(pool.map(lambda request: run_request(request, aic, args.shardplan, args.timeout), requests))
     main_records = [cells(row) for row in rows]
-    detail_records = [disagreement_cells(row) for row in rows]
-    if args.markdown:
-        print(markdown_table(main_records), end="\n\n")
-        print(markdown_table(detail_records), end="\n\n")
-    else:
-        print_rich("shardplan vs AIConfigurator 0.12 (vLLM), tokens/s per GPU of the budget", main_records)
-        print_rich("shardplan's own figures for its pick vs AIConfigurator's estimate", detail_records)
+    tables = {
+        "shardplan vs AIConfigurator 0.12 (vLLM), tokens/s per GPU of the budget": main_records,
+        "shardplan's own figures for its pick vs AIConfigurator's estimate": [disagreement_cells(row) for row in rows],
+        "AIConfigurator's best deployment priced by both tools": [at_aic_best_cells(row) for row in rows],
+    }
+    for title, records in tables.items():
+        if args.markdown:
+            print(f"{title}\n\n{markdown_table(records)}\n")
+        else:
+            print_rich(title, records)
     print(summary(rows))
     print("† the pick is outside AIConfigurator's default search space (reasons in the notes)")
     if args.json:

@@ -224,3 +224,19 @@ def test_sequence_parallel_prefill_has_two_readings_on_the_same_gpus() -> None:
     assert second.prefill == aic.Worker() and second.prefill_workers == 4 * first.prefill_workers
     assert first.gpus_used == second.gpus_used == 8
     assert any("sp=4" in reason for reason in pick.beyond_aic)
+
+
+@pytest.mark.parametrize(
+    ("folder", "total_gpus"), [("llama8b-2xh100", 2), ("qwen3-30b-a3b-4xh200", 4), ("qwen3-235b-16xh200", 16)]
+)
+def test_aiconfigurators_best_as_a_shardplan_spec_reads_back_the_same(folder: str, total_gpus: int) -> None:
+    best = _search(folder, total_gpus).best
+    spec = cmp.shardplan_spec(best)
+    phases: dict[str, dict[str, int]] = {}
+    for part in spec.removesuffix(";disagg").split(";"):
+        name, _, degrees = part.rpartition(":")
+        for phase in [name] if name else ["prefill", "decode"]:
+            phases[phase] = {key: int(value) for key, value in (item.split("=") for item in degrees.split(","))}
+    strategy = {**phases, "disaggregated": spec.endswith(";disagg")}
+    pick = cmp.read_pick(_plan(strategy, {"concurrency": best.concurrency}))
+    assert pick.deployment == best
