@@ -30,29 +30,25 @@ import json
 import math
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from aiconfigurator_cli import (
     AicError,
     Deployment,
     Estimate,
     SearchResult,
-    Worker,
     ensure_aiconfigurator,
     outside_search_space,
     run_default,
     run_estimate,
     slot_fill,
 )
+from shardplan_pick import Pick, run_shardplan, shardplan_spec
 
-__all__ = ["Request", "REQUESTS", "Pick", "Row", "read_pick", "compare", "summary", "markdown_table"]
+__all__ = ["Request", "REQUESTS", "Row", "compare", "summary", "markdown_table", "main"]
 
 
 @dataclass(frozen=True)
@@ -91,22 +87,6 @@ REQUESTS: tuple[Request, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Pick:
-    """shardplan's answer, in AIConfigurator's deployment vocabulary, with shardplan's own figures."""
-
-    status: str
-    spec: str
-    deployment: Deployment | None
-    batching: str
-    ttft_ms: float
-    tpot_ms: float
-    tokens_per_s_per_gpu: float  # shardplan's own prediction, per GPU of the budget
-    notes: tuple[str, ...] = ()
-    beyond_aic: tuple[str, ...] = ()  # parts of the plan that AIConfigurator cannot express at all
-    fallback: Deployment | None = None  # a second reading of the plan, scored when the first one fails
-
-
 @dataclass
 class Row:
     """One request's outcome; ``error`` set when a tool gave no answer."""
@@ -123,111 +103,6 @@ class Row:
     shardplan_wall_s: float | None = None
     at_aic_best: Pick | None = None  # shardplan's own figures for AIConfigurator's best deployment
     error: str | None = None
-
-
-def _phase_worker(phase: dict[str, Any], sp_as_attention_dp: bool = True) -> Worker:
-    """A phase's layout as one AIConfigurator worker.
-
-    AIConfigurator has no sequence parallelism. By default SP shards become attention-DP ranks of the
-    same worker (the same GPUs, the MoE group kept whole); with ``sp_as_attention_dp=False`` they are left
-    out, for a caller that scores each shard as a worker of its own.
-    """
-    ranks = int(phase.get("adp", 1)) * (int(phase.get("sp", 1)) if sp_as_attention_dp else 1)
-    tp, ep = int(phase.get("tp", 1)), int(phase.get("ep", 1))
-    if not sp_as_attention_dp:
-        ep = min(ep, ranks * tp)  # the shard's own GPUs are all its experts can spread over
-    return Worker(tp=tp, pp=int(phase.get("pp", 1)), dp=ranks, moe_tp=max(ranks * tp // ep, 1), moe_ep=ep)
-
-
-def _spec(phase: dict[str, Any]) -> str:
-    parts = [f"{key}={phase[key]}" for key in ("dp", "pp", "adp", "sp", "tp", "ep", "mb") if phase.get(key, 1) != 1]
-    return ",".join(parts) or "tp=1"
-
-
-def shardplan_spec(deployment: Deployment) -> str:
-    """AIConfigurator's deployment as a shardplan SPEC: replicas as ``dp``, attention DP as ``adp``."""
-
-    def phase(worker: Worker, count: int) -> str:
-        degrees = {"dp": count, "pp": worker.pp, "adp": worker.dp, "tp": worker.tp, "ep": worker.moe_ep}
-        return ",".join(f"{key}={value}" for key, value in degrees.items() if value > 1 or key == "tp")
-
-    if deployment.mode == "agg":
-        assert deployment.agg is not None
-        return phase(deployment.agg, deployment.replicas)
-    assert deployment.prefill is not None and deployment.decode is not None
-    prefill = phase(deployment.prefill, deployment.prefill_workers)
-    return f"prefill:{prefill};decode:{phase(deployment.decode, deployment.decode_workers)};disagg"
-
-
-def read_pick(plan: dict[str, Any]) -> Pick:
-    """shardplan's plan JSON as a deployment AIConfigurator can estimate.
-
-    Reads ``deployment`` (concurrency, replicas, gpus_used, batching, prefill/decode workers) when the plan
-    has one; older plans without it mean concurrency = the request's batch and replicas = ``dp``.
-    """
-    budget = int(plan["request"]["gpus"])
-    workload = plan["request"]["workload"]
-    strategy = plan.get("strategy")
-    cost = plan.get("cost") or {}
-    status = str(plan.get("status", "ok"))
-    if not strategy or not cost:
-        reason = "; ".join(plan.get("messages") or []) or status
-        return Pick(status, "-", None, "-", math.nan, math.nan, 0.0, (f"no strategy: {reason}",))
-    deployment_info = plan.get("deployment") or {}
-    prefill, decode = strategy["prefill"], strategy["decode"]
-    concurrency = int(deployment_info.get("concurrency") or workload.get("batch") or 1)
-    notes = [] if status == "ok" else [f"shardplan status {status}"]
-    beyond: list[str] = []
-    fallback: Deployment | None = None
-    if strategy.get("disaggregated"):
-        p_worker, d_worker = _phase_worker(prefill), _phase_worker(decode)
-        p_count = int(deployment_info.get("prefill_workers") or prefill.get("dp", 1))
-        d_count = int(deployment_info.get("decode_workers") or decode.get("dp", 1))
-        replicas = int(deployment_info.get("replicas") or 1)
-        per_unit = p_worker.gpus * p_count + d_worker.gpus * d_count
-        if replicas > 1 and per_unit * replicas == deployment_info.get("gpus_used"):
-            p_count, d_count = p_count * replicas, d_count * replicas  # worker counts given per xPyD unit
-        spec = f"{p_count}P {_spec({**prefill, 'dp': 1})} + {d_count}D {_spec({**decode, 'dp': 1})}"
-        deployment = Deployment(
-            "disagg",
-            concurrency,
-            prefill=p_worker,
-            prefill_workers=p_count,
-            decode=d_worker,
-            decode_workers=d_count,
-            prefill_batch=int(workload.get("prefill_batch") or 1),
-        )
-        sp = int(prefill.get("sp", 1))
-        if sp > 1:
-            beyond.append(f"prefill sp={sp} (AIC has no sequence parallelism)")
-            notes.append(f"AIC scores prefill sp={sp} as attention DP")
-            # When AIConfigurator cannot price that width, each SP shard becomes a prefill worker of its own:
-            # the same GPUs and prompt throughput, at a longer TTFT per prompt than SP gives.
-            shard = _phase_worker(prefill, sp_as_attention_dp=False)
-            fallback = replace(deployment, prefill=shard, prefill_workers=p_count * sp)
-    else:
-        replicas = int(deployment_info.get("replicas") or decode.get("dp", 1))
-        deployment = Deployment("agg", concurrency, agg=_phase_worker(decode), replicas=replicas)
-        if _spec({**prefill, "dp": 1}) != _spec({**decode, "dp": 1}):
-            beyond.append(f"prefill layout {_spec({**prefill, 'dp': 1})} differs from decode's")
-            notes.append("AIC's agg mode prices the decode layout for both phases")
-        spec = f"{replicas}x {_spec({**decode, 'dp': 1})}"
-    gpus_used = int(deployment_info.get("gpus_used") or deployment.gpus_used)
-    own_per_budget = float(cost["tokens_per_s_per_gpu"]) * gpus_used / budget
-    prefill_batch = workload.get("prefill_batch")
-    batching = deployment_info.get("batching") or (f"prefill-batch {prefill_batch}" if prefill_batch else "static")
-    return Pick(
-        status=status,
-        spec=f"{spec} c={concurrency}",
-        deployment=deployment,
-        batching=str(batching),
-        ttft_ms=float(cost["ttft_ms"]),
-        tpot_ms=float(cost["tpot_ms"]),
-        tokens_per_s_per_gpu=own_per_budget,
-        notes=tuple(notes),
-        beyond_aic=tuple(beyond),
-        fallback=fallback,
-    )
 
 
 def compare(row: Row) -> Row:
@@ -359,29 +234,13 @@ def print_rich(title: str, records: list[dict[str, str]]) -> None:
 # Running both tools
 
 
-def run_shardplan(
-    shardplan: str, request: Request, timeout_s: float, extra: tuple[str, ...] = ()
-) -> tuple[Pick, float]:
-    """``shardplan plan --objective throughput`` with the request's targets; its pick and wall time.
-
-    ``extra`` adds options, e.g. ``-s SPEC --batch N`` to have shardplan price a given deployment.
-    """
-    with tempfile.TemporaryDirectory(prefix="shardplan-") as folder:
-        output = Path(folder) / "plan.json"
-        command = [shardplan, "plan", "-m", request.model, "--gpu", request.gpu, "--gpus", str(request.gpus)]
-        command += ["--gpus-per-node", str(request.gpus_per_node), "--isl", str(request.isl)]
-        command += ["--osl", str(request.osl), "--ttft-ms", str(request.ttft_ms), "--tpot-ms", str(request.tpot_ms)]
-        command += ["--objective", "throughput", "--json", "-o", str(output), *extra]
-        started = time.perf_counter()
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired as error:
-            raise RuntimeError(f"shardplan plan did not finish within {timeout_s:.0f} s") from error
-        wall = time.perf_counter() - started
-        if done.returncode != 0 or not output.exists():
-            lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-            raise RuntimeError(f"shardplan plan exited {done.returncode}: {lines[-1] if lines else 'no output'}")
-        return read_pick(json.loads(output.read_text())), wall
+def plan_options(request: Request) -> list[str]:
+    """``shardplan plan`` options that ask the request: throughput under the targets on the GPU budget."""
+    return [
+        *("-m", request.model, "--gpu", request.gpu, "--gpus", str(request.gpus)),
+        *("--gpus-per-node", str(request.gpus_per_node), "--isl", str(request.isl), "--osl", str(request.osl)),
+        *("--ttft-ms", str(request.ttft_ms), "--tpot-ms", str(request.tpot_ms), "--objective", "throughput"),
+    ]
 
 
 def run_request(request: Request, aic: Path, shardplan: str, timeout_s: float) -> Row:
@@ -403,7 +262,7 @@ def run_request(request: Request, aic: Path, shardplan: str, timeout_s: float) -
     except AicError as error:
         row.error = f"AIC default: {error}"
     try:
-        row.pick, row.shardplan_wall_s = run_shardplan(shardplan, request, timeout_s)
+        row.pick, row.shardplan_wall_s = run_shardplan(shardplan, plan_options(request), timeout_s)
     except (RuntimeError, OSError, ValueError, KeyError) as error:
         row.error = f"shardplan: {error}"
     readings = [] if row.pick is None else [row.pick.deployment, row.pick.fallback]
@@ -423,8 +282,8 @@ def run_request(request: Request, aic: Path, shardplan: str, timeout_s: float) -
     if row.aic is not None:
         best = row.aic.best
         try:
-            extra = ("-s", shardplan_spec(best), "--batch", str(best.concurrency))
-            row.at_aic_best, _ = run_shardplan(shardplan, request, timeout_s, extra)
+            given = ["-s", shardplan_spec(best), "--batch", str(best.concurrency)]
+            row.at_aic_best, _ = run_shardplan(shardplan, [*plan_options(request), *given], timeout_s)
         except (RuntimeError, OSError, ValueError, KeyError) as error:
             print(f"[{request.label}] shardplan could not price AIC's best: {error}", file=sys.stderr)
     print(f"[{request.label}] done", file=sys.stderr, flush=True)

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import aiconfigurator_cli as aic  # noqa: E402
 import compare_aiconfigurator as cmp  # noqa: E402
+import shardplan_pick as picks  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "aiconfigurator"
 
@@ -149,7 +150,7 @@ def _plan(strategy: dict, deployment: dict | None = None, batch: int = 1) -> dic
 
 
 def test_todays_plan_means_batch_concurrency_and_dp_replicas() -> None:
-    pick = cmp.read_pick(_plan({"dp": 2, "tp": 4}, batch=32))
+    pick = picks.read_pick(_plan({"dp": 2, "tp": 4}, batch=32))
     assert pick.deployment is not None
     assert (pick.deployment.mode, pick.deployment.replicas, pick.deployment.concurrency) == ("agg", 2, 32)
     assert pick.deployment.agg == aic.Worker(tp=4, moe_tp=4)
@@ -158,7 +159,7 @@ def test_todays_plan_means_batch_concurrency_and_dp_replicas() -> None:
 
 def test_deployment_section_wins_and_idle_gpus_count_as_zero() -> None:
     deployment = {"concurrency": 96, "replicas": 3, "gpus_used": 6, "idle_gpus": 2, "batching": "continuous"}
-    pick = cmp.read_pick(_plan({"dp": 3, "tp": 2}, deployment))
+    pick = picks.read_pick(_plan({"dp": 3, "tp": 2}, deployment))
     assert pick.deployment is not None and pick.deployment.concurrency == 96 and pick.deployment.replicas == 3
     assert pick.batching == "continuous"
     assert pick.tokens_per_s_per_gpu == pytest.approx(500.0 * 6 / 8)
@@ -167,7 +168,7 @@ def test_deployment_section_wins_and_idle_gpus_count_as_zero() -> None:
 def test_disaggregated_pick_reads_both_pools() -> None:
     strategy = {"prefill": {"tp": 2, "dp": 1}, "decode": {"tp": 4, "ep": 4, "dp": 1}, "disaggregated": True}
     deployment = {"concurrency": 64, "replicas": 1, "gpus_used": 8, "prefill_workers": 2, "decode_workers": 1}
-    pick = cmp.read_pick(_plan(strategy, deployment))
+    pick = picks.read_pick(_plan(strategy, deployment))
     got = pick.deployment
     assert got is not None and got.mode == "disagg"
     assert (got.prefill_workers, got.decode_workers, got.gpus_used) == (2, 1, 8)
@@ -176,14 +177,14 @@ def test_disaggregated_pick_reads_both_pools() -> None:
 
 def test_infeasible_plan_has_no_deployment() -> None:
     plan = {"status": "infeasible", "request": {"gpus": 1, "workload": {}}, "strategy": None, "messages": ["too big"]}
-    pick = cmp.read_pick(plan)
+    pick = picks.read_pick(plan)
     assert pick.deployment is None and "too big" in pick.notes[0]
 
 
 def test_ratio_and_targets_from_aiconfigurators_estimate() -> None:
     request = cmp.REQUESTS[1]
     search = _search("llama8b-2xh100", request.gpus)
-    pick = cmp.read_pick(_plan({"dp": 2}, batch=1))  # one sequence over two replicas: half the slots idle
+    pick = picks.read_pick(_plan({"dp": 2}, batch=1))  # one sequence over two replicas: half the slots idle
     assert pick.deployment is not None and aic.slot_fill(pick.deployment) == 0.5
     estimate = aic.parse_estimate((DATA / "estimate_agg_llama8b_tp1_bs80.txt").read_text())
     row = cmp.compare(cmp.Row(request, aic=search, pick=pick, estimate=estimate))
@@ -217,7 +218,7 @@ def test_unknown_case_names_the_labels() -> None:
 
 def test_sequence_parallel_prefill_has_two_readings_on_the_same_gpus() -> None:
     strategy = {"prefill": {"sp": 4, "ep": 4}, "decode": {"tp": 4, "ep": 4}, "disaggregated": True}
-    pick = cmp.read_pick(_plan(strategy))
+    pick = picks.read_pick(_plan(strategy))
     first, second = pick.deployment, pick.fallback
     assert first is not None and second is not None
     assert first.prefill == aic.Worker(dp=4, moe_tp=1, moe_ep=4)  # SP ranks as attention DP, MoE group whole
@@ -231,12 +232,12 @@ def test_sequence_parallel_prefill_has_two_readings_on_the_same_gpus() -> None:
 )
 def test_aiconfigurators_best_as_a_shardplan_spec_reads_back_the_same(folder: str, total_gpus: int) -> None:
     best = _search(folder, total_gpus).best
-    spec = cmp.shardplan_spec(best)
+    spec = picks.shardplan_spec(best)
     phases: dict[str, dict[str, int]] = {}
     for part in spec.removesuffix(";disagg").split(";"):
         name, _, degrees = part.rpartition(":")
         for phase in [name] if name else ["prefill", "decode"]:
             phases[phase] = {key: int(value) for key, value in (item.split("=") for item in degrees.split(","))}
     strategy = {**phases, "disaggregated": spec.endswith(";disagg")}
-    pick = cmp.read_pick(_plan(strategy, {"concurrency": best.concurrency}))
+    pick = picks.read_pick(_plan(strategy, {"concurrency": best.concurrency}))
     assert pick.deployment == best
