@@ -8,6 +8,10 @@ ratio of tokens/s/GPU to AIConfigurator's best, whether the pick meets the targe
 estimate, and both tools' wall time. Throughput per GPU counts every GPU of the budget (idle ones as
 zero), which is how AIConfigurator ranks its own results.
 
+Two more tables say why the figures differ: shardplan's own TTFT/TPOT for its pick beside AIConfigurator's
+estimate of it, and AIConfigurator's best deployment priced by shardplan (``-s SPEC --batch N``), which
+separates "chose a worse deployment" from "prices the same deployment differently".
+
 Rows marked with a dagger are picks that AIConfigurator's default search does not consider (pipeline
 parallelism, a worker spanning nodes, a degree outside its candidates, read from its own saved search
 space): there shardplan reaches deployments the other tool cannot.
@@ -18,8 +22,8 @@ the running interpreter's environment (``--shardplan`` picks another).
 
 Usage::
 
-    .venv/bin/python benchmarks/compare_aiconfigurator.py [--cases LABEL,...] [--jobs N] [--markdown]
-        [--json FILE] [--aic-venv DIR] [--shardplan PATH]
+    .venv/bin/python benchmarks/compare_aiconfigurator.py [--cases LABEL,GLOB,...] [--jobs N] [--markdown]
+        [--json FILE] [--aic-venv DIR] [--shardplan PATH] [--timeout S]
 """
 
 from __future__ import annotations

@@ -58,6 +58,14 @@ def _spec(phase: dict[str, Any]) -> str:
     return ",".join(parts) or "tp=1"
 
 
+def _prefill_batch(deployment_info: dict[str, Any], workload: dict[str, Any]) -> int:
+    """Prompts one prefill worker takes per step: its pool's ``concurrency_per_worker``, else the request's."""
+    for pool in deployment_info.get("pools") or []:
+        if pool.get("role") == "prefill" and pool.get("concurrency_per_worker"):
+            return int(pool["concurrency_per_worker"])
+    return int(workload.get("prefill_batch") or 1)
+
+
 def shardplan_spec(deployment: Deployment) -> str:
     """AIConfigurator's deployment as a shardplan SPEC: replicas as ``dp``, attention DP as ``adp``."""
 
@@ -95,12 +103,9 @@ def read_pick(plan: dict[str, Any]) -> Pick:
     fallback: Deployment | None = None
     if strategy.get("disaggregated"):
         p_worker, d_worker = _phase_worker(prefill), _phase_worker(decode)
+        # Worker counts are totals over the deployment (a split plan's ``replicas`` counts its decode workers).
         p_count = int(deployment_info.get("prefill_workers") or prefill.get("dp", 1))
         d_count = int(deployment_info.get("decode_workers") or decode.get("dp", 1))
-        replicas = int(deployment_info.get("replicas") or 1)
-        per_unit = p_worker.gpus * p_count + d_worker.gpus * d_count
-        if replicas > 1 and per_unit * replicas == deployment_info.get("gpus_used"):
-            p_count, d_count = p_count * replicas, d_count * replicas  # worker counts given per xPyD unit
         spec = f"{p_count}P {_spec({**prefill, 'dp': 1})} + {d_count}D {_spec({**decode, 'dp': 1})}"
         deployment = Deployment(
             "disagg",
@@ -109,7 +114,7 @@ def read_pick(plan: dict[str, Any]) -> Pick:
             prefill_workers=p_count,
             decode=d_worker,
             decode_workers=d_count,
-            prefill_batch=int(workload.get("prefill_batch") or 1),
+            prefill_batch=_prefill_batch(deployment_info, workload),
         )
         sp = int(prefill.get("sp", 1))
         if sp > 1:

@@ -166,13 +166,18 @@ def test_deployment_section_wins_and_idle_gpus_count_as_zero() -> None:
 
 
 def test_disaggregated_pick_reads_both_pools() -> None:
-    strategy = {"prefill": {"tp": 2, "dp": 1}, "decode": {"tp": 4, "ep": 4, "dp": 1}, "disaggregated": True}
-    deployment = {"concurrency": 64, "replicas": 1, "gpus_used": 8, "prefill_workers": 2, "decode_workers": 1}
-    pick = picks.read_pick(_plan(strategy, deployment))
+    strategy = {"prefill": {"tp": 2, "dp": 2}, "decode": {"tp": 2, "ep": 2, "dp": 2}, "disaggregated": True}
+    pools = [{"role": "prefill", "workers": 2, "concurrency_per_worker": 3}, {"role": "decode", "workers": 2}]
+    # A split plan's replicas count its decode workers: the worker counts are already totals.
+    deployment = {"concurrency": 64, "replicas": 2, "gpus_used": 8, "prefill_workers": 2, "decode_workers": 2}
+    pick = picks.read_pick(_plan(strategy, {**deployment, "pools": pools}))
     got = pick.deployment
     assert got is not None and got.mode == "disagg"
-    assert (got.prefill_workers, got.decode_workers, got.gpus_used) == (2, 1, 8)
-    assert got.decode == aic.Worker(tp=4, moe_tp=1, moe_ep=4)
+    assert (got.prefill_workers, got.decode_workers, got.gpus_used) == (2, 2, 8)
+    assert got.decode == aic.Worker(tp=2, moe_tp=1, moe_ep=2)
+    assert got.prefill_batch == 3
+    args = aic.estimate_args(got, moe=True)
+    assert args[args.index("--d-bs") + 1] == "32" and args[args.index("--p-bs") + 1] == "3"
 
 
 def test_infeasible_plan_has_no_deployment() -> None:
