@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aiconfigurator_cli import (
+    AIC_VERSION,
     AicError,
     Deployment,
     Estimate,
@@ -302,7 +303,7 @@ def select(patterns: str | None) -> list[Request]:
     chosen = [request for request in REQUESTS if any(fnmatch.fnmatch(request.label, p) for p in wanted)]
     if not chosen:
         labels = ", ".join(request.label for request in REQUESTS)
-        raise SystemExit(f"error: --cases {patterns!r} matches no request; labels: {labels}")
+        raise ValueError(f"--cases {patterns!r} matches no request; labels: {labels}")
     return chosen
 
 
@@ -325,7 +326,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--jobs must be at least 1")
     if not args.shardplan:
         parser.error("no shardplan command found: install shardplan or pass --shardplan PATH")
-    requests = select(args.cases)
+    try:
+        requests = select(args.cases)
+    except ValueError as error:
+        parser.error(str(error))
+    if not (args.aic_venv / "bin" / "aiconfigurator").exists():
+        print(f"installing AIConfigurator {AIC_VERSION} into {args.aic_venv} (a few minutes)", file=sys.stderr)
     try:
         aic = ensure_aiconfigurator(args.aic_venv)
     except AicError as error:

@@ -214,8 +214,11 @@ def test_without_aiconfigurator_the_benchmark_skips_cleanly(monkeypatch, capsys)
 
 
 def test_unknown_case_names_the_labels() -> None:
-    with pytest.raises(SystemExit, match=f"matches no request; labels: {cmp.REQUESTS[0].label}"):
+    with pytest.raises(ValueError, match=f"matches no request; labels: {cmp.REQUESTS[0].label}"):
         cmp.select("no-such-case")
+    with pytest.raises(SystemExit) as exit_info:
+        cmp.main(["--cases", "no-such-case", "--shardplan", "shardplan"])
+    assert exit_info.value.code == 2
     expected = [request for request in cmp.REQUESTS if request.label.startswith("qwen3-235b-")]
     assert expected and cmp.select("qwen3-235b-*") == expected
     assert cmp.select(f"{cmp.REQUESTS[0].label}, {cmp.REQUESTS[-1].label}") == [cmp.REQUESTS[0], cmp.REQUESTS[-1]]
