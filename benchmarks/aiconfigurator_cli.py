@@ -249,7 +249,7 @@ def outside_search_space(
 
 
 _BOX_LINE = re.compile(r"^\s*([A-Za-z/() ]+?):\s+([-+0-9.,]+)\s*(ms|GB)?\s*$")
-_ERROR_LINE = re.compile(r"^(?:\w*Error|Error): (.+)$")
+_ERROR_LINE = re.compile(r"^(\w*Error): (.+)$")
 
 
 def parse_estimate(stdout: str, stderr: str = "") -> Estimate:
@@ -286,12 +286,12 @@ def parse_estimate(stdout: str, stderr: str = "") -> Estimate:
 
 
 def parse_error(output: str) -> str:
-    """AIConfigurator's own one-line reason for a failure: the last ``...Error: message`` line."""
+    """A failed command's own one-line reason: the last ``...Error: message`` line, else the last line."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     for line in reversed(lines):
         match = _ERROR_LINE.match(line)
-        if match:
-            return match.group(1)
+        if match:  # a generic exception type says nothing; a specific one (KeyError) is part of the reason
+            return match.group(2) if match.group(1) in ("Error", "RuntimeError") else line
     meaningful = [line for line in lines if "DeprecationWarning" not in line and "sys.exit" not in line]
     return meaningful[-1] if meaningful else "AIConfigurator gave no output"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from aiconfigurator_cli import Deployment, Worker
+from aiconfigurator_cli import Deployment, Worker, parse_error
 
 __all__ = ["Pick", "read_pick", "run_shardplan", "shardplan_spec"]
 
@@ -164,6 +164,6 @@ def run_shardplan(shardplan: str, options: Sequence[str], timeout_s: float) -> t
             raise RuntimeError(f"shardplan plan did not finish within {timeout_s:.0f} s") from error
         wall = time.perf_counter() - started
         if done.returncode != 0 or not output.exists():
-            lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-            raise RuntimeError(f"shardplan plan exited {done.returncode}: {lines[-1] if lines else 'no output'}")
+            # The exception line of a traceback (or shardplan's one-line error), not a note printed after it.
+            raise RuntimeError(f"shardplan plan exited {done.returncode}: {parse_error(done.stderr or done.stdout)}")
         return read_pick(json.loads(output.read_text())), wall

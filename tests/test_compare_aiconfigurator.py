@@ -249,3 +249,9 @@ def test_aiconfigurators_best_as_a_shardplan_spec_reads_back_the_same(folder: st
     strategy = {**phases, "disaggregated": spec.endswith(";disagg")}
     pick = picks.read_pick(_plan(strategy, {"concurrency": best.concurrency}))
     assert pick.deployment == best
+
+
+def test_a_traceback_is_reduced_to_its_exception_line() -> None:
+    output = "Traceback (most recent call last):\n  File 'x.py'\nKeyError: 'decode'\nDuring task with name 'plan'\n"
+    assert aic.parse_error(output) == "KeyError: 'decode'"
+    assert aic.parse_error("error: --gpus must be at least 1\n") == "error: --gpus must be at least 1"
