@@ -289,3 +289,16 @@ def test_cli_validate_exit_codes(tmp_path: Path) -> None:
         unreadable = run_cli("validate", str(path))
         assert unreadable.returncode == 2
         assert unreadable.stderr.startswith("error:") and len(unreadable.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("spec", ["tp=2", "prefill:sp=2;decode:adp=2"])
+def test_a_dag_whose_concurrency_the_search_chooses_validates(spec: str) -> None:
+    # Workload.batch None means "the search chooses"; every rule must read the sequences in flight instead.
+    from shardplan.tools.contracts import Workload
+
+    model = load_model("meta-llama/Llama-3.1-8B")
+    workload = Workload(isl=8192, osl=64)
+    assert workload.batch is None
+    report = validate(build_dag(model, make_cluster("H100", 2), parse_strategy(spec), workload))
+    assert not [v for v in report.violations if v.rule == "INTERNAL"]
+    assert report.valid, [v.rule for v in report.violations]

@@ -232,5 +232,5 @@ def idle_decode_groups(strategy: Strategy, workload: Workload) -> int:
     3
     """
     d = strategy.decode
-    per_replica_mb = -(-workload.batch // (d.dp * d.mb))  # sequences in one microbatch of one replica
+    per_replica_mb = -(-workload.sequences // (d.dp * d.mb))  # sequences in one microbatch of one replica
     return max(0, d.adp - per_replica_mb)

@@ -179,7 +179,7 @@ def rule_idle_decode_groups(ix: DagIndex) -> Iterator[Finding]:
     idle_ranks = sorted({r for i in empty for r in ix.ranks[i]})
     names = [ix.ids[i] for i in empty]
     yield Finding(
-        message=f"batch={ix.meta.workload.batch} fills {busy} of the {decode.adp} decode attention groups per "
+        message=f"{ix.meta.workload.sequences} sequence(s) fill {busy} of the {decode.adp} decode attention groups per "
         f"replica (prefill sp={strategy.prefill.sp} becomes decode adp={decode.adp}): GPUs {idle_ranks[:16]} "
         "have no sequence to attend to in decode: they hold their weight shards and join the collectives "
         "(MoE all-to-alls, pipeline hops); the graph draws each group with one sequence, an upper bound",
