@@ -152,10 +152,15 @@ class StepPricer:
         return max(0.0, self._curve("decode", sequences) - self._curve("linear", sequences))
 
     def prefill_attention_s(self, tokens: float) -> float:
-        """Causal attention of ``tokens`` prompt tokens, as their share of a whole prompt's."""
+        """Causal attention of ``tokens`` prompt tokens, as their share of a whole prompt's.
+
+        The sample prefills one prompt per attention data-parallel unit: ``linear(n)`` spreads its tokens
+        over the units, so a single prompt (all its projections on one unit, the others idle) would count
+        that imbalance as attention."""
         if tokens <= 0:
             return 0.0
-        whole = max(0.0, self._sample("prefill", 1) - self.linear_s(self.isl))
+        units = self.layout.adp
+        whole = max(0.0, self._sample("prefill", units) - self.linear_s(units * self.isl)) / units
         return whole * tokens / self.isl
 
     def step_s(self, decode_tokens: float, prefill_tokens: float) -> float:
