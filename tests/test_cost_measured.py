@@ -128,3 +128,38 @@ def test_expert_exchange_follows_what_the_engines_run() -> None:
     assert gathered is not None and gathered.kind == "all_gather"
     across = dispatch.model_copy(update={"ranks": [0, 8]})
     assert engine_exchange(across, model, tp_attention, 8) is None  # across nodes: a real all-to-all
+
+
+def test_shared_experts_reduce_with_the_routed_experts_as_the_engines_do() -> None:
+    model = load_model("deepseek-ai/DeepSeek-V3")
+    shared = CommNode(id="s", name="shared_experts.all_reduce", phase="decode", ranks=list(range(8)),
+                      kind="all_reduce", purpose="tp_reduce", message_bytes=8 * 7168 * 2.0)
+    fused = engine_exchange(shared, model, parse_strategy("tp=8").decode, 8)
+    assert fused is not None and fused.message_bytes == 0.0
+    in_node_ep = engine_exchange(shared, model, parse_strategy("tp=8,ep=8").decode, 8)
+    assert in_node_ep is not None and in_node_ep.message_bytes == 0.0  # the combine became an all-reduce
+    across = shared.model_copy(update={"ranks": list(range(16))})
+    assert engine_exchange(across, model, parse_strategy("tp=16,ep=16").decode, 8) is None  # all-to-all combine
+    attention = shared.model_copy(update={"name": "o_proj.all_reduce"})
+    assert engine_exchange(attention, model, parse_strategy("tp=8").decode, 8) is None
+
+
+@needs_tables
+def test_deepseek_experts_are_priced_from_its_block_scaled_fp8_tables() -> None:
+    """DeepSeek-V3's FP8 checkpoint is block-scaled; the SGLang tables hold its MoE shapes only that way."""
+    from shardplan.tools.cost.measured.queries import Query, other_fp8_scaling
+    from shardplan.tools.cost.pricing import make_pricer
+
+    model = load_model("deepseek-ai/DeepSeek-V3", weight_dtype="fp8")
+    cluster = make_cluster("H200", 8)
+    strategy = parse_strategy("tp=8")
+    workload = Workload(isl=1024, osl=128, batch=8, engine="sglang")
+    dag = build_dag(model, cluster, strategy, workload)
+    pricer = make_pricer(cluster, model, {"prefill": strategy.prefill, "decode": strategy.decode}, "sglang")
+    pricer.prepare(dag.nodes)
+    experts = [n.id for n in dag.nodes if n.phase == "decode" and getattr(n, "op", "") == "routed_experts"]
+    assert experts and all(e in pricer.measured for e in experts)
+    query = Query("moe", (7168, 2048, 8, 256, 8, 1, "fp8", "power_law_1.01"), False, 8)
+    other = other_fp8_scaling(query)
+    assert other is not None and other.args[6] == "fp8_block" and other_fp8_scaling(other) == query
+    assert other_fp8_scaling(Query("gemm", (4096, 4096, "bfloat16"), False, 8)) is None

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from shardplan.tools.contracts import PhaseStrategy, Strategy, Workload
+from shardplan.tools.cost.measured.database import measured_available
 from shardplan.tools.cost.memory import memory_report, memory_reports
 from shardplan.tools.hardware import make_cluster
 from shardplan.tools.models import load_model
@@ -145,3 +146,17 @@ def test_a_prefill_pools_capacity_counts_the_prompts_of_its_step() -> None:
     fits = memory_report(LLAMA_70B, H200_8.gpu, layout, work.at_concurrency(most, most), "prefill", work.isl)
     over = memory_report(LLAMA_70B, H200_8.gpu, layout, work.at_concurrency(most + 1, most + 1), "prefill", work.isl)
     assert fits.fits and not over.fits
+
+
+def test_a_step_pricer_prices_under_its_engine_and_backend() -> None:
+    """The serving model prices with the workload's engine tables, or the roofline alone when asked."""
+    layout = PhaseStrategy(tp=4)
+    sglang = Workload(isl=1024, osl=128, engine="sglang")
+    pricer = StepPricer.for_workload(LLAMA_70B, H200_8, layout, sglang)
+    assert pricer.engine == "sglang" and pricer.backend == "auto"
+    roofline = StepPricer.for_workload(LLAMA_70B, H200_8, layout, sglang, backend="roofline")
+    vllm = StepPricer.for_workload(LLAMA_70B, H200_8, layout, sglang.model_copy(update={"engine": "vllm"}))
+    assert min(p.step_s(16, 0) for p in (pricer, roofline, vllm)) > 0
+    if measured_available():  # shared samples are keyed by engine and backend, not reused across them
+        assert pricer.step_s(16, 0) != roofline.step_s(16, 0)
+        assert pricer.step_s(16, 0) != vllm.step_s(16, 0)

@@ -108,7 +108,7 @@ def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload
     else:
         replica = replica_strategy(strategy)
         x, y = strategy.prefill.dp, strategy.decode.dp
-        pricer = StepPricer(model, cluster, replica.decode, workload.isl, workload.osl)
+        pricer = StepPricer.for_workload(model, cluster, replica.decode, workload)
         prefill = prefill_worker(model, cluster, replica.prefill, workload)
         if workload.batch is not None:
             fixed = math.ceil(workload.batch / y)

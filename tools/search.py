@@ -252,7 +252,7 @@ def _screen(
         if capacity < layout.adp * layout.mb:
             rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
             continue
-        pricer = StepPricer(model, cluster, layout, workload.isl, workload.osl)
+        pricer = StepPricer.for_workload(model, cluster, layout, workload)
         if workload.objective == "latency" and workload.rate is None:
             probe = 1
         elif workload.batch is not None:

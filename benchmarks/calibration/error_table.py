@@ -4,27 +4,35 @@ The rows of ``benchmarks/calibration/end_to_end.yaml`` are HELD OUT. No paramete
 fitted to them: ``fit.py`` fits the kernel-level parameters to ``kernels.yaml`` only, and nothing here
 feeds back into ``tools/data/calibration.yaml``. This script only prices each row and reports the error.
 
-Which rows are priced: those with a well-defined concurrency -- every ``tpot_ms`` / ``ttft_ms`` row and
-every row that states a batch. Online-serving rows measured at a fixed request rate (``qps``) without a
-batch get their concurrency from Little's law, per phase, solved by fixed-point iteration on the model's
-own predictions:
+Which rows are priced: those with a well-defined load -- every row that states a batch or a concurrency,
+and online-serving rows measured at a fixed request rate (``qps``). Every row goes through the serving
+model of :mod:`shardplan.tools.serving` (steps priced by the DAG cost model, steady state of the
+engine's batching), the same path a plan's deployment figures take:
 
-* decode concurrency ``N = qps x (TTFT + (osl - 1) x TPOT)``, with TPOT priced at batch ``round(N)``;
-* prefill concurrency ``qps x TTFT`` (requests arriving during one prefill), at least 1;
-* TPOT of such a row is the decode step divided by (1 - qps x TTFT): the engine interleaves every
-  arriving prompt's prefill with the running decode steps, which stretches each output token.
+* **static batches**: rows at batch 1, and fixed-batch benchmarks (vLLM ``benchmark_latency``, gpt-fast,
+  TensorRT-LLM's C++ batch benchmark): the batch is prefilled together (TTFT), then decoded together
+  (TPOT) -- :func:`~shardplan.tools.serving.static_point`;
+* **continuous batching** at a stated client concurrency (NIM/AIPerf, InferenceX, trtllm-bench at a
+  concurrency): the running sequences' decode tokens and the arriving prompts' chunks share the steps,
+  under the engine's step-token budget where the row states it (``max_batched_tokens``), otherwise the
+  serving model's default -- :func:`~shardplan.tools.serving.continuous_point` at the concurrency per
+  replica;
+* **continuous batching at a request rate**: the concurrency whose steady state serves the rate
+  (Little's law inside the serving model), found by bisection and interpolated between the two
+  integer concurrencies around it.
 
-The batch column says when a row's batch came from Little's law. Rows are skipped, with the reason
+The batch column says which. Rows are skipped, with the reason
 printed, when: the GPU is not in the catalog (GB200; H800, which has H100 compute but 400 GB/s NVLink),
 the note says speculative decoding / MTP (a step then emits several tokens), the metric is not one the
-model predicts (prefill-only input throughput), or no concurrency can be known (max-throughput sweeps
-at an infinite request rate, where the engine's scheduler picks the batch). A row whose strategy does
-not parse or whose DAG cannot be built is reported and skipped. Rows kept with a caveat say so in the
-notes column (the gpt-fast A100 rows ran at a 330 W power cap; mapped models; assumed output length).
+model predicts (prefill-only input throughput), no concurrency can be known (max-throughput sweeps
+at an infinite request rate, where the engine's scheduler picks the batch), or the concurrency does not
+fit the step budget. A row whose strategy does not parse or whose DAG cannot be built is reported and
+skipped. Rows kept with a caveat say so in the notes column (the gpt-fast A100 rows ran at a 330 W
+power cap; mapped models; assumed output length).
 
-For each priced row: ``load_model(model, weight_dtype=row weight_dtype)`` (FP8 KV cache where the note
-says so), ``make_cluster(gpu, gpus)``, ``parse_strategy(strategy)``, ``Workload(isl, osl or 128,
-batch)``, ``build_dag`` and ``estimate_cost``; the row's metric is read off the CostReport.
+Each priced row is built from ``load_model(model, weight_dtype=row weight_dtype)`` (FP8 KV cache where
+the note says so), ``make_cluster(gpu, gpus)``, ``parse_strategy(strategy)`` (``dp`` = replicas) and the
+row's engine (its measured tables; vLLM's for any other engine, such as gpt-fast or NIM).
 
 Usage::
 
@@ -50,11 +58,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import CostReport, Workload, parse_strategy
-from shardplan.tools.cost.estimate import estimate_cost
+from shardplan.tools.contracts import Workload, parse_strategy
+from shardplan.tools.contracts.workload import Batching
 from shardplan.tools.hardware import gpu_catalog, make_cluster
 from shardplan.tools.models import load_model
+from shardplan.tools.serving import ServingPoint, StepPricer, continuous_point, static_point, worker_cluster
 
 HERE = Path(__file__).resolve().parent
 END_TO_END = HERE / "end_to_end.yaml"
@@ -115,14 +123,65 @@ def serving_engine(row: dict[str, Any]) -> str:
     return "trtllm" if "tensorrt" in text else "sglang" if "sglang" in text else "vllm"
 
 
+# Fixed-batch benchmarks: the batch runs prefill then decode together (static batching).
+_STATIC_BENCHMARK = re.compile(r"benchmark_latency|gpt-fast|C\+\+ benchmark|fixed batch", re.I)
+
+
+def batching(row: dict[str, Any]) -> Batching:
+    """How the row's engine batched its requests: static for batch 1 and fixed-batch benchmarks."""
+    if row.get("batch") == 1 or _STATIC_BENCHMARK.search(str(row.get("engine", ""))):
+        return "static"
+    return "continuous"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One row's replica: its step pricer, the workload it serves and how many replicas share the load."""
+
+    pricer: StepPricer
+    workload: Workload
+    replicas: int
+
+
 @cache
-def price(model: str, weight_dtype: str, kv_dtype: str | None, gpu: str, gpus: int, strategy: str,
-          isl: int, osl: int, engine: str, batch: int, backend: str = "auto") -> CostReport:
+def setup(model: str, weight_dtype: str, kv_dtype: str | None, gpu: str, gpus: int, strategy: str, isl: int,
+          osl: int, engine: str, mode: str, budget: int | None, backend: str) -> Setup:
     spec = load_model(model, weight_dtype=weight_dtype, kv_dtype=kv_dtype)  # type: ignore[arg-type]
-    cluster = make_cluster(gpu, gpus)
-    workload = Workload.model_validate({"isl": isl, "osl": osl, "batch": batch, "engine": engine})
-    dag = build_dag(spec, cluster, parse_strategy(strategy), workload)
-    return estimate_cost(dag, cluster, backend)  # type: ignore[arg-type]
+    layout = parse_strategy(strategy).decode
+    replica = layout.model_copy(update={"dp": 1})
+    cluster = worker_cluster(make_cluster(gpu, gpus), replica.gpus)
+    fields: dict[str, Any] = {"isl": isl, "osl": osl, "engine": engine, "batching": mode}
+    if budget:
+        fields["max_batched_tokens"] = budget
+    workload = Workload.model_validate(fields)
+    pricer = StepPricer.for_workload(spec, cluster, replica, workload, backend)  # type: ignore[arg-type]
+    return Setup(pricer, workload, layout.dp)
+
+
+def at_rate(pricer: StepPricer, workload: Workload, rate: float) -> tuple[float, float, float]:
+    """(concurrency, TTFT s, TPOT s) of the continuous-batching steady state that serves ``rate`` requests/s
+    per replica: bisect the integer concurrency, then interpolate between the two around the rate."""
+
+    def point(concurrency: int) -> ServingPoint:
+        found = continuous_point(pricer, concurrency, workload)
+        if found is None:
+            raise ValueError(f"{rate:g} req/s needs more sequences than the step budget of "
+                             f"{workload.max_batched_tokens} tokens")
+        return found
+
+    low, high = 1, 2
+    while point(high).requests_per_s < rate:
+        low, high = high, high * 2
+    if point(low).requests_per_s >= rate:
+        high = low
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if point(middle).requests_per_s < rate else (low, middle)
+    a, b = point(low), point(high)
+    gained = b.requests_per_s - a.requests_per_s
+    share = min(max((rate - a.requests_per_s) / gained, 0.0), 1.0) if gained > 0 else 0.0
+    return (low + share * (high - low), a.ttft_s + share * (b.ttft_s - a.ttft_s),
+            a.tpot_s + share * (b.tpot_s - a.tpot_s))
 
 
 def skip_reason(row: dict[str, Any]) -> str | None:
@@ -164,38 +223,36 @@ def evaluate(row: dict[str, Any], backend: str = "auto") -> Result:
         notes.append("low-confidence layout")
     if "AWQ" in note:
         notes.append("AWQ 4-bit priced as fp4 bytes")
-    key = (row["model"], row["weight_dtype"], kv_dtype, row["gpu"], int(row["gpus"]), row["strategy"],
-           int(row["isl"]), int(osl), serving_engine(row))
+    mode = batching(row)
+    budget = row.get("max_batched_tokens")
+    found = setup(row["model"], row["weight_dtype"], kv_dtype, row["gpu"], int(row["gpus"]), row["strategy"],
+                  int(row["isl"]), int(osl), serving_engine(row), mode, budget, backend)
+    workload = found.workload
     if row.get("batch"):
-        batch = int(row["batch"])
-        report = price(*key, batch, backend)
-        ttft, tpot = report.ttft_ms, report.tpot_ms
-        batch_text = str(batch)
-    else:
-        rate = request_rate(row)
-        assert rate is not None
-        concurrency, prefill_batch = 1.0, 1
-        for _ in range(50):
-            decode = price(*key, max(1, round(concurrency)), backend)
-            prefill = price(*key, prefill_batch, backend)
-            seconds = (prefill.ttft_ms + (osl - 1) * decode.tpot_ms) / 1e3
-            new = rate * seconds
-            prefill_batch = max(1, round(rate * prefill.ttft_ms / 1e3))
-            if abs(new - concurrency) < 0.01:
-                break
-            concurrency = new
-        # Continuous batching interleaves each arriving prompt's prefill with the running decode steps, so
-        # the share of time spent prefilling (rate x one prefill) stretches every output token.
-        prefilling = min(0.9, rate * prefill.ttft_ms / 1e3)
-        ttft, tpot = prefill.ttft_ms, decode.tpot_ms / (1.0 - prefilling)
-        notes.append(f"TPOT stretched by prefill interleaving ({prefilling:.0%} of the time)")
-        report = decode
-        if row["metric"] == "ttft_ms":
-            batch_text = f"{prefill_batch} (Little: prefill; decode N={concurrency:.1f})"
+        concurrency = math.ceil(int(row["batch"]) / found.replicas)
+        if mode == "static":
+            point: ServingPoint | None = static_point(found.pricer, concurrency, workload)
         else:
-            batch_text = f"{max(1, round(concurrency))} (Little: {rate:g} req/s x {seconds:.2f} s = {concurrency:.1f})"
-    predicted = {"tpot_ms": tpot, "ttft_ms": ttft, "output_tokens_per_s": report.tokens_per_s,
-                 "output_tokens_per_s_per_gpu": report.tokens_per_s_per_gpu}[row["metric"]]
+            point = continuous_point(found.pricer, concurrency, workload)
+        if point is None:
+            raise ValueError(f"concurrency {concurrency} does not fit a step budget of "
+                             f"{workload.max_batched_tokens} tokens")
+        ttft, tpot, rate = point.ttft_s, point.tpot_s, point.requests_per_s
+        per = f" per replica x{found.replicas}" if found.replicas > 1 else ""
+        batch_text = f"{row['batch']} ({mode}{per})"
+        if mode == "continuous":
+            notes.append(f"continuous batching: {point.decoding:.1f} decoding, prompt chunks of "
+                         f"{point.prefill_chunk:.0f} tokens")
+    else:
+        rate = request_rate(row) or 0.0
+        in_flight, ttft, tpot = at_rate(found.pricer, workload, rate / found.replicas)
+        rate /= found.replicas
+        batch_text = f"{in_flight:.1f} (continuous at {rate * found.replicas:g} req/s)"
+    tokens = found.replicas * rate * workload.osl
+    if budget:
+        notes.append(f"step budget {budget} tokens")
+    predicted = {"tpot_ms": tpot * 1e3, "ttft_ms": ttft * 1e3, "output_tokens_per_s": tokens,
+                 "output_tokens_per_s_per_gpu": tokens / int(row["gpus"])}[row["metric"]]
     measured = float(row["value"])
     short_model = row["model"].split("/", 1)[1]
     return Result(row["id"], short_model, f"{row['gpu']} x{row['gpus']}", row["strategy"], row["metric"],

@@ -6,6 +6,12 @@ TensorRT-LLM without DeepEP) does not run an all-to-all: tokens are gathered to 
 the expert outputs are summed back. With tensor-parallel attention every rank already holds every
 token, so the dispatch moves nothing and the combine is one all-reduce of the layer's output. Across
 nodes the exchange stays an all-to-all (DeepEP-style), as drawn.
+
+Shared experts (DeepSeek-V3) are tensor-parallel like the attention. The DAG reduces their output with
+an all-reduce of its own, but the engines add the shared experts' partial output to the routed
+experts' before the layer's one reduction (vLLM's and SGLang's DeepSeek MoE blocks all-reduce
+``routed + shared`` once), so when the routed output is all-reduced over the same ranks the shared
+experts' reduction moves nothing.
 """
 
 from __future__ import annotations
@@ -30,9 +36,17 @@ def engine_exchange(node: CommNode, model: ModelSpec, phase: PhaseStrategy, gpus
     'all_reduce'
     """
     moe = model.moe
-    if moe is None or node.purpose not in ("ep_dispatch", "ep_combine") or node.kind != "all_to_all":
+    if moe is None:
         return None
-    if len({r // gpus_per_node for r in node.ranks}) > 1:
+    one_node = len({r // gpus_per_node for r in node.ranks}) == 1
+    if node.name == "shared_experts.all_reduce" and node.kind == "all_reduce":
+        # The routed output is all-reduced over these ranks when the experts are tensor-parallel (no EP),
+        # or when EP inside one node turns the combine into an all-reduce (one attention unit).
+        fused = phase.adp * phase.sp == 1 and (phase.ep == 1 or one_node)
+        return node.model_copy(update={"message_bytes": 0.0}) if fused else None
+    if node.purpose not in ("ep_dispatch", "ep_combine") or node.kind != "all_to_all":
+        return None
+    if not one_node:
         return None
     # message_bytes is one rank's routed copies: its 1/tp share of a unit's tokens, top-k times.
     layer_bytes = node.message_bytes * phase.tp / moe.experts_per_token

@@ -15,18 +15,24 @@ from ..contracts.hardware import Cluster
 from ..contracts.model import ModelSpec
 from ..contracts.strategy import PhaseStrategy
 from ..contracts.workload import Workload
-from .pricing import make_pricer
+from .pricing import Backend, make_pricer
 from .schedule import schedule_graph
 
 __all__ = ["phase_latency_s"]
 
 
 def phase_latency_s(
-    model: ModelSpec, cluster: Cluster, phase_name: str, phase: PhaseStrategy, workload: Workload
+    model: ModelSpec,
+    cluster: Cluster,
+    phase_name: str,
+    phase: PhaseStrategy,
+    workload: Workload,
+    backend: Backend = "auto",
 ) -> float:
-    """Estimated makespan in seconds of one prefill, or one decode step, under ``phase``."""
+    """Estimated makespan in seconds of one prefill, or one decode step, under ``phase`` (priced by the
+    workload's engine tables, or by the roofline alone with ``backend="roofline"``)."""
     graph, picks, stages = build_phase_sample(model, cluster, phase_name, phase, workload)
-    pricer = make_pricer(cluster, model, {phase_name: phase}, workload.engine)
+    pricer = make_pricer(cluster, model, {phase_name: phase}, workload.engine, backend)
     pricer.prepare(graph.nodes)
     sched = schedule_graph(graph.nodes, graph.edges, cluster, record_busy=False, pricer=pricer)
     layer_end: dict[int, float] = defaultdict(float)

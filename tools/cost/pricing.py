@@ -50,7 +50,7 @@ class Pricer:
         if self.tables is None or self.model is None:
             return
         from .measured.lookup import lookup_seconds
-        from .measured.queries import node_query
+        from .measured.queries import node_query, other_fp8_scaling
 
         wanted = {}
         for node in nodes:
@@ -61,8 +61,13 @@ class Pricer:
             if query is not None:
                 wanted[node.id] = query
         answers = lookup_seconds(self.tables, wanted.values())
+        # A shape measured only under the other FP8 weight scaling is still the same kernel's measurement.
+        retry = {q: other_fp8_scaling(q) for q, s in answers.items() if s is None}
+        fallback = lookup_seconds(self.tables, [q for q in retry.values() if q is not None])
         for node_id, query in wanted.items():
             seconds = answers[query]
+            if seconds is None and retry.get(query) is not None:
+                seconds = fallback[retry[query]]  # type: ignore[index]
             if seconds is not None:
                 self.measured[node_id] = seconds
 

@@ -50,7 +50,7 @@ def aggregated_options(
     floor = replica.adp * replica.mb  # every attention group and microbatch needs a sequence
     if most < 1 or capacity < floor:
         return []
-    pricer = pricer or StepPricer(model, cluster, replica, workload.isl, workload.osl)
+    pricer = pricer or StepPricer.for_workload(model, cluster, replica, workload)
     limit = min(capacity, workload.max_batched_tokens - 1) if workload.batching == "continuous" else capacity
     counts = [replicas] if replicas is not None else list(range(1, most + 1))
     plans: list[tuple[int, int]] = []  # (replicas, concurrency per replica)

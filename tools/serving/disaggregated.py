@@ -62,7 +62,7 @@ def prefill_worker(
     sized = workload.at_concurrency(prompts)
     if not memory_report(model, cluster.gpu, layout, sized, "prefill", workload.isl).fits:
         return None
-    pricer = pricer or StepPricer(model, cluster, layout, workload.isl, workload.osl)
+    pricer = pricer or StepPricer.for_workload(model, cluster, layout, workload)
     return PrefillWorker(layout, prompts, pricer.prefill_s(prompts))
 
 
@@ -77,7 +77,7 @@ def decode_workers(
     floor = layout.adp * layout.mb
     if capacity < floor:
         return []
-    pricer = pricer or StepPricer(model, cluster, layout, workload.isl, workload.osl)
+    pricer = pricer or StepPricer.for_workload(model, cluster, layout, workload)
     return [
         DecodeWorker(layout, c, pricer.step_s(c, 0), workload.osl)
         for c in concurrency_grid(min(capacity, workload.max_batched_tokens), floor)

@@ -31,17 +31,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..contracts.common import ServingEngine
 from ..contracts.hardware import Cluster
 from ..contracts.model import ModelSpec
 from ..contracts.strategy import PhaseStrategy
 from ..contracts.workload import Workload
 from ..cost.fast import phase_latency_s
+from ..cost.pricing import Backend
 
 __all__ = ["StepPricer", "interpolate_power_grid", "forget_samples"]
 
-_SHARED: dict[tuple[str, str, str, int, int, str, int], float] = {}
+_SHARED: dict[tuple[str, str, str, str, str, int, int, str, int], float] = {}
 """Sampled shapes shared by every pricer of the process: the search, the agent's checks and the final plan
-price the same layouts. Keyed by model, cluster, layout, lengths, kind and token count."""
+price the same layouts. Keyed by model, cluster, layout, engine, backend, lengths, kind and token count."""
 _SHARED_LIMIT = 200_000
 
 
@@ -77,6 +79,10 @@ class StepPricer:
     layout: PhaseStrategy
     isl: int
     osl: int
+    engine: ServingEngine = "vllm"
+    """Engine whose measured tables (and collectives) price the steps."""
+    backend: Backend = "auto"
+    """``auto``: measured tables where they cover a node, the roofline elsewhere; ``roofline``: the roofline."""
     base: int = 4
     """Sampled token counts are the powers of ``base``."""
     _samples: dict[tuple[str, int], float] = field(default_factory=dict, repr=False)
@@ -84,7 +90,20 @@ class StepPricer:
     def __post_init__(self) -> None:
         self.layout = self.layout.model_copy(update={"dp": 1})
         self._lane = self.layout.model_copy(update={"mb": 1})
-        self._key = (self.model.model_dump_json(), self.cluster.model_dump_json(), self.layout.to_spec())
+        self._key = (
+            self.model.model_dump_json(),
+            self.cluster.model_dump_json(),
+            self.layout.to_spec(),
+            self.engine,
+            self.backend,
+        )
+
+    @classmethod
+    def for_workload(
+        cls, model: ModelSpec, cluster: Cluster, layout: PhaseStrategy, workload: Workload, backend: Backend = "auto"
+    ) -> StepPricer:
+        """A pricer at the workload's lengths, under its engine."""
+        return cls(model, cluster, layout, workload.isl, workload.osl, engine=workload.engine, backend=backend)
 
     @property
     def lanes(self) -> int:
@@ -105,10 +124,10 @@ class StepPricer:
                 layout = self.layout if kind.startswith("static_") else self._lane
                 phase = "prefill" if kind.endswith("prefill") else "decode"
                 length = {"linear": 1, "decode": self.context, "static_decode": self.context}.get(kind, self.isl)
-                shape = Workload(isl=length, osl=1, batch=n)
+                shape = Workload(isl=length, osl=1, batch=n, engine=self.engine)
                 if len(_SHARED) >= _SHARED_LIMIT:
                     _SHARED.clear()
-                _SHARED[shared] = phase_latency_s(self.model, self.cluster, phase, layout, shape)
+                _SHARED[shared] = phase_latency_s(self.model, self.cluster, phase, layout, shape, self.backend)
             self._samples[key] = _SHARED[shared]
         return self._samples[key]
 
@@ -133,10 +152,15 @@ class StepPricer:
         return max(0.0, self._curve("decode", sequences) - self._curve("linear", sequences))
 
     def prefill_attention_s(self, tokens: float) -> float:
-        """Causal attention of ``tokens`` prompt tokens, as their share of a whole prompt's."""
+        """Causal attention of ``tokens`` prompt tokens, as their share of a whole prompt's.
+
+        The sample prefills one prompt per attention data-parallel unit: ``linear(n)`` spreads its tokens
+        over the units, so a single prompt (all its projections on one unit, the others idle) would count
+        that imbalance as attention."""
         if tokens <= 0:
             return 0.0
-        whole = max(0.0, self._sample("prefill", 1) - self.linear_s(self.isl))
+        units = self.layout.adp
+        whole = max(0.0, self._sample("prefill", units) - self.linear_s(units * self.isl)) / units
         return whole * tokens / self.isl
 
     def step_s(self, decode_tokens: float, prefill_tokens: float) -> float:

@@ -16,7 +16,7 @@ from ...contracts.model import ModelSpec
 from ...contracts.strategy import PhaseStrategy
 from ..exchange import engine_exchange
 
-__all__ = ["Query", "node_query", "POWER_LAW_ALPHA"]
+__all__ = ["Query", "node_query", "other_fp8_scaling", "POWER_LAW_ALPHA"]
 
 # The database measures MoE layers under a power-law token-to-expert load, not a uniform one; its own
 # estimator uses exponent 1.01 for DeepSeek-style models and 1.2 for the others (Qwen3-MoE, Mixtral,
@@ -26,6 +26,12 @@ POWER_LAW_ALPHA: dict[str, float] = {"deepseek": 1.01, "default": 1.2}
 _GEMM_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "fp4": "nvfp4", "int8": "int8_wo"}
 _MOE_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "fp4": "w4a16_mxfp4"}
 _KV_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+# FP8 weights come scaled per tensor (``fp8``) or per 128x128 block (``fp8_block``, DeepGEMM-style); the
+# tables measure each shape under the scaling its checkpoint ships with. DeepSeek-V3/R1 (the MLA family)
+# publish block-scaled FP8 (``weight_block_size: [128, 128]`` in their config), and the tables hold their
+# MoE shapes only as ``fp8_block``: asking for ``fp8`` there found nothing and left the experts, most of a
+# decode step, to the roofline. Other models try per-tensor first; either falls back to the other.
+_FP8_SCALINGS = ("fp8", "fp8_block")
 _MEASURED_NODE_GPUS = 8  # GPUs per node of the systems the database measured (HGX / DGX)
 _NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
              "all_to_all": "alltoall"}
@@ -55,6 +61,24 @@ def _message_shape(message_bytes: float, element_bytes: int = 2) -> tuple[int, i
     while hidden < 8192 and elements % (hidden * 2) == 0:
         hidden *= 2
     return elements // hidden, hidden
+
+
+def _fp8_quant(quant: str, model: ModelSpec) -> str:
+    return "fp8_block" if quant == "fp8" and model.mla is not None else quant
+
+
+def other_fp8_scaling(query: Query) -> Query | None:
+    """The same GEMM or MoE lookup under the other FP8 weight scaling, for shapes the tables measured only
+    under that one; None for every other query."""
+    if query.op not in ("gemm", "moe"):
+        return None
+    at = 2 if query.op == "gemm" else 6
+    quant = query.args[at]
+    if quant not in _FP8_SCALINGS:
+        return None
+    other = _FP8_SCALINGS[1 - _FP8_SCALINGS.index(str(quant))]
+    return Query(query.op, (*query.args[:at], other, *query.args[at + 1 :]), query.context, query.batch,
+                 query.seq, query.prefix)
 
 
 def _attention_query(node: ComputeNode, model: ModelSpec) -> Query | None:
@@ -89,6 +113,7 @@ def _expert_query(node: ComputeNode, model: ModelSpec, phase: PhaseStrategy) -> 
     quant = _MOE_QUANT.get(node.dtype)
     if quant is None:
         return None
+    quant = _fp8_quant(quant, model)
     etp = max(1, moe.expert_intermediate_size // k)
     ep = phase.ep
     # The node holds one expert rank's (token, expert) pairs; the table is keyed by the tokens entering
@@ -111,7 +136,7 @@ def _compute_query(node: ComputeNode, model: ModelSpec, phase: PhaseStrategy) ->
         quant = _GEMM_QUANT.get(node.dtype)
         if min(n, k, m) < 1 or quant is None:
             return None
-        return Query("gemm", (n, k, quant), node.phase == "prefill", m)
+        return Query("gemm", (n, k, _fp8_quant(quant, model)), node.phase == "prefill", m)
     return None
 
 
