@@ -50,8 +50,9 @@ MAX_CONFIG_INT = 10**9
 """Largest value of any integer key of a model config (vocabularies and widths are below a million)."""
 MAX_CONFIG_BYTES = 4_000_000
 """Largest config.json or cluster YAML file read, in bytes."""
-MAX_PROMPT_CHARS = 4000
-"""Longest chat prompt, in characters (a planning request fits in a few hundred)."""
+MAX_PROMPT_CHARS = 16_000
+"""Longest chat prompt, in characters: a long brief fits (a planning request needs a few hundred), and the
+request parser is linear, so reading one at this length takes well under a second."""
 MAX_MESSAGE_CHARS = 20_000
 """Longest model reply kept in a conversation, in characters; longer replies are cut before they are stored."""
 MAX_DB_BYTES = 64 * 1024 * 1024

@@ -131,7 +131,7 @@ def test_every_report_states_the_models_measured_error() -> None:
     err = calibration().held_out_error[report.pricing.backend]
     [note] = [n for n in report.notes if n.startswith("model error")]
     assert f"({report.pricing.backend} backend)" in note
-    assert f"{err.rows} public measurements" in note and f"TPOT {err.tpot_median_pct:.0f}%" in note
+    assert f"{err.rows} public measurements" in note and f"TPOT {err.tpot_median_pct:.1f}%" in note
 
 
 def test_prefill_batch_models_continuous_batching_admission() -> None:

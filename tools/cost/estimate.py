@@ -28,10 +28,9 @@ def model_error_note(backend: str = "roofline") -> str:
     grid = cal.grid_error[backend]
     return (
         f"model error ({backend} backend) against {err.rows} public measurements held out from the fit (median "
-        f"|error|): TPOT {err.tpot_median_pct:.0f}%, TTFT {err.ttft_median_pct:.0f}% (a bare prefill, no queueing), "
-        f"large-batch MoE throughput {err.throughput_median_pct:.0f}%; against AIConfigurator's measured-data "
-        f"estimates on {grid.configs} configurations: TTFT {grid.ttft_median_pct:.0f}%, "
-        f"TPOT {grid.tpot_median_pct:.0f}%"
+        f"|error|): TPOT {err.tpot_median_pct:.1f}%, TTFT {err.ttft_median_pct:.1f}%, tokens/s per GPU "
+        f"{err.throughput_median_pct:.1f}%; against AIConfigurator's measured-data estimates on {grid.configs} "
+        f"configurations: TTFT {grid.ttft_median_pct:.1f}%, TPOT {grid.tpot_median_pct:.1f}%"
     )
 
 
