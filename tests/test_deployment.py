@@ -119,3 +119,19 @@ def test_search_command_lists_deployments_with_their_concurrency() -> None:
     for c in data["candidates"]:
         assert c["gpus_used"] + c["idle_gpus"] == 4 and c["concurrency"] >= c["replicas"] >= 1
     assert all(f["meets_targets"] for f in data["frontier"])
+
+
+def test_prefill_sp_that_becomes_decode_dp_on_shared_gpus_is_one_replica() -> None:
+    # Seed combination "SP alone": prefill shards one prompt four ways; decode, where SP does not exist,
+    # serves four sequences data-parallel on the same four GPUs. That is one replica, not four.
+    from shardplan.tools.deployment import evaluate_deployment, replica_strategy
+    from shardplan.tools.hardware import make_cluster
+    from shardplan.tools.models import load_model
+
+    strategy = parse_strategy("prefill:sp=4;decode:dp=4")
+    replica = replica_strategy(strategy)
+    assert (replica.prefill.gpus, replica.decode.gpus) == (4, 4)
+    model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 4)
+    evaluated = evaluate_deployment(model, cluster, strategy, Workload(isl=32768, osl=256, batch=4))
+    assert evaluated.evaluation.validation.valid
+    assert evaluated.option is not None and evaluated.option.gpus_used == 4

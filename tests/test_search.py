@@ -112,3 +112,15 @@ def test_a_model_that_does_not_fit_reports_the_minimum_gpu_count() -> None:
         search(load_model("meta-llama/Llama-3.1-405B"), make_cluster("H100", 4), Workload(isl=1024, osl=128))
     assert info.value.min_gpus is not None and info.value.min_gpus > 4
     assert str(info.value.min_gpus) in str(info.value)
+
+
+def test_a_fixed_batch_screens_layouts_at_that_batch_for_the_latency_objective() -> None:
+    # At one sequence DeepSeek-V3's expert-parallel TP=8 variants look fastest; at the batch of 8 the request
+    # fixes, plain TP=8 serves it sooner. The screen must price layouts at the batch served, or it drops TP=8.
+    from shardplan.tools.deployment import evaluate_deployment
+
+    model, cluster = load_model("deepseek-ai/DeepSeek-V3"), make_cluster("H200", 8)
+    workload = Workload(isl=2048, osl=256, batch=8)
+    best = search(model, cluster, workload, top=1).candidates[0]
+    tp8 = evaluate_deployment(model, cluster, parse_strategy("tp=8"), workload).cost
+    assert best.ttft_ms + 255 * best.tpot_ms <= tp8.e2e_ms * 1.001

@@ -47,10 +47,20 @@ __all__ = [
 
 
 def replica_strategy(strategy: Strategy) -> Strategy:
-    """One replica (or one prefill and one decode worker) of a deployment: every ``dp`` set to 1."""
+    """One replica (or one prefill and one decode worker) of a deployment.
+
+    Split pools: every ``dp`` set to 1. Shared GPUs: both phases' ``dp`` divided by the replicas they have in
+    common, so a prefill that spans several decode replicas (``prefill:sp=4;decode:dp=4``, SP turning into
+    data parallelism in decode) stays one replica of four GPUs with four decode groups inside it.
+    """
+    if strategy.disaggregated:
+        prefill_dp = decode_dp = 1
+    else:
+        shared = math.gcd(strategy.prefill.dp, strategy.decode.dp)
+        prefill_dp, decode_dp = strategy.prefill.dp // shared, strategy.decode.dp // shared
     return Strategy(
-        prefill=strategy.prefill.model_copy(update={"dp": 1}),
-        decode=strategy.decode.model_copy(update={"dp": 1}),
+        prefill=strategy.prefill.model_copy(update={"dp": prefill_dp}),
+        decode=strategy.decode.model_copy(update={"dp": decode_dp}),
         disaggregated=strategy.disaggregated,
     )
 
@@ -151,8 +161,10 @@ def evaluate_deployment(
     """
     option = best_option(model, cluster, strategy, workload)
     replica = replica_strategy(strategy)
-    floor = max(replica.decode.adp * replica.decode.mb, replica.prefill.adp * replica.prefill.mb)
-    per_worker = max(option.worker_concurrency if option else workload.sequences, floor)
+    # A shared-GPU replica may hold several decode replicas of the priced layout (see replica_strategy).
+    groups = 1 if strategy.disaggregated else replica.decode.dp
+    floor = max(replica.decode.dp * replica.decode.adp * replica.decode.mb, replica.prefill.adp * replica.prefill.mb)
+    per_worker = max((option.worker_concurrency * groups) if option else workload.sequences, floor)
     prompts = min(option.prefill_prompts, per_worker) if option and strategy.disaggregated else None
     sized = workload.at_concurrency(per_worker, prompts)
     occupied = worker_cluster(cluster, _worker_gpus(strategy))

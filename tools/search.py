@@ -234,9 +234,10 @@ def _screen(
     """The replica layouts worth pricing in full, each with its (memoised) step pricer.
 
     Every layout that holds the weights within the engine's share of memory is priced once at a probe
-    shape: one decode step of a single sequence for the latency objective, else of the concurrency a
-    replica would carry (64 or what fits); per GPU count the ``keep`` fastest by that probe go on. A layout
-    that ``allowed`` admits for neither phase is dropped before pricing.
+    shape: one decode step of the replica's share of a fixed batch, else of a single sequence for the
+    latency objective, else of the concurrency a replica would carry (64 or what fits); per GPU count the
+    ``keep`` fastest by that probe go on. A layout that ``allowed`` admits for neither phase is dropped
+    before pricing.
     """
     budget = cluster.world_size
     usable = cluster.gpu.memory_gb * 1e9 * workload.gpu_memory_utilization
@@ -253,10 +254,10 @@ def _screen(
             rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
             continue
         pricer = StepPricer.for_workload(model, cluster, layout, workload)
-        if workload.objective == "latency" and workload.rate is None:
-            probe = 1
-        elif workload.batch is not None:
+        if workload.batch is not None:  # a fixed concurrency is what every objective is served at
             probe = -(-workload.batch // max_workers(budget, cluster.gpus_per_node, layout.gpus))
+        elif workload.objective == "latency" and workload.rate is None:
+            probe = 1
         else:
             probe = 64
         probe = max(1, min(probe, capacity))
