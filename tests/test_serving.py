@@ -145,3 +145,30 @@ def test_a_prefill_pools_capacity_counts_the_prompts_of_its_step() -> None:
     fits = memory_report(LLAMA_70B, H200_8.gpu, layout, work.at_concurrency(most, most), "prefill", work.isl)
     over = memory_report(LLAMA_70B, H200_8.gpu, layout, work.at_concurrency(most + 1, most + 1), "prefill", work.isl)
     assert fits.fits and not over.fits
+
+
+QWEN3_30B = load_model("Qwen/Qwen3-30B-A3B")
+H200_4 = make_cluster("H200", 4)
+
+
+@pytest.mark.parametrize("groups", [2, 4])
+def test_a_prompts_attention_is_one_attention_groups_work(groups: int) -> None:
+    # Under attention DP a prompt attends on the one group that holds it: its attention must not grow with
+    # the number of groups (nor carry the other groups' prompts' projections and experts).
+    isl = 16384  # long enough that the causal attention is well above the sampling noise
+    alone = StepPricer(QWEN3_30B, H200_4, PhaseStrategy(tp=1), isl, 512).prefill_attention_s(isl)
+    spread = StepPricer(QWEN3_30B, H200_4, PhaseStrategy(adp=groups, ep=groups), isl, 512).prefill_attention_s(isl)
+    assert alone > 0
+    assert spread == pytest.approx(alone, rel=0.25)
+
+
+def test_attention_dp_moe_decode_is_not_priced_far_slower_than_tensor_parallel() -> None:
+    # AIConfigurator's measured-data estimate has adp=4 (experts over EP=4) at least as fast as tp=4 for this
+    # MoE at 128 sequences; the prompt chunks riding in the steps must not make attention DP look ~2x slower.
+    work = Workload(isl=4096, osl=512)
+    tpot = {}
+    for name, layout in {"adp": PhaseStrategy(adp=4, ep=4), "tp": PhaseStrategy(tp=4)}.items():
+        point = continuous_point(StepPricer(QWEN3_30B, H200_4, layout, work.isl, work.osl), 128, work)
+        assert point is not None
+        tpot[name] = point.tpot_s
+    assert tpot["adp"] <= 1.3 * tpot["tp"]

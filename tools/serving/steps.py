@@ -13,7 +13,8 @@ step is split into what scales with the tokens it carries and what scales with t
 * ``decode_attention(D)``: what ``D`` sequences at the workload's mean decode context add on top
   (reading their KV cache), the difference of two such decode steps;
 * ``prefill_attention(P)``: the causal attention of a chunk of ``P`` prompt tokens, the share ``P / isl``
-  of a whole prompt's attention (a whole prefill less the linear work of its tokens).
+  of a whole prompt's attention (a whole prefill less the linear work of its tokens; under attention DP,
+  a prefill of one prompt per group less the linear work of all of them).
 
 Pipeline parallelism: engines keep ``pp`` batches in flight (vLLM's virtual engines), one per stage, so
 in steady state a replica runs ``pp`` lanes whose steps pass through every stage without pipeline
@@ -136,7 +137,11 @@ class StepPricer:
         """Causal attention of ``tokens`` prompt tokens, as their share of a whole prompt's."""
         if tokens <= 0:
             return 0.0
-        whole = max(0.0, self._sample("prefill", 1) - self.linear_s(self.isl))
+        # The builder gives every attention-DP group at least one sequence, so the smallest prefill it prices
+        # is one prompt per group, the groups attending side by side. Subtract the linear work of all those
+        # prompts, not of one: what is left is one prompt's attention on its group.
+        groups = self.layout.adp
+        whole = max(0.0, self._sample("prefill", groups) - self.linear_s(groups * self.isl))
         return whole * tokens / self.isl
 
     def step_s(self, decode_tokens: float, prefill_tokens: float) -> float:
