@@ -160,3 +160,30 @@ def test_a_step_pricer_prices_under_its_engine_and_backend() -> None:
     if measured_available():  # shared samples are keyed by engine and backend, not reused across them
         assert pricer.step_s(16, 0) != roofline.step_s(16, 0)
         assert pricer.step_s(16, 0) != vllm.step_s(16, 0)
+
+
+QWEN3_30B = load_model("Qwen/Qwen3-30B-A3B")
+H200_4 = make_cluster("H200", 4)
+
+
+@pytest.mark.parametrize("groups", [2, 4])
+def test_a_prompts_attention_is_one_attention_groups_work(groups: int) -> None:
+    # Under attention DP a prompt attends on the one group that holds it: its attention must not grow with
+    # the number of groups (nor carry the other groups' prompts' projections and experts).
+    isl = 16384  # long enough that the causal attention is well above the sampling noise
+    alone = StepPricer(QWEN3_30B, H200_4, PhaseStrategy(tp=1), isl, 512).prefill_attention_s(isl)
+    spread = StepPricer(QWEN3_30B, H200_4, PhaseStrategy(adp=groups, ep=groups), isl, 512).prefill_attention_s(isl)
+    assert alone > 0
+    assert spread == pytest.approx(alone, rel=0.25)
+
+
+def test_attention_dp_moe_decode_is_not_priced_far_slower_than_tensor_parallel() -> None:
+    # AIConfigurator's measured-data estimate has adp=4 (experts over EP=4) at least as fast as tp=4 for this
+    # MoE at 128 sequences; the prompt chunks riding in the steps must not make attention DP look ~2x slower.
+    work = Workload(isl=4096, osl=512)
+    tpot = {}
+    for name, layout in {"adp": PhaseStrategy(adp=4, ep=4), "tp": PhaseStrategy(tp=4)}.items():
+        point = continuous_point(StepPricer(QWEN3_30B, H200_4, layout, work.isl, work.osl), 128, work)
+        assert point is not None
+        tpot[name] = point.tpot_s
+    assert tpot["adp"] <= 1.3 * tpot["tp"]

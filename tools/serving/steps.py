@@ -13,7 +13,8 @@ step is split into what scales with the tokens it carries and what scales with t
 * ``decode_attention(D)``: what ``D`` sequences at the workload's mean decode context add on top
   (reading their KV cache), the difference of two such decode steps;
 * ``prefill_attention(P)``: the causal attention of a chunk of ``P`` prompt tokens, the share ``P / isl``
-  of a whole prompt's attention (a whole prefill less the linear work of its tokens).
+  of a whole prompt's attention (a whole prefill less the linear work of its tokens; under attention DP,
+  a prefill of one prompt per group less the linear work of all of them).
 
 Pipeline parallelism: engines keep ``pp`` batches in flight (vLLM's virtual engines), one per stage, so
 in steady state a replica runs ``pp`` lanes whose steps pass through every stage without pipeline
@@ -154,13 +155,13 @@ class StepPricer:
     def prefill_attention_s(self, tokens: float) -> float:
         """Causal attention of ``tokens`` prompt tokens, as their share of a whole prompt's.
 
-        The sample prefills one prompt per attention data-parallel unit: ``linear(n)`` spreads its tokens
-        over the units, so a single prompt (all its projections on one unit, the others idle) would count
-        that imbalance as attention."""
+        The builder gives every attention data-parallel group at least one sequence, so the smallest prefill it
+        prices is one prompt per group, the groups attending side by side. Subtracting the linear work of all
+        those prompts (projections on each group, experts shared) leaves one prompt's attention on its group."""
         if tokens <= 0:
             return 0.0
-        units = self.layout.adp
-        whole = max(0.0, self._sample("prefill", units) - self.linear_s(units * self.isl)) / units
+        groups = self.layout.adp
+        whole = max(0.0, self._sample("prefill", groups) - self.linear_s(groups * self.isl))
         return whole * tokens / self.isl
 
     def step_s(self, decode_tokens: float, prefill_tokens: float) -> float:
