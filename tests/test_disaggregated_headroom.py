@@ -52,3 +52,16 @@ def test_a_given_rate_past_the_prefill_pools_capacity_is_not_served() -> None:
     assert not pool_options(LLAMA_8B, H100_2, prefill, decode, at_capacity, budget=2, counts=(1, 1))
     below = WORK.model_copy(update={"rate": 0.5 * prefill.requests_per_s})
     assert pool_options(LLAMA_8B, H100_2, prefill, decode, below, budget=2, counts=(1, 1))
+
+
+def test_a_fixed_batch_the_prefill_pool_cannot_feed_runs_the_batch_it_can() -> None:
+    from shardplan.tools.contracts import parse_strategy
+    from shardplan.tools.deployment import best_option
+
+    strategy = parse_strategy("prefill:tp=1;decode:tp=1;disagg")
+    prefill = prefill_worker(LLAMA_8B, H100_2, PhaseStrategy(tp=1), WORK)
+    assert prefill is not None
+    option = best_option(LLAMA_8B, H100_2, strategy, WORK.model_copy(update={"batch": 170}))
+    assert option is not None
+    assert option.worker_concurrency < 170
+    assert option.requests_per_s < prefill.requests_per_s
