@@ -94,6 +94,17 @@ class Deployment:
     decode: Worker | None = None
     decode_workers: int = 0
     prefill_batch: int = 1  # prompts per prefill-worker step (disagg)
+    decode_batch: int | None = None
+    """Sequences in one decode worker's batch (disagg), when the planner says: AIConfigurator's disagg mode
+    counts only decoding sequences as its concurrency, while the deployment's also holds those waiting for
+    or in prefill."""
+
+    @property
+    def decoding(self) -> int:
+        """Sequences AIConfigurator's ``--d-bs`` slots hold across the decode pool (disagg)."""
+        if self.mode == "disagg" and self.decode_batch is not None:
+            return self.decode_batch * self.decode_workers
+        return self.concurrency
 
     @property
     def gpus_used(self) -> int:
@@ -311,7 +322,7 @@ def estimate_args(deployment: Deployment, moe: bool) -> list[str]:
         per_rank = math.ceil(deployment.concurrency / (deployment.replicas * deployment.agg.dp))
         return ["--estimate-mode", "agg", *layout(deployment.agg, ""), "--batch-size", str(max(per_rank, 1))]
     assert deployment.prefill is not None and deployment.decode is not None
-    per_rank = math.ceil(deployment.concurrency / (deployment.decode_workers * deployment.decode.dp))
+    per_rank = math.ceil(deployment.decoding / (deployment.decode_workers * deployment.decode.dp))
     return [
         "--estimate-mode",
         "disagg",
@@ -340,8 +351,8 @@ def slot_fill(deployment: Deployment) -> float:
     else:
         assert deployment.decode is not None
         ranks = deployment.decode_workers * deployment.decode.dp
-    slots = max(math.ceil(deployment.concurrency / ranks), 1) * ranks
-    return deployment.concurrency / slots
+    slots = max(math.ceil(deployment.decoding / ranks), 1) * ranks
+    return deployment.decoding / slots
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -60,10 +60,15 @@ def _spec(phase: dict[str, Any]) -> str:
 
 def _prefill_batch(deployment_info: dict[str, Any], workload: dict[str, Any]) -> int:
     """Prompts one prefill worker takes per step: its pool's ``concurrency_per_worker``, else the request's."""
+    return _pool_batch(deployment_info, "prefill") or int(workload.get("prefill_batch") or 1)
+
+
+def _pool_batch(deployment_info: dict[str, Any], role: str) -> int | None:
+    """Sequences one worker of the ``role`` pool holds, when the plan reports its pools."""
     for pool in deployment_info.get("pools") or []:
-        if pool.get("role") == "prefill" and pool.get("concurrency_per_worker"):
+        if pool.get("role") == role and pool.get("concurrency_per_worker"):
             return int(pool["concurrency_per_worker"])
-    return int(workload.get("prefill_batch") or 1)
+    return None
 
 
 def shardplan_spec(deployment: Deployment) -> str:
@@ -115,6 +120,7 @@ def read_pick(plan: dict[str, Any]) -> Pick:
             decode=d_worker,
             decode_workers=d_count,
             prefill_batch=_prefill_batch(deployment_info, workload),
+            decode_batch=_pool_batch(deployment_info, "decode"),
         )
         sp = int(prefill.get("sp", 1))
         if sp > 1:

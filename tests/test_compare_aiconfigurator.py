@@ -180,6 +180,19 @@ def test_disaggregated_pick_reads_both_pools() -> None:
     assert args[args.index("--d-bs") + 1] == "32" and args[args.index("--p-bs") + 1] == "3"
 
 
+def test_a_split_picks_decode_slots_hold_its_decode_batches_not_the_prefill_queue() -> None:
+    strategy = {"prefill": {"tp": 1, "dp": 2}, "decode": {"tp": 1, "dp": 2}, "disaggregated": True}
+    pools = [{"role": "prefill", "workers": 2, "concurrency_per_worker": 1}, {"role": "decode", "workers": 2}]
+    deployment = {"concurrency": 125, "gpus_used": 4, "prefill_workers": 2, "decode_workers": 2}
+    # 125 in flight, 2 x 48 of them decoding: the other 29 wait for or run their prefill.
+    pools[1]["concurrency_per_worker"] = 48
+    got = picks.read_pick(_plan(strategy, {**deployment, "pools": pools})).deployment
+    assert got is not None and got.concurrency == 125 and got.decoding == 96
+    args = aic.estimate_args(got, moe=False)
+    assert args[args.index("--d-bs") + 1] == "48"
+    assert aic.slot_fill(got) == 1.0
+
+
 def test_infeasible_plan_has_no_deployment() -> None:
     plan = {"status": "infeasible", "request": {"gpus": 1, "workload": {}}, "strategy": None, "messages": ["too big"]}
     pick = picks.read_pick(plan)

@@ -120,11 +120,14 @@ def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload
         x, y = strategy.prefill.dp, strategy.decode.dp
         pricer = StepPricer.for_workload(model, cluster, replica.decode, workload)
         prefill = prefill_worker(model, cluster, replica.prefill, workload)
+        grid = decode_workers(model, cluster, replica.decode, workload, pricer)
         if workload.batch is not None:
             fixed = math.ceil(workload.batch / y)
+            # The batch asked for first; when the prefill pool cannot feed it, the smaller batches it can.
             decodes = [DecodeWorker(replica.decode, fixed, pricer.step_s(fixed, 0), workload.osl)]
+            fallbacks = [d for d in grid if d.sequences < fixed]
         else:
-            decodes = decode_workers(model, cluster, replica.decode, workload, pricer)
+            decodes, fallbacks = grid, []
         options = []
         if prefill is not None:
             # Sized for the rate when the pools serve it (as the search prices them), else at full load.
@@ -135,6 +138,11 @@ def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload
                     )
                 if options:
                     break
+            if not options:
+                for decode in fallbacks:
+                    options += pool_options(
+                        model, cluster, prefill, decode, workload, budget=max(budget, strategy.gpus), counts=(x, y)
+                    )
     if not options:
         return None
     return min(options, key=rank_key(workload.objective, workload))

@@ -295,7 +295,8 @@ def _disaggregated(
     keep: int = 3,
 ) -> list[DeploymentOption]:
     """Pools of the ``keep`` best prefill workers (requests/s per GPU, within the TTFT target) and the ``keep``
-    best decode workers (requests/s per GPU within the TPOT target), every sizing of each pair."""
+    best decode layouts (requests/s per GPU within the TPOT target), each at every batch within that target,
+    every sizing of each pair."""
     budget = cluster.world_size
     prefills = []
     decodes = []
@@ -312,14 +313,17 @@ def _disaggregated(
             if workload.tpot_ms is None or w.step_s * 1e3 <= workload.tpot_ms
         ]
         if meeting and allowed("decode", pricer.layout):
-            decodes.append(max(meeting, key=lambda w: w.requests_per_s / w.layout.replica_gpus))
+            # Every batch within the TPOT target, not only the fastest: a pool sizing whose prefill workers
+            # cannot feed the largest batch is served by a smaller one (see pool_options).
+            decodes.append(meeting)
     prefills.sort(key=lambda w: -w.requests_per_s / w.layout.replica_gpus)
-    decodes.sort(key=lambda w: -w.requests_per_s / w.layout.replica_gpus)
+    decodes.sort(key=lambda ws: -max(w.requests_per_s / w.layout.replica_gpus for w in ws))
     options: list[DeploymentOption] = []
     for p in prefills[:keep]:
-        for d in decodes[:keep]:
-            if pair_packs(p.layout.replica_gpus, d.layout.replica_gpus, cluster.gpus_per_node):
-                options += pool_options(model, cluster, p, d, workload, budget=budget)
+        for batches in decodes[:keep]:
+            if pair_packs(p.layout.replica_gpus, batches[0].layout.replica_gpus, cluster.gpus_per_node):
+                for d in batches:
+                    options += pool_options(model, cluster, p, d, workload, budget=budget)
     return options
 
 

@@ -2,10 +2,18 @@
 
 A prefill worker runs steps of ``k = max(1, B // I)`` whole prompts (``B`` the step budget): it serves
 ``mu = k / prefill(k)`` requests/s. A decode worker with ``C`` sequences runs pure decode steps
-``tau = step(C, 0)`` and finishes ``C / ((O - 1) tau)`` requests/s. The deployment serves the smaller
-of the two pools' rates; each request's KV cache then crosses from its prefill worker to its decode
-worker. TTFT is half a prefill step of wait, the M/D/1 queue at the prefill pool's utilisation, the
-prefill step itself and the KV transfer. Tokens/s/GPU counts every GPU of both pools.
+``tau = step(C, 0)`` and finishes ``C / ((O - 1) tau)`` requests/s. The deployment serves the decode
+pool's rate, which the prefill pool must exceed (below); each request's KV cache then crosses from its
+prefill worker to its decode worker. TTFT is half a prefill step of wait, the M/D/1 queue at the prefill
+pool's utilisation, the prefill step itself and the KV transfer. Tokens/s/GPU counts every GPU of both pools.
+
+The prefill pool must keep headroom: a sizing whose decode workers would take requests at or above the
+rate the prefill workers can produce them is not a steady state. Its prefill queue grows without bound
+(open arrivals), and the decode workers run the smaller batch the prefill pool feeds them, not the batch
+they were sized for; that smaller batch is another point of the decode worker's concurrency grid, priced
+on its own. So such sizings are left out, and the queue wait is the M/D/1 wait itself, not clamped: near
+saturation it rightly dominates TTFT. (Dynamo's planner and AIConfigurator's rate matching likewise size
+prefill capacity above the decode pool's demand.)
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from ..contracts.workload import Workload
 from ..cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
 from .options import DeploymentOption, concurrency_grid
 from .placement import max_workers
-from .steady import queue_wait
+from .steady import mdl_wait
 from .steps import StepPricer
 
 __all__ = ["PrefillWorker", "DecodeWorker", "prefill_worker", "decode_workers", "kv_transfer_s", "pool_options"]
@@ -121,13 +129,16 @@ def pool_options(
             gpus = x * gp + y * gd
             if gpus > budget or x < 1 or y < 1:
                 continue
-            rate = min(x * prefill.requests_per_s, y * decode.requests_per_s)
-            if workload.rate is not None and rate < workload.rate:
+            produced, taken = x * prefill.requests_per_s, y * decode.requests_per_s
+            if workload.rate is not None and min(produced, taken) < workload.rate:
                 continue
-            served = workload.rate or rate
-            busy = served / (x * prefill.requests_per_s)
+            served = workload.rate or taken
+            busy = served / produced
+            if busy >= 1.0:
+                # The prefill pool cannot feed these decode batches: no steady state at this sizing.
+                continue
             transfer = kv_transfer_s(model, cluster, prefill.layout, decode.layout, workload.isl, gpus <= per_node)
-            ttft = 1.5 * prefill.step_s + queue_wait(busy, prefill.step_s) + transfer
+            ttft = 1.5 * prefill.step_s + mdl_wait(busy, prefill.step_s) + transfer
             tpot = decode.step_s if workload.osl > 1 else 0.0
             in_flight = max(1, math.ceil(served * (ttft + (workload.osl - 1) * tpot)))
             options.append(

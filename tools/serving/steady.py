@@ -32,20 +32,35 @@ from dataclasses import dataclass
 from ..contracts.workload import Workload
 from .steps import StepPricer
 
-__all__ = ["ServingPoint", "continuous_point", "static_point", "serving_point", "queue_wait"]
+__all__ = ["ServingPoint", "continuous_point", "static_point", "serving_point", "queue_wait", "mdl_wait"]
 
 _MAX_UTILISATION = 0.95
 """Utilisation above which the queueing formula is clamped (Little's law takes over beyond it)."""
 
 
+def mdl_wait(utilisation: float, service: float) -> float:
+    """Mean wait of an M/D/1 queue (Poisson arrivals, fixed service time) at ``utilisation`` below 1
+    (Pollaczek-Khinchine); infinite at or above 1, where the queue never settles.
+
+    >>> mdl_wait(0.5, 2.0)
+    1.0
+    >>> mdl_wait(0.99, 1.0) > 40
+    True
+    """
+    busy = max(utilisation, 0.0)
+    if busy >= 1.0:
+        return math.inf
+    return busy / (2 * (1 - busy)) * service
+
+
 def queue_wait(utilisation: float, service: float) -> float:
-    """Mean wait of an M/D/1 queue (Poisson arrivals, fixed service time) at ``utilisation``, clamped at 95%.
+    """The M/D/1 wait at ``utilisation`` clamped at 95%: for a replica's own prefill slots, whose arrivals
+    Little's law bounds by the sequences in flight (beyond the clamp it puts the surplus wait in TTFT).
 
     >>> queue_wait(0.5, 2.0)
     1.0
     """
-    busy = min(max(utilisation, 0.0), _MAX_UTILISATION)
-    return busy / (2 * (1 - busy)) * service
+    return mdl_wait(min(utilisation, _MAX_UTILISATION), service)
 
 
 @dataclass(frozen=True)

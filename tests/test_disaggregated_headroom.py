@@ -1,0 +1,67 @@
+"""xPyD pools keep prefill headroom: no sizing whose prefill workers cannot feed its decode batches."""
+
+from __future__ import annotations
+
+import pytest
+from shardplan.tools.contracts import PhaseStrategy, Workload
+from shardplan.tools.hardware import make_cluster
+from shardplan.tools.models import load_model
+from shardplan.tools.serving import decode_workers, pool_options, prefill_worker
+from shardplan.tools.serving.steady import mdl_wait, queue_wait
+
+LLAMA_8B = load_model("meta-llama/Llama-3.1-8B")
+H100_2 = make_cluster("H100", 2)
+WORK = Workload(isl=2048, osl=256)
+
+
+def test_the_open_queue_wait_is_not_clamped_near_saturation() -> None:
+    # A replica's own prefill slots clamp at 95% (Little's law bounds them); a pool fed by other workers
+    # does not: at 99% its queue is five times longer than the clamp says, and it never settles at 100%.
+    assert mdl_wait(0.99, 1.0) > 5 * queue_wait(0.99, 1.0)
+    assert mdl_wait(1.0, 1.0) == float("inf")
+    assert mdl_wait(0.5, 1.0) == queue_wait(0.5, 1.0)
+
+
+def test_pools_never_run_the_prefill_workers_at_or_past_saturation() -> None:
+    layout = PhaseStrategy(tp=1)
+    prefill = prefill_worker(LLAMA_8B, H100_2, layout, WORK)
+    decodes = decode_workers(LLAMA_8B, H100_2, layout, WORK)
+    assert prefill is not None
+    # One prefill worker cannot feed one decode worker's largest batches ...
+    fast = [d for d in decodes if d.requests_per_s >= prefill.requests_per_s]
+    slow = [d for d in decodes if d.requests_per_s < prefill.requests_per_s]
+    assert fast and slow
+    # ... so those sizings are not offered (the old model served them at the prefill pool's full rate) ...
+    for decode in fast:
+        assert not pool_options(LLAMA_8B, H100_2, prefill, decode, WORK, budget=2, counts=(1, 1))
+    # ... while every batch it can feed is, its TTFT carrying the full queue of the pool's utilisation.
+    for decode in slow:
+        (option,) = pool_options(LLAMA_8B, H100_2, prefill, decode, WORK, budget=2, counts=(1, 1))
+        busy = decode.requests_per_s / prefill.requests_per_s
+        assert option.requests_per_s == pytest.approx(decode.requests_per_s)
+        assert option.ttft_ms >= (1.5 * prefill.step_s + mdl_wait(busy, prefill.step_s)) * 1e3
+        assert option.tpot_ms == pytest.approx(decode.step_s * 1e3)
+
+
+def test_a_given_rate_past_the_prefill_pools_capacity_is_not_served() -> None:
+    layout = PhaseStrategy(tp=1)
+    prefill = prefill_worker(LLAMA_8B, H100_2, layout, WORK)
+    decode = decode_workers(LLAMA_8B, H100_2, layout, WORK)[-1]
+    assert prefill is not None
+    at_capacity = WORK.model_copy(update={"rate": prefill.requests_per_s})
+    assert not pool_options(LLAMA_8B, H100_2, prefill, decode, at_capacity, budget=2, counts=(1, 1))
+    below = WORK.model_copy(update={"rate": 0.5 * prefill.requests_per_s})
+    assert pool_options(LLAMA_8B, H100_2, prefill, decode, below, budget=2, counts=(1, 1))
+
+
+def test_a_fixed_batch_the_prefill_pool_cannot_feed_runs_the_batch_it_can() -> None:
+    from shardplan.tools.contracts import parse_strategy
+    from shardplan.tools.deployment import best_option
+
+    strategy = parse_strategy("prefill:tp=1;decode:tp=1;disagg")
+    prefill = prefill_worker(LLAMA_8B, H100_2, PhaseStrategy(tp=1), WORK)
+    assert prefill is not None
+    option = best_option(LLAMA_8B, H100_2, strategy, WORK.model_copy(update={"batch": 170}))
+    assert option is not None
+    assert option.worker_concurrency < 170
+    assert option.requests_per_s < prefill.requests_per_s
