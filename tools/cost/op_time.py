@@ -66,6 +66,12 @@ def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
         if node.kind == "expert" and node.shape.get("experts"):
             rows = max(1.0, rows / node.shape["experts"])  # grouped GEMM: rows per expert set the tile fill
         efficiency = gemm_efficiency(rows, node.dtype, node.shape.get("k"), gpu)
+        if node.op == "routed_experts" and node.shape.get("n"):
+            # A gated expert FFN is three GEMMs: gate and up (2/3 of the FLOPs) reduce over the hidden size
+            # (``n``), only the down projection over the expert's intermediate slice (``k``, thin under
+            # expert TP). The thin-k penalty applies to that third alone.
+            up = gemm_efficiency(rows, node.dtype, node.shape["n"], gpu)
+            efficiency = 1.0 / (2.0 / 3.0 / up + 1.0 / 3.0 / efficiency)
         if node.op == "routed_experts" and cal.moe.m_half is not None:
             # Grouped MoE kernels fill their (small) row tiles expert by expert: their own fill curve.
             efficiency *= (rows + cal.gemm.m_half) / (rows + cal.moe.m_half)
