@@ -117,7 +117,8 @@ def _shortfall(workload: Workload, c: _Ranked) -> float:
 
 
 def rank_key(objective: str, workload: Workload) -> Callable[[_Ranked], tuple[float, ...]]:
-    """The sort key of an objective: smaller is better (target misses first, then the objective's metric)."""
+    """The sort key of an objective: smaller is better (target misses first, then the objective's metric:
+    fewest GPUs for a rate, end-to-end latency for ``latency``, total tokens/s on the budget otherwise)."""
 
     def key(c: _Ranked) -> tuple[float, ...]:
         miss = _shortfall(workload, c)
@@ -128,7 +129,10 @@ def rank_key(objective: str, workload: Workload) -> Callable[[_Ranked], tuple[fl
             return (miss, gpus, e2e, -c.tokens_per_s_per_gpu)
         if objective == "latency":
             return (miss, e2e, gpus, -c.tokens_per_s_per_gpu)
-        return (miss, -c.tokens_per_s_per_gpu, -c.tokens_per_s, e2e)
+        # Throughput: the most tokens the budget serves (tokens/s per GPU of the budget, idle ones counting
+        # as zero, as AIConfigurator ranks too); among equals the fewest GPUs. Ranking by tokens/s per GPU
+        # used would leave GPUs idle for a slightly more efficient but smaller deployment.
+        return (miss, -c.tokens_per_s, gpus, e2e)
 
     return key
 
