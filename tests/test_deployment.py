@@ -124,9 +124,10 @@ def test_search_command_lists_deployments_with_their_concurrency() -> None:
 def test_prefill_sp_that_becomes_decode_dp_on_shared_gpus_is_one_replica() -> None:
     # Seed combination "SP alone": prefill shards one prompt four ways; decode, where SP does not exist,
     # serves four sequences data-parallel on the same four GPUs. That is one replica, not four.
-    from shardplan.tools.deployment import evaluate_deployment, replica_strategy
+    from shardplan.tools.deployment import evaluate_deployment
     from shardplan.tools.hardware import make_cluster
     from shardplan.tools.models import load_model
+    from shardplan.tools.serving import replica_strategy
 
     strategy = parse_strategy("prefill:sp=4;decode:dp=4")
     replica = replica_strategy(strategy)

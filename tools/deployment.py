@@ -33,36 +33,17 @@ from .serving import (
     pair_packs,
     pool_options,
     prefill_worker,
+    replica_strategy,
     worker_cluster,
 )
 
 __all__ = [
     "DeploymentEvaluation",
-    "replica_strategy",
     "deployment_problems",
     "best_option",
     "evaluate_deployment",
     "deployment_section",
 ]
-
-
-def replica_strategy(strategy: Strategy) -> Strategy:
-    """One replica (or one prefill and one decode worker) of a deployment.
-
-    Split pools: every ``dp`` set to 1. Shared GPUs: both phases' ``dp`` divided by the replicas they have in
-    common, so a prefill that spans several decode replicas (``prefill:sp=4;decode:dp=4``, SP turning into
-    data parallelism in decode) stays one replica of four GPUs with four decode groups inside it.
-    """
-    if strategy.disaggregated:
-        prefill_dp = decode_dp = 1
-    else:
-        shared = math.gcd(strategy.prefill.dp, strategy.decode.dp)
-        prefill_dp, decode_dp = strategy.prefill.dp // shared, strategy.decode.dp // shared
-    return Strategy(
-        prefill=strategy.prefill.model_copy(update={"dp": prefill_dp}),
-        decode=strategy.decode.model_copy(update={"dp": decode_dp}),
-        disaggregated=strategy.disaggregated,
-    )
 
 
 def _worker_gpus(strategy: Strategy) -> int:

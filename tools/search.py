@@ -44,6 +44,7 @@ from .serving import (
     pool_options,
     prefill_worker,
     replica_capacity,
+    replica_strategy,
 )
 
 __all__ = [
@@ -165,11 +166,7 @@ def candidate_from_option(
 ) -> Candidate:
     """The Candidate of a priced deployment, with its memory per GPU at its own concurrency."""
     strategy = option.strategy
-    replica = Strategy(
-        prefill=strategy.prefill.model_copy(update={"dp": 1}),
-        decode=strategy.decode.model_copy(update={"dp": 1}),
-        disaggregated=strategy.disaggregated,
-    )
+    replica = replica_strategy(strategy)
     sized = workload.at_concurrency(
         option.worker_concurrency, option.prefill_prompts if strategy.disaggregated else None
     )

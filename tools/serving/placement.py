@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from ..contracts.hardware import Cluster
+import math
 
-__all__ = ["packs", "max_workers", "worker_cluster", "pair_packs"]
+from ..contracts.hardware import Cluster
+from ..contracts.strategy import Strategy
+
+__all__ = ["packs", "max_workers", "worker_cluster", "pair_packs", "replica_strategy"]
 
 
 def packs(gpus: int, per_node: int) -> bool:
@@ -47,4 +50,23 @@ def worker_cluster(cluster: Cluster, gpus: int) -> Cluster:
         per_node, nodes = cluster.gpus_per_node, -(-gpus // cluster.gpus_per_node)
     return cluster.model_copy(
         update={"gpus_per_node": per_node, "nodes": nodes, "name": f"{cluster.name} ({gpus} of its GPUs)"}
+    )
+
+
+def replica_strategy(strategy: Strategy) -> Strategy:
+    """One replica (or one prefill and one decode worker) of a deployment.
+
+    Split pools: every ``dp`` set to 1. Shared GPUs: both phases' ``dp`` divided by the replicas they have in
+    common, so a prefill that spans several decode replicas (``prefill:sp=4;decode:dp=4``, SP turning into
+    data parallelism in decode) stays one replica of four GPUs with four decode groups inside it.
+    """
+    if strategy.disaggregated:
+        prefill_dp = decode_dp = 1
+    else:
+        shared = math.gcd(strategy.prefill.dp, strategy.decode.dp)
+        prefill_dp, decode_dp = strategy.prefill.dp // shared, strategy.decode.dp // shared
+    return Strategy(
+        prefill=strategy.prefill.model_copy(update={"dp": prefill_dp}),
+        decode=strategy.decode.model_copy(update={"dp": decode_dp}),
+        disaggregated=strategy.disaggregated,
     )
