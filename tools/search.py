@@ -97,12 +97,25 @@ class SearchResult(Contract):
 
 
 class _Ranked(Protocol):
-    ttft_ms: float
-    tpot_ms: float
-    tokens_per_s: float
-    tokens_per_s_per_gpu: float
-    gpus_used: int
-    requests_per_s: float
+    """What ranking reads of a deployment (read-only, so frozen options and candidates both qualify)."""
+
+    @property
+    def ttft_ms(self) -> float: ...
+
+    @property
+    def tpot_ms(self) -> float: ...
+
+    @property
+    def tokens_per_s(self) -> float: ...
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float: ...
+
+    @property
+    def gpus_used(self) -> int: ...
+
+    @property
+    def requests_per_s(self) -> float: ...
 
 
 def _shortfall(workload: Workload, c: _Ranked) -> float:

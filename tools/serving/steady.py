@@ -95,7 +95,7 @@ def continuous_point(pricer: StepPricer, concurrency: int, workload: Workload) -
         return None
     if out == 1:
         # Prefill only: every step is prompt chunks; the first token ends the request.
-        chunk = min(budget, concurrency * prompt)
+        chunk = float(min(budget, concurrency * prompt))
         step = pricer.step_s(0, chunk)
         rate = chunk / prompt / step
         return ServingPoint(concurrency, concurrency / rate, 0.0, rate, 0.0, chunk, out)
