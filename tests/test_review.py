@@ -10,7 +10,8 @@ from shardplan.errors import StrategyError
 from shardplan.tools.contracts import PlanRequest, Workload, parse_strategy
 from shardplan.tools.deployment import evaluate_deployment
 from shardplan.tools.planner import resolve_request, review
-from shardplan.tools.search import candidate_from_cost, rank_key
+from shardplan.tools.ranking import rank_key
+from shardplan.tools.search import candidate_from_cost
 
 REQUEST = PlanRequest(model="meta-llama/Llama-3.1-70B", gpu="H100", gpus=16,
                       workload=Workload(isl=1024, osl=128, batch=8))

@@ -10,7 +10,8 @@ from shardplan.tools.feasibility import strategy_problems
 from shardplan.tools.hardware import make_cluster
 from shardplan.tools.layouts import enumerate_strategies
 from shardplan.tools.models import load_model
-from shardplan.tools.search import pareto_front, search
+from shardplan.tools.ranking import pareto_front
+from shardplan.tools.search import search
 
 
 def test_every_enumerated_strategy_uses_all_gpus_and_shares_weights_when_aggregated() -> None:

@@ -21,7 +21,8 @@ from .contracts.workload import Workload
 from .cost.estimate import target_misses
 from .evaluation import Evaluation, evaluate
 from .feasibility import Problem, strategy_problems
-from .search import Candidate, rank_key
+from .ranking import rank_key
+from .search import Candidate
 from .serving import (
     DecodeWorker,
     DeploymentOption,

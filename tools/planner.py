@@ -17,7 +17,8 @@ from .deployment import deployment_problems, deployment_section, evaluate_deploy
 from .explain import explain
 from .hardware import cluster_for
 from .models import check_context, load_model
-from .search import Candidate, SearchResult, candidate_from_cost, rank_key, search
+from .ranking import rank_key
+from .search import Candidate, SearchResult, candidate_from_cost, search
 
 __all__ = [
     "resolve_request",

@@ -6,7 +6,7 @@ deployment with as many replicas as the objective wants. Disaggregated deploymen
 and decode workers and size both pools. Objectives (``Workload.objective``, ``Workload.rate``):
 
 * ``latency``: lowest request latency, TTFT + (osl - 1) x TPOT, then the fewest GPUs;
-* ``throughput`` / ``goodput``: highest output tokens/s per GPU used, then the most tokens/s;
+* ``throughput`` / ``goodput``: the most output tokens/s on the budget, then the fewest GPUs;
 * a ``rate``: the fewest GPUs that serve that many requests/s, at the lowest concurrency that does;
 
 always among deployments meeting the TTFT/TPOT targets first, then by how little they miss them.
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol, TypeVar
 
 from pydantic import Field
 
@@ -34,6 +33,7 @@ from .cost.memory import memory_reports, weight_bytes_per_gpu
 from .feasibility import strategy_problems
 from .layouts import enumerate_strategies, phase_layouts, replica_layouts
 from .model_math import weight_bytes
+from .ranking import pareto_front, rank_key, shortfall
 from .serving import (
     DeploymentOption,
     StepPricer,
@@ -52,8 +52,6 @@ __all__ = [
     "SearchResult",
     "search",
     "min_gpus_to_fit",
-    "pareto_front",
-    "rank_key",
     "candidate_from_cost",
     "candidate_from_option",
 ]
@@ -94,84 +92,6 @@ class SearchResult(Contract):
     evaluated: int = Field(description="Deployments priced.")
     rejected: dict[str, int] = Field(description="Layouts pruned, counted by rule ID or 'MEM-1'.")
     seconds: float = Field(description="Wall time of the search.")
-
-
-class _Ranked(Protocol):
-    """What ranking reads of a deployment (read-only, so frozen options and candidates both qualify)."""
-
-    @property
-    def ttft_ms(self) -> float: ...
-
-    @property
-    def tpot_ms(self) -> float: ...
-
-    @property
-    def tokens_per_s(self) -> float: ...
-
-    @property
-    def tokens_per_s_per_gpu(self) -> float: ...
-
-    @property
-    def gpus_used(self) -> int: ...
-
-    @property
-    def requests_per_s(self) -> float: ...
-
-
-def _shortfall(workload: Workload, c: _Ranked) -> float:
-    """How far ``c`` misses the targets, as relative gaps summed (0 when it meets them all)."""
-    gap = 0.0
-    if workload.ttft_ms:
-        gap += max(0.0, c.ttft_ms / workload.ttft_ms - 1)
-    if workload.tpot_ms:
-        gap += max(0.0, c.tpot_ms / workload.tpot_ms - 1)
-    if workload.rate:
-        gap += max(0.0, 1 - c.requests_per_s / workload.rate)
-    return gap
-
-
-def rank_key(objective: str, workload: Workload) -> Callable[[_Ranked], tuple[float, ...]]:
-    """The sort key of an objective: smaller is better (target misses first, then the objective's metric:
-    fewest GPUs for a rate, end-to-end latency for ``latency``, total tokens/s on the budget otherwise)."""
-
-    def key(c: _Ranked) -> tuple[float, ...]:
-        miss = _shortfall(workload, c)
-        e2e = c.ttft_ms + (workload.osl - 1) * c.tpot_ms
-        gpus = float(c.gpus_used)
-        if workload.rate is not None:
-            # Among the fewest GPUs, the lightest load that still serves the rate: its operating point.
-            return (miss, gpus, e2e, -c.tokens_per_s_per_gpu)
-        if objective == "latency":
-            return (miss, e2e, gpus, -c.tokens_per_s_per_gpu)
-        # Throughput: the most tokens the budget serves (tokens/s per GPU of the budget, idle ones counting
-        # as zero, as AIConfigurator ranks too); among equals the fewest GPUs. Ranking by tokens/s per GPU
-        # used would leave GPUs idle for a slightly more efficient but smaller deployment.
-        return (miss, -c.tokens_per_s, gpus, e2e)
-
-    return key
-
-
-class _Rated(Protocol):
-    @property
-    def tokens_per_s_per_gpu(self) -> float: ...
-
-    @property
-    def tokens_per_s_per_user(self) -> float: ...
-
-
-_RatedT = TypeVar("_RatedT", bound=_Rated)
-
-
-def pareto_front(candidates: list[_RatedT]) -> list[_RatedT]:
-    """Candidates no other beats on both tokens/s/GPU and tokens/s/user, by ascending tokens/s/user."""
-    ordered = sorted(candidates, key=lambda c: (-c.tokens_per_s_per_user, -c.tokens_per_s_per_gpu))
-    front: list[_RatedT] = []
-    best_gpu = -1.0
-    for cand in ordered:
-        if cand.tokens_per_s_per_gpu > best_gpu:
-            front.append(cand)
-            best_gpu = cand.tokens_per_s_per_gpu
-    return front[::-1]
 
 
 def candidate_from_option(
@@ -409,7 +329,7 @@ def search(
     budget = cluster.world_size
     ranked = [candidate_from_option(model, cluster, o, workload, budget) for o in options[: max(top, 1)]]
     # The frontier a user can pick from: the deployments meeting the targets (all of them when none does).
-    meeting = [o for o in options if _shortfall(workload, o) == 0]
+    meeting = [o for o in options if shortfall(workload, o) == 0]
     frontier_options = pareto_front(meeting or options)
     return SearchResult(
         objective="rate" if workload.rate is not None else workload.objective,
