@@ -546,7 +546,7 @@ def mb_exceeds_batch(dag: DAG) -> DAG | None:
     """Claim a batch of one sequence for more microbatches or groups than that."""
     workload = dag.meta.workload.model_copy(update={"batch": 1})
     meta = dag.meta
-    problems = strategy_problems(meta.model, meta.strategy, workload, meta.gpus)
+    problems = strategy_problems(meta.model, meta.strategy, workload, meta.gpus, meta.gpus_per_node)
     if not any(p.rule == "MB-3" for p in problems):
         return None  # one sequence is enough (a colocated SP prefill of one long prompt, SP-6)
     return _dag(dag, meta=dag.meta.model_copy(update={"workload": workload}))

@@ -59,6 +59,23 @@ def test_a_deployment_beyond_the_budget_or_splitting_nodes_is_refused() -> None:
         _plan("tp=4", gpus=12, per_node=3, model="meta-llama/Llama-3.1-70B")
 
 
+def test_split_pools_of_unequal_workers_sit_on_node_boundaries() -> None:
+    # Two 4-GPU prefill workers share one node; the 8-GPU decode worker takes the other whole.
+    split = _plan("prefill:dp=2,tp=4;decode:tp=8;disagg", gpus=16, per_node=8, model="meta-llama/Llama-3.1-70B")
+    assert split.dag is not None and split.deployment is not None
+    assert split.deployment.gpus_used == 16 and split.deployment.prefill_workers == 2
+    meta = split.dag.meta
+    assert meta.rank_pools["prefill"] == [0, 1, 2, 3] and meta.rank_pools["decode"] == list(range(8, 16))
+    assert collectives_by_group(split.dag)["tp"][1] == 0  # no TP collective leaves its node
+    assert split.validation is not None and split.validation.valid
+
+
+def test_split_pools_that_cannot_share_the_nodes_are_refused() -> None:
+    # Three 4-GPU workers are 12 GPUs, the budget, but a 6-GPU node holds only one of them.
+    with pytest.raises(StrategyError, match="without splitting a worker across nodes"):
+        _plan("prefill:tp=4;decode:dp=2,tp=4;disagg", gpus=12, per_node=6, model="meta-llama/Llama-3.1-70B")
+
+
 def test_plan_chooses_the_concurrency_for_the_70b_request(tmp_path: Path) -> None:
     out = tmp_path / "p.json"
     result = run_cli("plan", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H200", "--gpus", "8", "--isl", "3000",

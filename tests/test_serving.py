@@ -30,6 +30,21 @@ def tp4() -> StepPricer:
     return StepPricer(LLAMA_70B, H200_8, PhaseStrategy(tp=4), WORK.isl, WORK.osl)
 
 
+@pytest.mark.parametrize("backend", ["auto", "roofline"])
+@pytest.mark.parametrize(
+    ("name", "layout", "isl"),
+    [("meta-llama/Llama-3.1-8B", PhaseStrategy(tp=1), 1024), ("Qwen/Qwen3-30B-A3B", PhaseStrategy(tp=1), 4096)],
+)
+def test_a_step_carrying_one_whole_prompt_costs_about_a_prefill(
+    name: str, layout: PhaseStrategy, isl: int, backend: str
+) -> None:
+    # The prompt's tokens pay linear work and causal attention, not a decode attention kernel per token:
+    # priced as a chunk, one whole prompt costs what a prefill of it costs, up to the interpolation.
+    pricer = StepPricer(load_model(name), make_cluster("H100", 8), layout, isl, 256, backend=backend)  # type: ignore[arg-type]
+    assert pricer.prefill_attention_s(isl) > 0
+    assert pricer.chunk_pass_s(0, isl) == pytest.approx(pricer.prefill_s(1), rel=0.1)
+
+
 def test_a_mixed_step_reads_the_weights_once(tp4: StepPricer) -> None:
     decode, prefill = 32, 2048
     mixed = tp4.step_s(decode, prefill)

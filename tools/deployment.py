@@ -31,8 +31,8 @@ from .serving import (
     decode_workers,
     max_workers,
     packs,
-    pair_packs,
     pool_options,
+    pools_pack,
     prefill_worker,
     replica_strategy,
     worker_cluster,
@@ -47,9 +47,10 @@ __all__ = [
 ]
 
 
-def _worker_gpus(strategy: Strategy) -> int:
+def _replica_span(strategy: Strategy, per_node: int) -> int:
+    """GPUs the DAG's replica (or prefill and decode worker pair, each on node boundaries) occupies."""
     replica = replica_strategy(strategy)
-    return replica.prefill.gpus + replica.decode.gpus if strategy.disaggregated else replica.decode.gpus
+    return replica.span(per_node) if strategy.disaggregated else replica.decode.gpus
 
 
 def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> list[Problem]:
@@ -57,8 +58,8 @@ def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, 
     the cluster's nodes, or it needs more GPUs than the budget."""
     replica = replica_strategy(strategy)
     roomy = workload.at_concurrency(max(workload.sequences, 1 << 16))
-    problems = strategy_problems(model, replica, roomy, _worker_gpus(strategy))
     per_node, budget = cluster.gpus_per_node, cluster.world_size
+    problems = strategy_problems(model, replica, roomy, _replica_span(strategy, per_node), per_node)
     if strategy.gpus > budget:
         problems.append(
             Problem(
@@ -77,13 +78,15 @@ def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, 
                     f"give each worker at most {per_node} GPUs or a multiple of {per_node}",
                 )
             )
-    if strategy.disaggregated and not pair_packs(replica.prefill.gpus, replica.decode.gpus, per_node):
+    pools = [(strategy.prefill.dp, replica.prefill.gpus), (strategy.decode.dp, replica.decode.gpus)]
+    if strategy.disaggregated and strategy.gpus <= budget and not pools_pack(pools, budget, per_node):
         problems.append(
             Problem(
                 "HIER-2",
-                f"a prefill worker of {replica.prefill.gpus} and a decode worker of {replica.decode.gpus} GPUs "
-                f"cannot sit side by side on nodes of {per_node}",
-                f"size both workers to fit one node together, or both to whole nodes of {per_node}",
+                f"{strategy.prefill.dp} prefill worker(s) of {replica.prefill.gpus} and {strategy.decode.dp} decode "
+                f"worker(s) of {replica.decode.gpus} GPUs cannot all be placed on {budget} GPUs in nodes of "
+                f"{per_node} without splitting a worker across nodes",
+                f"use fewer workers, or worker sizes that fill nodes of {per_node} together",
             )
         )
     return problems
@@ -157,7 +160,7 @@ def evaluate_deployment(
     per_worker = max((option.worker_concurrency * groups) if option else workload.sequences, floor)
     prompts = min(option.prefill_prompts, per_worker) if option and strategy.disaggregated else None
     sized = workload.at_concurrency(per_worker, prompts)
-    occupied = worker_cluster(cluster, _worker_gpus(strategy))
+    occupied = worker_cluster(cluster, _replica_span(strategy, cluster.gpus_per_node))
     evaluation = evaluate(model, occupied, replica, sized)
     cost = evaluation.cost
     if option is not None:

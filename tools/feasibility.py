@@ -169,8 +169,13 @@ def phase_problems(
     return problems
 
 
-def strategy_problems(model: ModelSpec, strategy: Strategy, workload: Workload, gpus: int) -> list[Problem]:
+def strategy_problems(
+    model: ModelSpec, strategy: Strategy, workload: Workload, gpus: int, per_node: int | None = None
+) -> list[Problem]:
     """Every reason ``strategy`` cannot run ``model`` on ``gpus`` GPUs for ``workload``; empty when it can.
+
+    ``per_node`` GPUs per node: split pools are drawn on node boundaries (see ``Strategy.span``), so a
+    4-GPU prefill worker and an 8-GPU decode worker span 16 GPUs of 8-GPU nodes.
 
     >>> from shardplan.tools.models import load_model
     >>> from shardplan.tools.contracts import parse_strategy, Workload
@@ -184,11 +189,15 @@ def strategy_problems(model: ModelSpec, strategy: Strategy, workload: Workload, 
     # is legal: the groups without a sequence idle in decode (SP-6).
     problems += phase_problems("decode", d, model, workload, idle_groups=not strategy.disaggregated and p.sp > 1)
     if strategy.disaggregated:
-        if p.gpus + d.gpus != gpus:
+        span = strategy.span(per_node)
+        if span != gpus:
+            gap = ""
+            if span > p.gpus + d.gpus:
+                gap = f" (the decode pool starts on a new node: {span} GPUs from first to last)"
             problems.append(
                 Problem(
                     "HIER-2",
-                    f"prefill pool {p.gpus} + decode pool {d.gpus} GPUs != {gpus} GPUs",
+                    f"prefill pool {p.gpus} + decode pool {d.gpus} GPUs{gap} != {gpus} GPUs",
                     "size the two pools to add up to the GPU count",
                 )
             )

@@ -40,7 +40,6 @@ from .serving import (
     aggregated_options,
     decode_workers,
     max_workers,
-    pair_packs,
     pool_options,
     prefill_worker,
     replica_capacity,
@@ -255,9 +254,8 @@ def _disaggregated(
     options: list[DeploymentOption] = []
     for p in prefills[:keep]:
         for batches in decodes[:keep]:
-            if pair_packs(p.layout.replica_gpus, batches[0].layout.replica_gpus, cluster.gpus_per_node):
-                for d in batches:
-                    options += pool_options(model, cluster, p, d, workload, budget=budget)
+            for d in batches:
+                options += pool_options(model, cluster, p, d, workload, budget=budget)
     return options
 
 

@@ -43,7 +43,7 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
             dense model, degrees whose product is not the GPU count); the message gives every reason
             with its rule ID.
     """
-    problems = strategy_problems(model, strategy, workload, cluster.world_size)
+    problems = strategy_problems(model, strategy, workload, cluster.world_size, cluster.gpus_per_node)
     if problems:
         reasons = "; ".join(f"{p.message} [{p.rule}]" for p in problems)
         raise StrategyError(
@@ -51,7 +51,7 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
         )
     g = GraphBuffer(cluster)
     prefill_layout = RankLayout.of(strategy.prefill)
-    decode_layout = RankLayout.of(strategy.decode, offset=strategy.prefill.gpus if strategy.disaggregated else 0)
+    decode_layout = RankLayout.of(strategy.decode, offset=strategy.decode_offset(cluster.gpus_per_node))
 
     prefill_start = _boundary(g, "prefill/start", "prefill start", "prefill", "step_start", prefill_layout)
     prefill = PhaseBuilder(g, model, "prefill", strategy.prefill, prefill_layout, workload)

@@ -86,6 +86,38 @@ class Strategy(Contract):
             return self.prefill.gpus + self.decode.gpus
         return max(self.prefill.gpus, self.decode.gpus)
 
+    def decode_offset(self, per_node: int | None = None) -> int:
+        """First global rank of the decode pool when the DAG draws it after the prefill pool (0 colocated).
+
+        A split decode pool follows the prefill pool directly when it fits in what is left of the prefill
+        pool's last node (or both fill whole nodes); otherwise it starts on the next node, so that neither
+        pool's groups straddle a node boundary. Engines place split workers the same way: each worker is a
+        process group on its own GPUs, its tensor-parallel group inside one node. ``per_node`` None: no
+        node boundaries.
+
+        >>> split = Strategy(prefill=PhaseStrategy(tp=4), decode=PhaseStrategy(tp=8), disaggregated=True)
+        >>> split.decode_offset(8), split.decode_offset(16), split.decode_offset()
+        (8, 4, 4)
+        """
+        if not self.disaggregated:
+            return 0
+        first = self.prefill.gpus
+        left = -first % per_node if per_node else 0
+        return first if left == 0 or self.decode.gpus <= left else first + left
+
+    def span(self, per_node: int | None = None) -> int:
+        """GPUs the drawn strategy occupies: a split one from its first prefill rank to its last decode rank
+        (see :meth:`decode_offset`), rounded up to whole nodes once it spans more than one.
+
+        >>> split = Strategy(prefill=PhaseStrategy(tp=2), decode=PhaseStrategy(tp=2), disaggregated=True)
+        >>> split.span(8), split.span(3), split.span()
+        (4, 6, 4)
+        """
+        if not self.disaggregated:
+            return self.gpus
+        last = self.decode_offset(per_node) + self.decode.gpus
+        return last if not per_node or last <= per_node else -(-last // per_node) * per_node
+
     def to_spec(self) -> str:
         """The SPEC text: one phase list when both are equal, else ``prefill:...;decode:...``."""
         if self.prefill == self.decode and not self.disaggregated:

@@ -4,11 +4,15 @@ The sample is one microbatch of the phase with one representative layer per laye
 (built by the real builder, priced by the real scheduler), so the fast figure and the full schedule
 share every formula. Each representative layer's span is multiplied by the layers it stands for;
 microbatches add ``(mb - 1)`` times the slowest stage, the pipeline fill of a GPipe-style schedule.
+
+The attention kernels' share is reported beside the makespan (:class:`PhaseTimes`), so the serving model
+can price a step's token-proportional work and its context-proportional work apart.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from ..builder.build import build_phase_sample
 from ..contracts.hardware import Cluster
@@ -18,27 +22,41 @@ from ..contracts.workload import Workload
 from .pricing import Backend, make_pricer
 from .schedule import schedule_graph
 
-__all__ = ["phase_latency_s"]
+__all__ = ["PhaseTimes", "phase_times"]
 
 
-def phase_latency_s(
+@dataclass(frozen=True)
+class PhaseTimes:
+    """A phase's makespan and the part of it its attention kernels take."""
+
+    total_s: float
+    attention_s: float
+    """Sum over layers of the layer's slowest attention kernel (attention groups run side by side), for one
+    microbatch: attention sits between the QKV and output projections, on the critical path."""
+
+
+def phase_times(
     model: ModelSpec,
     cluster: Cluster,
     phase_name: str,
     phase: PhaseStrategy,
     workload: Workload,
     backend: Backend = "auto",
-) -> float:
+) -> PhaseTimes:
     """Estimated makespan in seconds of one prefill, or one decode step, under ``phase`` (priced by the
-    workload's engine tables, or by the roofline alone with ``backend="roofline"``)."""
+    workload's engine tables, or by the roofline alone with ``backend="roofline"``), with its attention share."""
     graph, picks, stages = build_phase_sample(model, cluster, phase_name, phase, workload)
     pricer = make_pricer(cluster, model, {phase_name: phase}, workload.engine, backend)
     pricer.prepare(graph.nodes)
     sched = schedule_graph(graph.nodes, graph.edges, cluster, record_busy=False, pricer=pricer)
     layer_end: dict[int, float] = defaultdict(float)
+    attention: dict[int, float] = defaultdict(float)
     for node in graph.nodes:
         if node.layer is not None and node.layer in picks:
             layer_end[node.layer] = max(layer_end[node.layer], sched.finish[node.id])
+            if node.kind == "attention":
+                took = sched.finish[node.id] - sched.start[node.id]
+                attention[node.layer] = max(attention[node.layer], took)
     makespan = max(sched.finish.values())
     stage_of = {layer: index for index, layers in enumerate(stages) for layer in layers}
     previous = max((sched.finish[n.id] for n in graph.nodes if "/embed/" in n.id), default=0.0)
@@ -50,4 +68,6 @@ def phase_latency_s(
         extra += (picks[layer] - 1) * span
         stage_time[stage_of[layer]] += picks[layer] * span
     one_microbatch = makespan + extra
-    return one_microbatch + (phase.mb - 1) * max(stage_time.values(), default=0.0)
+    total = one_microbatch + (phase.mb - 1) * max(stage_time.values(), default=0.0)
+    return PhaseTimes(total, sum(picks[layer] * took for layer, took in attention.items()))
+

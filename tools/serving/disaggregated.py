@@ -27,7 +27,7 @@ from ..contracts.strategy import PhaseStrategy, Strategy
 from ..contracts.workload import Workload
 from ..cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
 from .options import DeploymentOption, concurrency_grid
-from .placement import max_workers
+from .placement import max_workers, pools_pack
 from .steady import mdl_wait
 from .steps import StepPricer
 
@@ -122,12 +122,11 @@ def pool_options(
     per_node = cluster.gpus_per_node
     options = []
     xs = [counts[0]] if counts else range(1, max_workers(budget, per_node, gp) + 1)
+    ys = [counts[1]] if counts else range(1, max_workers(budget, per_node, gd) + 1)
     for x in xs:
-        left = budget - x * gp
-        ys = [counts[1]] if counts else range(1, max_workers(left, per_node, gd) + 1 if left > 0 else 1)
         for y in ys:
             gpus = x * gp + y * gd
-            if gpus > budget or x < 1 or y < 1:
+            if gpus > budget or x < 1 or y < 1 or not pools_pack([(x, gp), (y, gd)], budget, per_node):
                 continue
             produced, taken = x * prefill.requests_per_s, y * decode.requests_per_s
             if workload.rate is not None and min(produced, taken) < workload.rate:

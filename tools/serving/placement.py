@@ -7,7 +7,7 @@ import math
 from ..contracts.hardware import Cluster
 from ..contracts.strategy import Strategy
 
-__all__ = ["packs", "max_workers", "worker_cluster", "pair_packs", "replica_strategy"]
+__all__ = ["packs", "max_workers", "worker_cluster", "pools_pack", "replica_strategy"]
 
 
 def packs(gpus: int, per_node: int) -> bool:
@@ -33,17 +33,36 @@ def max_workers(budget: int, per_node: int, gpus: int) -> int:
     return full * (per_node // gpus) + rest // gpus
 
 
-def pair_packs(prefill_gpus: int, decode_gpus: int, per_node: int) -> bool:
-    """Whether one prefill worker and one decode worker placed side by side (the DAG draws them so) keep
-    each worker whole: both inside one node, or both on whole nodes."""
-    if prefill_gpus + decode_gpus <= per_node:
-        return True
-    return prefill_gpus % per_node == 0 and decode_gpus % per_node == 0
+def pools_pack(workers: list[tuple[int, int]], budget: int, per_node: int) -> bool:
+    """Whether pools of ``(count, gpus)`` workers all fit on ``budget`` GPUs of ``per_node``-GPU nodes, each
+    worker inside one node or on whole nodes of its own (first fit, largest workers first).
+
+    Two 4-GPU prefill workers share a node beside an 8-GPU decode worker; two 3-GPU workers and a 2-GPU
+    worker do not fit two 4-GPU nodes, though 8 GPUs is the budget.
+
+    >>> pools_pack([(2, 4), (1, 8)], 16, 8), pools_pack([(1, 4), (2, 8)], 16, 8), pools_pack([(2, 3), (1, 2)], 8, 4)
+    (True, False, False)
+    """
+    free = [per_node] * (budget // per_node) + ([budget % per_node] if budget % per_node else [])
+    for count, gpus in sorted(workers, key=lambda w: -w[1]):
+        for _ in range(count):
+            if gpus > per_node:
+                whole = gpus // per_node
+                if gpus % per_node or free.count(per_node) < whole:
+                    return False
+                for _ in range(whole):
+                    free.remove(per_node)
+                continue
+            slot = next((i for i, room in enumerate(free) if room >= gpus), None)
+            if slot is None:
+                return False
+            free[slot] -= gpus
+    return True
 
 
 def worker_cluster(cluster: Cluster, gpus: int) -> Cluster:
-    """The part of ``cluster`` one worker (or one prefill and decode pair) occupies: ``gpus`` GPUs on the same
-    GPU and links, inside one node when it fits there, else on whole nodes."""
+    """The part of ``cluster`` one worker (or one prefill and decode pair, ``Strategy.span`` GPUs) occupies:
+    ``gpus`` GPUs on the same GPU and links, inside one node when it fits there, else on whole nodes."""
     if gpus <= cluster.gpus_per_node:
         per_node, nodes = gpus, 1
     else:

@@ -7,14 +7,16 @@ step is split into what scales with the tokens it carries and what scales with t
 
     step(D, P) = linear(D + P) + decode_attention(D) + prefill_attention(P)
 
-* ``linear(n)``: a decode step of ``n`` sequences at a one-token context, priced by the real builder
-  and scheduler (:func:`shardplan.tools.cost.fast.phase_latency_s`): weight reads, projections, MoE,
-  collectives, launch overheads, all for ``n`` tokens;
+* ``linear(n)``: a decode step of ``n`` sequences at a one-token context less its attention kernels,
+  priced by the real builder and scheduler (:func:`shardplan.tools.cost.fast.phase_times`): weight
+  reads, projections, MoE, collectives, launch overheads, all for ``n`` tokens. The attention kernels
+  are left out because a prompt token does not run a decode attention kernel: a measured generation
+  kernel over a thousand one-token sequences costs several milliseconds that a chunk never pays;
 * ``decode_attention(D)``: what ``D`` sequences at the workload's mean decode context add on top
-  (reading their KV cache), the difference of two such decode steps;
+  (their attention, reading their KV cache), a decode step less its linear work;
 * ``prefill_attention(P)``: the causal attention of a chunk of ``P`` prompt tokens, the share ``P / isl``
-  of a whole prompt's attention (a whole prefill less the linear work of its tokens; under attention DP,
-  a prefill of one prompt per group less the linear work of all of them).
+  of a whole prompt's attention kernels (under attention DP, the prefill of one prompt per group, the
+  groups attending side by side).
 
 Pipeline parallelism: engines keep ``pp`` batches in flight (vLLM's virtual engines), one per stage, so
 in steady state a replica runs ``pp`` lanes whose steps pass through every stage without pipeline
@@ -37,12 +39,12 @@ from ..contracts.hardware import Cluster
 from ..contracts.model import ModelSpec
 from ..contracts.strategy import PhaseStrategy
 from ..contracts.workload import Workload
-from ..cost.fast import phase_latency_s
+from ..cost.fast import PhaseTimes, phase_times
 from ..cost.pricing import Backend
 
 __all__ = ["StepPricer", "interpolate_power_grid", "forget_samples"]
 
-_SHARED: dict[tuple[str, str, str, str, str, int, int, str, int], float] = {}
+_SHARED: dict[tuple[str, str, str, str, str, int, int, str, int], PhaseTimes] = {}
 """Sampled shapes shared by every pricer of the process: the search, the agent's checks and the final plan
 price the same layouts. Keyed by model, cluster, layout, engine, backend, lengths, kind and token count."""
 _SHARED_LIMIT = 200_000
@@ -86,7 +88,7 @@ class StepPricer:
     """``auto``: measured tables where they cover a node, the roofline elsewhere; ``roofline``: the roofline."""
     base: int = 4
     """Sampled token counts are the powers of ``base``."""
-    _samples: dict[tuple[str, int], float] = field(default_factory=dict, repr=False)
+    _samples: dict[tuple[str, int], PhaseTimes] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.layout = self.layout.model_copy(update={"dp": 1})
@@ -116,7 +118,7 @@ class StepPricer:
         """Mean attention context of a decoding sequence: the prompt plus half the output."""
         return self.isl + self.osl // 2
 
-    def _sample(self, kind: str, n: int) -> float:
+    def _times(self, kind: str, n: int) -> PhaseTimes:
         """A sampled shape: ``linear``/``decode``/``prefill`` on one lane, ``static_*`` on the whole layout."""
         key = (kind, n)
         if key not in self._samples:
@@ -128,9 +130,14 @@ class StepPricer:
                 shape = Workload(isl=length, osl=1, batch=n, engine=self.engine)
                 if len(_SHARED) >= _SHARED_LIMIT:
                     _SHARED.clear()
-                _SHARED[shared] = phase_latency_s(self.model, self.cluster, phase, layout, shape, self.backend)
+                _SHARED[shared] = phase_times(self.model, self.cluster, phase, layout, shape, self.backend)
             self._samples[key] = _SHARED[shared]
         return self._samples[key]
+
+    def _sample(self, kind: str, n: int) -> float:
+        """A sampled shape's time; ``linear`` without its attention kernels."""
+        times = self._times(kind, n)
+        return times.total_s - times.attention_s if kind == "linear" else times.total_s
 
     def decode_sample_s(self, sequences: int) -> float:
         """One lane's pure decode step of ``sequences`` sequences at the mean context: a single sampled shape,
@@ -153,16 +160,13 @@ class StepPricer:
         return max(0.0, self._curve("decode", sequences) - self._curve("linear", sequences))
 
     def prefill_attention_s(self, tokens: float) -> float:
-        """Causal attention of ``tokens`` prompt tokens, as their share of a whole prompt's.
+        """Causal attention of ``tokens`` prompt tokens, as their share of a whole prompt's attention kernels.
 
         The builder gives every attention data-parallel group at least one sequence, so the smallest prefill it
-        prices is one prompt per group, the groups attending side by side. Subtracting the linear work of all
-        those prompts (projections on each group, experts shared) leaves one prompt's attention on its group."""
+        prices is one prompt per group, the groups attending side by side: its attention is one prompt's."""
         if tokens <= 0:
             return 0.0
-        groups = self.layout.adp
-        whole = max(0.0, self._sample("prefill", groups) - self.linear_s(groups * self.isl))
-        return whole * tokens / self.isl
+        return self._times("prefill", self.layout.adp).attention_s * tokens / self.isl
 
     def step_s(self, decode_tokens: float, prefill_tokens: float) -> float:
         """One continuous-batching round of the replica: ``decode_tokens`` running sequences spread over its
