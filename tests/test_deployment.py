@@ -70,6 +70,17 @@ def test_split_pools_of_unequal_workers_sit_on_node_boundaries() -> None:
     assert split.validation is not None and split.validation.valid
 
 
+def test_a_fixed_batch_the_prefill_pool_cannot_feed_runs_the_largest_it_can_and_says_so() -> None:
+    request = PlanRequest(model="meta-llama/Llama-3.1-70B", gpu="H200", gpus=16,
+                          workload=Workload(isl=2048, osl=256, batch=64))
+    model, cluster = resolve_request(request)
+    plan = plan_for_strategy(request, model, cluster, parse_strategy("prefill:dp=2,tp=4;decode:tp=8;disagg"))
+    assert plan.deployment is not None and plan.cost is not None
+    fed = plan.deployment.pools[1].concurrency_per_worker
+    assert 1 < fed < 64
+    assert any("cannot feed 64 sequences" in n and n.endswith(f"batch they feed, {fed}") for n in plan.cost.notes)
+
+
 def test_split_pools_that_cannot_share_the_nodes_are_refused() -> None:
     # Three 4-GPU workers are 12 GPUs, the budget, but a 6-GPU node holds only one of them.
     with pytest.raises(StrategyError, match="without splitting a worker across nodes"):

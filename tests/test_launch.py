@@ -145,11 +145,26 @@ def test_searched_deployment_gets_one_server_per_replica_at_its_concurrency() ->
     d = searched.deployment
     per_replica = d.pools[0].concurrency_per_worker
     assert per_replica * d.replicas == d.concurrency and d.replicas == 4
-    lines = launch_command(searched, "sglang").commands["serve"].splitlines()
-    assert len(lines) == d.replicas
-    assert all(f"--max-running-requests {per_replica}" in line for line in lines)
-    vllm = launch_command(searched, "vllm").flags["serve"]  # vLLM runs dense replicas as data-parallel ranks
-    assert vllm["--data-parallel-size"] == d.replicas and vllm["--max-num-seqs"] == per_replica
+    limits = {"sglang": "--max-running-requests", "vllm": "--max-num-seqs", "trtllm": "--max_batch_size"}
+    for engine, limit in limits.items():
+        lines = launch_command(searched, engine).commands["serve"].splitlines()  # type: ignore[arg-type]
+        assert len(lines) == d.replicas, engine
+        assert all(f"{limit} {per_replica}" in line for line in lines), engine
+        assert [line.split()[0] for line in lines] == [f"CUDA_VISIBLE_DEVICES={g}" for g in range(4)], engine
+        assert not any("--data-parallel-size" in line for line in lines)
+
+
+def test_split_pools_launch_on_the_gpus_the_placement_gives_them() -> None:
+    # Two 4-GPU prefill workers share the first node; the 8-GPU decode worker has the second to itself.
+    request = PlanRequest(model="meta-llama/Llama-3.1-70B", gpu="H200", gpus=16,
+                          workload=Workload(isl=2048, osl=256, batch=64))
+    model, cluster = resolve_request(request)
+    plan = plan_for_strategy(request, model, cluster, parse_strategy("prefill:dp=2,tp=4;decode:tp=8;disagg"))
+    lines = launch_command(plan, "vllm").command.splitlines()
+    assert lines[:2] == ["# node 0", lines[1]] and lines[1].startswith("CUDA_VISIBLE_DEVICES=0,1,2,3 ")
+    assert lines[2].startswith("CUDA_VISIBLE_DEVICES=4,5,6,7 ")
+    decode = lines.index("# node 1") + 1
+    assert "--tensor-parallel-size 8" in lines[decode] and "CUDA_VISIBLE_DEVICES" not in lines[decode]
 
 
 def test_disaggregated_prefill_sp_folds_into_tp() -> None:

@@ -123,11 +123,13 @@ def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload
                     )
                 if options:
                     break
-            if not options:
-                for decode in fallbacks:
-                    options += pool_options(
-                        model, cluster, prefill, decode, workload, budget=max(budget, strategy.gpus), counts=(x, y)
-                    )
+            # The largest batch the prefill pool can feed: the nearest to the one asked for.
+            for decode in sorted(fallbacks, key=lambda d: -d.sequences) if not options else []:
+                options = pool_options(
+                    model, cluster, prefill, decode, workload, budget=max(budget, strategy.gpus), counts=(x, y)
+                )
+                if options:
+                    break
     if not options:
         return None
     return min(options, key=rank_key(workload.objective, workload))
@@ -171,6 +173,13 @@ def evaluate_deployment(
             f"{'decode worker' if strategy.disaggregated else 'replica'}); the prefill and decode schedules "
             "below are one replica's DAG"
         ] + [n for n in cost.notes if n.startswith("model error")]
+        asked = math.ceil(workload.batch / strategy.decode.dp) if workload.batch and strategy.disaggregated else 0
+        if option.worker_concurrency < asked:
+            notes.append(
+                f"the {strategy.prefill.dp} prefill worker(s) cannot feed {asked} sequences per decode worker "
+                f"(no steady state: their queue would grow without bound); each decode worker runs the largest "
+                f"batch they feed, {option.worker_concurrency}"
+            )
         cost = cost.model_copy(
             update={
                 "ttft_ms": option.ttft_ms,

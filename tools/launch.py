@@ -93,6 +93,8 @@ class _Target:
     model: str
     moe: bool
     gpus_per_node: int
+    gpus: int
+    """The request's GPU budget, on which the servers are placed."""
     in_flight: dict[str, int]
     """Sequences in flight per server role across all its processes, from the plan's deployment."""
     isl: int
@@ -109,7 +111,8 @@ class _Server:
 
     role: Role
     phase: PhaseStrategy
-    first_gpu: int
+    starts: list[int]
+    """First GPU of each of the role's processes (replicas or pool workers), each inside a node or on whole nodes."""
     program: list[str] = field(default_factory=list)
     flags: dict[str, FlagValue] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
@@ -135,9 +138,9 @@ def _target(plan: Plan) -> _Target:
         spec, _ = resolve_request(plan.request)
     # The DAG sits on one replica's GPUs; servers are placed on the nodes of the whole request.
     request = plan.request
-    per_node = cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster).gpus_per_node
-    return _Target(model=spec.name, moe=spec.is_moe, gpus_per_node=per_node, in_flight=_in_flight(plan),
-                   isl=workload.isl, kv_fp8=spec.kv_dtype == "fp8")
+    cluster = cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster)
+    return _Target(model=spec.name, moe=spec.is_moe, gpus_per_node=cluster.gpus_per_node, gpus=cluster.world_size,
+                   in_flight=_in_flight(plan), isl=workload.isl, kv_fp8=spec.kv_dtype == "fp8")
 
 
 def _in_flight(plan: Plan) -> dict[str, int]:
@@ -160,20 +163,34 @@ def _fold_sp(phase: PhaseStrategy, role: str, notes: list[str]) -> PhaseStrategy
     return phase.model_copy(update={"tp": phase.tp * phase.sp, "sp": 1})
 
 
-def _servers(plan: Plan, notes: list[str]) -> list[_Server]:
+def _starts(phases: list[PhaseStrategy], target: _Target) -> list[list[int]]:
+    """Where each phase's processes go: the search's own placement (serving.place_workers), else one after
+    another when a hand-written strategy does not pack."""
+    from .serving import place_workers
+
+    pools = [(phase.dp, phase.replica_gpus) for phase in phases]
+    placed = place_workers(pools, max(target.gpus, sum(d * g for d, g in pools)), target.gpus_per_node)
+    if placed is not None:
+        return placed
+    first = [sum(d * g for d, g in pools[:i]) for i in range(len(pools))]
+    return [[first[i] + k * g for k in range(d)] for i, (d, g) in enumerate(pools)]
+
+
+def _servers(plan: Plan, notes: list[str], target: _Target) -> list[_Server]:
     strategy = plan.strategy
     assert strategy is not None
     if strategy.disaggregated:
         prefill = _fold_sp(strategy.prefill, "prefill", notes)
         decode = strategy.decode
-        return [_Server("prefill", prefill, 0), _Server("decode", decode, strategy.prefill.gpus)]
+        prefill_starts, decode_starts = _starts([prefill, decode], target)
+        return [_Server("prefill", prefill, prefill_starts), _Server("decode", decode, decode_starts)]
     if strategy.prefill != strategy.decode:
         sp = strategy.prefill.sp
         notes.append(f"prefill ({strategy.prefill.to_spec()}) and decode ({strategy.decode.to_spec()}) use different "
                      "layouts on the same GPUs; an engine runs one layout for both phases, so this command uses the "
                      "decode layout, which sets TPOT and memory, and prefill runs with it too"
                      + (f"; the prefill SP degree sp={sp} is not expressed" if sp > 1 else ""))
-    return [_Server("serve", strategy.decode, 0)]
+    return [_Server("serve", strategy.decode, _starts([strategy.decode], target)[0])]
 
 
 def _seqs(phase: PhaseStrategy, batch: int, groups: int) -> int:
@@ -212,9 +229,10 @@ def _vllm(target: _Target, server: _Server, notes: list[str], disaggregated: boo
             notes.append(f"{server.role}: dp={p.dp} replicas run as separate vLLM servers (--data-parallel-size "
                          "would make them share the expert layers); put a load balancer in front")
     else:
-        if p.dp * p.adp > 1:
-            flags["--data-parallel-size"] = p.dp * p.adp
+        # One server per replica, each on its own GPUs (a load balancer in front spreads the requests).
+        server.instances = p.dp
         if p.adp > 1:
+            flags["--data-parallel-size"] = p.adp
             notes.append(f"{server.role}: vLLM has no data-parallel attention for dense models; the adp={p.adp} "
                          "groups run as independent data-parallel ranks")
     flags["--max-num-seqs"] = _seqs(p, target.sequences(server.role), p.dp * p.adp)
@@ -421,7 +439,7 @@ def _instance_lines(target: _Target, server: _Server) -> list[tuple[int, str]]:
     per_instance = server.gpus
     base_flags, base_env = dict(server.flags), dict(server.env)
     for index in range(server.instances):
-        start = server.first_gpu + index * per_instance
+        start = server.starts[index]
         node = start // target.gpus_per_node
         env: dict[str, str] = {}
         if per_instance < target.gpus_per_node:
@@ -480,7 +498,7 @@ def launch_command(plan: Plan, engine: Engine) -> LaunchSpec:
     if plan.status == "infeasible":
         notes.append("the plan is marked infeasible (it does not fit in GPU memory); these commands will not start")
     target = _target(plan)
-    servers = _servers(plan, notes)
+    servers = _servers(plan, notes, target)
     disaggregated = plan.strategy.disaggregated
     files: dict[str, str] = {}
     for server in servers:

@@ -1,10 +1,11 @@
 """Disaggregated deployments (xPyD): x prefill workers and y decode workers, each pool with its own layout.
 
-A prefill worker runs steps of ``k = max(1, B // I)`` whole prompts (``B`` the step budget): it serves
-``mu = k / prefill(k)`` requests/s. A decode worker with ``C`` sequences runs pure decode steps
-``tau = step(C, 0)`` and finishes ``C / ((O - 1) tau)`` requests/s. The deployment serves the decode
-pool's rate, which the prefill pool must exceed (below); each request's KV cache then crosses from its
-prefill worker to its decode worker. TTFT is half a prefill step of wait, the M/D/1 queue at the prefill
+A prefill worker runs steps of ``k = max(1, B // I)`` whole prompts per attention group (``B`` the step
+budget of each group's scheduler): it serves ``mu = k / prefill(k)`` requests/s. A decode worker with ``C``
+sequences runs pure decode steps ``tau = step(C, 0)`` and finishes ``C / ((O - 1) tau)`` requests/s. The
+deployment serves the decode pool's rate, which the prefill pool must exceed (below); each request's KV
+cache then crosses from its prefill worker to its decode worker.
+TTFT is half a prefill step of wait, the M/D/1 queue at the prefill
 pool's utilisation, the prefill step itself and the KV transfer. Tokens/s/GPU counts every GPU of both pools.
 
 The prefill pool must keep headroom: a sizing whose decode workers would take requests at or above the
@@ -66,7 +67,8 @@ def prefill_worker(
 ) -> PrefillWorker | None:
     """A prefill worker of ``layout``, or None when its step of prompts does not fit in memory."""
     layout = layout.model_copy(update={"dp": 1})
-    prompts = max(1, workload.max_batched_tokens // workload.isl)
+    # Each attention-DP group schedules its own step of prompts (vLLM's token budget is per DP rank).
+    prompts = max(1, workload.max_batched_tokens // workload.isl) * layout.adp * layout.mb
     sized = workload.at_concurrency(prompts)
     if not memory_report(model, cluster.gpu, layout, sized, "prefill", workload.isl).fits:
         return None

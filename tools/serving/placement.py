@@ -7,7 +7,7 @@ import math
 from ..contracts.hardware import Cluster
 from ..contracts.strategy import Strategy
 
-__all__ = ["packs", "max_workers", "worker_cluster", "pools_pack", "replica_strategy"]
+__all__ = ["packs", "max_workers", "worker_cluster", "place_workers", "pools_pack", "replica_strategy"]
 
 
 def packs(gpus: int, per_node: int) -> bool:
@@ -33,31 +33,59 @@ def max_workers(budget: int, per_node: int, gpus: int) -> int:
     return full * (per_node // gpus) + rest // gpus
 
 
-def pools_pack(workers: list[tuple[int, int]], budget: int, per_node: int) -> bool:
-    """Whether pools of ``(count, gpus)`` workers all fit on ``budget`` GPUs of ``per_node``-GPU nodes, each
-    worker inside one node or on whole nodes of its own (first fit, largest workers first).
+def place_workers(workers: list[tuple[int, int]], budget: int, per_node: int) -> list[list[int]] | None:
+    """First GPU of every worker of pools of ``(count, gpus)`` workers on ``budget`` GPUs of ``per_node``-GPU
+    nodes, each worker inside one node or on whole nodes of its own; one list per pool, in the given order.
+    None when they do not fit.
 
-    Two 4-GPU prefill workers share a node beside an 8-GPU decode worker; two 3-GPU workers and a 2-GPU
-    worker do not fit two 4-GPU nodes, though 8 GPUs is the budget.
+    Workers go first fit in the pools' order (the prefill pool first, as the DAG draws it), or, when that
+    leaves one out, largest first. Two 4-GPU prefill workers share a node beside an 8-GPU decode worker; two
+    3-GPU workers and a 2-GPU worker do not fit two 4-GPU nodes, though 8 GPUs is the budget.
 
-    >>> pools_pack([(2, 4), (1, 8)], 16, 8), pools_pack([(1, 4), (2, 8)], 16, 8), pools_pack([(2, 3), (1, 2)], 8, 4)
-    (True, False, False)
+    >>> place_workers([(2, 4), (1, 8)], 16, 8), place_workers([(2, 3), (1, 2)], 8, 4)
+    ([[0, 4], [8]], None)
     """
-    free = [per_node] * (budget // per_node) + ([budget % per_node] if budget % per_node else [])
-    for count, gpus in sorted(workers, key=lambda w: -w[1]):
+    given = list(range(len(workers)))
+    for order in (given, sorted(given, key=lambda i: -workers[i][1])):
+        starts = _first_fit(workers, order, budget, per_node)
+        if starts is not None:
+            return starts
+    return None
+
+
+def _first_fit(workers: list[tuple[int, int]], order: list[int], budget: int, per_node: int) -> list[list[int]] | None:
+    nodes = -(-budget // per_node)
+    used = [0] * nodes
+    room = [min(per_node, budget - n * per_node) for n in range(nodes)]
+    starts: list[list[int]] = [[] for _ in workers]
+    for pool in order:
+        count, gpus = workers[pool]
         for _ in range(count):
             if gpus > per_node:
                 whole = gpus // per_node
-                if gpus % per_node or free.count(per_node) < whole:
-                    return False
-                for _ in range(whole):
-                    free.remove(per_node)
+                empty = {n for n in range(nodes) if used[n] == 0 and room[n] == per_node}
+                run = next((n for n in sorted(empty) if all(n + k in empty for k in range(whole))), None)
+                if gpus % per_node or run is None:
+                    return None
+                for k in range(whole):
+                    used[run + k] = per_node
+                starts[pool].append(run * per_node)
                 continue
-            slot = next((i for i, room in enumerate(free) if room >= gpus), None)
-            if slot is None:
-                return False
-            free[slot] -= gpus
-    return True
+            node = next((n for n in range(nodes) if room[n] - used[n] >= gpus), None)
+            if node is None:
+                return None
+            starts[pool].append(node * per_node + used[node])
+            used[node] += gpus
+    return starts
+
+
+def pools_pack(workers: list[tuple[int, int]], budget: int, per_node: int) -> bool:
+    """Whether pools of ``(count, gpus)`` workers all fit (see :func:`place_workers`).
+
+    >>> pools_pack([(2, 4), (1, 8)], 16, 8), pools_pack([(1, 4), (2, 8)], 16, 8)
+    (True, False)
+    """
+    return place_workers(workers, budget, per_node) is not None
 
 
 def worker_cluster(cluster: Cluster, gpus: int) -> Cluster:
