@@ -4,9 +4,9 @@ A prefill worker runs steps of ``k = max(1, B // I)`` whole prompts per attentio
 budget of each group's scheduler): it serves ``mu = k / prefill(k)`` requests/s. A decode worker with ``C``
 sequences runs pure decode steps ``tau = step(C, 0)`` and finishes ``C / ((O - 1) tau)`` requests/s. The
 deployment serves the decode pool's rate, which the prefill pool must exceed (below); each request's KV
-cache then crosses from its prefill worker to its decode worker.
-TTFT is half a prefill step of wait, the M/D/1 queue at the prefill
-pool's utilisation, the prefill step itself and the KV transfer. Tokens/s/GPU counts every GPU of both pools.
+cache then crosses from its prefill worker to its decode worker. TTFT is half a prefill step of wait, the
+M/D/1 queue at the prefill pool's utilisation, the prefill step itself and the KV transfer. Tokens/s/GPU
+counts every GPU of both pools.
 
 The prefill pool must keep headroom: a sizing whose decode workers would take requests at or above the
 rate the prefill workers can produce them is not a steady state. Its prefill queue grows without bound
