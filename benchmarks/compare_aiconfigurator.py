@@ -14,7 +14,12 @@ separates "chose a worse deployment" from "prices the same deployment differentl
 
 Rows marked with a dagger are picks that AIConfigurator's default search does not consider (pipeline
 parallelism, a worker spanning nodes, a degree outside its candidates, read from its own saved search
-space): there shardplan reaches deployments the other tool cannot.
+space): there shardplan reaches deployments the other tool cannot, and its estimator often cannot price
+them (it has no collective data for 3 or 6 GPUs). For those requests shardplan is asked once more, kept
+inside AIConfigurator's search space (``--constraint pow2 --constraint pp=1 --constraint sp=off``), and
+that pick is scored as well (a row marked "in AIC's space"), so every request has a pick both tools
+price. The summary scores, per request, shardplan's own pick where AIConfigurator can price it, else
+that in-space pick.
 
 AIConfigurator is installed into ``benchmarks/.aic-venv`` on first use (``--aic-venv`` picks another);
 when it cannot be installed the script says why and exits 0. shardplan is the ``shardplan`` command of
@@ -107,7 +112,13 @@ class Row:
     outside_aic: list[str] = field(default_factory=list)
     shardplan_wall_s: float | None = None
     at_aic_best: Pick | None = None  # shardplan's own figures for AIConfigurator's best deployment
+    in_space: Row | None = None  # shardplan asked again inside AIConfigurator's search space (dagger picks)
+    constrained: bool = False  # this row is such an in-space pick
     error: str | None = None
+
+    def verified(self) -> Row:
+        """The row the summary scores: this pick when AIConfigurator priced it, else the in-space pick."""
+        return self.in_space if self.ratio is None and self.in_space is not None else self
 
 
 def compare(row: Row) -> Row:
@@ -132,15 +143,19 @@ def compare(row: Row) -> Row:
 
 
 def summary(rows: list[Row]) -> str:
-    """Median and minimum ratio, and how many picks meet the targets under AIConfigurator's estimate."""
-    ratios = [row.ratio for row in rows if row.ratio is not None]
-    scored = [row for row in rows if row.meets_targets is not None]
+    """Median and minimum ratio, and how many picks meet the targets under AIConfigurator's estimate, over
+    each request's verified pick (its own, else the one inside AIConfigurator's search space)."""
+    verified = [row.verified() for row in rows]
+    ratios = [row.ratio for row in verified if row.ratio is not None]
+    scored = [row for row in verified if row.meets_targets is not None]
     if not ratios:
         return "no request was scored by both tools"
     meeting = sum(1 for row in scored if row.meets_targets)
+    replaced = sum(1 for row, used in zip(rows, verified, strict=True) if used is not row)
     return (
-        f"ratio to AIConfigurator's best tokens/s/GPU over {len(ratios)} requests:"
-        f" median {statistics.median(ratios):.2f}, min {min(ratios):.2f};"
+        f"ratio to AIConfigurator's best tokens/s/GPU over {len(ratios)} requests"
+        + (f" ({replaced} scored by the pick inside AIConfigurator's search space)" if replaced else "")
+        + f": median {statistics.median(ratios):.2f}, min {min(ratios):.2f};"
         f" {meeting} of {len(scored)} picks meet the targets under AIConfigurator's estimate"
     )
 
@@ -164,8 +179,9 @@ def cells(row: Row) -> dict[str, str]:
     if estimate is not None and row.meets_targets is not None:
         meets = f"{'yes' if row.meets_targets else 'NO'} ({_fmt(estimate.ttft_ms)} ms / {_fmt(estimate.tpot_ms, 1)} ms)"
     picked = "-" if pick is None else pick.spec + (" †" if row.outside_aic else "")
+    label = f"{request.label} ({request.isl}/{request.osl})"
     return {
-        "request": f"{request.label} ({request.isl}/{request.osl})",
+        "request": f"{label}, in AIC's space" if row.constrained else label,
         "targets TTFT/TPOT": targets,
         "AIC best: layout, concurrency: tok/s/GPU": aic_best,
         "shardplan pick": picked,
@@ -186,7 +202,7 @@ def disagreement_cells(row: Row) -> dict[str, str]:
     if row.error:
         notes.append(row.error)
     return {
-        "request": row.request.label,
+        "request": row.request.label + (", in AIC's space" if row.constrained else ""),
         "batching": "-" if pick is None else pick.batching,
         "TTFT ms shardplan / AIC": f"{_fmt(own_ttft)} / {_fmt(aic_ttft)}",
         "TPOT ms shardplan / AIC": f"{_fmt(own_tpot, 1)} / {_fmt(aic_tpot, 1)}",
@@ -248,26 +264,15 @@ def plan_options(request: Request) -> list[str]:
     ]
 
 
-def run_request(request: Request, aic: Path, shardplan: str, timeout_s: float) -> Row:
-    """Both tools on one request, then AIConfigurator's estimate of shardplan's pick."""
-    row = Row(request)
-    print(f"[{request.label}] running", file=sys.stderr, flush=True)
+IN_AIC_SPACE = ("-C", "pow2", "-C", "pp=1", "-C", "sp=off")
+"""Constraints that keep shardplan's search inside AIConfigurator's default search space."""
+
+
+def _pick_and_estimate(row: Row, aic: Path, shardplan: str, options: list[str], timeout_s: float) -> None:
+    """shardplan's pick for ``options`` and AIConfigurator's estimate of it, into ``row``."""
+    request = row.request
     try:
-        row.aic = run_default(
-            aic,
-            request.aic_model,
-            request.gpu,
-            request.gpus,
-            request.isl,
-            request.osl,
-            request.ttft_ms,
-            request.tpot_ms,
-            timeout_s,
-        )
-    except AicError as error:
-        row.error = f"AIC default: {error}"
-    try:
-        row.pick, row.shardplan_wall_s = run_shardplan(shardplan, plan_options(request), timeout_s)
+        row.pick, row.shardplan_wall_s = run_shardplan(shardplan, options, timeout_s)
     except (RuntimeError, OSError, ValueError, KeyError) as error:
         row.error = f"shardplan: {error}"
     readings = [] if row.pick is None else [row.pick.deployment, row.pick.fallback]
@@ -284,6 +289,33 @@ def run_request(request: Request, aic: Path, shardplan: str, timeout_s: float) -
         break
     if failures:
         row.error = "; ".join(failures) + (f"; scored {row.scored.label(request.moe)} instead" if row.scored else "")
+
+
+def run_request(request: Request, aic: Path, shardplan: str, timeout_s: float) -> Row:
+    """Both tools on one request, then AIConfigurator's estimate of shardplan's pick (and, for a pick outside
+    AIConfigurator's search space, of shardplan's pick inside it)."""
+    row = Row(request)
+    print(f"[{request.label}] running", file=sys.stderr, flush=True)
+    try:
+        row.aic = run_default(
+            aic,
+            request.aic_model,
+            request.gpu,
+            request.gpus,
+            request.isl,
+            request.osl,
+            request.ttft_ms,
+            request.tpot_ms,
+            timeout_s,
+        )
+    except AicError as error:
+        row.error = f"AIC default: {error}"
+    _pick_and_estimate(row, aic, shardplan, plan_options(request), timeout_s)
+    compare(row)
+    if row.outside_aic and row.aic is not None:
+        row.in_space = Row(request, aic=row.aic, constrained=True)
+        _pick_and_estimate(row.in_space, aic, shardplan, [*plan_options(request), *IN_AIC_SPACE], timeout_s)
+        compare(row.in_space)
     if row.aic is not None:
         best = row.aic.best
         try:
@@ -339,10 +371,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         rows = list(pool.map(lambda request: run_request(request, aic, args.shardplan, args.timeout), requests))
-    main_records = [cells(row) for row in rows]
+    main_records = [cells(each) for row in rows for each in (row, row.in_space) if each is not None]
     tables = {
         "shardplan vs AIConfigurator 0.12 (vLLM), tokens/s per GPU of the budget": main_records,
-        "shardplan's own figures for its pick vs AIConfigurator's estimate": [disagreement_cells(row) for row in rows],
+        "shardplan's own figures for its pick vs AIConfigurator's estimate": [
+            disagreement_cells(each) for row in rows for each in (row, row.in_space) if each is not None
+        ],
         "AIConfigurator's best deployment priced by both tools": [at_aic_best_cells(row) for row in rows],
     }
     for title, records in tables.items():

@@ -212,6 +212,20 @@ def test_ratio_and_targets_from_aiconfigurators_estimate() -> None:
     assert cmp.cells(row)["ratio"] == "0.50"
 
 
+def test_a_pick_aiconfigurator_cannot_price_is_scored_by_the_pick_inside_its_space() -> None:
+    request = cmp.REQUESTS[1]
+    search = _search("llama8b-2xh100", request.gpus)
+    estimate = aic.parse_estimate((DATA / "estimate_agg_llama8b_tp1_bs80.txt").read_text())
+    unpriced = cmp.compare(cmp.Row(request, aic=search, pick=picks.read_pick(_plan({"dp": 2}, batch=1))))
+    assert unpriced.ratio is None and unpriced.verified() is unpriced  # nothing to score it by yet
+    inside = cmp.compare(cmp.Row(request, aic=search, pick=picks.read_pick(_plan({"dp": 2}, batch=1)),
+                                 estimate=estimate, constrained=True))
+    unpriced.in_space = inside
+    assert unpriced.verified() is inside
+    assert "(1 scored by the pick inside AIConfigurator's search space): median 0.50" in cmp.summary([unpriced])
+    assert cmp.cells(inside)["request"].endswith(", in AIC's space")
+
+
 def test_markdown_table_escapes_pipes() -> None:
     table = cmp.markdown_table([{"a": "x|y", "b": "1"}])
     assert table.splitlines()[0] == "| a | b |" and "x\\|y" in table

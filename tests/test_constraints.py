@@ -24,7 +24,7 @@ from shardplan.tools.planner import plan
 from shardplan.tools.search import search
 
 TEXTS = ["tp<=8", "pp=1", "ep>=8", "decode:tp=4", "prefill:sp>=2", "tp-in-node", "ep-in-node", "pp-across-nodes",
-         "colocated", "gpus-per-replica=8", "engine=vllm"]
+         "pow2", "colocated", "gpus-per-replica=8", "engine=vllm"]
 
 
 @pytest.mark.parametrize("text", TEXTS)
@@ -75,6 +75,15 @@ def test_degree_bounds_apply_per_phase_and_sp_only_to_prefill() -> None:
 def test_placement_follows_the_rank_order(spec: str, per_node: int, broken: list[str]) -> None:
     placement = parse_constraints(["tp-in-node", "ep-in-node", "pp-across-nodes"])
     assert strategy_violations(parse_strategy(spec), placement, per_node) == broken
+
+
+@pytest.mark.parametrize(
+    ("spec", "broken"),
+    [("tp=4", []), ("dp=3,tp=2", []), ("adp=3,tp=2", ["pow2"]), ("tp=4,ep=4", []),
+     ("prefill:adp=3,tp=2;decode:tp=8;disagg", ["pow2"]), ("pp=3,tp=2", ["pow2"])],
+)
+def test_pow2_bounds_every_degree_inside_a_worker_but_not_the_worker_count(spec: str, broken: list[str]) -> None:
+    assert strategy_violations(parse_strategy(spec), parse_constraints(["pow2"]), 8) == broken
 
 
 def test_serving_replica_size_and_engine() -> None:

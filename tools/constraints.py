@@ -19,6 +19,10 @@ from .contracts.strategy import PhaseStrategy, Strategy
 __all__ = ["phase_violations", "strategy_violations", "satisfies", "allowed_layouts", "unsatisfiable"]
 
 
+def _power_of_two(n: int) -> bool:
+    return n & (n - 1) == 0
+
+
 def _inside_node(gpus: int, gpus_per_node: int) -> bool:
     return gpus <= gpus_per_node and gpus_per_node % gpus == 0
 
@@ -46,6 +50,10 @@ def phase_violations(phase_name: str, phase: PhaseStrategy, constraints: Constra
         broken.append("ep-in-node")
     if constraints.pp_across_nodes and phase.pp > 1 and phase.stage_gpus % gpus_per_node:
         broken.append("pp-across-nodes")
+    if constraints.powers_of_two and not all(
+        _power_of_two(n) for n in (phase.pp, phase.adp, phase.sp, phase.tp, phase.ep, phase.replica_gpus)
+    ):
+        broken.append("pow2")
     if constraints.gpus_per_replica and phase.replica_gpus != constraints.gpus_per_replica:
         broken.append(f"gpus-per-replica={constraints.gpus_per_replica}")
     if constraints.engine and (phase.sp > 1 or phase.mb > 1):

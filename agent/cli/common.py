@@ -212,7 +212,7 @@ _REQUEST_PARAMETERS = [
                 "--constraint",
                 "-C",
                 help="Repeatable: tp<=8, pp=1, ep>=8, sp=off, decode:tp=8, tp-in-node, ep-in-node, pp-across-nodes, "
-                "colocated, disaggregated, gpus-per-replica=8, engine=vllm.",
+                "pow2, colocated, disaggregated, gpus-per-replica=8, engine=vllm.",
             ),
         ],
     ),

@@ -56,6 +56,7 @@ _WITHIN = re.compile(
     rf"|(?<=nodes\s)and\s+(?P<what4>{_DIM_WORDS['tp']})\s+(?:within|inside)(?![\w])"
 )
 """Groups kept inside a node: "TP must stay inside a node", "TP within the node", "keep EP intra-node"."""
+_POW2 = re.compile(r"(?<![\w#])(?:powers?[\s-]+of[\s-]+(?:two|2)|pow2)(?![\w])")
 _ACROSS = re.compile(
     rf"(?<![\w#])(?:{_DIM_WORDS['pp']})(?:\s+(?:only|must\s+go|goes|go|runs?|spans?|split|is))*[\s-]+"
     r"(?:across|between|over)[\s-]+(?:the\s+)?nodes"
@@ -107,6 +108,8 @@ def read_constraints(scan: Scan, found: Findings) -> None:
         found.add("constraints", "tp-in-node" if what.startswith("t") else "ep-in-node")
     for _ in scan.take(_ACROSS):
         found.add("constraints", "pp-across-nodes")
+    for _ in scan.take(_POW2):
+        found.add("constraints", "pow2")
     for match in scan.take(_ONLY):
         dim = _dim(match) if match.group("d") or match.group("d2") else "dp"
         texts = {"dp": ["gpus-per-replica=1"], "tp": ["pp=1", "dp=1", "ep=1", "sp=1", "adp=1"],

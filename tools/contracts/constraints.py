@@ -9,7 +9,9 @@ The text form, one constraint per item (``--constraint`` on the CLI):
 * a degree bound: ``tp<=8``, ``pp=1``, ``ep>=8``, ``dp=2``, ``sp=off`` (same as ``sp=1``), optionally for
   one phase: ``decode:tp=8``, ``prefill:sp>=2``;
 * placement: ``tp-in-node`` (TP groups inside a node), ``ep-in-node`` (expert groups inside a node),
-  ``pp-across-nodes`` (pipeline stages only at node boundaries);
+  ``pp-across-nodes`` (pipeline stages only at node boundaries), ``pow2`` (every degree inside a worker and
+  every worker's GPU count a power of two, the space most deployment tools and measured collective tables
+  cover);
 * serving: ``colocated`` or ``disaggregated``;
 * ``gpus-per-replica=8`` (GPUs of one model replica), ``engine=vllm`` (only what the engine can run).
 
@@ -45,7 +47,7 @@ Serving = Literal["colocated", "disaggregated"]
 EngineName = Literal["vllm", "sglang", "trtllm"]
 
 CONSTRAINT_SYNTAX = (
-    "write tp<=8, pp=1, ep>=8, sp=off, decode:tp=8, tp-in-node, ep-in-node, pp-across-nodes, colocated, "
+    "write tp<=8, pp=1, ep>=8, sp=off, decode:tp=8, tp-in-node, ep-in-node, pp-across-nodes, pow2, colocated, "
     "disaggregated, gpus-per-replica=8 or engine=vllm"
 )
 """The fix shown when a constraint cannot be read."""
@@ -90,6 +92,11 @@ class Constraints(Contract):
     pp_across_nodes: bool = Field(
         default=False, description="Pipeline stages split only at node boundaries (each stage fills whole nodes)."
     )
+    powers_of_two: bool = Field(
+        default=False,
+        description="Every degree inside a worker (pp, adp, sp, tp, ep) and every worker's GPU count is a power of "
+        "two; the number of replicas or workers is free.",
+    )
     serving: Serving | None = Field(
         default=None, description="colocated (prefill and decode share GPUs) or disaggregated; None allows both."
     )
@@ -124,17 +131,24 @@ class Constraints(Contract):
             tp_within_node=self.tp_within_node or other.tp_within_node,
             ep_within_node=self.ep_within_node or other.ep_within_node,
             pp_across_nodes=self.pp_across_nodes or other.pp_across_nodes,
+            powers_of_two=self.powers_of_two or other.powers_of_two,
             serving=other.serving or self.serving,
             gpus_per_replica=other.gpus_per_replica or self.gpus_per_replica,
             engine=other.engine or self.engine,
         )
 
 
-_FLAG_TEXTS = {"tp-in-node": "tp_within_node", "ep-in-node": "ep_within_node", "pp-across-nodes": "pp_across_nodes"}
+_FLAG_TEXTS = {
+    "tp-in-node": "tp_within_node",
+    "ep-in-node": "ep_within_node",
+    "pp-across-nodes": "pp_across_nodes",
+    "pow2": "powers_of_two",
+}
 _FLAG_SPELLINGS = {
     "tp_within_node": {"tp-in-node", "tp-within-node", "tp-intra-node", "tp=node"},
     "ep_within_node": {"ep-in-node", "ep-within-node", "ep-intra-node", "ep=node"},
     "pp_across_nodes": {"pp-across-nodes", "pp-inter-node", "pp=nodes"},
+    "powers_of_two": {"pow2", "power-of-two", "powers-of-two", "pow2-layouts"},
 }
 _BOUND = re.compile(
     r"^(?:(?P<phase>prefill|decode)\s*[:.]\s*)?(?P<dim>dp|pp|adp|sp|tp|ep|mb)\s*(?P<op><=|>=|==|=)\s*"
