@@ -164,3 +164,17 @@ def test_prefill_sp_that_becomes_decode_dp_on_shared_gpus_is_one_replica() -> No
     evaluated = evaluate_deployment(model, cluster, strategy, Workload(isl=32768, osl=256, batch=4))
     assert evaluated.evaluation.validation.valid
     assert evaluated.option is not None and evaluated.option.gpus_used == 4
+
+
+def test_cost_of_a_strategy_smaller_than_the_budget_prices_the_gpus_it_uses() -> None:
+    # plan picks tp=2 for Llama-3.1-8B at batch 1 with GPUs to spare; cost must price that same strategy.
+    on_budget = run_cli("cost", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "8", "-s", "tp=2",
+                        "--batch", "1", "--json")
+    exact = run_cli("cost", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "2", "-s", "tp=2",
+                    "--batch", "1", "--json")
+    assert on_budget.returncode == exact.returncode == 0, on_budget.stderr
+    budget, two = json.loads(on_budget.stdout), json.loads(exact.stdout)
+    assert budget["tpot_ms"] == two["tpot_ms"] and budget["tokens_per_s_per_gpu"] == two["tokens_per_s_per_gpu"]
+    assert any("priced on the 2 of 8 GPUs" in note for note in budget["notes"])
+    too_big = run_cli("cost", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "2", "-s", "tp=4")
+    assert too_big.returncode == 2 and "HIER-2" in too_big.stderr

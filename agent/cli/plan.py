@@ -224,8 +224,22 @@ def cost_command(
     else:
         if request is None or strategy is None:
             fail("give a DAG/plan FILE, or --model and --strategy")
+        from ...tools.serving import occupied_cluster
+
         spec, cl = resolve_request(request)
-        report = estimate_cost(build_dag(spec, cl, parse_strategy(strategy), request.workload.with_batch()), cl)
+        parsed = parse_strategy(strategy)
+        used = occupied_cluster(cl, parsed)
+        report = estimate_cost(build_dag(spec, used, parsed, request.workload.with_batch()), used)
+        if used is not cl:
+            report = report.model_copy(
+                update={
+                    "notes": [
+                        *report.notes,
+                        f"priced on the {used.world_size} of {cl.world_size} GPUs {parsed.to_spec()} "
+                        "uses; the others stay idle (a GPU count is a budget)",
+                    ]
+                }
+            )
     if as_json:
         emit_json(report)
         return

@@ -9,7 +9,7 @@ batching at a concurrency (:mod:`.steady`); replicas of one layout (:mod:`.aggre
 from .aggregated import aggregated_options, replica_capacity
 from .disaggregated import DecodeWorker, PrefillWorker, decode_workers, kv_transfer_s, pool_options, prefill_worker
 from .options import DeploymentOption, concurrency_grid
-from .placement import max_workers, packs, place_workers, pools_pack, replica_strategy, worker_cluster
+from .placement import max_workers, occupied_cluster, packs, place_workers, pools_pack, replica_strategy, worker_cluster
 from .steady import ServingPoint, continuous_point, serving_point, static_point
 from .steps import StepPricer, forget_samples
 
@@ -26,6 +26,7 @@ __all__ = [
     "decode_workers",
     "kv_transfer_s",
     "max_workers",
+    "occupied_cluster",
     "replica_strategy",
     "packs",
     "place_workers",

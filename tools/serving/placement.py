@@ -7,7 +7,15 @@ import math
 from ..contracts.hardware import Cluster
 from ..contracts.strategy import Strategy
 
-__all__ = ["packs", "max_workers", "worker_cluster", "place_workers", "pools_pack", "replica_strategy"]
+__all__ = [
+    "packs",
+    "max_workers",
+    "worker_cluster",
+    "place_workers",
+    "pools_pack",
+    "occupied_cluster",
+    "replica_strategy",
+]
 
 
 def packs(gpus: int, per_node: int) -> bool:
@@ -117,3 +125,10 @@ def replica_strategy(strategy: Strategy) -> Strategy:
         decode=strategy.decode.model_copy(update={"dp": decode_dp}),
         disaggregated=strategy.disaggregated,
     )
+
+
+def occupied_cluster(cluster: Cluster, strategy: Strategy) -> Cluster:
+    """The GPUs ``strategy`` occupies on ``cluster``: the whole cluster when it uses every GPU, else the part
+    it sits on (a GPU count is a budget: ``tp=8`` on 16 GPUs is priced on the 8 it uses, as ``plan`` does)."""
+    span = strategy.span(cluster.gpus_per_node)
+    return cluster if span >= cluster.world_size else worker_cluster(cluster, span)
