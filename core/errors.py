@@ -11,7 +11,7 @@ Three kinds of failure are kept apart, because callers react to them differently
 
 from __future__ import annotations
 
-__all__ = ["ShardplanError", "InputError", "StrategyError", "InfeasibleError"]
+__all__ = ["ShardplanError", "InputError", "StrategyError", "InfeasibleError", "DeprecatedFieldWarning"]
 
 
 class ShardplanError(Exception):
@@ -49,3 +49,7 @@ class InfeasibleError(ShardplanError):
     def __init__(self, message: str, *, min_gpus: int | None = None) -> None:
         self.min_gpus = min_gpus
         super().__init__(message)
+
+
+class DeprecatedFieldWarning(DeprecationWarning):
+    """An input file uses a field's old name; it is still read, and the message names the new one."""

@@ -85,10 +85,10 @@ def list_gpus(args: NoArgs) -> list[dict[str, Any]]:
             "name": name,
             "full_name": g.full_name,
             "memory_gb": g.memory_gb,
-            "memory_bandwidth_gbps": g.memory_bandwidth_gbps,
+            "memory_bandwidth_gb_per_s": g.memory_bandwidth_gb_per_s,
             "dense_tflops": g.dense_tflops,
-            "intra_node_bandwidth_gbps": g.intra_node_bandwidth_gbps,
-            "inter_node_bandwidth_gbps": g.inter_node_bandwidth_gbps,
+            "intra_node_bandwidth_gb_per_s": g.intra_node_bandwidth_gb_per_s,
+            "inter_node_bandwidth_gb_per_s": g.inter_node_bandwidth_gb_per_s,
             "gpus_per_node": g.gpus_per_node,
         }
         for name, g in gpu_catalog().items()
