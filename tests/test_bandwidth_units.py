@@ -156,3 +156,11 @@ def test_cli_refuses_a_bad_bandwidth_string_with_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert "cluster.inter_node_bandwidth_gb_per_s" in result.stderr and "400Gbps" in result.stderr
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    from shardplan.tools.contracts import units
+
+    assert doctest.testmod(units).failed == 0
