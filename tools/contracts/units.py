@@ -89,7 +89,7 @@ GBPerSecond = Annotated[
 
 
 def rename_old_fields(data: Any, owner: str) -> Any:
-    """``data`` with the old ``*_gbps`` keys moved to their ``*_gb_per_s`` names, warning once per key.
+    """``data`` with the old ``*_gbps`` keys moved to their ``*_gb_per_s`` names, with one warning naming them.
 
     Raises:
         ValueError: both the old and the new name of one field are given.
@@ -97,15 +97,18 @@ def rename_old_fields(data: Any, owner: str) -> Any:
     if not isinstance(data, dict) or not any(old in data for old in RENAMED_BANDWIDTH_FIELDS):
         return data
     renamed = dict(data)
+    moves = []
     for old, new in RENAMED_BANDWIDTH_FIELDS.items():
         if old not in renamed:
             continue
         if new in renamed:
             raise ValueError(f"{old} and {new} are both given; keep only {new} ({old} is its old name)")
         renamed[new] = renamed.pop(old)
-        warnings.warn(
-            f"{owner}.{old} is deprecated: rename it {owner}.{new}; its value is read as GB/s",
-            DeprecatedFieldWarning,
-            stacklevel=2,
-        )
+        moves.append(f"{owner}.{old} -> {owner}.{new}")
+    warnings.warn(
+        f"deprecated field name{'s' if len(moves) > 1 else ''}: rename {', '.join(moves)}; "
+        f"{'the values are' if len(moves) > 1 else 'the value is'} read as GB/s (gigabytes per second)",
+        DeprecatedFieldWarning,
+        stacklevel=2,
+    )
     return renamed
