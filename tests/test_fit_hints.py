@@ -152,3 +152,20 @@ def test_docstring_examples_run() -> None:
     from shardplan.tools import fit_hints
 
     assert doctest.testmod(fit_hints).failed == 0
+
+
+def test_the_agent_answers_an_infeasible_request_with_the_hints() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from shardplan.agent.graph import build_graph, recursion_limit
+    from shardplan.agent.run import plan_from_state, request_message
+
+    request = _request(LLAMA_405B, "H100", 8, Workload(isl=2048, osl=256))
+    graph = build_graph("builtin", checkpointer=InMemorySaver())
+    payload = {"messages": [HumanMessage(content=request_message(request))],
+               "given_request": request.model_dump(mode="json")}
+    state = graph.invoke(payload, {"configurable": {"thread_id": "hints"}, "recursion_limit": recursion_limit(None)})
+    planned = plan_from_state(state)
+    assert planned.status == "infeasible" and planned.hints == plan(request).hints
+    answer = next(m.content for m in reversed(state["messages"]) if isinstance(m, AIMessage))
+    assert all(f"It would fit with {hint.text}." in answer for hint in planned.hints)
