@@ -196,9 +196,9 @@ def _renamed_cluster_fields(dag: Any) -> Any:
     """``dag`` with the old ``*_gbps`` bandwidth names of its cluster moved to ``*_gb_per_s`` (with a
     deprecation warning), so that a DAG written before the rename still meets the schema."""
     meta = dag.get("meta") if isinstance(dag, dict) else None
-    cluster = meta.get("cluster") if isinstance(meta, dict) else None
-    if not isinstance(cluster, dict):
+    if not isinstance(meta, dict) or not isinstance(meta.get("cluster"), dict):
         return dag
+    cluster = meta["cluster"]
     try:
         cluster = rename_old_fields(cluster, "cluster")
         if isinstance(cluster.get("gpu"), dict):
