@@ -421,9 +421,12 @@ class _Nodes:
                  errors: list[str]) -> dict[str, Any]:
         outcome = api.search_request(request)
         if isinstance(outcome, InfeasibleError):
-            plan = api.infeasible_plan(request, outcome)
+            from ..tools.planner import infeasible_plan
+
+            plan = infeasible_plan(request, outcome)
+            fixes = "".join(f"\nIt would fit with {hint.text}." for hint in plan.hints)
             return {"plan": plan.model_dump(mode="json", exclude={"dag"}),
-                    "messages": [AIMessage(content=plan.explanation + assumed_lines(plan))]}
+                    "messages": [AIMessage(content=plan.explanation + fixes + assumed_lines(plan))]}
         wrong = []
         if proposals:
             last = proposals[-1]

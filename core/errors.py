@@ -11,7 +11,13 @@ Three kinds of failure are kept apart, because callers react to them differently
 
 from __future__ import annotations
 
-__all__ = ["ShardplanError", "InputError", "StrategyError", "InfeasibleError"]
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the contract stays out of this light module at run time
+    from .tools.contracts.plan import FitHint
+
+__all__ = ["ShardplanError", "InputError", "StrategyError", "InfeasibleError", "DeprecatedFieldWarning"]
 
 
 class ShardplanError(Exception):
@@ -44,8 +50,17 @@ class StrategyError(InputError):
 
 
 class InfeasibleError(ShardplanError):
-    """A well-formed request with no answer: the model does not fit, or no strategy is possible."""
+    """A well-formed request with no answer: the model does not fit, or no strategy is possible.
 
-    def __init__(self, message: str, *, min_gpus: int | None = None) -> None:
+    ``min_gpus`` is the fewest GPUs that would fit; ``hints`` are the single changes to the request
+    that would make it fit, each checked and with its figures.
+    """
+
+    def __init__(self, message: str, *, min_gpus: int | None = None, hints: Sequence[FitHint] = ()) -> None:
         self.min_gpus = min_gpus
+        self.hints = list(hints)
         super().__init__(message)
+
+
+class DeprecatedFieldWarning(DeprecationWarning):
+    """An input file uses a field's old name; it is still read, and the message names the new one."""

@@ -69,7 +69,7 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "a million nodes": (lambda t: [*PLAN, "-m", "llama-3.1-8b", "--cluster", _yaml(t, "gpu: H100\nnodes: 1000000\n")],
                         "nodes"),
     "infinite bandwidth": (lambda t: [*PLAN, "-m", "llama-3.1-8b", "--cluster", _yaml(
-        t, "gpu: H100\nnodes: 2\ninter_node_bandwidth_gbps: .inf\n")], "inter_node_bandwidth_gbps"),
+        t, "gpu: H100\nnodes: 2\ninter_node_bandwidth_gb_per_s: .inf\n")], "inter_node_bandwidth_gb_per_s"),
     "a trillion GPUs": (lambda t: [*PLAN, "-m", "llama-3.1-8b", "--gpus", "1000000000000"], "gpus"),
     "zero GPUs per node": (lambda t: [*PLAN, "-m", "llama-3.1-8b", "--gpus", "2", "--gpus-per-node", "0"],
                            "gpus_per_node"),

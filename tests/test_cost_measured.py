@@ -101,7 +101,7 @@ def test_help_does_not_import_the_measured_database() -> None:
 
 def test_engine_allreduce_is_cheaper_than_a_ring_for_small_messages_only() -> None:
     cluster = make_cluster("H200", 8)
-    bandwidth = cluster.intra_node_bandwidth_gbps * 1e9
+    bandwidth = cluster.intra_node_bandwidth_gb_per_s * 1e9
     small, large = 16 * 1024.0, 256 * 2**20
     ring_small = 2 * 7 / 8 * small / bandwidth + 8 * 5e-6  # a ring pays one step per rank
     assert engine_allreduce_s(small, 8, 5e-6, bandwidth) < ring_small

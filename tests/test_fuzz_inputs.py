@@ -56,7 +56,7 @@ def test_any_json_text_gives_data_or_an_input_error(text: str) -> None:
 
 
 @FAST
-@given(st.dictionaries(st.sampled_from(["gpu", "nodes", "gpus_per_node", "inter_node_bandwidth_gbps",
+@given(st.dictionaries(st.sampled_from(["gpu", "nodes", "gpus_per_node", "inter_node_bandwidth_gb_per_s",
                                         "intra_node_latency_us", "name", 3]), values, max_size=4)
        | st.text(max_size=30))
 def test_any_cluster_yaml_gives_a_cluster_or_an_input_error(tmp_path_factory: Any, content: Any) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from shardplan.errors import InputError
+from shardplan.tools.contracts.units import parse_gb_per_s
 from shardplan.tools.hardware import get_gpu, gpu_catalog, load_cluster, make_cluster
 
 CATALOG = ("H100", "H200", "B200", "A100", "L40S", "MI300X")
@@ -20,7 +21,7 @@ def test_catalog_names_resolve_in_any_case(name: str) -> None:
         gpu = get_gpu(spelling)
         assert gpu.name == name
     assert gpu.source.strip(), f"{name} has no source for its figures"
-    assert gpu.memory_gb > 0 and gpu.memory_bandwidth_gbps > 0
+    assert gpu.memory_gb > 0 and gpu.memory_bandwidth_gb_per_s > 0
     assert gpu.peak_flops("bf16") > 0
 
 
@@ -31,7 +32,7 @@ def test_catalog_holds_the_six() -> None:
 def test_h100_datasheet_figures() -> None:
     gpu = get_gpu("H100")
     assert gpu.memory_gb == 80
-    assert gpu.memory_bandwidth_gbps == 3350
+    assert gpu.memory_bandwidth_gb_per_s == 3350
     assert gpu.dense_tflops["bf16"] == 989
     assert gpu.peak_flops("bf16") == 989e12
     assert gpu.peak_flops("fp8") == 1979e12
@@ -80,7 +81,7 @@ def test_make_cluster_fills_nodes_of_eight() -> None:
     cluster = make_cluster("H100", 16)
     assert (cluster.nodes, cluster.gpus_per_node, cluster.world_size) == (2, 8, 16)
     assert cluster.gpu.name == "H100"
-    assert cluster.intra_node_bandwidth_gbps == get_gpu("H100").intra_node_bandwidth_gbps
+    assert cluster.intra_node_bandwidth_gb_per_s == get_gpu("H100").intra_node_bandwidth_gb_per_s
 
 
 def test_make_cluster_with_fewer_gpus_than_a_node() -> None:
@@ -124,15 +125,15 @@ def test_bundled_cluster_files_load(path: Path) -> None:
     cluster = load_cluster(path)
     assert cluster.gpu.name == raw["gpu"]
     assert cluster.world_size == raw["gpus_per_node"] * raw["nodes"]
-    assert cluster.inter_node_bandwidth_gbps == raw["inter_node_bandwidth_gbps"]
+    assert cluster.inter_node_bandwidth_gb_per_s == parse_gb_per_s(raw["inter_node_bandwidth_gb_per_s"])
     assert cluster.name == raw["name"]
 
 
 def _custom_gpu() -> dict:
     return {
         "name": "X1", "full_name": "Example X1 64GB", "vendor": "other", "memory_gb": 64,
-        "memory_bandwidth_gbps": 2000, "dense_tflops": {"bf16": 500, "fp8": 1000},
-        "intra_node_bandwidth_gbps": 100, "intra_node_latency_us": 5.0, "source": "made up for the test",
+        "memory_bandwidth_gb_per_s": 2000, "dense_tflops": {"bf16": 500, "fp8": 1000},
+        "intra_node_bandwidth_gb_per_s": 100, "intra_node_latency_us": 5.0, "source": "made up for the test",
     }
 
 
@@ -144,7 +145,7 @@ def test_cluster_yaml_with_custom_gpu(tmp_path: Path) -> None:
     assert cluster.gpu.peak_flops("fp8") == 1000e12
     assert (cluster.gpus_per_node, cluster.nodes, cluster.world_size) == (4, 2, 8)
     # Link figures not given in the file come from the GPU.
-    assert cluster.intra_node_bandwidth_gbps == 100
+    assert cluster.intra_node_bandwidth_gb_per_s == 100
     assert cluster.intra_node_latency_us == 5.0
     assert cluster.name == "x1"
 
@@ -161,9 +162,9 @@ def test_cluster_yaml_with_catalog_gpu_and_defaults(tmp_path: Path) -> None:
     ("content", "field"),
     [
         ({"gpus_per_node": 8, "nodes": 2}, "cluster.gpu"),
-        ({"gpu": "H100", "nodes": 2, "inter_node_bandwidth_gbps": -50}, "cluster.inter_node_bandwidth_gbps"),
-        ({"gpu": "H100", "intra_node_bandwidth_gbps": -1}, "cluster.intra_node_bandwidth_gbps"),
-        ({"gpu": {**_custom_gpu(), "memory_bandwidth_gbps": -2000}}, "cluster.gpu.memory_bandwidth_gbps"),
+        ({"gpu": "H100", "nodes": 2, "inter_node_bandwidth_gb_per_s": -50}, "cluster.inter_node_bandwidth_gb_per_s"),
+        ({"gpu": "H100", "intra_node_bandwidth_gb_per_s": -1}, "cluster.intra_node_bandwidth_gb_per_s"),
+        ({"gpu": {**_custom_gpu(), "memory_bandwidth_gb_per_s": -2000}}, "cluster.gpu.memory_bandwidth_gb_per_s"),
         ({"gpu": "H100", "nodes": 0}, "cluster.nodes"),
     ],
 )

@@ -90,7 +90,7 @@ def test_prompt_plus_output_beyond_the_context_names_both_numbers() -> None:
 )
 def test_catalog_parts_carry_datasheet_figures_and_sources(name: str, memory_gb: float, bandwidth: float) -> None:
     gpu = gpu_catalog()[name]
-    assert (gpu.memory_gb, gpu.memory_bandwidth_gbps) == (memory_gb, bandwidth)
+    assert (gpu.memory_gb, gpu.memory_bandwidth_gb_per_s) == (memory_gb, bandwidth)
     assert gpu.source.startswith(("http", "NVIDIA")) and gpu.notes
     assert get_gpu(name.lower()).name == name
 

@@ -14,6 +14,7 @@ from ..errors import InputError
 from ..limits import MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NODES, check_count
 from ..reading import one_line, parse_yaml_text, read_text
 from .contracts.hardware import GPU, Cluster
+from .contracts.units import rename_old_fields
 
 __all__ = ["gpu_catalog", "get_gpu", "make_cluster", "load_cluster", "cluster_for"]
 
@@ -100,9 +101,9 @@ def make_cluster(gpu: str | GPU, gpus: int, gpus_per_node: int | None = None) ->
         gpu=spec,
         gpus_per_node=per_node,
         nodes=nodes,
-        intra_node_bandwidth_gbps=spec.intra_node_bandwidth_gbps,
+        intra_node_bandwidth_gb_per_s=spec.intra_node_bandwidth_gb_per_s,
         intra_node_latency_us=spec.intra_node_latency_us,
-        inter_node_bandwidth_gbps=spec.inter_node_bandwidth_gbps,
+        inter_node_bandwidth_gb_per_s=spec.inter_node_bandwidth_gb_per_s,
         inter_node_latency_us=spec.inter_node_latency_us,
     )
 
@@ -123,16 +124,20 @@ def load_cluster(path: str | Path) -> Cluster:
             field="cluster.gpu",
             fix="add gpu: H100 (a catalog name) or a mapping with the GPU's figures",
         )
-    fields = dict(raw)
+    try:
+        # Old link names first, so the GPU's defaults below do not collide with a figure given under one.
+        fields = dict(rename_old_fields(raw, "cluster"))
+    except ValueError as exc:
+        raise InputError(str(exc), field="cluster", fix="see shardplan schema cluster for the fields") from None
     gpu_field = fields.pop("gpu")
     try:
         gpu = get_gpu(gpu_field) if isinstance(gpu_field, str) else GPU.model_validate(gpu_field)
     except ValidationError as exc:
         raise _field_error(exc, "cluster.gpu") from None
     for key in (
-        "intra_node_bandwidth_gbps",
+        "intra_node_bandwidth_gb_per_s",
         "intra_node_latency_us",
-        "inter_node_bandwidth_gbps",
+        "inter_node_bandwidth_gb_per_s",
         "inter_node_latency_us",
     ):
         fields.setdefault(key, getattr(gpu, key))
@@ -152,7 +157,8 @@ def load_cluster(path: str | Path) -> Cluster:
 def _field_error(exc: ValidationError, prefix: str) -> InputError:
     first = exc.errors()[0]
     where = ".".join([prefix, *(str(p) for p in first["loc"])])
-    return InputError(f"{where}: {first['msg']}", field=where, fix="see shardplan schema cluster for the fields")
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return InputError(f"{where}: {message}", field=where, fix="see shardplan schema cluster for the fields")
 
 
 def cluster_for(

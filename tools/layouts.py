@@ -55,14 +55,15 @@ def phase_layouts(model: ModelSpec, gpus: int, workload: Workload, *, prefill: b
 
 
 def replica_layouts(
-    model: ModelSpec, cluster: Cluster, budget: int, workload: Workload, *, prefill: bool = False
+    model: ModelSpec, cluster: Cluster, budget: int, workload: Workload, *, prefill: bool = False, smallest: int = 1
 ) -> Iterator[PhaseStrategy]:
-    """Layouts of one replica (dp=1) of every size that packs into the cluster's nodes within ``budget``.
+    """Layouts of one replica (dp=1) of every size from ``smallest`` GPUs that packs into the cluster's nodes
+    within ``budget``.
 
     Continuous batching keeps one microbatch: engines pipeline stages by keeping one batch per stage in
     flight, which the serving model prices (see :mod:`shardplan.tools.serving.steps`).
     """
-    for gpus in range(1, budget + 1):
+    for gpus in range(max(smallest, 1), budget + 1):
         if not packs(gpus, cluster.gpus_per_node) or max_workers(budget, cluster.gpus_per_node, gpus) < 1:
             continue
         for layout in phase_layouts(model, gpus, workload, prefill=prefill):

@@ -23,6 +23,7 @@ from .search import Candidate, SearchResult, candidate_from_cost, search
 __all__ = [
     "resolve_request",
     "infeasible_explanation",
+    "infeasible_plan",
     "plan",
     "plan_for_strategy",
     "review",
@@ -48,6 +49,20 @@ def infeasible_explanation(exc: InfeasibleError) -> str:
     """The explanation of an infeasible plan: the reason, citing the memory rule when memory is the reason."""
     text = str(exc)
     return text + ("." if "constraint" in text and exc.min_gpus is None else " (MEM-1).")
+
+
+def infeasible_plan(request: PlanRequest, exc: InfeasibleError) -> Plan:
+    """The plan of a request that nothing fits: no strategy; the fewest GPUs and the changes that would fit."""
+    return Plan(
+        shardplan_version=__version__,
+        request=request,
+        status="infeasible",
+        strategy=None,
+        min_gpus=exc.min_gpus,
+        hints=exc.hints,
+        explanation=infeasible_explanation(exc),
+        messages=[str(exc)],
+    )
 
 
 def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
@@ -148,15 +163,7 @@ def plan(request: PlanRequest) -> Plan:
     try:
         result = search(model, cluster, request.workload, top=6, constraints=request.constraints)
     except InfeasibleError as exc:
-        return Plan(
-            shardplan_version=__version__,
-            request=request,
-            status="infeasible",
-            strategy=None,
-            min_gpus=exc.min_gpus,
-            explanation=infeasible_explanation(exc),
-            messages=[str(exc)],
-        )
+        return infeasible_plan(request, exc)
     best = result.candidates[0]
     messages = [
         f"priced {result.evaluated} deployments in {result.seconds:.2f} s; "

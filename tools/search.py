@@ -15,7 +15,6 @@ always among deployments meeting the TTFT/TPOT targets first, then by how little
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from pydantic import Field
 
@@ -29,9 +28,10 @@ from .contracts.reports import CostReport
 from .contracts.strategy import PhaseStrategy, Strategy
 from .contracts.workload import Batching, Workload
 from .cost.estimate import target_misses
-from .cost.memory import memory_reports, weight_bytes_per_gpu
-from .feasibility import strategy_problems
-from .layouts import enumerate_strategies, phase_layouts, replica_layouts
+from .cost.memory import memory_reports
+from .fit_hints import fit_hints
+from .fitting import PhaseFilter, any_layout, layout_capacity, min_gpus_to_fit
+from .layouts import enumerate_strategies, replica_layouts
 from .model_math import weight_bytes
 from .ranking import pareto_front, rank_key, shortfall
 from .serving import (
@@ -42,7 +42,6 @@ from .serving import (
     max_workers,
     pool_options,
     prefill_worker,
-    replica_capacity,
     replica_strategy,
 )
 
@@ -50,7 +49,6 @@ __all__ = [
     "Candidate",
     "SearchResult",
     "search",
-    "min_gpus_to_fit",
     "candidate_from_cost",
     "candidate_from_option",
 ]
@@ -148,20 +146,12 @@ def candidate_from_cost(strategy: Strategy, workload: Workload, cost: CostReport
     )
 
 
-PhaseFilter = Callable[[str, PhaseStrategy], bool]
-"""Whether a layout may serve a phase (``prefill`` or ``decode``): the request's constraints."""
-
-
-def _any_layout(phase: str, layout: PhaseStrategy) -> bool:
-    return True
-
-
 def _screen(
     model: ModelSpec,
     cluster: Cluster,
     workload: Workload,
     rejected: dict[str, int],
-    allowed: PhaseFilter = _any_layout,
+    allowed: PhaseFilter = any_layout,
     keep: int = 2,
 ) -> list[StepPricer]:
     """The replica layouts worth pricing in full, each with its (memoised) step pricer.
@@ -173,17 +163,13 @@ def _screen(
     before pricing.
     """
     budget = cluster.world_size
-    usable = cluster.gpu.memory_gb * 1e9 * workload.gpu_memory_utilization
     by_size: dict[int, list[tuple[float, StepPricer]]] = {}
     for layout in replica_layouts(model, cluster, budget, workload):
         if not (allowed("prefill", layout) or allowed("decode", layout)):
             rejected["constraints"] = rejected.get("constraints", 0) + 1
             continue
-        if weight_bytes_per_gpu(model, layout) > usable:
-            rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
-            continue
-        capacity = replica_capacity(model, cluster, layout, workload)
-        if capacity < layout.adp * layout.mb:
+        capacity = layout_capacity(model, cluster, layout, workload)
+        if not capacity:
             rejected["MEM-1"] = rejected.get("MEM-1", 0) + 1
             continue
         pricer = StepPricer.for_workload(model, cluster, layout, workload)
@@ -209,7 +195,7 @@ def _aggregated(
     cluster: Cluster,
     workload: Workload,
     pricers: list[StepPricer],
-    allowed: PhaseFilter = _any_layout,
+    allowed: PhaseFilter = any_layout,
 ) -> list[DeploymentOption]:
     options: list[DeploymentOption] = []
     for pricer in pricers:
@@ -224,7 +210,7 @@ def _disaggregated(
     cluster: Cluster,
     workload: Workload,
     pricers: list[StepPricer],
-    allowed: PhaseFilter = _any_layout,
+    allowed: PhaseFilter = any_layout,
     keep: int = 3,
 ) -> list[DeploymentOption]:
     """Pools of the ``keep`` best prefill workers (requests/s per GPU, within the TTFT target) and the ``keep``
@@ -309,7 +295,7 @@ def search(
     if not options and constraints is not None and any(k.startswith("constraint") for k in rejected):
         _raise_for_constraints(model, cluster, workload, constraints)
     if not options:
-        need = min_gpus_to_fit(model, cluster, workload)
+        need = min_gpus_to_fit(model, cluster, workload, allowed)
         weights_gb = weight_bytes(model) / 1e9
         capacity_gb = cluster.world_size * cluster.gpu.memory_gb
         raise InfeasibleError(
@@ -321,6 +307,7 @@ def search(
                 f"; the fewest {cluster.gpu.name} GPUs that fit is {need}" if need else "; no GPU count up to 1024 fits"
             ),
             min_gpus=need,
+            hints=fit_hints(model, cluster, workload, need, allowed),
         )
     key = rank_key(workload.objective, workload)
     options.sort(key=key)
@@ -356,23 +343,3 @@ def _raise_for_constraints(model: ModelSpec, cluster: Cluster, workload: Workloa
         f"do not fit in memory ({model.weight_dtype} weights, {workload.sequences} sequence(s) at "
         f"{workload.isl}+{workload.osl} tokens); relax the constraints or add GPUs"
     )
-
-
-def min_gpus_to_fit(model: ModelSpec, cluster: Cluster, workload: Workload, limit: int = 1024) -> int | None:
-    """The fewest GPUs of the cluster's kind on which some strategy fits in memory, or None up to ``limit``."""
-    from .hardware import make_cluster
-
-    # A request smaller than one node still buys whole nodes of the GPU's usual size when it grows.
-    per_node = max(cluster.gpus_per_node, cluster.gpu.gpus_per_node) if cluster.nodes == 1 else cluster.gpus_per_node
-    counts = sorted({n for n in (1, 2, 4) if n < per_node} | set(range(per_node, limit + 1, per_node)))
-    for gpus in counts:
-        if gpus <= cluster.world_size:
-            continue
-        trial = make_cluster(cluster.gpu, gpus, per_node)
-        for phase in phase_layouts(model, gpus, workload, prefill=False):
-            strategy = Strategy(prefill=phase, decode=phase)
-            if strategy_problems(model, strategy, workload.at_concurrency(max(workload.sequences, phase.gpus)), gpus):
-                continue
-            if all(m.fits for m in memory_reports(model, trial.gpu, strategy, workload)):
-                return gpus
-    return None

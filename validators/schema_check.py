@@ -24,6 +24,7 @@ from ..errors import InputError
 from ..reading import load_json_strict
 from ..tools.contracts.dag import DAG
 from ..tools.contracts.reports import ValidationReport, Violation
+from ..tools.contracts.units import rename_old_fields
 from .registry import validate
 
 __all__ = [
@@ -191,6 +192,22 @@ def validate_json(source: Any) -> ValidationReport:
         )
 
 
+def _renamed_cluster_fields(dag: Any) -> Any:
+    """``dag`` with the old ``*_gbps`` bandwidth names of its cluster moved to ``*_gb_per_s`` (with a
+    deprecation warning), so that a DAG written before the rename still meets the schema."""
+    meta = dag.get("meta") if isinstance(dag, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("cluster"), dict):
+        return dag
+    cluster = meta["cluster"]
+    try:
+        cluster = rename_old_fields(cluster, "cluster")
+        if isinstance(cluster.get("gpu"), dict):
+            cluster = {**cluster, "gpu": rename_old_fields(cluster["gpu"], "gpu")}
+    except ValueError:
+        return dag  # both names given: the schema check names the unknown key
+    return {**dag, "meta": {**meta, "cluster": cluster}}
+
+
 def _validate_json(source: Any) -> ValidationReport:
     if isinstance(source, (str, bytes)):
         try:
@@ -209,6 +226,7 @@ def _validate_json(source: Any) -> ValidationReport:
                     )
                 ]
             )
+    obj = _renamed_cluster_fields(obj)
     nodes, edges = _size(obj, "nodes"), _size(obj, "edges")
     if nodes > MAX_NODES:
         return _report(

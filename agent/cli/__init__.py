@@ -11,7 +11,7 @@ import importlib
 import sys
 from typing import NoReturn
 
-from ...errors import ShardplanError
+from ...errors import DeprecatedFieldWarning, ShardplanError
 from .app import app
 
 __all__ = ["app", "main"]
@@ -28,6 +28,7 @@ def main() -> None:
     """
     import typer
 
+    _show_deprecations_as_lines()
     for module in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{module}")
     try:
@@ -37,6 +38,25 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001  (sorted below: expected errors become one line, bugs re-raise)
         _one_line_or_raise(exc)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _show_deprecations_as_lines() -> None:
+    """Print each distinct deprecation of an input field (an old name in a cluster file) as one
+    ``warning:`` line on stderr; Python hides DeprecationWarning from users by default."""
+    import warnings
+
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+        if issubclass(category, DeprecatedFieldWarning):
+            from ...reading import one_line
+
+            sys.stderr.write(f"warning: {one_line(str(message), 1000)}\n")
+        else:
+            shown(message, category, *args, **kwargs)  # type: ignore[arg-type]
+
+    warnings.filterwarnings("once", category=DeprecatedFieldWarning)
+    warnings.showwarning = show
 
 
 def _one_line_or_raise(exc: Exception) -> NoReturn:

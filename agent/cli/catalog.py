@@ -52,11 +52,11 @@ def gpus_command(as_json: JsonFlag = False) -> None:
         table.add_row(
             name,
             f"{gpu.memory_gb:g} GB",
-            f"{gpu.memory_bandwidth_gbps:g}",
+            f"{gpu.memory_bandwidth_gb_per_s:g}",
             f"{gpu.dense_tflops.get('bf16', 0):g}",
             f"{fp8:g}" if fp8 else "-",
-            f"{gpu.intra_node_bandwidth_gbps:g}",
-            f"{gpu.inter_node_bandwidth_gbps:g}",
+            f"{gpu.intra_node_bandwidth_gb_per_s:g}",
+            f"{gpu.inter_node_bandwidth_gb_per_s:g}",
         )
     console().print(table)
 

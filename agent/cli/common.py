@@ -71,7 +71,12 @@ _REQUEST_PARAMETERS = [
         _KW,
         default=None,
         annotation=Annotated[
-            Path | None, typer.Option("--cluster", help="Cluster YAML (GPU, nodes, link figures); replaces --gpu.")
+            Path | None,
+            typer.Option(
+                "--cluster",
+                help="Cluster YAML (GPU, nodes, link figures: *_gb_per_s in GB/s, or with a unit such as 400Gbps); "
+                "replaces --gpu.",
+            ),
         ],
     ),
     inspect.Parameter(

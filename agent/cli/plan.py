@@ -94,6 +94,26 @@ def print_frontier(plan: Any, limit: int = 12) -> None:
     console().print(table)
 
 
+def hint_options(hint: Any, request: Any) -> str:
+    """The command-line options that apply a fit hint to ``request``."""
+    if hint.change == "gpus":
+        return f"--gpus {hint.value}" if request.cluster is None else f"a cluster file of {hint.value} GPUs"
+    if hint.change == "context":
+        batch = " --batch 1" if request.workload.batch else ""
+        return f"--isl {int(hint.value) - request.workload.osl}{batch}"
+    return f"--{hint.change.replace('_', '-')} {hint.value}"
+
+
+def print_fit_hints(hints: list[Any], request: Any) -> None:
+    """What would make an infeasible request fit, one change a line with the options that make it."""
+    if not hints:
+        return
+    out = console()
+    out.print("it would fit with any one of:")
+    for hint in hints:
+        out.print(f"  [bold]{hint_options(hint, request)}[/bold]: {hint.text}")
+
+
 def print_plan(plan: Any) -> None:
     """The plan as a person reads it: deployment, strategy per phase, figures, validation, runners-up, explanation."""
     from rich.table import Table
@@ -107,7 +127,8 @@ def print_plan(plan: Any) -> None:
         out.print(f"[dim]assumed: {line}[/dim]")
     if plan.strategy is None:
         out.print(f"[bold red]infeasible[/bold red]: {plan.explanation}")
-        if plan.min_gpus:
+        print_fit_hints(plan.hints, plan.request)
+        if plan.min_gpus and not any(hint.change == "gpus" for hint in plan.hints):
             out.print(f"minimum GPUs that fit: {plan.min_gpus}")
         return
     print_deployment(plan)
@@ -337,9 +358,11 @@ def search_command(
         result = search(spec, cl, request.workload, top=top, constraints=request.constraints)
     except InfeasibleError as exc:
         if as_json:
-            emit_json({"infeasible": str(exc), "min_gpus": exc.min_gpus})
+            emit_json({"infeasible": str(exc), "min_gpus": exc.min_gpus,
+                       "hints": [hint.model_dump(mode="json") for hint in exc.hints]})
         else:
             console().print(f"[red]infeasible[/red]: {exc}")
+            print_fit_hints(exc.hints, request)
         return
     if as_json:
         emit_json(result)

@@ -193,7 +193,7 @@ def memory_samples(rows: list[dict[str, Any]]) -> tuple[list[Sample], list[Exclu
                 Sample(
                     "memory",
                     label,
-                    GIB / (float(row["achieved_gbps"]) * 1e9),
+                    GIB / (float(row["achieved_gb_per_s"]) * 1e9),
                     lambda node=node, cluster=cluster: _kernel_time_s(node, cluster, "none"),
                 )
             )
@@ -247,9 +247,9 @@ def collective_samples(rows: list[dict[str, Any]]) -> tuple[list[Sample], list[E
     for row in rows:
         seconds = row.get("time_us", row.get("time_us_derived"))
         n = int(row["ranks"])
-        if seconds is None and row.get("bytes") and row.get("busbw_gbps") and row["op"] == "all_reduce":
+        if seconds is None and row.get("bytes") and row.get("busbw_gb_per_s") and row["op"] == "all_reduce":
             # nccl-tests: busbw = algbw * 2(n-1)/n and algbw = bytes / time.
-            seconds = row["bytes"] * 2.0 * (n - 1) / n / (row["busbw_gbps"] * 1e3)
+            seconds = row["bytes"] * 2.0 * (n - 1) / n / (row["busbw_gb_per_s"] * 1e3)
         label = f"{row['gpu']} {row['op']} x{n} {row.get('bytes')} B" + (
             f" ({row['algorithm']})" if row.get("algorithm") else ""
         )

@@ -32,7 +32,7 @@ from .capabilities import (
 from .guards import MAX_DAG_CHARS, MAX_DAG_NODES
 from .registry import CAPABILITIES, Capability, dump, error_dict, field_error, parse_args
 from .results import BuildSummary, CostSummary, DagCheck, SearchSummary, StrategyCheck
-from .shared import alternatives_for, evaluate_strategy, infeasible_plan, search_request
+from .shared import alternatives_for, evaluate_strategy, search_request
 
 __all__ = [
     "CAPABILITIES",
@@ -60,7 +60,6 @@ __all__ = [
     "evaluate_strategy",
     "search_request",
     "alternatives_for",
-    "infeasible_plan",
     "parse_args",
     "error_dict",
     "field_error",

@@ -85,10 +85,10 @@ def list_gpus(args: NoArgs) -> list[dict[str, Any]]:
             "name": name,
             "full_name": g.full_name,
             "memory_gb": g.memory_gb,
-            "memory_bandwidth_gbps": g.memory_bandwidth_gbps,
+            "memory_bandwidth_gb_per_s": g.memory_bandwidth_gb_per_s,
             "dense_tflops": g.dense_tflops,
-            "intra_node_bandwidth_gbps": g.intra_node_bandwidth_gbps,
-            "inter_node_bandwidth_gbps": g.inter_node_bandwidth_gbps,
+            "intra_node_bandwidth_gb_per_s": g.intra_node_bandwidth_gb_per_s,
+            "inter_node_bandwidth_gb_per_s": g.inter_node_bandwidth_gb_per_s,
             "gpus_per_node": g.gpus_per_node,
         }
         for name, g in gpu_catalog().items()
@@ -109,7 +109,8 @@ def _summarize_search(result: Any, objective: str, top: int) -> SearchSummary:
     from ..search import SearchResult
 
     if not isinstance(result, SearchResult):
-        return SearchSummary(feasible=False, objective=objective, min_gpus=result.min_gpus, message=str(result))
+        return SearchSummary(feasible=False, objective=objective, min_gpus=result.min_gpus, hints=result.hints,
+                             message=str(result))
     candidates = [
         CandidateBrief(
             strategy=c.spec,
@@ -138,7 +139,8 @@ def _summarize_search(result: Any, objective: str, top: int) -> SearchSummary:
 def search_strategies(args: SearchArgs) -> SearchSummary:
     """Rank the strategies that fit the request, best first for its objective, with predicted figures.
 
-    When nothing fits, ``feasible`` is false and ``min_gpus`` says how many GPUs would.
+    When nothing fits, ``feasible`` is false, ``min_gpus`` says how many GPUs would, and ``hints`` name each
+    single change (weight or KV format, GPU count, context, sequences in flight) that would make it fit.
     """
     request = args.to_request()
     return _summarize_search(search_request(request), request.workload.objective, args.top)

@@ -89,7 +89,8 @@ def error_dict(exc: Exception) -> dict[str, Any]:
     elif isinstance(exc, ValidationError):
         data = field_error(exc).to_dict()
     elif isinstance(exc, InfeasibleError):
-        data = {"error": "InfeasibleError", "message": str(exc), "field": None, "fix": None, "min_gpus": exc.min_gpus}
+        data = {"error": "InfeasibleError", "message": str(exc), "field": None, "fix": None, "min_gpus": exc.min_gpus,
+                "hints": [hint.model_dump(mode="json") for hint in exc.hints]}
     else:
         data = {"error": type(exc).__name__, "message": str(exc), "field": None, "fix": None}
     return {k: one_line(v, 2000) if isinstance(v, str) else v for k, v in data.items()}

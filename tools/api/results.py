@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..contracts.plan import FitHint
+
 # ------------------------------------------------------------------------------------------------ results
 
 
@@ -79,6 +81,9 @@ class SearchSummary(Result):
     evaluated: int = 0
     rejected: dict[str, int] = Field(default_factory=dict, description="Pruned strategies by rule ID.")
     min_gpus: int | None = Field(default=None, description="When infeasible: fewest GPUs that would fit.")
+    hints: list[FitHint] = Field(
+        default_factory=list, description="When infeasible: each single change that would make it fit, with figures."
+    )
     message: str = ""
 
 

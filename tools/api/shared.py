@@ -6,7 +6,7 @@ import functools
 from typing import Any
 
 from ...errors import InfeasibleError
-from ..contracts.plan import Alternative, Plan, PlanRequest
+from ..contracts.plan import Alternative, PlanRequest
 from ..contracts.reports import CostReport, ValidationReport
 from .guards import MAX_VIOLATIONS, SEARCH_DEPTH
 from .results import CostBrief, StrategyCheck, ViolationBrief
@@ -158,18 +158,3 @@ def alternatives_for(request: PlanRequest, chosen: StrategyCheck, limit: int = 4
         return []
     return alternatives_from(result, match, request.workload.objective, limit)
 
-
-def infeasible_plan(request: PlanRequest, exc: InfeasibleError) -> Plan:
-    """The plan of a request that nothing fits: no strategy, the fewest GPUs that would fit."""
-    from ... import __version__
-    from ..planner import infeasible_explanation
-
-    return Plan(
-        shardplan_version=__version__,
-        request=request,
-        status="infeasible",
-        strategy=None,
-        min_gpus=exc.min_gpus,
-        explanation=infeasible_explanation(exc),
-        messages=[str(exc)],
-    )

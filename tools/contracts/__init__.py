@@ -16,7 +16,7 @@ from .dag import (
 )
 from .hardware import GPU, Cluster
 from .model import MLASpec, ModelSpec, MoESpec
-from .plan import Alternative, Deployment, FrontierPoint, Plan, PlanRequest, WorkerPool
+from .plan import Alternative, Deployment, FitHint, FrontierPoint, Plan, PlanRequest, WorkerPool
 from .reports import CostReport, MemoryReport, PathStep, PhaseCost, PricingReport, ValidationReport, Violation
 from .strategy import PhaseStrategy, Strategy, parse_strategy
 from .workload import Workload
@@ -47,6 +47,7 @@ __all__ = [
     "MoESpec",
     "Alternative",
     "Deployment",
+    "FitHint",
     "FrontierPoint",
     "WorkerPool",
     "Plan",

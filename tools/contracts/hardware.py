@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from .common import Contract
+from .units import GBPerSecond, rename_old_fields
 
 __all__ = ["GPU", "Cluster", "LinkScope"]
 
@@ -20,19 +21,24 @@ class GPU(Contract):
     full_name: str = Field(description="Marketing name with form factor and memory.")
     vendor: Literal["nvidia", "amd", "other"] = Field(description="Maker.")
     memory_gb: float = Field(gt=0, description="HBM capacity in GB (1e9 bytes) as on the datasheet.")
-    memory_bandwidth_gbps: float = Field(gt=0, description="Peak HBM bandwidth in GB/s.")
+    memory_bandwidth_gb_per_s: GBPerSecond = Field(
+        description="Peak HBM bandwidth in GB/s (gigabytes); a string may carry its unit, e.g. '3.35 TB/s'."
+    )
     dense_tflops: dict[str, float] = Field(
         description="Peak dense tensor throughput in TFLOP/s per dtype (bf16, fp8, ...)."
     )
-    intra_node_bandwidth_gbps: float = Field(
-        gt=0, description="Per-GPU unidirectional scale-up link bandwidth (NVLink, Infinity Fabric, PCIe), GB/s."
+    intra_node_bandwidth_gb_per_s: GBPerSecond = Field(
+        description="Per-GPU unidirectional scale-up link bandwidth (NVLink, Infinity Fabric, PCIe) in GB/s "
+        "(gigabytes); a string may carry its unit, e.g. '450GB/s'."
     )
     intra_node_latency_us: float = Field(
         ge=0, description="Small-message collective latency inside a node, microseconds."
     )
     gpus_per_node: int = Field(default=8, ge=1, description="GPUs in a typical node of this model.")
-    inter_node_bandwidth_gbps: float = Field(
-        default=50.0, gt=0, description="Typical per-GPU network bandwidth across nodes, GB/s."
+    inter_node_bandwidth_gb_per_s: GBPerSecond = Field(
+        default=50.0,
+        description="Typical per-GPU network bandwidth across nodes in GB/s (gigabytes); a string may carry its "
+        "unit, e.g. '400Gbps' (gigabits, read as 50).",
     )
     inter_node_latency_us: float = Field(
         default=8.0, ge=0, description="Typical small-message latency across nodes, microseconds."
@@ -40,6 +46,11 @@ class GPU(Contract):
     tdp_w: float | None = Field(default=None, description="Board power, watts.")
     source: str = Field(default="", description="Where the figures come from.")
     notes: str = Field(default="", description="How the figures were read (dense vs sparse, estimates).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_fields(cls, data: Any) -> Any:
+        return rename_old_fields(data, "gpu")
 
     def peak_flops(self, dtype: str) -> float:
         """Peak dense FLOP/s for ``dtype``, falling back to the next wider floating-point format supported."""
@@ -68,18 +79,30 @@ class Cluster(Contract):
     gpu: GPU = Field(description="The accelerator in every slot.")
     gpus_per_node: int = Field(ge=1, description="GPUs joined by the fast scale-up link.")
     nodes: int = Field(ge=1, description="Nodes joined by the network.")
-    intra_node_bandwidth_gbps: float = Field(gt=0, description="Per-GPU unidirectional bandwidth inside a node, GB/s.")
+    intra_node_bandwidth_gb_per_s: GBPerSecond = Field(
+        description="Per-GPU unidirectional bandwidth inside a node in GB/s (gigabytes), or a string with its unit "
+        "('450GB/s', '3600 Gb/s')."
+    )
     intra_node_latency_us: float = Field(ge=0, description="Collective latency inside a node, microseconds.")
-    inter_node_bandwidth_gbps: float = Field(gt=0, description="Per-GPU unidirectional bandwidth across nodes, GB/s.")
+    inter_node_bandwidth_gb_per_s: GBPerSecond = Field(
+        description="Per-GPU unidirectional bandwidth across nodes in GB/s (gigabytes), or a string with its unit "
+        "('400Gbps' for a 400 Gb/s NIC is 50 GB/s)."
+    )
     inter_node_latency_us: float = Field(ge=0, description="Collective latency across nodes, microseconds.")
     description: str = Field(default="", description="Free text.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_fields(cls, data: Any) -> Any:
+        return rename_old_fields(data, "cluster")
+
     @model_validator(mode="after")
     def _check(self) -> Cluster:
-        if self.inter_node_bandwidth_gbps > self.intra_node_bandwidth_gbps * 4:
+        if self.inter_node_bandwidth_gb_per_s > self.intra_node_bandwidth_gb_per_s * 4:
             raise ValueError(
-                f"inter_node_bandwidth_gbps={self.inter_node_bandwidth_gbps} is far above "
-                f"intra_node_bandwidth_gbps={self.intra_node_bandwidth_gbps}; figures are per GPU, unidirectional GB/s"
+                f"inter_node_bandwidth_gb_per_s={self.inter_node_bandwidth_gb_per_s:g} is far above "
+                f"intra_node_bandwidth_gb_per_s={self.intra_node_bandwidth_gb_per_s:g}; figures are per GPU, "
+                "unidirectional GB/s (gigabytes: a 400 Gb/s NIC is 50, or write '400Gbps')"
             )
         return self
 

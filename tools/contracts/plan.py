@@ -13,7 +13,17 @@ from .reports import CostReport, ValidationReport
 from .strategy import Strategy
 from .workload import Batching, Workload
 
-__all__ = ["PlanRequest", "Alternative", "Plan", "PlanStatus", "Deployment", "WorkerPool", "FrontierPoint"]
+__all__ = [
+    "PlanRequest",
+    "Alternative",
+    "Plan",
+    "PlanStatus",
+    "Deployment",
+    "WorkerPool",
+    "FrontierPoint",
+    "FitChange",
+    "FitHint",
+]
 
 PlanStatus = Literal["ok", "targets_missed", "infeasible"]
 
@@ -50,6 +60,22 @@ class Alternative(Contract):
     concurrency: int | None = Field(default=None, ge=1, description="Sequences in flight at its best concurrency.")
     gpus_used: int | None = Field(default=None, ge=1, description="GPUs it uses.")
     why_not: str = Field(description="Why it lost to the chosen one.")
+
+
+FitChange = Literal["weight_dtype", "kv_dtype", "gpus", "context", "batch"]
+"""What a fit hint changes: the weight or KV-cache format, the GPU count, the context (prompt plus output
+tokens, at one sequence in flight), or the sequences in flight."""
+
+
+class FitHint(Contract):
+    """One change to an infeasible request that makes it fit in memory, checked with the search's memory test."""
+
+    change: FitChange = Field(description="Which part of the request to change.")
+    value: str | int = Field(
+        description="The new setting: a dtype (fp8), a GPU count, the longest context in tokens (prompt plus "
+        "output, one sequence in flight), or the most sequences in flight."
+    )
+    text: str = Field(description="The change with its figures, e.g. weights per GPU and sequences that fit.")
 
 
 class WorkerPool(Contract):
@@ -132,6 +158,10 @@ class Plan(Contract):
     explanation: str = Field(default="", description="Why this strategy, in a few sentences, citing rule IDs.")
     min_gpus: int | None = Field(
         default=None, description="When infeasible for memory: the fewest GPUs that would fit."
+    )
+    hints: list[FitHint] = Field(
+        default_factory=list,
+        description="When infeasible for memory: each single change that would make it fit, with its figures.",
     )
     messages: list[str] = Field(default_factory=list, description="What the planner noticed along the way.")
     assumptions: list[str] = Field(

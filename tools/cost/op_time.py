@@ -50,7 +50,7 @@ def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
     """Roofline time of a compute node on one of its ranks, plus kernel launch overhead."""
     gpu = cluster.gpu
     cal = profile_for(gpu)
-    bandwidth = gpu.memory_bandwidth_gbps * 1e9
+    bandwidth = gpu.memory_bandwidth_gb_per_s * 1e9
     moved = node.bytes_read + node.bytes_written
     if node.kind == "attention":
         if node.phase == "prefill":
@@ -131,8 +131,8 @@ def collective_time_s(node: CommNode, cluster: Cluster) -> float:
     n = len(set(node.ranks)) if node.kind not in ("send", "recv", "kv_transfer") else 2
     if n <= 1 and node.kind not in ("send", "kv_transfer"):
         return 0.0
-    intra_bw = cluster.intra_node_bandwidth_gbps * 1e9 * cal.bandwidth_efficiency["intra_node"]
-    inter_bw = cluster.inter_node_bandwidth_gbps * 1e9 * cal.bandwidth_efficiency["inter_node"]
+    intra_bw = cluster.intra_node_bandwidth_gb_per_s * 1e9 * cal.bandwidth_efficiency["intra_node"]
+    inter_bw = cluster.inter_node_bandwidth_gb_per_s * 1e9 * cal.bandwidth_efficiency["inter_node"]
     factor = cal.latency_factor.get(node.kind, 1.0)
     alpha = (cluster.inter_node_latency_us if nodes > 1 else cluster.intra_node_latency_us) * 1e-6
     latency = factor * alpha * (1 + math.log2(max(n, 2)))
@@ -169,6 +169,6 @@ def node_time_s(node: ComputeNode | CommNode | StateNode, cluster: Cluster) -> f
     if isinstance(node, CommNode):
         return collective_time_s(node, cluster)
     if node.kind == "kv_write":
-        bandwidth = cluster.gpu.memory_bandwidth_gbps * 1e9 * profile_for(cluster.gpu).memory.efficiency
+        bandwidth = cluster.gpu.memory_bandwidth_gb_per_s * 1e9 * profile_for(cluster.gpu).memory.efficiency
         return node.bytes / bandwidth + _launch_s(node, node.phase)
     return 0.0

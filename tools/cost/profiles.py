@@ -21,7 +21,7 @@ PUBLIC_KERNELS = "public-kernel"
 
 
 @lru_cache(maxsize=64)
-def _profile_name(gpu_name: str, bf16_flops: float, bandwidth_gbps: float) -> tuple[str, str | None]:
+def _profile_name(gpu_name: str, bf16_flops: float, bandwidth_gb_per_s: float) -> tuple[str, str | None]:
     from ..hardware import gpu_catalog
 
     profiles = calibration().profiles
@@ -35,7 +35,7 @@ def _profile_name(gpu_name: str, bf16_flops: float, bandwidth_gbps: float) -> tu
 
     def distance(other: GPU) -> float:
         compute = math.log(bf16_flops / other.peak_flops("bf16"))
-        return math.hypot(compute, math.log(bandwidth_gbps / other.memory_bandwidth_gbps))
+        return math.hypot(compute, math.log(bandwidth_gb_per_s / other.memory_bandwidth_gb_per_s))
 
     closest = min(profiled, key=distance)
     name = next(n for n, p in profiles.items() if closest.name in p.gpus)
@@ -49,7 +49,7 @@ def gpu_profile(gpu: GPU) -> tuple[str, str | None]:
     >>> gpu_profile(gpu_catalog()["H100"])[1] is None
     True
     """
-    return _profile_name(gpu.name, gpu.peak_flops("bf16"), gpu.memory_bandwidth_gbps)
+    return _profile_name(gpu.name, gpu.peak_flops("bf16"), gpu.memory_bandwidth_gb_per_s)
 
 
 # The scheduler asks once per node: remember the answer per GPU object (kept alive with it, so an id is

@@ -102,8 +102,8 @@ def kv_transfer_s(
     whole = kv_bytes_per_sequence_per_gpu(model, PhaseStrategy(), isl)
     lanes = min(prefill.replica_gpus, decode.replica_gpus)
     if same_node:
-        return whole / (lanes * cluster.intra_node_bandwidth_gbps * 1e9) + cluster.intra_node_latency_us * 1e-6
-    return whole / (lanes * cluster.inter_node_bandwidth_gbps * 1e9) + cluster.inter_node_latency_us * 1e-6
+        return whole / (lanes * cluster.intra_node_bandwidth_gb_per_s * 1e9) + cluster.intra_node_latency_us * 1e-6
+    return whole / (lanes * cluster.inter_node_bandwidth_gb_per_s * 1e9) + cluster.inter_node_latency_us * 1e-6
 
 
 def pool_options(
