@@ -20,10 +20,15 @@ from .results import BuildSummary, CandidateBrief, CostBrief, CostSummary, DagCh
 __all__ = ["summary_text"]
 
 
-def _figures(c: CostBrief) -> str:
+def _figures(c: CostBrief, capacity_gb: float | None = None) -> str:
+    of = f" of {capacity_gb:g}" if capacity_gb else ""
     return (f"TTFT {c.ttft_ms:.1f} ms | TPOT {c.tpot_ms:.2f} ms | {c.tokens_per_s:,.0f} tok/s "
             f"({c.tokens_per_s_per_gpu:.1f}/GPU, {c.tokens_per_s_per_user:.1f}/user) | "
-            f"memory {c.memory_per_gpu_gb:.1f} GB per GPU{'' if c.fits else ' (does not fit)'}")
+            f"memory {c.memory_per_gpu_gb:.1f}{of} GB per GPU{'' if c.fits else ' (does not fit)'}")
+
+
+def _capacity(c: CostSummary) -> float | None:
+    return min((m.capacity_gb for m in c.memory), default=None)
 
 
 def _plan(p: PlanSummary) -> str:
@@ -36,7 +41,7 @@ def _plan(p: PlanSummary) -> str:
         d = p.deployment
         lines[0] += (f", {d.gpus_used} GPUs used, {d.concurrency} sequences in flight, "
                      f"{d.requests_per_s:.2f} requests/s")
-    lines.append(_figures(p.cost.headline))
+    lines.append(_figures(p.cost.headline, _capacity(p.cost)))
     if p.cost.misses:
         lines.append("missed: " + "; ".join(p.cost.misses))
     if p.validation is not None:
@@ -52,7 +57,7 @@ def _plan(p: PlanSummary) -> str:
 
 
 def _cost(c: CostSummary) -> str:
-    lines = [_figures(c.headline),
+    lines = [_figures(c.headline, _capacity(c)),
              f"prefill {c.prefill.latency_ms:.1f} ms ({c.prefill.exposed_communication_ms:.1f} ms exposed "
              f"communication); decode step {c.decode.latency_ms:.2f} ms ({c.decode.collectives} collectives, "
              f"{c.decode.inter_node_collectives} across nodes)",
