@@ -268,7 +268,8 @@ Plan how to serve {model} on {gpus} x {gpu} GPUs for prompts of {isl} tokens and
 Use the shardplan tools; every figure you report must come from a tool result.
 1. describe_model(model="{model}") and list_gpus() to know the model's size and the GPU's memory.
 2. plan(model="{model}", gpu="{gpu}", gpus={gpus}, isl={isl}, osl={osl}{_target_args(targets)}): the chosen
-   strategy per phase, its validation and cost, the runners-up and why they lost.
+   strategy per phase, its validation and cost, the runners-up and why they lost (a compact summary; add
+   detail=true only when you need the critical paths).
    If status is "infeasible", report min_gpus; if "targets_missed", call search_strategies with the same
    arguments and objective "goodput" to show the best trade-offs.
 3. Check the choice: build_dag with the chosen strategy SPEC and include_dag=true, then validate_dag on its
