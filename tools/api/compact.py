@@ -8,9 +8,9 @@ asked for (``detail=true``).
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from ..contracts.plan import Alternative, Deployment, Plan, PlanRequest, PlanStatus
 from ..contracts.reports import CostReport, ValidationReport
@@ -71,6 +71,24 @@ class PlanSummary(Result):
         default=None, description="The whole plan, as `shardplan plan -o` writes it (its DAG only with include_dag); "
         "only with detail=true."
     )
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _round_floats(value: Any) -> Any:
+    if isinstance(value, float):
+        return _r(value)
+    if isinstance(value, dict):
+        return {k: _round_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_round_floats(v) for v in value]
+    return value
+
+
+def _rounded(model: M) -> M:
+    """``model`` with every float to three decimals, as the other compact figures are: 168.939, not 168.93871657."""
+    return type(model).model_validate(_round_floats(model.model_dump()))
 
 
 def _phase_brief(cost: CostReport, name: Literal["prefill", "decode"]) -> PhaseBrief:
@@ -139,10 +157,10 @@ def plan_summary(plan: Plan, *, detail: bool = False) -> PlanSummary:
         feasible=plan.feasible,
         request=plan.request.model_copy(update={"assumptions": []}),
         strategy=plan.strategy.to_spec() if plan.strategy is not None else None,
-        deployment=_thin_frontier(plan.deployment) if plan.deployment is not None else None,
+        deployment=_rounded(_thin_frontier(plan.deployment)) if plan.deployment is not None else None,
         cost=cost_summary(plan.cost) if plan.cost is not None else None,
         validation=validation_brief(plan.validation) if plan.validation is not None else None,
-        alternatives=plan.alternatives[:MAX_ALTERNATIVES],
+        alternatives=[_rounded(a) for a in plan.alternatives[:MAX_ALTERNATIVES]],
         alternatives_total=len(plan.alternatives),
         explanation=plan.explanation,
         min_gpus=plan.min_gpus,
