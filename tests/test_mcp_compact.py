@@ -178,3 +178,12 @@ def test_the_validation_brief_names_failing_rules_once_errors_first() -> None:
     assert brief.failing_rules == ["TP-2", "TP-1"] and brief.violations_total == 4
     assert [v.severity for v in brief.violations] == ["error", "error", "error", "warning"]
     assert brief.rules_checked_total == 3 and not brief.valid
+
+
+def test_the_examples_in_the_docstrings_run() -> None:
+    import doctest
+
+    from shardplan.tools.api import result_store, texts
+
+    for module in (result_store, texts):
+        assert doctest.testmod(module).failed == 0, module.__name__

@@ -39,8 +39,8 @@ def _plan(p: PlanSummary) -> str:
     lines = [f"plan {p.status}: {p.request.model} as {p.strategy} on {gpu}"]
     if p.deployment is not None:
         d = p.deployment
-        lines[0] += (f", {d.gpus_used} GPUs used, {d.concurrency} sequences in flight, "
-                     f"{d.requests_per_s:.2f} requests/s")
+        sequences = "1 sequence" if d.concurrency == 1 else f"{d.concurrency} sequences"
+        lines[0] += f", {d.gpus_used} GPUs used, {sequences} in flight, {d.requests_per_s:.2f} requests/s"
     lines.append(_figures(p.cost.headline, _capacity(p.cost)))
     if p.cost.misses:
         lines.append("missed: " + "; ".join(p.cost.misses))
