@@ -1,19 +1,21 @@
 """The capabilities of :mod:`shardplan.tools.api` as an MCP server (the official SDK's ``MCPServer``).
 
-:func:`build_server` returns the server: ten tools, each a thin wrapper over the capability of the same
+:func:`build_server` returns the server: eleven tools, each a thin wrapper over the capability of the same
 name (its argument model is the tool's input schema, its pydantic result the structured output, its
 docstring the description); one resource per knowledge document (``shardplan://knowledge/<file>.md``)
 and per published JSON Schema (``shardplan://schemas/<name>``); the template ``shardplan://results/{id}``
 of recent full results; and the prompt ``plan_deployment``.
 
+:func:`serve` runs it over stdio or streamable HTTP (``http://127.0.0.1:8765/mcp`` by default).
+
 Results are compact: a tool result's text is a short summary, its structured content the compact result
 (a DeepSeek-V3 plan is about 6 KB, where the whole plan is 150 KB), and a result with more to say links
 its whole part as a resource kept in a bounded store; ``detail=true`` puts the whole part in the answer.
-:func:`serve` runs it over stdio or streamable HTTP (``http://127.0.0.1:8765/mcp`` by default).
 
 Every tool call runs in a worker process with a time limit (``$SHARDPLAN_TOOL_TIMEOUT``, default
 :data:`~shardplan.limits.TOOL_CALL_SECONDS`); a call past it, or cancelled by its client, has its worker
-killed, so the server's memory returns to its baseline.
+killed, so the server's memory returns to its baseline (plus the kept full results, bounded by
+:data:`~shardplan.limits.MAX_STORED_RESULTS` and :data:`~shardplan.limits.MAX_STORED_RESULT_CHARS`).
 A bad argument never reaches the capability unchecked and never stops the server: the call returns a
 result with ``isError`` set whose text is the JSON of ``{"error", "message", "field", "fix"}``. Sizes are
 bounded (:data:`~shardplan.tools.api.MAX_DAG_CHARS`, :data:`~shardplan.tools.api.MAX_DAG_NODES`, checked
