@@ -34,6 +34,8 @@ __all__ = [
     "MAX_DAG_NODES",
     "MAX_INT_DIGITS",
     "TOOL_CALL_SECONDS",
+    "MAX_STORED_RESULTS",
+    "MAX_STORED_RESULT_CHARS",
     "check_count",
     "tool_call_seconds",
 ]
@@ -65,6 +67,11 @@ MAX_INT_DIGITS = 19
 """Digits of the largest integer read from a JSON file (a 64-bit integer has at most 19)."""
 TOOL_CALL_SECONDS = 60.0
 """Seconds one MCP tool call may run before it is stopped ($SHARDPLAN_TOOL_TIMEOUT overrides)."""
+MAX_STORED_RESULTS = 32
+"""Full tool results the MCP server keeps for reading later (``shardplan://results/{id}``); the oldest go first."""
+MAX_STORED_RESULT_CHARS = 64_000_000
+"""Characters of JSON those kept results may hold together (a DeepSeek-V3 plan is about 150,000 without its DAG,
+a few million with it); a result larger than this is not kept."""
 
 
 def check_count(field: str, value: int, limit: int) -> int:

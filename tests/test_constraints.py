@@ -170,8 +170,8 @@ def test_tools_take_constraints_and_state_assumptions() -> None:
     assert summary.candidates and all("tp=2" in c.strategy for c in summary.candidates)
     check = api.propose_strategy(**args, constraints=["tp=2"], strategy="tp=4")
     assert "breaks the constraint tp=2" in check.misses and not check.meets_targets
-    planned = api.plan(**args, batch=4, constraints=["pp=1", "tp<=1"])  # 4 replicas need 4 sequences
-    assert planned.strategy is not None and planned.strategy.decode.tp == 1
+    planned = api.plan(**args, batch=4, constraints=["pp=1", "tp<=1"], detail=True)  # 4 replicas need 4 sequences
+    assert planned.plan is not None and planned.plan.strategy is not None and planned.plan.strategy.decode.tp == 1
     assert not any(line.startswith("batch") for line in planned.assumptions)
     assert not any(line.startswith("prompt length") for line in planned.assumptions)
     with pytest.raises(InputError) as caught:

@@ -118,4 +118,4 @@ def test_langchain_tools_return_errors_instead_of_raising() -> None:
     listed = tools["list_gpus"].invoke({})
     assert {g["name"] for g in listed["results"]} >= {"H100", "H200"}
     plan = tools["plan"].invoke(SMALL)
-    assert plan["status"] == "ok" and plan["dag"] is None and plan["validation"]["valid"]
+    assert plan["status"] == "ok" and plan["plan"] is None and plan["validation"]["valid"]

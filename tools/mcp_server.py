@@ -1,14 +1,21 @@
 """The capabilities of :mod:`shardplan.tools.api` as an MCP server (the official SDK's ``MCPServer``).
 
-:func:`build_server` returns the server: ten tools, each a thin wrapper over the capability of the same
+:func:`build_server` returns the server: eleven tools, each a thin wrapper over the capability of the same
 name (its argument model is the tool's input schema, its pydantic result the structured output, its
 docstring the description); one resource per knowledge document (``shardplan://knowledge/<file>.md``)
-and per published JSON Schema (``shardplan://schemas/<name>``); and the prompt ``plan_deployment``.
+and per published JSON Schema (``shardplan://schemas/<name>``); the template ``shardplan://results/{id}``
+of recent full results; and the prompt ``plan_deployment``.
+
 :func:`serve` runs it over stdio or streamable HTTP (``http://127.0.0.1:8765/mcp`` by default).
+
+Results are compact: a tool result's text is a short summary, its structured content the compact result
+(a DeepSeek-V3 plan is about 6 KB, where the whole plan is 150 KB), and a result with more to say links
+its whole part as a resource kept in a bounded store; ``detail=true`` puts the whole part in the answer.
 
 Every tool call runs in a worker process with a time limit (``$SHARDPLAN_TOOL_TIMEOUT``, default
 :data:`~shardplan.limits.TOOL_CALL_SECONDS`); a call past it, or cancelled by its client, has its worker
-killed, so the server's memory returns to its baseline.
+killed, so the server's memory returns to its baseline (plus the kept full results, bounded by
+:data:`~shardplan.limits.MAX_STORED_RESULTS` and :data:`~shardplan.limits.MAX_STORED_RESULT_CHARS`).
 A bad argument never reaches the capability unchecked and never stops the server: the call returns a
 result with ``isError`` set whose text is the JSON of ``{"error", "message", "field", "fix"}``. Sizes are
 bounded (:data:`~shardplan.tools.api.MAX_DAG_CHARS`, :data:`~shardplan.tools.api.MAX_DAG_NODES`, checked
@@ -37,16 +44,19 @@ from importlib.resources.abc import Traversable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.server.mcpserver.resources import FunctionResource
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ContentBlock, ResourceLink, TextContent, ToolAnnotations
 from pydantic import ConfigDict, Field
 
 from .. import __version__
 from ..errors import InputError
-from ..limits import tool_call_seconds
+from ..limits import MAX_STORED_RESULTS, tool_call_seconds
 from . import api
+from .api.result_store import RESULT_URI, ResultStore, result_uri
+from .api.texts import summary_text
 from .api.workers import CapabilityWorkers
 
 __all__ = ["TOOL_NAMES", "HTTP_PATH", "DEFAULT_HOST", "DEFAULT_PORT", "MAX_HTTP_BODY", "build_server", "serve"]
@@ -79,7 +89,9 @@ TPOT, throughput, memory per GPU).
 Start with `plan` (model, gpu, gpus, isl, osl, targets); use `search_strategies` to compare alternatives,
 `build_dag` + `validate_dag` + `estimate_cost` to check one strategy, `search_knowledge` and `get_rule` to
 cite the rules. `list_models`, `list_gpus` and `describe_model` show what is bundled. A strategy SPEC reads
-'tp=4,pp=2' or 'prefill:sp=2,tp=4;decode:adp=2,tp=4'. Errors come back as JSON with a field and a fix."""
+'tp=4,pp=2' or 'prefill:sp=2,tp=4;decode:adp=2,tp=4'. Errors come back as JSON with a field and a fix.
+Results are compact (a plan is a few KB); pass detail=true for the whole result (critical paths, every
+violation, every candidate), or read the shardplan://results/<id> resource a result links to."""
 
 
 class _RawArguments(ArgModelBase):
@@ -102,27 +114,77 @@ def _error_result(exc: Exception) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(api.error_dict(exc)))], is_error=True)
 
 
-def _tool(name: str, workers: CapabilityWorkers) -> Tool:
+def _detail_field(cap: api.Capability) -> str | None:
+    """The result field that holds capability ``cap``'s full result, when its result has one."""
+    returns = typing.get_type_hints(inspect.unwrap(cap.func))["return"]
+    field = getattr(returns, "DETAIL_FIELD", None)
+    return field if isinstance(field, str) and "detail" in cap.args.model_fields else None
+
+
+def _detail_call(arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the caller asked for the full result, and the arguments that fetch it in every case.
+
+    The full result is always fetched so that the server can keep it; a ``detail`` that is not a boolean
+    goes to the capability unchanged, to be refused (or read) by its argument model.
+    """
+    asked = arguments.get("detail", False)
+    if not isinstance(asked, bool):
+        return True, arguments
+    return asked or arguments.get("include_dag") is True, {**arguments, "detail": True}
+
+
+def _keep_full(store: ResultStore, name: str, field: str, data: dict[str, Any],
+               wanted: bool) -> tuple[dict[str, Any], ResourceLink | None]:
+    """``data`` with its full part kept in ``store`` (and dropped when not ``wanted``), and the link to it."""
+    full = data.get(field)
+    if full is None:
+        return data, None
+    text = json.dumps(full, separators=(",", ":"))
+    result_id = store.put(text)
+    compact = data if wanted else {**data, field: None}
+    if result_id is None:
+        return compact, None
+    link = ResourceLink(
+        type="resource_link", uri=result_uri(result_id), name=f"{name}-{result_id}", title=f"Full {name} result",
+        description=f"The whole '{field}' of this {name} result, kept for the last {MAX_STORED_RESULTS} results.",
+        mime_type="application/json", size=len(text.encode()),
+    )
+    return compact, link
+
+
+def _tool(name: str, workers: CapabilityWorkers, store: ResultStore) -> Tool:
     """The MCP tool of capability ``name``: its argument model as input schema, its result as output.
 
     The call runs in a worker process under the time limit of :func:`~shardplan.limits.tool_call_seconds`;
-    a call past it, or one its client cancels, has its worker killed.
+    a call past it, or one its client cancels, has its worker killed. A result with a full part (see
+    :data:`~shardplan.tools.api.results.Result.DETAIL_FIELD`) has it kept in ``store`` and linked; it stays
+    in the answer only when the call asked for ``detail``.
     """
     cap = api.CAPABILITIES[name]
+    field = _detail_field(cap)
 
     async def run(**arguments: Any) -> CallToolResult:
         try:
             seconds = tool_call_seconds()
         except InputError as exc:
             return _error_result(exc)
-        ok, data = await workers.call(name, arguments, seconds)
+        wanted, call_arguments = _detail_call(arguments) if field else (False, arguments)
+        ok, data = await workers.call(name, call_arguments, seconds)
         if not ok:
             return CallToolResult(content=[TextContent(type="text", text=json.dumps(data))], is_error=True)
-        # Compact JSON text for models that read content; the same data, checked against the output
-        # schema by the SDK, as structured content.
-        text = json.dumps(data, separators=(",", ":"))
+        link = None
+        if field and isinstance(data, dict):
+            data, link = _keep_full(store, name, field, data, wanted)
+        # A short summary for people and models that read the text; the data itself, checked against the
+        # output schema by the SDK, as structured content; the full result as a linked resource.
+        text = summary_text(name, data)
+        if link is not None:
+            text += f"\nfull result: {link.uri} (read that resource, or call again with detail=true)"
+        content: list[ContentBlock] = [TextContent(type="text", text=text)]
+        if link is not None:
+            content.append(link)
         structured = {"result": data} if tool.fn_metadata.wrap_output else data
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+        return CallToolResult(content=content, structured_content=structured)
 
     run.__name__ = name
     run.__doc__ = cap.description
@@ -138,6 +200,18 @@ def _tool(name: str, workers: CapabilityWorkers) -> Tool:
     tool.fn_metadata.arg_model = _RawArguments
     tool.parameters = cap.args.model_json_schema()
     return tool
+
+
+def _result_reader(store: ResultStore) -> Callable[[str], str]:
+    def read(result_id: str) -> str:
+        text = store.get(result_id)
+        if text is None:
+            raise ResourceNotFoundError(
+                f"no kept result '{result_id[:40]}': only the last {MAX_STORED_RESULTS} full results are kept; "
+                "call the tool again with detail=true")
+        return text
+
+    return read
 
 
 def _text_reader(path: Traversable) -> Callable[[], str]:
@@ -196,7 +270,8 @@ Plan how to serve {model} on {gpus} x {gpu} GPUs for prompts of {isl} tokens and
 Use the shardplan tools; every figure you report must come from a tool result.
 1. describe_model(model="{model}") and list_gpus() to know the model's size and the GPU's memory.
 2. plan(model="{model}", gpu="{gpu}", gpus={gpus}, isl={isl}, osl={osl}{_target_args(targets)}): the chosen
-   strategy per phase, its validation and cost, the runners-up and why they lost.
+   strategy per phase, its validation and cost, the runners-up and why they lost (a compact summary; add
+   detail=true only when you need the critical paths).
    If status is "infeasible", report min_gpus; if "targets_missed", call search_strategies with the same
    arguments and objective "goodput" to show the best trade-offs.
 3. Check the choice: build_dag with the chosen strategy SPEC and include_dag=true, then validate_dag on its
@@ -220,14 +295,19 @@ def build_server() -> MCPServer:
     bounded by ``$SHARDPLAN_TOOL_TIMEOUT`` seconds (default :data:`~shardplan.limits.TOOL_CALL_SECONDS`).
     """
     workers = CapabilityWorkers()
+    store = ResultStore()
     server: MCPServer = MCPServer(
         "shardplan", title="shardplan", version=__version__, instructions=_INSTRUCTIONS,
         description="Parallel strategy DAGs for LLM inference: plan, build, validate and price TP/PP/EP/SP/DP.",
-        tools=[_tool(name, workers) for name in TOOL_NAMES],
+        tools=[_tool(name, workers, store) for name in TOOL_NAMES],
         resources=[*_knowledge_resources(), *_schema_resources()],
         log_level="WARNING",
     )
     server.prompt(name="plan_deployment", title="Plan a deployment")(plan_deployment)
+    server.resource(RESULT_URI, name="result", title="A full tool result", mime_type="application/json",
+                    description="The whole result of a recent tool call (a plan with its critical paths, a cost "
+                    "report, a search's every candidate), as linked from its compact answer.",
+                    )(_result_reader(store))
     return server
 
 

@@ -29,9 +29,10 @@ from .capabilities import (
     submit_dag,
     validate_dag,
 )
+from .compact import PlanSummary, ValidationBrief, cost_summary, plan_summary
 from .guards import MAX_DAG_CHARS, MAX_DAG_NODES
 from .registry import CAPABILITIES, Capability, dump, error_dict, field_error, parse_args
-from .results import BuildSummary, CostSummary, DagCheck, SearchSummary, StrategyCheck
+from .results import BuildSummary, CostSummary, DagCheck, SearchDetail, SearchSummary, StrategyCheck
 from .shared import alternatives_for, evaluate_strategy, search_request
 
 __all__ = [
@@ -42,6 +43,11 @@ __all__ = [
     "RequestArgs",
     "StrategyCheck",
     "SearchSummary",
+    "SearchDetail",
+    "PlanSummary",
+    "ValidationBrief",
+    "plan_summary",
+    "cost_summary",
     "DagCheck",
     "CostSummary",
     "BuildSummary",

@@ -181,13 +181,29 @@ class RequestArgs(Args):
 class PlanArgs(RequestArgs):
     """Plan a deployment with the deterministic planner."""
 
-    include_dag: bool = Field(default=False, description="Return the whole DAG too (large).")
+    detail: bool = Field(
+        default=False,
+        description="Also return the whole plan under 'plan' (critical paths of both phases, every rule checked, "
+        "every runner-up: about 150 KB for DeepSeek-V3); the compact summary otherwise.",
+    )
+    include_dag: bool = Field(default=False, description="Return the whole plan with its DAG (large; implies detail).")
+
+    @model_validator(mode="after")
+    def _dag_needs_detail(self) -> PlanArgs:
+        # The DAG is part of the whole plan, so asking for it asks for the whole plan.
+        if self.include_dag:
+            self.detail = True
+        return self
 
 
 class SearchArgs(RequestArgs):
     """Search the strategy space."""
 
     top: int = Field(default=5, ge=1, le=SEARCH_DEPTH, description="How many ranked strategies to return.")
+    detail: bool = Field(
+        default=False, description="Also return every deployment the search kept and the whole frontier, with "
+        "figures, under 'detail'."
+    )
 
 
 class StrategyArgs(RequestArgs):
@@ -216,6 +232,10 @@ class DagArgs(Args):
     dag_json: str | dict[str, Any] = Field(
         description="The DAG as JSON text or object, e.g. from build_dag(include_dag=true)."
     )
+    detail: bool = Field(
+        default=False, description="Also return the whole validation report (every violation, every rule ID) "
+        "under 'report'."
+    )
 
 
 class CostArgs(StrategyArgs):
@@ -232,6 +252,10 @@ class CostArgs(StrategyArgs):
     )
     dag_json: str | dict[str, Any] | None = Field(
         default=None, description="A DAG as JSON text or object, instead of a strategy."
+    )
+    detail: bool = Field(
+        default=False, description="Also return the whole cost report (critical paths of both phases, notes) under "
+        "'report'."
     )
 
     @model_validator(mode="after")

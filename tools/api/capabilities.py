@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from ...errors import InputError
 from ..contracts.dag import DAG
-from ..contracts.plan import Plan
-from ..contracts.reports import CostReport
 from .arguments import (
     BuildArgs,
     CostArgs,
@@ -21,18 +19,10 @@ from .arguments import (
     SearchArgs,
     StrategyArgs,
 )
+from .compact import PlanSummary, cost_summary, plan_summary
 from .guards import check_path, read_dag_json
 from .registry import capability, parse_args
-from .results import (
-    BuildSummary,
-    CandidateBrief,
-    CostSummary,
-    DagCheck,
-    MemoryBrief,
-    PhaseBrief,
-    SearchSummary,
-    StrategyCheck,
-)
+from .results import BuildSummary, CandidateBrief, CostSummary, DagCheck, SearchDetail, SearchSummary, StrategyCheck
 from .shared import _brief_cost, _brief_violations, _misses, _r, evaluate_strategy, search_request
 
 # ---------------------------------------------------------------------------------------------- capabilities
@@ -105,33 +95,42 @@ def describe_model(args: ModelArgs) -> dict[str, Any]:
     return describe(load_model(args.model))
 
 
-def _summarize_search(result: Any, objective: str, top: int) -> SearchSummary:
+def _candidate_brief(c: Any) -> CandidateBrief:
+    return CandidateBrief(
+        strategy=c.spec,
+        ttft_ms=_r(c.ttft_ms),
+        tpot_ms=_r(c.tpot_ms),
+        tokens_per_s_per_gpu=_r(c.tokens_per_s_per_gpu),
+        tokens_per_s_per_user=_r(c.tokens_per_s_per_user),
+        memory_per_gpu_gb=_r(c.memory_per_gpu_gb),
+        meets_targets=c.meets_targets,
+        misses=c.target_misses,
+        concurrency=c.concurrency,
+        gpus_used=c.gpus_used,
+        requests_per_s=_r(c.requests_per_s),
+    )
+
+
+def _summarize_search(result: Any, objective: str, top: int, detail: bool = False) -> SearchSummary:
     from ..search import SearchResult
 
     if not isinstance(result, SearchResult):
         return SearchSummary(feasible=False, objective=objective, min_gpus=result.min_gpus, hints=result.hints,
                              message=str(result))
-    candidates = [
-        CandidateBrief(
-            strategy=c.spec,
-            ttft_ms=_r(c.ttft_ms),
-            tpot_ms=_r(c.tpot_ms),
-            tokens_per_s_per_gpu=_r(c.tokens_per_s_per_gpu),
-            tokens_per_s_per_user=_r(c.tokens_per_s_per_user),
-            memory_per_gpu_gb=_r(c.memory_per_gpu_gb),
-            meets_targets=c.meets_targets,
-            misses=c.target_misses,
-        )
-        for c in result.candidates[:top]
-    ]
+    everything = SearchDetail(
+        candidates=[_candidate_brief(c) for c in result.candidates],
+        frontier=[_candidate_brief(c) for c in result.frontier],
+        seconds=_r(result.seconds),
+    )
     return SearchSummary(
         feasible=True,
         objective=result.objective,
-        candidates=candidates,
+        candidates=everything.candidates[:top],
         frontier=[c.spec for c in result.frontier][:10],
         evaluated=result.evaluated,
         rejected=result.rejected,
         message=f"{result.evaluated} strategies priced; best first",
+        detail=everything if detail else None,
     )
 
 
@@ -143,7 +142,7 @@ def search_strategies(args: SearchArgs) -> SearchSummary:
     single change (weight or KV format, GPU count, context, sequences in flight) that would make it fit.
     """
     request = args.to_request()
-    return _summarize_search(search_request(request), request.workload.objective, args.top)
+    return _summarize_search(search_request(request), request.workload.objective, args.top, args.detail)
 
 
 @capability(StrategyArgs)
@@ -156,7 +155,7 @@ def propose_strategy(args: StrategyArgs) -> StrategyCheck:
     return evaluate_strategy(args.to_request(), args.strategy)
 
 
-def _check_dag(source: str | dict[str, Any], *, price: bool) -> DagCheck:
+def _check_dag(source: str | dict[str, Any], *, price: bool, detail: bool = False) -> DagCheck:
     from ...validators import validate_json
     from ..cost.estimate import estimate_cost as run_cost
 
@@ -170,6 +169,7 @@ def _check_dag(source: str | dict[str, Any], *, price: bool) -> DagCheck:
         violations=_brief_violations(report),
         violations_total=len(report.violations),
         rules_checked=len(report.rules_checked),
+        report=report if detail else None,
     )
     if not report.valid or not isinstance(dag_obj, dict):
         return check
@@ -186,13 +186,13 @@ def _check_dag(source: str | dict[str, Any], *, price: bool) -> DagCheck:
 @capability(DagArgs)
 def submit_dag(args: DagArgs) -> DagCheck:
     """Submit a whole DAG (JSON): validate it against every rule and, when valid, price it."""
-    return _check_dag(args.dag_json, price=True)
+    return _check_dag(args.dag_json, price=True, detail=args.detail)
 
 
 @capability(DagArgs)
 def validate_dag(args: DagArgs) -> DagCheck:
     """Validate a DAG (or a plan holding one) given as JSON: schema first, then every rule."""
-    return _check_dag(args.dag_json, price=False)
+    return _check_dag(args.dag_json, price=False, detail=args.detail)
 
 
 @capability(CostArgs)
@@ -204,7 +204,7 @@ def estimate_cost(args: CostArgs) -> CostSummary:
     from ..planner import resolve_request
 
     if args.dag_json is not None:
-        report = validate_dag(dag_json=args.dag_json)
+        report = _check_dag(args.dag_json, price=False)
         if not report.valid:  # a DAG that fails validation (a cycle, a dangling edge) has no schedule to price
             first = next((v for v in report.violations if v.severity == "error"), report.violations[0])
             what = "is not a DAG" if first.rule == "SCHEMA" else f"fails validation ({first.rule})"
@@ -214,40 +214,11 @@ def estimate_cost(args: CostArgs) -> CostSummary:
         dag = DAG.model_validate(obj.get("dag") if "dag" in obj and "nodes" not in obj else obj)
         cost = run_cost(dag)
     else:
-        values = args.model_dump(exclude={"dag_json", "strategy"})
+        values = args.model_dump(exclude={"dag_json", "strategy", "detail"})
         request = parse_args(RequestArgs, values).to_request()
         model, cluster = resolve_request(request)
         cost = run_cost(build(model, cluster, parse_strategy(args.strategy or ""), request.workload), cluster)
-    return CostSummary(
-        headline=_brief_cost(cost),
-        prefill=_phase_brief(cost, "prefill"),
-        decode=_phase_brief(cost, "decode"),
-        memory=[
-            MemoryBrief(
-                pool=m.pool,
-                weights_gb=_r(m.weights_gb),
-                kv_cache_gb=_r(m.kv_cache_gb),
-                total_gb=_r(m.total_gb),
-                capacity_gb=m.capacity_gb,
-                fits=m.fits,
-            )
-            for m in cost.memory
-        ],
-        kv_transfer_ms=_r(cost.kv_transfer_ms),
-        meets_targets=cost.meets_targets and cost.fits,
-        misses=_misses(cost),
-    )
-
-
-def _phase_brief(cost: CostReport, name: Literal["prefill", "decode"]) -> PhaseBrief:
-    p = getattr(cost, name)
-    return PhaseBrief(
-        latency_ms=_r(p.latency_ms),
-        exposed_communication_ms=_r(p.exposed_communication_ms),
-        collectives=p.collectives,
-        inter_node_collectives=p.inter_node_collectives,
-        bubble_fraction=_r(p.bubble_fraction),
-    )
+    return cost_summary(cost, detail=args.detail)
 
 
 @capability(BuildArgs)
@@ -273,11 +244,15 @@ def build_dag(args: BuildArgs) -> BuildSummary:
 
 
 @capability(PlanArgs)
-def plan(args: PlanArgs) -> Plan:
-    """Plan a deployment: search, build, validate and price; the best strategy with runners-up and why."""
+def plan(args: PlanArgs) -> PlanSummary:
+    """Plan a deployment: search, build, validate and price; the best strategy with runners-up and why.
+
+    Returns a compact summary (strategy, deployment, figures, verdict, first runners-up, explanation); with
+    detail=true the whole plan too, under ``plan``.
+    """
     from ..planner import plan as run_plan
 
     result = run_plan(args.to_request())
     if not args.include_dag:
         result.dag = None
-    return result
+    return plan_summary(result, detail=args.detail)

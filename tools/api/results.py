@@ -1,12 +1,17 @@
-"""Compact results an LLM can read: headline figures and the first violations, never a whole DAG."""
+"""Compact results an LLM can read: headline figures and the first violations, never a whole DAG.
+
+A result that has more to say holds it in one optional field, named by its class's ``DETAIL_FIELD``, filled
+only when the call asked for ``detail=true``; the MCP server keeps that detail to be read later.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..contracts.plan import FitHint
+from ..contracts.reports import CostReport, PricingReport, ValidationReport
 
 # ------------------------------------------------------------------------------------------------ results
 
@@ -15,6 +20,9 @@ class Result(BaseModel):
     """Base of every result."""
 
     model_config = ConfigDict(extra="forbid")
+
+    DETAIL_FIELD: ClassVar[str | None] = None
+    """The field that holds the full result when the call asks for detail; None when the result has none."""
 
 
 class ViolationBrief(Result):
@@ -69,10 +77,23 @@ class CandidateBrief(Result):
     memory_per_gpu_gb: float
     meets_targets: bool
     misses: list[str] = Field(default_factory=list)
+    concurrency: int = Field(default=1, description="Sequences in flight across the deployment.")
+    gpus_used: int = Field(default=0, description="GPUs the deployment uses; 0 when not recorded.")
+    requests_per_s: float = Field(default=0.0, description="Requests per second served.")
+
+
+class SearchDetail(Result):
+    """Everything a search kept: every ranked deployment and the whole frontier, with their figures."""
+
+    candidates: list[CandidateBrief] = Field(description="Every deployment the search kept, best first.")
+    frontier: list[CandidateBrief] = Field(description="The Pareto frontier of tokens/s/GPU against tokens/s/user.")
+    seconds: float = Field(description="Wall time of the search.")
 
 
 class SearchSummary(Result):
     """Ranked strategies, or why nothing fits."""
+
+    DETAIL_FIELD: ClassVar[str | None] = "detail"
 
     feasible: bool = Field(description="False when no strategy fits in memory.")
     objective: str
@@ -85,10 +106,15 @@ class SearchSummary(Result):
         default_factory=list, description="When infeasible: each single change that would make it fit, with figures."
     )
     message: str = ""
+    detail: SearchDetail | None = Field(
+        default=None, description="Every kept deployment and the whole frontier with figures; only with detail=true."
+    )
 
 
 class DagCheck(Result):
     """A DAG validated (and priced, when submitted and valid)."""
+
+    DETAIL_FIELD: ClassVar[str | None] = "report"
 
     valid: bool
     nodes: int
@@ -100,6 +126,9 @@ class DagCheck(Result):
     cost: CostBrief | None = None
     meets_targets: bool | None = None
     misses: list[str] = Field(default_factory=list)
+    report: ValidationReport | None = Field(
+        default=None, description="The whole validation report (every violation, every rule ID); only with detail=true."
+    )
 
 
 class PhaseBrief(Result):
@@ -126,6 +155,8 @@ class MemoryBrief(Result):
 class CostSummary(Result):
     """A cost report without the critical paths."""
 
+    DETAIL_FIELD: ClassVar[str | None] = "report"
+
     headline: CostBrief
     prefill: PhaseBrief
     decode: PhaseBrief
@@ -133,6 +164,13 @@ class CostSummary(Result):
     kv_transfer_ms: float
     meets_targets: bool
     misses: list[str] = Field(default_factory=list)
+    pricing: PricingReport | None = Field(
+        default=None, description="Which backend priced the figures, on which data, with its measured error."
+    )
+    report: CostReport | None = Field(
+        default=None, description="The whole cost report (critical paths of both phases, notes); only with "
+        "detail=true."
+    )
 
 
 class BuildSummary(Result):

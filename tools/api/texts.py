@@ -1,0 +1,126 @@
+"""Short human summaries of capability results: the text a tool result carries next to its structured data.
+
+A client that shows or reads only the text still gets the answer (strategy, figures, verdict, why); the
+structured content holds the same facts as fields, and the full result is one call or one resource away.
+Small results with no summary of their own (catalogs, rules, knowledge sections) read as compact JSON.
+
+>>> summary_text("get_rule", {"id": "DEC-1"})
+'{"id":"DEC-1"}'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .compact import PlanSummary
+from .results import BuildSummary, CandidateBrief, CostBrief, CostSummary, DagCheck, SearchSummary, StrategyCheck
+
+__all__ = ["summary_text"]
+
+
+def _figures(c: CostBrief, capacity_gb: float | None = None) -> str:
+    of = f" of {capacity_gb:g}" if capacity_gb else ""
+    return (f"TTFT {c.ttft_ms:.1f} ms | TPOT {c.tpot_ms:.2f} ms | {c.tokens_per_s:,.0f} tok/s "
+            f"({c.tokens_per_s_per_gpu:.1f}/GPU, {c.tokens_per_s_per_user:.1f}/user) | "
+            f"memory {c.memory_per_gpu_gb:.1f}{of} GB per GPU{'' if c.fits else ' (does not fit)'}")
+
+
+def _capacity(c: CostSummary) -> float | None:
+    return min((m.capacity_gb for m in c.memory), default=None)
+
+
+def _plan(p: PlanSummary) -> str:
+    gpu = f"{p.request.gpus} x {p.request.gpu}"
+    if p.status == "infeasible" or p.cost is None:
+        fewest = f" (at least {p.min_gpus} GPUs would fit)" if p.min_gpus else ""
+        return f"plan infeasible: {p.request.model} on {gpu}{fewest}\n{p.explanation}"
+    lines = [f"plan {p.status}: {p.request.model} as {p.strategy} on {gpu}"]
+    if p.deployment is not None:
+        d = p.deployment
+        sequences = "1 sequence" if d.concurrency == 1 else f"{d.concurrency} sequences"
+        lines[0] += f", {d.gpus_used} GPUs used, {sequences} in flight, {d.requests_per_s:.2f} requests/s"
+    lines.append(_figures(p.cost.headline, _capacity(p.cost)))
+    if p.cost.misses:
+        lines.append("missed: " + "; ".join(p.cost.misses))
+    if p.validation is not None:
+        v = p.validation
+        failing = ", ".join(v.failing_rules) or "none"
+        lines.append(f"validation: {'valid' if v.valid else 'INVALID'} ({v.rules_checked_total} rules, {v.nodes} "
+                     f"nodes); failing rules: {failing}")
+    if p.alternatives:
+        shown = "; ".join(f"{a.strategy} ({a.why_not})" for a in p.alternatives)
+        lines.append(f"runners-up ({len(p.alternatives)} of {p.alternatives_total}): {shown}")
+    lines.append(p.explanation)
+    return "\n".join(lines)
+
+
+def _cost(c: CostSummary) -> str:
+    lines = [_figures(c.headline, _capacity(c)),
+             f"prefill {c.prefill.latency_ms:.1f} ms ({c.prefill.exposed_communication_ms:.1f} ms exposed "
+             f"communication); decode step {c.decode.latency_ms:.2f} ms ({c.decode.collectives} collectives, "
+             f"{c.decode.inter_node_collectives} across nodes)",
+             "targets met" if c.meets_targets else "missed: " + "; ".join(c.misses)]
+    if c.pricing is not None:
+        lines.append(f"priced by the {c.pricing.backend} backend ({c.pricing.engine})")
+    return "\n".join(lines)
+
+
+def _candidate(i: int, c: CandidateBrief) -> str:
+    met = "" if c.meets_targets else " (misses targets)"
+    return (f"{i}. {c.strategy}: TTFT {c.ttft_ms:.1f} ms, TPOT {c.tpot_ms:.2f} ms, "
+            f"{c.tokens_per_s_per_gpu:.1f} tok/s/GPU, {c.memory_per_gpu_gb:.1f} GB/GPU{met}")
+
+
+def _search(s: SearchSummary) -> str:
+    if not s.feasible:
+        return f"nothing fits: {s.message}" + (f" (at least {s.min_gpus} GPUs would)" if s.min_gpus else "")
+    head = f"{s.evaluated} strategies priced, best for {s.objective} first:"
+    return "\n".join([head, *(_candidate(i, c) for i, c in enumerate(s.candidates, 1))])
+
+
+def _dag(d: DagCheck) -> str:
+    verdict = "valid" if d.valid else "INVALID"
+    text = f"{verdict}: {d.nodes} nodes, {d.edges} edges, {d.rules_checked} rules checked"
+    if d.strategy:
+        text = f"{d.strategy} {text}"
+    if d.violations:
+        text += f"; {d.violations_total} violations, first: {d.violations[0].rule} {d.violations[0].message}"
+    if d.cost is not None:
+        text += "\n" + _figures(d.cost)
+    return text
+
+
+def _strategy(s: StrategyCheck) -> str:
+    verdict = "valid" if s.valid else ("INVALID" if s.buildable else "cannot be built")
+    lines = [f"{s.strategy} on {s.gpus_used} GPUs: {verdict}, "
+             f"{'meets its targets' if s.meets_targets else 'misses: ' + '; '.join(s.misses or ['-'])}"]
+    if s.cost is not None:
+        lines.append(_figures(s.cost))
+    lines += [f"{v.rule} ({v.severity}): {v.message}" for v in s.violations[:3]]
+    return "\n".join(lines)
+
+
+def _build(b: BuildSummary) -> str:
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(b.node_kinds.items(), key=lambda kv: -kv[1])[:6])
+    return f"{b.strategy}: {b.nodes} nodes, {b.edges} edges ({kinds})"
+
+
+_RENDERERS: dict[str, tuple[type[Any], Callable[[Any], str]]] = {
+    "plan": (PlanSummary, _plan),
+    "estimate_cost": (CostSummary, _cost),
+    "search_strategies": (SearchSummary, _search),
+    "validate_dag": (DagCheck, _dag),
+    "submit_dag": (DagCheck, _dag),
+    "propose_strategy": (StrategyCheck, _strategy),
+    "build_dag": (BuildSummary, _build),
+}
+
+
+def summary_text(name: str, data: Any) -> str:
+    """A few lines a person or a model can read for the result ``data`` of capability ``name``."""
+    if name in _RENDERERS:
+        model, render = _RENDERERS[name]
+        return render(model.model_validate(data))
+    return json.dumps(data, separators=(",", ":"))
