@@ -25,15 +25,17 @@ from .contracts.common import Contract
 from .contracts.constraints import Constraints
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
+from .contracts.plan import NearTie
 from .contracts.reports import CostReport
 from .contracts.strategy import PhaseStrategy, Strategy
 from .contracts.workload import Batching, Workload
 from .cost.estimate import target_misses
 from .cost.memory import memory_reports, weight_bytes_per_gpu
+from .cost.pricing import pricing_backend
 from .feasibility import strategy_problems
 from .layouts import enumerate_strategies, phase_layouts, replica_layouts
 from .model_math import weight_bytes
-from .ranking import pareto_front, rank_key, shortfall
+from .ranking import near_tie, pareto_front, rank_key, shortfall
 from .serving import (
     DeploymentOption,
     StepPricer,
@@ -90,8 +92,16 @@ class SearchResult(Contract):
         "(all when none does)."
     )
     evaluated: int = Field(description="Deployments priced.")
-    rejected: dict[str, int] = Field(description="Layouts pruned, counted by rule ID or 'MEM-1'.")
+    rejected: dict[str, int] = Field(
+        description="Layouts set aside before pricing, counted by reason: a knowledge rule ID ('MEM-1': did not "
+        "fit in memory), 'constraints', or 'constraint <text>'; tools.rejections says each in words."
+    )
     seconds: float = Field(description="Wall time of the search.")
+    near_tie: NearTie | None = Field(
+        default=None,
+        description="Set when the leading candidates are within the model's stated error of each other (their "
+        "order is not meaningful); None otherwise.",
+    )
 
 
 def candidate_from_option(
@@ -338,6 +348,7 @@ def search(
         evaluated=len(options),
         rejected=rejected,
         seconds=time.perf_counter() - began,
+        near_tie=near_tie(ranked, workload, pricing_backend(cluster, workload.engine)),
     )
 
 

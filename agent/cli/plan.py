@@ -7,8 +7,15 @@ from typing import Annotated, Any
 
 import typer
 
+from ...tools.phase_columns import PHASE_COLUMNS, column_label, phase_columns_help
 from .app import app, console, emit_json, fail
 from .common import JsonFlag, request_options
+from .rankings import print_alternatives, print_frontier, print_search
+
+_COST_HELP = (
+    "Cost report of a DAG/plan FILE, or of --model and --strategy.\n\nThe schedule table's columns, per phase:\n\n"
+    + phase_columns_help()
+)
 
 
 def _request_line(plan: Any) -> str:
@@ -55,45 +62,6 @@ def print_deployment(plan: Any) -> None:
     out.print(table)
 
 
-def print_frontier(plan: Any, limit: int = 12) -> None:
-    """The Pareto frontier of tokens/s/GPU against tokens/s/user, the chosen deployment marked."""
-    from rich.table import Table
-
-    d = plan.deployment
-    if d is None or not d.frontier:
-        return
-    table = Table(
-        "",
-        "deployment",
-        "seqs",
-        "GPUs",
-        "TTFT ms",
-        "TPOT ms",
-        "tok/s/user",
-        "tok/s/GPU",
-        "targets",
-        title="Pareto frontier (tokens/s/GPU against tokens/s/user)",
-    )
-    points = d.frontier
-    if len(points) > limit:  # keep the ends, the chosen point and evenly spaced ones between
-        step = (len(points) - 1) / (limit - 1)
-        keep = {round(i * step) for i in range(limit)} | {i for i, p in enumerate(points) if p.chosen}
-        points = [p for i, p in enumerate(points) if i in keep]
-    for p in points:
-        table.add_row(
-            "*" if p.chosen else "",
-            p.strategy,
-            str(p.concurrency),
-            str(p.gpus_used),
-            f"{p.ttft_ms:.0f}",
-            f"{p.tpot_ms:.2f}",
-            f"{p.tokens_per_s_per_user:.1f}",
-            f"{p.tokens_per_s_per_gpu:.1f}",
-            "met" if p.meets_targets else "missed",
-        )
-    console().print(table)
-
-
 def print_plan(plan: Any) -> None:
     """The plan as a person reads it: deployment, strategy per phase, figures, validation, runners-up, explanation."""
     from rich.table import Table
@@ -134,32 +102,11 @@ def print_plan(plan: Any) -> None:
         if note.startswith(("model error", "priced ")):
             out.print(f"[dim]{note}[/dim]")
     if plan.status == "targets_missed":
-        out.print("[red]infeasible for the targets[/red] (best deployment shown): " + "; ".join(c.target_misses))
+        shown = "the reviewed strategy" if any(m.startswith("reviewing") for m in plan.messages) else "best deployment"
+        out.print(f"[red]infeasible for the targets[/red] ({shown} shown): " + "; ".join(c.target_misses))
     for item in errors[:5]:
         out.print(f"  [red]{item.rule}[/red] {item.message} -> {item.fix}")
-    if plan.alternatives:
-        reviewing = any(m.startswith("reviewing") for m in plan.messages)
-        alt = Table(
-            "instead" if reviewing else "runner-up",
-            "seqs",
-            "GPUs",
-            "TTFT ms",
-            "TPOT ms",
-            "tok/s/GPU",
-            "why" if reviewing else "why not",
-            title="strategies that beat the given one" if reviewing else "alternatives",
-        )
-        for a in plan.alternatives:
-            alt.add_row(
-                a.strategy,
-                str(a.concurrency or "-"),
-                str(a.gpus_used or "-"),
-                f"{a.ttft_ms:.1f}",
-                f"{a.tpot_ms:.2f}",
-                f"{a.tokens_per_s_per_gpu:.1f}",
-                a.why_not,
-            )
-        out.print(alt)
+    print_alternatives(plan)
     print_frontier(plan)
     out.print(plan.explanation)
 
@@ -204,7 +151,7 @@ def _plan_summary(plan: Any) -> dict[str, Any]:
     return data
 
 
-@app.command("cost")
+@app.command("cost", help=_COST_HELP)
 @request_options(optional=True)
 def cost_command(
     request: Any,
@@ -212,7 +159,6 @@ def cost_command(
     strategy: Annotated[str | None, typer.Option("--strategy", "-s", help="SPEC, e.g. tp=4,pp=2.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Cost report of a DAG/plan FILE, or of --model and --strategy."""
     from ...tools.builder import build_dag
     from ...tools.contracts import parse_strategy
     from ...tools.cost import estimate_cost
@@ -243,31 +189,10 @@ def print_cost(report: Any) -> None:
         f"TTFT {report.ttft_ms:.1f} ms | TPOT {report.tpot_ms:.2f} ms | {report.tokens_per_s:,.0f} tok/s "
         f"({report.tokens_per_s_per_gpu:.1f}/GPU, {report.tokens_per_s_per_user:.1f}/user) | fits: {report.fits}"
     )
-    phases = Table(
-        "phase",
-        "latency ms",
-        "compute ms",
-        "comm ms",
-        "exposed comm ms",
-        "overlap",
-        "bubble",
-        "collectives",
-        "across nodes",
-        title="schedule",
-    )
+    phases = Table("phase", *(column_label(c) for c in PHASE_COLUMNS), title="schedule (columns: see --help)")
     for name in ("prefill", "decode"):
         p = getattr(report, name)
-        phases.add_row(
-            name,
-            f"{p.latency_ms:.2f}",
-            f"{p.compute_ms:.2f}",
-            f"{p.communication_ms:.2f}",
-            f"{p.exposed_communication_ms:.2f}",
-            f"{p.overlap_fraction:.0%}",
-            f"{p.bubble_fraction:.0%}",
-            str(p.collectives),
-            str(p.inter_node_collectives),
-        )
+        phases.add_row(name, *(c.show(getattr(p, c.field)) for c in PHASE_COLUMNS))
     out.print(phases)
     mem = Table(
         "pool",
@@ -312,8 +237,6 @@ def search_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Ranked deployments and the Pareto frontier of tokens/s/GPU against tokens/s/user."""
-    from rich.table import Table
-
     from ...errors import InfeasibleError
     from ...tools.planner import resolve_request
     from ...tools.search import search
@@ -330,37 +253,6 @@ def search_command(
     if as_json:
         emit_json(result)
         return
-    out = console()
-    table = Table(
-        "#",
-        "deployment",
-        "seqs",
-        "GPUs",
-        "TTFT ms",
-        "TPOT ms",
-        "tok/s/GPU",
-        "tok/s/user",
-        "GB/GPU",
-        "priced by",
-        title=f"{result.evaluated} deployments in {result.seconds:.2f} s, objective {result.objective}",
-    )
-    for i, c in enumerate(result.candidates, 1):
-        table.add_row(
-            str(i),
-            c.spec,
-            str(c.concurrency),
-            f"{c.gpus_used} of {c.gpus_used + c.idle_gpus}",
-            f"{c.ttft_ms:.1f}",
-            f"{c.tpot_ms:.2f}",
-            f"{c.tokens_per_s_per_gpu:.1f}",
-            f"{c.tokens_per_s_per_user:.1f}",
-            f"{c.memory_per_gpu_gb:.1f}",
-            c.scored_by + ("" if c.meets_targets else " (misses)"),
-        )
-    out.print(table)
-    front = Table("deployment", "seqs", "tok/s/user", "tok/s/GPU", title="Pareto frontier")
-    for c in result.frontier:
-        front.add_row(c.spec, str(c.concurrency), f"{c.tokens_per_s_per_user:.1f}", f"{c.tokens_per_s_per_gpu:.1f}")
-    out.print(front)
-    if result.rejected:
-        out.print("rejected: " + ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items())))
+    from ...tools.cost.pricing import pricing_backend
+
+    print_search(result, pricing_backend(cl, request.workload.engine))

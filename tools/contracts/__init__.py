@@ -16,7 +16,7 @@ from .dag import (
 )
 from .hardware import GPU, Cluster
 from .model import MLASpec, ModelSpec, MoESpec
-from .plan import Alternative, Deployment, FrontierPoint, Plan, PlanRequest, WorkerPool
+from .plan import Alternative, Deployment, FrontierPoint, NearTie, Plan, PlanRequest, WorkerPool
 from .reports import CostReport, MemoryReport, PathStep, PhaseCost, PricingReport, ValidationReport, Violation
 from .strategy import PhaseStrategy, Strategy, parse_strategy
 from .workload import Workload
@@ -48,6 +48,7 @@ __all__ = [
     "Alternative",
     "Deployment",
     "FrontierPoint",
+    "NearTie",
     "WorkerPool",
     "Plan",
     "PlanRequest",

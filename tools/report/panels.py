@@ -13,6 +13,7 @@ from ...errors import InputError
 from ..contracts.plan import Plan
 from ..contracts.reports import CostReport, MemoryReport, PhaseCost, ValidationReport
 from ..contracts.strategy import PhaseStrategy, Strategy
+from ..phase_columns import PHASE_COLUMNS, column_label
 from .svg import CATEGORY_COLOURS, category_of, esc, fmt_ms, fmt_num, svg_open, text
 
 __all__ = [
@@ -137,7 +138,7 @@ def _critical_parts(phase: PhaseCost) -> list[tuple[str, float, str]]:
     for step in phase.critical_path:
         sums[category_of(step.kind)] += step.ms
     return [("compute on the critical path", sums["compute"], CATEGORY_COLOURS["compute"]),
-            ("exposed communication", sums["communication"], CATEGORY_COLOURS["communication"]),
+            ("comm on critical path", sums["communication"], CATEGORY_COLOURS["communication"]),
             ("KV cache reads and writes", sums["state"], CATEGORY_COLOURS["state"])]
 
 
@@ -168,18 +169,14 @@ def time_breakdown_html(cost: CostReport, gpu_time: dict[str, dict[str, float]])
     svg = svg_open(width, y, "breakdown", "where the time goes") + "".join(rows) + "</svg>"
     legend = "".join(f'<span class="chip"><i style="background:{c}"></i>{esc(t)}</span>' for t, c in (
         ("compute", CATEGORY_COLOURS["compute"]),
-        ("exposed / unhidden communication", CATEGORY_COLOURS["communication"]),
+        ("comm on critical path / not hidden", CATEGORY_COLOURS["communication"]),
         ("KV cache state", CATEGORY_COLOURS["state"]), ("idle (pipeline bubble, waits)", "#cbd5e1")))
     table = ["<table class=\"figures\"><thead><tr><th></th><th>prefill</th><th>decode step</th></tr></thead><tbody>"]
-    for label, attr, fmt in (("latency", "latency_ms", fmt_ms), ("busiest compute stream", "compute_ms", fmt_ms),
-                             ("busiest comm. stream", "communication_ms", fmt_ms),
-                             ("exposed communication", "exposed_communication_ms", fmt_ms),
-                             ("bubble", "bubble_fraction", lambda v: f"{v:.0%}"),
-                             ("comm. overlapped", "overlap_fraction", lambda v: f"{v:.0%}"),
-                             ("collectives", "collectives", lambda v: f"{v:,}"),
-                             ("across nodes", "inter_node_collectives", lambda v: f"{v:,}")):
-        table.append(f"<tr><th>{esc(label)}</th><td>{esc(fmt(getattr(cost.prefill, attr)))}</td>"
-                     f"<td>{esc(fmt(getattr(cost.decode, attr)))}</td></tr>")
+    for column in PHASE_COLUMNS:  # the names and meanings `shardplan cost` uses
+        cells = "".join(f"<td>{esc(column.show(getattr(getattr(cost, name), column.field), fmt_ms))}</td>"
+                        for name in ("prefill", "decode"))
+        table.append(f'<tr><th title="{esc(column.meaning)}">{esc(column_label(column, with_unit=False))}</th>'
+                     f"{cells}</tr>")
     table.append("</tbody></table>")
     handoff = f'<p class="muted">KV handoff: {esc(fmt_ms(cost.kv_transfer_ms))}</p>' if cost.kv_transfer_ms else ""
     return f'<div class="scroll">{svg}</div><p class="legend">{legend}</p>{"".join(table)}{handoff}'
