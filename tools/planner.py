@@ -120,14 +120,16 @@ def plan_for_strategy(
         validation=validation,
         cost=cost,
         alternatives=alternatives,
-        near_tie=_near_tie(request.workload, cost, alternatives),
+        near_tie=_near_tie(request.workload, cost, alternatives, reviewing),
         explanation=explain(model, strategy, cost, dag, deployment, alternatives[0] if alternatives else None,
                             reviewing),
         messages=list(messages or []) + cost.target_misses,
     )
 
 
-def _near_tie(workload: Workload, cost: CostReport, alternatives: list[Alternative]) -> NearTie | None:
+def _near_tie(
+    workload: Workload, cost: CostReport, alternatives: list[Alternative], reviewing: bool
+) -> NearTie | None:
     """Whether the plan's deployment and its alternatives are within the error its cost report states."""
     if not alternatives:
         return None
@@ -136,7 +138,12 @@ def _near_tie(workload: Workload, cost: CostReport, alternatives: list[Alternati
                            round(cost.tokens_per_s / max(cost.tokens_per_s_per_gpu, 1e-9)),
                            cost.tokens_per_s / workload.osl)
     backend = cost.pricing.backend if cost.pricing is not None else "roofline"
-    return near_tie([chosen, *figures], workload, backend)
+    subject = (
+        "the top {top} of the reviewed strategy and those that beat it"
+        if reviewing
+        else "the chosen deployment and the first {others} runner(s)-up"
+    )
+    return near_tie([chosen, *figures], workload, backend, subject)
 
 
 def runners_up(result: SearchResult, chosen: Candidate, limit: int = 4) -> list[Candidate]:

@@ -146,7 +146,10 @@ def leading_within(values: Sequence[float], error_pct: float, higher_is_better: 
 
 
 def near_tie(
-    ranked: Sequence[Ranked], workload: Workload, backend: Literal["measured", "roofline"]
+    ranked: Sequence[Ranked],
+    workload: Workload,
+    backend: Literal["measured", "roofline"],
+    subject: str = "the top {top}",
 ) -> NearTie | None:
     """The leading deployments of a ranking that lie within the model's stated error of the best one, or None
     when fewer than two do.
@@ -154,7 +157,8 @@ def near_tie(
     The deployments are put in rank order first (:func:`rank_key`); the compared figure is the objective's:
     output tokens/s for throughput and goodput, request latency for latency and, among deployments with the
     fewest GPUs, for a rate. The run stops where a deployment meets the targets and the best does not, or
-    the other way round, since that difference is not one of degree.
+    the other way round, since that difference is not one of degree. ``subject`` names them in the note
+    (``{top}``: how many; ``{others}``: how many besides the first).
     """
     from .cost.estimate import stated_error_pct
 
@@ -180,17 +184,17 @@ def near_tie(
         spread_pct=round(spread, 2),
         model_error_pct=error,
         backend=backend,
-        note=near_tie_note(top, spread, error, figure, backend),
+        note=near_tie_note(subject.format(top=top, others=top - 1), spread, error, figure, backend),
     )
 
 
-def near_tie_note(top: int, spread_pct: float, error_pct: float, figure: str, backend: str) -> str:
-    """The sentence under a ranking whose top ``top`` are within ``spread_pct`` of each other.
+def near_tie_note(subject: str, spread_pct: float, error_pct: float, figure: str, backend: str) -> str:
+    """The sentence under a ranking whose leaders (``subject``) are within ``spread_pct`` of each other.
 
-    >>> near_tie_note(5, 1.4, 22.0, "tokens/s", "measured").split(", inside")[0]
+    >>> near_tie_note("the top 5", 1.4, 22.0, "tokens/s", "measured").split(", inside")[0]
     'the top 5 are within 1.4% of each other in tokens/s'
     """
     return (
-        f"the top {top} are within {spread_pct:.1f}% of each other in {figure}, inside the model's stated error of "
+        f"{subject} are within {spread_pct:.1f}% of each other in {figure}, inside the model's stated error of "
         f"{error_pct:.1f}% ({backend} backend): treat them as equal"
     )

@@ -10,6 +10,7 @@ import typer
 from ...tools.phase_columns import PHASE_COLUMNS, column_label, phase_columns_help
 from .app import app, console, emit_json, fail
 from .common import JsonFlag, request_options
+from .progress import working
 from .rankings import print_alternatives, print_frontier, print_search
 
 _COST_HELP = (
@@ -127,15 +128,17 @@ def plan_command(
 ) -> None:
     """Plan a deployment: search, build the DAG, validate it, price it, explain the choice."""
     from ...io import write_atomic
-    from ..run import run_plan
+    from ..run import progress_line, run_plan
 
-    if strategy is not None:
-        from ...tools.contracts import parse_strategy
-        from ...tools.planner import review
+    with working("planning", quiet=as_json) as step:
+        if strategy is not None:
+            from ...tools.contracts import parse_strategy
+            from ...tools.planner import review
 
-        plan = review(request, parse_strategy(strategy))
-    else:
-        plan = run_plan(request, progress=not as_json)
+            step.status(f"reviewing {strategy} against the searched deployments")
+            plan = review(request, parse_strategy(strategy))
+        else:
+            plan = run_plan(request, progress=not as_json, show=lambda line: step.line(progress_line(line)))
     if output is not None:
         write_atomic(output, plan.model_dump_json(indent=1))
     if as_json:
@@ -165,13 +168,20 @@ def cost_command(
     from ...tools.planner import resolve_request
     from ..files import read_dag, require_valid
 
-    if file is not None:
-        report = estimate_cost(require_valid(read_dag(file), file))
-    else:
-        if request is None or strategy is None:
-            fail("give a DAG/plan FILE, or --model and --strategy")
-        spec, cl = resolve_request(request)
-        report = estimate_cost(build_dag(spec, cl, parse_strategy(strategy), request.workload.with_batch()), cl)
+    if file is None and (request is None or strategy is None):
+        fail("give a DAG/plan FILE, or --model and --strategy")
+    with working("pricing", quiet=as_json) as step:
+        if file is not None:
+            step.status(f"reading {file}")
+            dag = require_valid(read_dag(file), file)
+            step.status("scheduling")
+            report = estimate_cost(dag)
+        else:
+            spec, cl = resolve_request(request)
+            step.status(f"building {strategy}")
+            dag = build_dag(spec, cl, parse_strategy(strategy), request.workload.with_batch())
+            step.status("scheduling")
+            report = estimate_cost(dag, cl)
     if as_json:
         emit_json(report)
         return
@@ -243,7 +253,8 @@ def search_command(
 
     spec, cl = resolve_request(request)
     try:
-        result = search(spec, cl, request.workload, top=top, constraints=request.constraints)
+        with working(f"searching deployments of {spec.name} on {cl.world_size} x {cl.gpu.name}", quiet=as_json):
+            result = search(spec, cl, request.workload, top=top, constraints=request.constraints)
     except InfeasibleError as exc:
         if as_json:
             emit_json({"infeasible": str(exc), "min_gpus": exc.min_gpus})

@@ -17,16 +17,14 @@ def frontier_note(per_gpu: list[float], backend: str) -> str | None:
     """The line under a frontier whose points with the most tokens/s/GPU are within the model's stated error of
     each other, or None when the first two already differ by more."""
     from ...tools.cost.estimate import stated_error_pct
-    from ...tools.ranking import leading_within
+    from ...tools.ranking import leading_within, near_tie_note
 
     error = stated_error_pct(backend, "tokens/s")
     top, spread = leading_within(sorted(per_gpu, reverse=True), error)
     if top < 2:
         return None
-    return (
-        f"the {top} frontier points with the most tokens/s/GPU are within {spread:.1f}% of each other, inside the "
-        f"model's stated error of {error:.1f}% ({backend} backend): treat them as equal"
-    )
+    return near_tie_note(f"the {top} frontier points with the most tokens/s/GPU", spread, error, "tokens/s/GPU",
+                         backend)
 
 
 def _note(out: Any, text: str | None) -> None:
