@@ -14,7 +14,7 @@ from ..contracts.plan import Plan
 from ..contracts.reports import CostReport, MemoryReport, PhaseCost, ValidationReport
 from ..contracts.strategy import PhaseStrategy, Strategy
 from ..phase_columns import PHASE_COLUMNS, column_label
-from .svg import CATEGORY_COLOURS, category_of, esc, fmt_ms, fmt_num, svg_open, text
+from .svg import CATEGORY_COLOURS, category_of, esc, fmt_ms, fmt_num, svg_open, text, text_width
 
 __all__ = [
     "RULE_ID", "rule_anchor", "linkify_rules", "header_html", "strategy_html", "time_breakdown_html",
@@ -190,10 +190,13 @@ _MEMORY_PARTS = (("weights", "weights_gb", "#2563eb"), ("KV cache", "kv_cache_gb
 
 def memory_html(memory: list[MemoryReport]) -> str:
     """Per GPU pool, a bar of weights, KV cache, activations and workspace against the GPU's capacity."""
-    width, x0, bar_w = 560, 90, 400
+    captions = [f"{pool.total_gb:.1f} / {pool.capacity_gb:g} GB" for pool in memory]
+    # The bar gives way to its longest label, so that every label stays inside the drawing.
+    width, x0, gap = 560, 90, 6
+    bar_w = width - x0 - gap - max((text_width(caption, 10) for caption in captions), default=0) - 4
     rows = []
     y = 6
-    for pool in memory:
+    for pool, caption in zip(memory, captions, strict=True):
         scale = max(pool.capacity_gb, pool.total_gb)
         rows.append(text(4, y + 13, pool.pool, size=12, weight="bold"))
         x = x0
@@ -206,8 +209,8 @@ def memory_html(memory: list[MemoryReport]) -> str:
             x += w
         cap_x = x0 + bar_w * pool.capacity_gb / scale
         rows.append(f'<rect x="{x0}" y="{y}" width="{cap_x - x0:.1f}" height="18" class="capacity"/>')
-        rows.append(text(x0 + bar_w + 6, y + 13, f"{pool.total_gb:.1f} / {pool.capacity_gb:g} GB", size=10,
-                         fill="#b91c1c" if not pool.fits else "#334155"))
+        rows.append(text(x0 + bar_w + gap, y + 13, caption, size=10, fill="#b91c1c" if not pool.fits else "#334155",
+                         css_class="memory-label"))
         y += 30
     svg = svg_open(width, y, "memory", "memory per GPU") + "".join(rows) + "</svg>"
     legend = "".join(f'<span class="chip"><i style="background:{c}"></i>{esc(t)}</span>' for t, _, c in _MEMORY_PARTS)
