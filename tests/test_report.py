@@ -234,7 +234,22 @@ _LAYOUT_PROBE = (
 )
 
 
-def test_page_loads_in_headless_chromium(page: str, tmp_path: Path) -> None:
+def _crowded(plan: Plan) -> Plan:
+    """``plan`` as an H200 plan would read where the issue saw clipping and zoom: memory labels as long as
+    "135.9 / 141 GB", and alternatives within 1-4% of the chosen deployment on both axes (no frontier)."""
+    assert plan.cost is not None and plan.deployment is not None
+    memory = [m.model_copy(update={"capacity_gb": 141.0, "total_gb": 135.9 - i})
+              for i, m in enumerate(plan.cost.memory)]
+    near = [a.model_copy(update={"tokens_per_s_per_gpu": plan.cost.tokens_per_s_per_gpu * (0.99 - 0.01 * i),
+                                 "tokens_per_s_per_user": plan.cost.tokens_per_s_per_user * (1.01 + 0.01 * i)})
+            for i, a in enumerate(plan.alternatives[:3])]
+    assert near, "the plan should keep alternatives"
+    return plan.model_copy(update={"cost": plan.cost.model_copy(update={"memory": memory}), "alternatives": near,
+                                   "deployment": plan.deployment.model_copy(update={"frontier": []})})
+
+
+def test_page_loads_in_headless_chromium(real_plan: Plan, tmp_path: Path) -> None:
+    page = render_report(_crowded(real_plan))
     probes = _PROBE_TAIL + _LAYOUT_PROBE
     probed = page.replace("<head>", "<head>" + _PROBE_HEAD, 1).replace("</body>", probes + "</body>", 1)
     path = tmp_path / "report.html"
