@@ -168,8 +168,6 @@ def cost_command(
     from ...tools.planner import resolve_request
     from ..files import read_dag, require_valid
 
-    if file is None and (request is None or strategy is None):
-        fail("give a DAG/plan FILE, or --model and --strategy")
     with working("pricing", quiet=as_json) as step:
         if file is not None:
             step.status(f"reading {file}")
@@ -177,6 +175,8 @@ def cost_command(
             step.status("scheduling")
             report = estimate_cost(dag)
         else:
+            if request is None or strategy is None:
+                fail("give a DAG/plan FILE, or --model and --strategy")
             spec, cl = resolve_request(request)
             step.status(f"building {strategy}")
             dag = build_dag(spec, cl, parse_strategy(strategy), request.workload.with_batch())
