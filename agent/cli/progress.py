@@ -17,9 +17,10 @@ __all__ = ["Working", "working"]
 class Working:
     """What a command does with its spinner while it works."""
 
-    def __init__(self, progress: Any, task: Any) -> None:
+    def __init__(self, progress: Any, task: Any, quiet: bool) -> None:
         self._progress = progress
         self._task = task
+        self._quiet = quiet
 
     def status(self, text: str, completed: int | None = None) -> None:
         """Show ``text`` beside the spinner (and move the bar to ``completed``, when there is one)."""
@@ -27,7 +28,7 @@ class Working:
 
     def line(self, text: str) -> None:
         """Print ``text`` on stderr above the spinner, as a line that stays (no rich markup is read in it)."""
-        if not self._progress.disable:
+        if not self._quiet:
             self._progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -49,7 +50,7 @@ def working(
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn()]
     columns += [TimeElapsedColumn(), TextColumn("{task.description}", markup=False)]
-    with Progress(
-        *columns, console=console or Console(stderr=True), transient=transient, disable=quiet
-    ) as progress:
-        yield Working(progress, progress.add_task("", total=total))
+    screen = console or Console(stderr=True)
+    # Off a terminal (a log, a pipe) a spinner is noise: only the lines a command keeps are written there.
+    with Progress(*columns, console=screen, transient=transient, disable=quiet or not screen.is_terminal) as progress:
+        yield Working(progress, progress.add_task("", total=total), quiet)
