@@ -124,10 +124,12 @@ def test_near_tie_counts_the_leaders_within_the_stated_error() -> None:
     assert near_tie(_figures(1000.0, 1000 * (1 - 2 * error / 100)), workload, "roofline") is None
 
 
-def test_near_tie_stops_where_the_targets_split_the_ranking() -> None:
+def test_near_tie_stops_where_the_targets_or_the_gpu_count_split_the_ranking() -> None:
     workload = Workload(isl=1024, osl=256, objective="throughput", tpot_ms=25)
     meets, misses = _figures(1000.0)[0], _figures(1001.0, tpot_ms=30)[0]
     assert near_tie([meets, misses], workload, "measured") is None
+    larger = RankedFigures(100.0, 20.0, 999.0, 999.0 / 16, 16, 999.0 / 256)
+    assert near_tie([meets, larger], workload, "measured") is None
 
 
 def test_search_and_plan_flag_their_near_ties(cli: Any) -> None:

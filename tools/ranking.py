@@ -157,7 +157,9 @@ def near_tie(
     The deployments are put in rank order first (:func:`rank_key`); the compared figure is the objective's:
     output tokens/s for throughput and goodput, request latency for latency and, among deployments with the
     fewest GPUs, for a rate. The run stops where a deployment meets the targets and the best does not, or
-    the other way round, since that difference is not one of degree. ``subject`` names them in the note
+    the other way round, or where a deployment uses more GPUs than the best (fewer GPUs is the tie-breaker,
+    and a GPU count carries no model error), since those differences are not ones of degree. ``subject``
+    names them in the note
     (``{top}``: how many; ``{others}``: how many besides the first).
     """
     from .cost.estimate import stated_error_pct
@@ -171,7 +173,9 @@ def near_tie(
     meets = shortfall(workload, ordered[0]) == 0
     alike = [ordered[0]]
     for c in ordered[1:]:
-        if (shortfall(workload, c) == 0) != meets or (workload.rate is not None and c.gpus_used != alike[0].gpus_used):
+        # GPU counts are exact, not estimates: more GPUs for a figure within the error is simply worse.
+        more_gpus = c.gpus_used != alike[0].gpus_used if workload.rate is not None else c.gpus_used > alike[0].gpus_used
+        if (shortfall(workload, c) == 0) != meets or more_gpus:
             break
         alike.append(c)
     values = [c.ttft_ms + (workload.osl - 1) * c.tpot_ms if latency else c.tokens_per_s for c in alike]
