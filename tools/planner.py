@@ -120,7 +120,8 @@ def plan_for_strategy(
         validation=validation,
         cost=cost,
         alternatives=alternatives,
-        near_tie=_near_tie(request.workload, cost, alternatives, reviewing),
+        near_tie=_near_tie(request.workload, cost, deployment.gpus_used if deployment else strategy.gpus, alternatives,
+                           reviewing),
         explanation=explain(model, strategy, cost, dag, deployment, alternatives[0] if alternatives else None,
                             reviewing),
         messages=list(messages or []) + cost.target_misses,
@@ -128,14 +129,13 @@ def plan_for_strategy(
 
 
 def _near_tie(
-    workload: Workload, cost: CostReport, alternatives: list[Alternative], reviewing: bool
+    workload: Workload, cost: CostReport, gpus_used: int, alternatives: list[Alternative], reviewing: bool
 ) -> NearTie | None:
     """Whether the plan's deployment and its alternatives are within the error its cost report states."""
     if not alternatives:
         return None
     figures = [RankedFigures.of(a, workload.osl) for a in alternatives]
-    chosen = RankedFigures(cost.ttft_ms, cost.tpot_ms, cost.tokens_per_s, cost.tokens_per_s_per_gpu,
-                           round(cost.tokens_per_s / max(cost.tokens_per_s_per_gpu, 1e-9)),
+    chosen = RankedFigures(cost.ttft_ms, cost.tpot_ms, cost.tokens_per_s, cost.tokens_per_s_per_gpu, gpus_used,
                            cost.tokens_per_s / workload.osl)
     backend = cost.pricing.backend if cost.pricing is not None else "roofline"
     subject = (
@@ -241,7 +241,7 @@ def review(request: PlanRequest, strategy: Strategy, limit: int = 4) -> Plan:
             if better
             else f"no searched strategy beats it ({result.evaluated} priced)"
         )
-    # Said once for the table, not on every row: what the reviewed strategy has against each that beats it.
+    # Each reason is what the reviewed strategy has against one that beats it (the table words the preamble once).
     alternatives = [alternative(c, why_not(given, c, request.workload.objective)) for c in better[:limit]]
     return plan_for_strategy(
         request, model, cluster, strategy, alternatives, messages, result.frontier if result else None, reviewing=True
