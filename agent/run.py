@@ -11,7 +11,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ..tools.contracts import Plan, PlanRequest
 
-__all__ = ["run_plan", "stream_turn", "describe_update", "plan_from_state", "request_message", "show_on_stderr"]
+__all__ = ["run_plan", "stream_turn", "describe_update", "plan_from_state", "request_message", "show_on_stderr",
+           "progress_line"]
 
 
 def request_message(request: PlanRequest) -> str:
@@ -154,10 +155,17 @@ def plan_from_state(state: dict[str, Any]) -> Plan:
     return plan
 
 
-def run_plan(request: PlanRequest, *, progress: bool = True, policy: str | None = None) -> Plan:
+def run_plan(
+    request: PlanRequest,
+    *,
+    progress: bool = True,
+    policy: str | None = None,
+    show: Callable[[str], None] | None = None,
+) -> Plan:
     """Plan ``request`` through the planning graph with its policy (``policy`` overrides ``request.policy``).
 
-    With ``progress``, each step (rules retrieved, proposals, violations, cost) is printed on stderr.
+    With ``progress``, each step (rules retrieved, proposals, violations, cost) is printed on stderr, or handed
+    to ``show`` when given.
 
     Raises:
         InputError: unknown policy, or an ``openai:`` policy without ``OPENAI_API_KEY``.
@@ -175,11 +183,16 @@ def run_plan(request: PlanRequest, *, progress: bool = True, policy: str | None 
     }
     config = {"recursion_limit": recursion_limit()}
     with trusting(request.model, request.cluster):  # the caller's own files; the model's paths stay confined
-        return plan_from_state(stream_turn(graph, payload, config, show_on_stderr if progress else None))
+        return plan_from_state(stream_turn(graph, payload, config, (show or show_on_stderr) if progress else None))
+
+
+def progress_line(line: str) -> str:
+    """One planning step as shown to a person: indented under the command's output, secrets redacted."""
+    from .policies import redact
+
+    return f"  {redact(line)}"
 
 
 def show_on_stderr(line: str) -> None:
-    """Print one progress line on stderr, indented under the command's own output."""
-    from .policies import redact
-
-    sys.stderr.write(f"  {redact(line)}\n")
+    """Print one progress line on stderr (see :func:`progress_line`)."""
+    sys.stderr.write(progress_line(line) + "\n")

@@ -208,8 +208,50 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=180, check=False)
 
 
-def test_page_loads_in_headless_chromium(page: str, tmp_path: Path) -> None:
-    probed = page.replace("<head>", "<head>" + _PROBE_HEAD, 1).replace("</body>", _PROBE_TAIL + "</body>", 1)
+# Measures, as laid out by the browser: every memory label inside its drawing and right of its bar, and where
+# each axis of the Pareto plot starts (its lowest tick's value and whether it sits on the frame's edge).
+_LAYOUT_PROBE = (
+    "<script>(function () { var body = document.body;"
+    "var mem = document.querySelector('svg.memory'); var width = mem.viewBox.baseVal.width;"
+    "var inside = [].slice.call(mem.querySelectorAll('text.memory-label')).map(function (t) {"
+    "  var b = t.getBBox(); var bar = t.previousElementSibling.getBBox();"
+    "  return b.x >= bar.x + bar.width && b.x + b.width <= width ? 1 : 0; });"
+    "body.setAttribute('data-memory-labels', inside.length);"
+    "body.setAttribute('data-memory-labels-inside', inside.filter(Boolean).length);"
+    "var plot = document.querySelector('svg.pareto');"
+    "var frame = plot.querySelector('rect.frame').getBBox();"
+    "function value(t) { return parseFloat(t.textContent.replace(/,/g, '')); }"
+    "function lowest(cls) { return [].slice.call(plot.querySelectorAll('text.' + cls))"
+    "  .reduce(function (a, b) { return value(a) <= value(b) ? a : b; }); }"
+    "var y0 = lowest('y-tick'), x0 = lowest('x-tick'); var yb = y0.getBBox(), xb = x0.getBBox();"
+    "body.setAttribute('data-pareto-y-min', y0.textContent);"
+    "body.setAttribute('data-pareto-x-min', x0.textContent);"
+    "var yEdge = Math.abs(yb.y + yb.height / 2 - (frame.y + frame.height)) < 8;"
+    "var xEdge = Math.abs(xb.x + xb.width / 2 - frame.x) < 8;"
+    "body.setAttribute('data-pareto-y-at-edge', yEdge ? 1 : 0);"
+    "body.setAttribute('data-pareto-x-at-edge', xEdge ? 1 : 0);"
+    "})();</script>"
+)
+
+
+def _crowded(plan: Plan) -> Plan:
+    """``plan`` as an H200 plan would read where the issue saw clipping and zoom: memory labels as long as
+    "135.9 / 141 GB", and alternatives within 1-4% of the chosen deployment on both axes (no frontier)."""
+    assert plan.cost is not None and plan.deployment is not None
+    memory = [m.model_copy(update={"capacity_gb": 141.0, "total_gb": 135.9 - i})
+              for i, m in enumerate(plan.cost.memory)]
+    near = [a.model_copy(update={"tokens_per_s_per_gpu": plan.cost.tokens_per_s_per_gpu * (0.99 - 0.01 * i),
+                                 "tokens_per_s_per_user": plan.cost.tokens_per_s_per_user * (1.01 + 0.01 * i)})
+            for i, a in enumerate(plan.alternatives[:3])]
+    assert near, "the plan should keep alternatives"
+    return plan.model_copy(update={"cost": plan.cost.model_copy(update={"memory": memory}), "alternatives": near,
+                                   "deployment": plan.deployment.model_copy(update={"frontier": []})})
+
+
+def test_page_loads_in_headless_chromium(real_plan: Plan, tmp_path: Path) -> None:
+    page = render_report(_crowded(real_plan))
+    probes = _PROBE_TAIL + _LAYOUT_PROBE
+    probed = page.replace("<head>", "<head>" + _PROBE_HEAD, 1).replace("</body>", probes + "</body>", 1)
     path = tmp_path / "report.html"
     path.write_text(probed)
     result = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", path.as_uri())
@@ -223,6 +265,11 @@ def test_page_loads_in_headless_chromium(page: str, tmp_path: Path) -> None:
     assert int(re.search(r'data-dag-blocks="(\d+)"', dom).group(1)) >= 4  # type: ignore[union-attr]
     assert 'data-click-opened="1"' in dom
     assert '<svg class="timeline"' in dom and '<svg class="dag-blocks"' in dom
+    # The memory labels are not clipped, and the Pareto axes start at zero on the frame's edges.
+    labels = int(re.search(r'data-memory-labels="(\d+)"', dom).group(1))  # type: ignore[union-attr]
+    assert labels >= 1 and f'data-memory-labels-inside="{labels}"' in dom
+    assert 'data-pareto-y-min="0"' in dom and 'data-pareto-x-min="0"' in dom
+    assert 'data-pareto-y-at-edge="1"' in dom and 'data-pareto-x-at-edge="1"' in dom
 
 
 def test_screenshot_of_the_report(page: str, tmp_path: Path) -> None:

@@ -96,8 +96,12 @@ def explain(
     dag: DAG | None,
     deployment: Deployment | None,
     runner_up: Alternative | None,
+    reviewing: bool = False,
 ) -> str:
-    """A few sentences on the deployment and why its layout suits the request, each from the plan itself."""
+    """A few sentences on the deployment and why its layout suits the request, each from the plan itself.
+
+    With ``reviewing``, ``runner_up`` is the best strategy that beats the reviewed one, and its ``why_not`` what
+    the reviewed strategy has against it."""
     cluster = dag.meta.cluster if dag is not None else None
     parts: list[str] = []
     if deployment is not None and cluster is not None:
@@ -129,7 +133,9 @@ def explain(
         f"Predicted TTFT {cost.ttft_ms:.1f} ms, TPOT {cost.tpot_ms:.2f} ms, {cost.tokens_per_s_per_gpu:.1f} "
         f"tokens/s/GPU, {cost.memory_per_gpu_gb:.1f} GB per GPU."
     )
-    if runner_up is not None:
+    if runner_up is not None and reviewing:
+        parts.append(f"Beaten by {runner_up.strategy} (against it, the reviewed strategy: {runner_up.why_not}).")
+    elif runner_up is not None:
         parts.append(f"Runner-up {runner_up.strategy}: {runner_up.why_not}.")
     return " ".join(parts)
 

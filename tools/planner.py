@@ -11,13 +11,16 @@ from ..errors import InfeasibleError, StrategyError
 from .constraints import strategy_violations
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
-from .contracts.plan import Alternative, Plan, PlanRequest, PlanStatus
+from .contracts.plan import Alternative, NearTie, Plan, PlanRequest, PlanStatus
+from .contracts.reports import CostReport
 from .contracts.strategy import Strategy
+from .contracts.workload import Workload
 from .deployment import deployment_problems, deployment_section, evaluate_deployment
 from .explain import explain
 from .hardware import cluster_for
 from .models import check_context, load_model
-from .ranking import rank_key
+from .ranking import RankedFigures, near_tie, rank_key
+from .rejections import rejection_summary
 from .search import Candidate, SearchResult, candidate_from_cost, search
 
 __all__ = [
@@ -76,6 +79,12 @@ def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
             f"{drop:.{0 if drop >= 0.1 else 1}%} fewer tokens/s/GPU "
             f"({candidate.tokens_per_s_per_gpu:.1f} vs {chosen.tokens_per_s_per_gpu:.1f})"
         )
+    if (objective in ("throughput", "goodput") and candidate.gpus_used < chosen.gpus_used
+            and candidate.tokens_per_s < chosen.tokens_per_s):
+        # Throughput ranks the tokens the whole budget serves: fewer GPUs used can lose despite more per GPU.
+        drop = 1 - candidate.tokens_per_s / max(chosen.tokens_per_s, 1e-9)
+        reasons.append(f"{drop:.{0 if drop >= 0.1 else 1}%} fewer tokens/s in all, on {candidate.gpus_used} "
+                       f"GPUs vs {chosen.gpus_used}")
     if objective == "rate" and candidate.gpus_used > chosen.gpus_used:
         reasons.append(f"{candidate.gpus_used} GPUs vs {chosen.gpus_used}")
     if candidate.tpot_ms > chosen.tpot_ms * 1.005:
@@ -95,6 +104,7 @@ def plan_for_strategy(
     alternatives: list[Alternative] | None = None,
     messages: list[str] | None = None,
     frontier: list[Candidate] | None = None,
+    reviewing: bool = False,
 ) -> Plan:
     """A Plan for a given deployment (``dp`` = replicas, or each pool's workers): its best concurrency,
     the DAG of one replica, validated and priced, and the explanation.
@@ -125,32 +135,60 @@ def plan_for_strategy(
         validation=validation,
         cost=cost,
         alternatives=alternatives,
-        explanation=explain(model, strategy, cost, dag, deployment, alternatives[0] if alternatives else None),
+        near_tie=_near_tie(request.workload, cost, deployment.gpus_used if deployment else strategy.gpus, alternatives,
+                           reviewing),
+        explanation=explain(model, strategy, cost, dag, deployment, alternatives[0] if alternatives else None,
+                            reviewing),
         messages=list(messages or []) + cost.target_misses,
     )
 
 
-def alternatives_from(result: SearchResult, chosen: Candidate, objective: str, limit: int = 4) -> list[Alternative]:
-    """The runners-up of a search (one per layout, its best concurrency), each with why it lost."""
+def _near_tie(
+    workload: Workload, cost: CostReport, gpus_used: int, alternatives: list[Alternative], reviewing: bool
+) -> NearTie | None:
+    """Whether the plan's deployment and its alternatives are within the error its cost report states."""
+    if not alternatives:
+        return None
+    figures = [RankedFigures.of(a, workload.osl) for a in alternatives]
+    chosen = RankedFigures(cost.ttft_ms, cost.tpot_ms, cost.tokens_per_s, cost.tokens_per_s_per_gpu, gpus_used,
+                           cost.tokens_per_s / workload.osl)
+    backend = cost.pricing.backend if cost.pricing is not None else "roofline"
+    subject = (
+        "the top {top} of the reviewed strategy and those that beat it"
+        if reviewing
+        else "the chosen deployment and the first {others} runner(s)-up"
+    )
+    return near_tie([chosen, *figures], workload, backend, subject)
+
+
+def runners_up(result: SearchResult, chosen: Candidate, limit: int = 4) -> list[Candidate]:
+    """The best searched candidate of each other layout, best first (at most ``limit``)."""
     seen = {chosen.spec}
     runners = []
     for c in result.candidates:
         if c.spec not in seen:
             seen.add(c.spec)
             runners.append(c)
-    return [
-        Alternative(
-            strategy=c.spec,
-            ttft_ms=c.ttft_ms,
-            tpot_ms=c.tpot_ms,
-            tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
-            tokens_per_s_per_user=c.tokens_per_s_per_user,
-            concurrency=c.concurrency,
-            gpus_used=c.gpus_used or None,
-            why_not=why_not(c, chosen, objective),
-        )
-        for c in runners
-    ][:limit]
+    return runners[:limit]
+
+
+def alternative(c: Candidate, why: str) -> Alternative:
+    """A searched candidate as a plan's alternative, saying ``why`` it lost (or, in a review, won)."""
+    return Alternative(
+        strategy=c.spec,
+        ttft_ms=c.ttft_ms,
+        tpot_ms=c.tpot_ms,
+        tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
+        tokens_per_s_per_user=c.tokens_per_s_per_user,
+        concurrency=c.concurrency,
+        gpus_used=c.gpus_used or None,
+        why_not=why,
+    )
+
+
+def alternatives_from(result: SearchResult, chosen: Candidate, objective: str, limit: int = 4) -> list[Alternative]:
+    """The runners-up of a search (one per layout, its best concurrency), each with why it lost."""
+    return [alternative(c, why_not(c, chosen, objective)) for c in runners_up(result, chosen, limit)]
 
 
 def plan(request: PlanRequest) -> Plan:
@@ -166,8 +204,8 @@ def plan(request: PlanRequest) -> Plan:
         return infeasible_plan(request, exc)
     best = result.candidates[0]
     messages = [
-        f"priced {result.evaluated} deployments in {result.seconds:.2f} s; "
-        f"pruned {sum(result.rejected.values())} layouts ({', '.join(f'{k}: {v}' for k, v in result.rejected.items())})"
+        f"priced {result.evaluated} deployments in {result.seconds:.2f} s"
+        + (f"; set aside {rejection_summary(result.rejected)}" if result.rejected else "")
     ]
     return plan_for_strategy(
         request,
@@ -210,19 +248,8 @@ def review(request: PlanRequest, strategy: Strategy, limit: int = 4) -> Plan:
             if better
             else f"no searched strategy beats it ({result.evaluated} priced)"
         )
-    alternatives = [
-        Alternative(
-            strategy=c.spec,
-            ttft_ms=c.ttft_ms,
-            tpot_ms=c.tpot_ms,
-            tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
-            tokens_per_s_per_user=c.tokens_per_s_per_user,
-            concurrency=c.concurrency,
-            gpus_used=c.gpus_used or None,
-            why_not="beats the given strategy, which has " + why_not(given, c, request.workload.objective),
-        )
-        for c in better[:limit]
-    ]
+    # Each reason is what the reviewed strategy has against one that beats it (the table words the preamble once).
+    alternatives = [alternative(c, why_not(given, c, request.workload.objective)) for c in better[:limit]]
     return plan_for_strategy(
-        request, model, cluster, strategy, alternatives, messages, result.frontier if result else None
+        request, model, cluster, strategy, alternatives, messages, result.frontier if result else None, reviewing=True
     )

@@ -6,12 +6,23 @@ search, the deployment evaluation and the planner rank alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeVar
 
+from .contracts.plan import Alternative, NearTie
 from .contracts.workload import Workload
 
-__all__ = ["Ranked", "shortfall", "rank_key", "pareto_front"]
+__all__ = [
+    "Ranked",
+    "RankedFigures",
+    "shortfall",
+    "rank_key",
+    "pareto_front",
+    "leading_within",
+    "near_tie",
+    "near_tie_note",
+]
 
 
 class Ranked(Protocol):
@@ -34,6 +45,26 @@ class Ranked(Protocol):
 
     @property
     def requests_per_s(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class RankedFigures:
+    """The figures ranking reads, for a deployment known only by its reported figures (a plan's own, an
+    alternative's)."""
+
+    ttft_ms: float
+    tpot_ms: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    gpus_used: int
+    requests_per_s: float
+
+    @classmethod
+    def of(cls, alternative: Alternative, osl: int) -> RankedFigures:
+        """A plan's alternative, its deployment's tokens/s from its figure per GPU and its GPU count."""
+        gpus = alternative.gpus_used or 1
+        total = alternative.tokens_per_s_per_gpu * gpus
+        return cls(alternative.ttft_ms, alternative.tpot_ms, total, alternative.tokens_per_s_per_gpu, gpus, total / osl)
 
 
 def shortfall(workload: Workload, c: Ranked) -> float:
@@ -90,3 +121,84 @@ def pareto_front(candidates: list[_RatedT]) -> list[_RatedT]:
             front.append(cand)
             best_gpu = cand.tokens_per_s_per_gpu
     return front[::-1]
+
+
+def leading_within(values: Sequence[float], error_pct: float, higher_is_better: bool = True) -> tuple[int, float]:
+    """How many leading ``values`` (best first) lie within ``error_pct`` percent of the first, and the largest
+    of their gaps to it in percent; the run stops at the first value outside.
+
+    >>> leading_within([100.0, 99.0, 97.5, 80.0], 5.0)
+    (3, 2.5)
+    >>> count, gap = leading_within([10.0, 10.3, 12.0], 5.0, higher_is_better=False)
+    >>> count, round(gap, 6)
+    (2, 3.0)
+    """
+    if not values or values[0] <= 0:
+        return (min(len(values), 1), 0.0)
+    best = values[0]
+    count, spread = 1, 0.0
+    for value in values[1:]:
+        gap = abs(value - best) / best * 100 if higher_is_better else abs(value / best - 1) * 100
+        if gap > error_pct:
+            break
+        count, spread = count + 1, max(spread, gap)
+    return count, spread
+
+
+def near_tie(
+    ranked: Sequence[Ranked],
+    workload: Workload,
+    backend: Literal["measured", "roofline"],
+    subject: str = "the top {top}",
+) -> NearTie | None:
+    """The leading deployments of a ranking that lie within the model's stated error of the best one, or None
+    when fewer than two do.
+
+    The deployments are put in rank order first (:func:`rank_key`); the compared figure is the objective's:
+    output tokens/s for throughput and goodput, request latency for latency and, among deployments with the
+    fewest GPUs, for a rate. The run stops where a deployment meets the targets and the best does not, or
+    the other way round, or where a deployment uses more GPUs than the best (fewer GPUs is the tie-breaker,
+    and a GPU count carries no model error), since those differences are not ones of degree. ``subject``
+    names them in the note
+    (``{top}``: how many; ``{others}``: how many besides the first).
+    """
+    from .cost.estimate import stated_error_pct
+
+    ordered = sorted(ranked, key=rank_key(workload.objective, workload))
+    if len(ordered) < 2:
+        return None
+    latency = workload.objective == "latency" or workload.rate is not None
+    figure: Literal["tokens/s", "request latency"] = "request latency" if latency else "tokens/s"
+    error = stated_error_pct(backend, figure, workload.osl)
+    meets = shortfall(workload, ordered[0]) == 0
+    alike = [ordered[0]]
+    for c in ordered[1:]:
+        # GPU counts are exact, not estimates: more GPUs for a figure within the error is simply worse.
+        more_gpus = c.gpus_used != alike[0].gpus_used if workload.rate is not None else c.gpus_used > alike[0].gpus_used
+        if (shortfall(workload, c) == 0) != meets or more_gpus:
+            break
+        alike.append(c)
+    values = [c.ttft_ms + (workload.osl - 1) * c.tpot_ms if latency else c.tokens_per_s for c in alike]
+    top, spread = leading_within(values, error, higher_is_better=not latency)
+    if top < 2:
+        return None
+    return NearTie(
+        top=top,
+        figure=figure,
+        spread_pct=round(spread, 2),
+        model_error_pct=error,
+        backend=backend,
+        note=near_tie_note(subject.format(top=top, others=top - 1), spread, error, figure, backend),
+    )
+
+
+def near_tie_note(subject: str, spread_pct: float, error_pct: float, figure: str, backend: str) -> str:
+    """The sentence under a ranking whose leaders (``subject``) are within ``spread_pct`` of each other.
+
+    >>> near_tie_note("the top 5", 1.4, 22.0, "tokens/s", "measured").split(", inside")[0]
+    'the top 5 are within 1.4% of each other in tokens/s'
+    """
+    return (
+        f"{subject} are within {spread_pct:.1f}% of each other in {figure}, inside the model's stated error of "
+        f"{error_pct:.1f}% ({backend} backend): treat them as equal"
+    )

@@ -24,16 +24,18 @@ from .contracts.common import Contract
 from .contracts.constraints import Constraints
 from .contracts.hardware import Cluster
 from .contracts.model import ModelSpec
+from .contracts.plan import NearTie
 from .contracts.reports import CostReport
 from .contracts.strategy import PhaseStrategy, Strategy
 from .contracts.workload import Batching, Workload
 from .cost.estimate import target_misses
 from .cost.memory import memory_reports
+from .cost.pricing import pricing_backend
 from .fit_hints import fit_hints
 from .fitting import PhaseFilter, any_layout, layout_capacity, min_gpus_to_fit
 from .layouts import enumerate_strategies, replica_layouts
 from .model_math import weight_bytes
-from .ranking import pareto_front, rank_key, shortfall
+from .ranking import near_tie, pareto_front, rank_key, shortfall
 from .serving import (
     DeploymentOption,
     StepPricer,
@@ -87,8 +89,16 @@ class SearchResult(Contract):
         "(all when none does)."
     )
     evaluated: int = Field(description="Deployments priced.")
-    rejected: dict[str, int] = Field(description="Layouts pruned, counted by rule ID or 'MEM-1'.")
+    rejected: dict[str, int] = Field(
+        description="Layouts set aside before pricing, counted by reason: a knowledge rule ID ('MEM-1': did not "
+        "fit in memory), 'constraints', or 'constraint <text>'; tools.rejections says each in words."
+    )
     seconds: float = Field(description="Wall time of the search.")
+    near_tie: NearTie | None = Field(
+        default=None,
+        description="Set when the leading candidates are within the model's stated error of each other (their "
+        "order is not meaningful); None otherwise.",
+    )
 
 
 def candidate_from_option(
@@ -323,6 +333,7 @@ def search(
         evaluated=len(options),
         rejected=rejected,
         seconds=time.perf_counter() - began,
+        near_tie=near_tie(ranked, workload, pricing_backend(cluster, workload.engine)),
     )
 
 

@@ -10,6 +10,7 @@ import typer
 from ...errors import InputError
 from .app import app, console, emit_json
 from .common import request_options
+from .progress import working
 
 Format = Literal["json", "mermaid", "dot"]
 _SUFFIXES: dict[str, Format] = {
@@ -55,8 +56,10 @@ def build_command(
 
     chosen = _format(fmt, output)
     spec, where = resolve_request(request)
-    dag = build_dag(spec, where, parse_strategy(strategy), request.workload.with_batch())
-    summary = summarize(dag)
+    # Quiet when the DAG's text itself goes to stdout (a pipe), or with --json.
+    with working(f"building the DAG of {strategy}", quiet=as_json or output is None and chosen != "json"):
+        dag = build_dag(spec, where, parse_strategy(strategy), request.workload.with_batch())
+        summary = summarize(dag)
     if output is not None or (chosen != "json" and not as_json):
         if chosen == "json":
             text = to_json(collapse(dag) if collapsed else dag)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from .app import app, console, emit_json, fail
+from .progress import working
 
 
 @app.command("eval")
@@ -68,16 +69,11 @@ def eval_command(
 
 def _run_with_progress(run_eval: Any, cases: Any, policies: list[str], out: Path, workers: int, resume: bool,
                        total: int, *, quiet: bool) -> Any:
-    """``run_eval`` under a rich progress bar on stderr (hidden with ``quiet``)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=Console(stderr=True), disable=quiet) as progress:
-        task = progress.add_task("", total=total)
+    """``run_eval`` under a progress bar on stderr that stays when done (hidden with ``quiet``)."""
+    with working("eval", total=total, quiet=quiet, transient=False) as step:
 
         def advance(record: dict[str, Any], done: int, total_pairs: int) -> None:
             mark = "ok" if record.get("passed") else "FAIL"
-            progress.update(task, completed=done, description=f"{record['case']} [{record['policy']}] {mark}")
+            step.status(f"{record['case']} [{record['policy']}] {mark}", completed=done)
 
         return run_eval(cases, policies, out, workers=workers, resume=resume, on_result=advance)

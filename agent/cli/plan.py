@@ -7,8 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
+from ...tools.phase_columns import PHASE_COLUMNS, column_label, phase_columns_help
 from .app import app, console, emit_json, fail
 from .common import JsonFlag, request_options
+from .progress import working
+from .rankings import print_alternatives, print_frontier, print_search
+
+_COST_HELP = (
+    "Cost report of a DAG/plan FILE, or of --model and --strategy.\n\nThe schedule table's columns, per phase:\n\n"
+    + phase_columns_help()
+)
 
 
 def _request_line(plan: Any) -> str:
@@ -53,45 +61,6 @@ def print_deployment(plan: Any) -> None:
             f"{pool.kv_cache_gb:.1f}",
         )
     out.print(table)
-
-
-def print_frontier(plan: Any, limit: int = 12) -> None:
-    """The Pareto frontier of tokens/s/GPU against tokens/s/user, the chosen deployment marked."""
-    from rich.table import Table
-
-    d = plan.deployment
-    if d is None or not d.frontier:
-        return
-    table = Table(
-        "",
-        "deployment",
-        "seqs",
-        "GPUs",
-        "TTFT ms",
-        "TPOT ms",
-        "tok/s/user",
-        "tok/s/GPU",
-        "targets",
-        title="Pareto frontier (tokens/s/GPU against tokens/s/user)",
-    )
-    points = d.frontier
-    if len(points) > limit:  # keep the ends, the chosen point and evenly spaced ones between
-        step = (len(points) - 1) / (limit - 1)
-        keep = {round(i * step) for i in range(limit)} | {i for i, p in enumerate(points) if p.chosen}
-        points = [p for i, p in enumerate(points) if i in keep]
-    for p in points:
-        table.add_row(
-            "*" if p.chosen else "",
-            p.strategy,
-            str(p.concurrency),
-            str(p.gpus_used),
-            f"{p.ttft_ms:.0f}",
-            f"{p.tpot_ms:.2f}",
-            f"{p.tokens_per_s_per_user:.1f}",
-            f"{p.tokens_per_s_per_gpu:.1f}",
-            "met" if p.meets_targets else "missed",
-        )
-    console().print(table)
 
 
 def hint_options(hint: Any, request: Any) -> str:
@@ -155,32 +124,11 @@ def print_plan(plan: Any) -> None:
         if note.startswith(("model error", "priced ")):
             out.print(f"[dim]{note}[/dim]")
     if plan.status == "targets_missed":
-        out.print("[red]infeasible for the targets[/red] (best deployment shown): " + "; ".join(c.target_misses))
+        shown = "the reviewed strategy" if any(m.startswith("reviewing") for m in plan.messages) else "best deployment"
+        out.print(f"[red]infeasible for the targets[/red] ({shown} shown): " + "; ".join(c.target_misses))
     for item in errors[:5]:
         out.print(f"  [red]{item.rule}[/red] {item.message} -> {item.fix}")
-    if plan.alternatives:
-        reviewing = any(m.startswith("reviewing") for m in plan.messages)
-        alt = Table(
-            "instead" if reviewing else "runner-up",
-            "seqs",
-            "GPUs",
-            "TTFT ms",
-            "TPOT ms",
-            "tok/s/GPU",
-            "why" if reviewing else "why not",
-            title="strategies that beat the given one" if reviewing else "alternatives",
-        )
-        for a in plan.alternatives:
-            alt.add_row(
-                a.strategy,
-                str(a.concurrency or "-"),
-                str(a.gpus_used or "-"),
-                f"{a.ttft_ms:.1f}",
-                f"{a.tpot_ms:.2f}",
-                f"{a.tokens_per_s_per_gpu:.1f}",
-                a.why_not,
-            )
-        out.print(alt)
+    print_alternatives(plan)
     print_frontier(plan)
     out.print(plan.explanation)
 
@@ -201,15 +149,17 @@ def plan_command(
 ) -> None:
     """Plan a deployment: search, build the DAG, validate it, price it, explain the choice."""
     from ...io import write_atomic
-    from ..run import run_plan
+    from ..run import progress_line, run_plan
 
-    if strategy is not None:
-        from ...tools.contracts import parse_strategy
-        from ...tools.planner import review
+    with working("planning", quiet=as_json) as step:
+        if strategy is not None:
+            from ...tools.contracts import parse_strategy
+            from ...tools.planner import review
 
-        plan = review(request, parse_strategy(strategy))
-    else:
-        plan = run_plan(request, progress=not as_json)
+            step.status(f"reviewing {strategy} against the searched deployments")
+            plan = review(request, parse_strategy(strategy))
+        else:
+            plan = run_plan(request, progress=not as_json, show=lambda line: step.line(progress_line(line)))
     if output is not None:
         write_atomic(output, plan.model_dump_json(indent=1))
     if as_json:
@@ -225,7 +175,7 @@ def _plan_summary(plan: Any) -> dict[str, Any]:
     return data
 
 
-@app.command("cost")
+@app.command("cost", help=_COST_HELP)
 @request_options(optional=True)
 def cost_command(
     request: Any,
@@ -233,34 +183,36 @@ def cost_command(
     strategy: Annotated[str | None, typer.Option("--strategy", "-s", help="SPEC, e.g. tp=4,pp=2.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Cost report of a DAG/plan FILE, or of --model and --strategy."""
     from ...tools.builder import build_dag
     from ...tools.contracts import parse_strategy
     from ...tools.cost import estimate_cost
     from ...tools.planner import resolve_request
     from ..files import read_dag, require_valid
 
-    if file is not None:
-        report = estimate_cost(require_valid(read_dag(file), file))
-    else:
-        if request is None or strategy is None:
-            fail("give a DAG/plan FILE, or --model and --strategy")
-        from ...tools.serving import occupied_cluster
+    with working("pricing", quiet=as_json) as step:
+        if file is not None:
+            step.status(f"reading {file}")
+            dag = require_valid(read_dag(file), file)
+            step.status("scheduling")
+            report = estimate_cost(dag)
+        else:
+            if request is None or strategy is None:
+                fail("give a DAG/plan FILE, or --model and --strategy")
+            from ...tools.serving import occupied_cluster
 
-        spec, cl = resolve_request(request)
-        parsed = parse_strategy(strategy)
-        used = occupied_cluster(cl, parsed)
-        report = estimate_cost(build_dag(spec, used, parsed, request.workload.with_batch()), used)
-        if used is not cl:
-            report = report.model_copy(
-                update={
-                    "notes": [
-                        *report.notes,
-                        f"priced on the {used.world_size} of {cl.world_size} GPUs {parsed.to_spec()} "
-                        "uses; the others stay idle (a GPU count is a budget)",
-                    ]
-                }
-            )
+            spec, cl = resolve_request(request)
+            parsed = parse_strategy(strategy)
+            used = occupied_cluster(cl, parsed)
+            step.status(f"building {strategy}")
+            dag = build_dag(spec, used, parsed, request.workload.with_batch())
+            step.status("scheduling")
+            report = estimate_cost(dag, used)
+            if used is not cl:
+                idle = (
+                    f"priced on the {used.world_size} of {cl.world_size} GPUs {parsed.to_spec()} uses; the others "
+                    "stay idle (a GPU count is a budget)"
+                )
+                report = report.model_copy(update={"notes": [*report.notes, idle]})
     if as_json:
         emit_json(report)
         return
@@ -278,31 +230,10 @@ def print_cost(report: Any) -> None:
         f"TTFT {report.ttft_ms:.1f} ms | TPOT {report.tpot_ms:.2f} ms | {report.tokens_per_s:,.0f} tok/s "
         f"({report.tokens_per_s_per_gpu:.1f}/GPU, {report.tokens_per_s_per_user:.1f}/user) | fits: {report.fits}"
     )
-    phases = Table(
-        "phase",
-        "latency ms",
-        "compute ms",
-        "comm ms",
-        "exposed comm ms",
-        "overlap",
-        "bubble",
-        "collectives",
-        "across nodes",
-        title="schedule",
-    )
+    phases = Table("phase", *(column_label(c) for c in PHASE_COLUMNS), title="schedule (columns: see --help)")
     for name in ("prefill", "decode"):
         p = getattr(report, name)
-        phases.add_row(
-            name,
-            f"{p.latency_ms:.2f}",
-            f"{p.compute_ms:.2f}",
-            f"{p.communication_ms:.2f}",
-            f"{p.exposed_communication_ms:.2f}",
-            f"{p.overlap_fraction:.0%}",
-            f"{p.bubble_fraction:.0%}",
-            str(p.collectives),
-            str(p.inter_node_collectives),
-        )
+        phases.add_row(name, *(c.show(getattr(p, c.field)) for c in PHASE_COLUMNS))
     out.print(phases)
     mem = Table(
         "pool",
@@ -347,15 +278,14 @@ def search_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Ranked deployments and the Pareto frontier of tokens/s/GPU against tokens/s/user."""
-    from rich.table import Table
-
     from ...errors import InfeasibleError
     from ...tools.planner import resolve_request
     from ...tools.search import search
 
     spec, cl = resolve_request(request)
     try:
-        result = search(spec, cl, request.workload, top=top, constraints=request.constraints)
+        with working(f"searching deployments of {spec.name} on {cl.world_size} x {cl.gpu.name}", quiet=as_json):
+            result = search(spec, cl, request.workload, top=top, constraints=request.constraints)
     except InfeasibleError as exc:
         if as_json:
             emit_json({"infeasible": str(exc), "min_gpus": exc.min_gpus,
@@ -367,37 +297,6 @@ def search_command(
     if as_json:
         emit_json(result)
         return
-    out = console()
-    table = Table(
-        "#",
-        "deployment",
-        "seqs",
-        "GPUs",
-        "TTFT ms",
-        "TPOT ms",
-        "tok/s/GPU",
-        "tok/s/user",
-        "GB/GPU",
-        "priced by",
-        title=f"{result.evaluated} deployments in {result.seconds:.2f} s, objective {result.objective}",
-    )
-    for i, c in enumerate(result.candidates, 1):
-        table.add_row(
-            str(i),
-            c.spec,
-            str(c.concurrency),
-            f"{c.gpus_used} of {c.gpus_used + c.idle_gpus}",
-            f"{c.ttft_ms:.1f}",
-            f"{c.tpot_ms:.2f}",
-            f"{c.tokens_per_s_per_gpu:.1f}",
-            f"{c.tokens_per_s_per_user:.1f}",
-            f"{c.memory_per_gpu_gb:.1f}",
-            c.scored_by + ("" if c.meets_targets else " (misses)"),
-        )
-    out.print(table)
-    front = Table("deployment", "seqs", "tok/s/user", "tok/s/GPU", title="Pareto frontier")
-    for c in result.frontier:
-        front.add_row(c.spec, str(c.concurrency), f"{c.tokens_per_s_per_user:.1f}", f"{c.tokens_per_s_per_gpu:.1f}")
-    out.print(front)
-    if result.rejected:
-        out.print("rejected: " + ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items())))
+    from ...tools.cost.pricing import pricing_backend
+
+    print_search(result, pricing_backend(cl, request.workload.engine))

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from .app import app, console, emit_json, fail
+from .progress import working
 
 PlanArg = Annotated[Path, typer.Argument(help="A plan JSON file (shardplan plan -o plan.json).")]
 OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write (default: PLAN.html).")]
@@ -55,8 +56,9 @@ def report_command(
     if trace is not None and plan.dag is None:
         fail(f"--trace: {plan_file} is an infeasible plan with no DAG, so there is no schedule to trace")
     target = output if output is not None else plan_file.with_suffix(".html")
-    page = render_report(plan)
-    events: dict[str, Any] | None = trace_events(plan) if trace is not None else None
+    with working(f"drawing the report of {plan_file}", quiet=as_json):
+        page = render_report(plan)
+        events: dict[str, Any] | None = trace_events(plan) if trace is not None else None
     write_atomic(target, page)
     result: dict[str, Any] = {"report": str(target), "bytes": len(page.encode()), "status": plan.status}
     if trace is not None and events is not None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .app import app, console, emit_json, fail
+from .progress import working
 
 if TYPE_CHECKING:
     from ...tools.contracts.reports import ValidationReport
@@ -40,7 +41,8 @@ def validate_command(
         document = parse_json(text)
     except InputError as exc:
         fail(f"{file}: {exc}")
-    report = validate_json(document)
+    with working(f"checking {file} against every rule", quiet=as_json):
+        report = validate_json(document)
     if as_json:
         emit_json(report)
     else:

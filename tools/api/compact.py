@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from ..contracts.plan import Alternative, Deployment, FitHint, Plan, PlanRequest, PlanStatus
+from ..contracts.plan import Alternative, Deployment, FitHint, NearTie, Plan, PlanRequest, PlanStatus
 from ..contracts.reports import CostReport, ValidationReport
 from .results import CostSummary, MemoryBrief, PhaseBrief, Result, ViolationBrief
 from .shared import _brief_cost, _brief_violations, _misses, _r
@@ -67,6 +67,9 @@ class PlanSummary(Result):
     min_gpus: int | None = Field(description="When infeasible for memory: the fewest GPUs that would fit.")
     hints: list[FitHint] = Field(
         default_factory=list, description="When infeasible for memory: each single change that would make it fit."
+    )
+    near_tie: NearTie | None = Field(
+        default=None, description="Set when the leading deployments are within the model's stated error of each other."
     )
     messages: list[str] = Field(description="What the planner noticed along the way.")
     assumptions: list[str] = Field(description="Every value that was defaulted or guessed rather than given.")
@@ -168,6 +171,7 @@ def plan_summary(plan: Plan, *, detail: bool = False) -> PlanSummary:
         explanation=plan.explanation,
         min_gpus=plan.min_gpus,
         hints=plan.hints,
+        near_tie=plan.near_tie,
         messages=plan.messages,
         assumptions=plan.assumptions,
         plan=plan if detail else None,

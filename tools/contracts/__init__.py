@@ -16,7 +16,7 @@ from .dag import (
 )
 from .hardware import GPU, Cluster
 from .model import MLASpec, ModelSpec, MoESpec
-from .plan import Alternative, Deployment, FitHint, FrontierPoint, Plan, PlanRequest, WorkerPool
+from .plan import Alternative, Deployment, FitHint, FrontierPoint, NearTie, Plan, PlanRequest, WorkerPool
 from .reports import CostReport, MemoryReport, PathStep, PhaseCost, PricingReport, ValidationReport, Violation
 from .strategy import PhaseStrategy, Strategy, parse_strategy
 from .workload import Workload
@@ -49,6 +49,7 @@ __all__ = [
     "Deployment",
     "FitHint",
     "FrontierPoint",
+    "NearTie",
     "WorkerPool",
     "Plan",
     "PlanRequest",

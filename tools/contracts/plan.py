@@ -23,6 +23,7 @@ __all__ = [
     "FrontierPoint",
     "FitChange",
     "FitHint",
+    "NearTie",
 ]
 
 PlanStatus = Literal["ok", "targets_missed", "infeasible"]
@@ -59,7 +60,28 @@ class Alternative(Contract):
     tokens_per_s_per_user: float = Field(ge=0, description="Predicted per-user speed.")
     concurrency: int | None = Field(default=None, ge=1, description="Sequences in flight at its best concurrency.")
     gpus_used: int | None = Field(default=None, ge=1, description="GPUs it uses.")
-    why_not: str = Field(description="Why it lost to the chosen one.")
+    why_not: str = Field(
+        description="Why it lost to the chosen one; in a review, what the reviewed strategy has against it."
+    )
+
+
+class NearTie(Contract):
+    """The top of a ranking that the cost model cannot tell apart: the leading deployments whose ranked figure
+    lies within the model's stated error of the best one's."""
+
+    top: int = Field(ge=2, description="How many leading deployments lie within the model's error of the best.")
+    figure: Literal["tokens/s", "request latency"] = Field(
+        description="What the ranking compares: output tokens/s of the deployment (throughput, goodput), or "
+        "TTFT + (osl - 1) x TPOT (latency, and a rate among deployments of the same GPU count)."
+    )
+    spread_pct: float = Field(ge=0, description="Largest gap among them to the best, in percent of the best.")
+    model_error_pct: float = Field(
+        gt=0,
+        description="The model's stated median |error| on that figure for the backend that priced them "
+        "(against public measurements held out from the fit, as every cost report states).",
+    )
+    backend: Literal["measured", "roofline"] = Field(description="The pricing backend whose error applies.")
+    note: str = Field(description="The sentence shown under the ranking.")
 
 
 FitChange = Literal["weight_dtype", "kv_dtype", "gpus", "context", "batch"]
@@ -154,7 +176,15 @@ class Plan(Contract):
     dag: DAG | None = Field(default=None, description="The DAG of one replica (or one prefill and one decode worker).")
     validation: ValidationReport | None = Field(default=None, description="Validators' verdict on the DAG.")
     cost: CostReport | None = Field(default=None, description="Cost model's figures.")
-    alternatives: list[Alternative] = Field(default_factory=list, description="Runners-up, best first.")
+    alternatives: list[Alternative] = Field(
+        default_factory=list,
+        description="Runners-up, best first; in a review, the searched strategies that beat the reviewed one.",
+    )
+    near_tie: NearTie | None = Field(
+        default=None,
+        description="Set when the chosen deployment and its first alternatives are within the model's stated "
+        "error of each other (the ranking among them is not meaningful); None otherwise.",
+    )
     explanation: str = Field(default="", description="Why this strategy, in a few sentences, citing rule IDs.")
     min_gpus: int | None = Field(
         default=None, description="When infeasible for memory: the fewest GPUs that would fit."

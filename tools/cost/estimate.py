@@ -18,7 +18,14 @@ from .pricing import Backend, Pricer, make_pricer
 from .profiles import gpu_profile
 from .schedule import Schedule, busy_overlap, schedule_dag
 
-__all__ = ["estimate_cost", "throughput", "target_misses", "model_error_note", "pricing_report"]
+__all__ = [
+    "estimate_cost",
+    "throughput",
+    "target_misses",
+    "model_error_note",
+    "stated_error_pct",
+    "pricing_report",
+]
 
 
 def model_error_note(backend: str = "roofline") -> str:
@@ -32,6 +39,20 @@ def model_error_note(backend: str = "roofline") -> str:
         f"{err.throughput_median_pct:.1f}%; against AIConfigurator's measured-data estimates on {grid.configs} "
         f"configurations: TTFT {grid.ttft_median_pct:.1f}%, TPOT {grid.tpot_median_pct:.1f}%"
     )
+
+
+def stated_error_pct(backend: str, figure: Literal["tokens/s", "request latency"], osl: int = 2) -> float:
+    """The backend's stated median |error| (the one :func:`model_error_note` states) on a ranked figure:
+    tokens/s per GPU for ``tokens/s``; for ``request latency``, TPOT's (which dominates it) unless there is
+    one output token only, then TTFT's.
+
+    >>> stated_error_pct("roofline", "tokens/s") == calibration().held_out_error["roofline"].throughput_median_pct
+    True
+    """
+    err = calibration().held_out_error[backend]
+    if figure == "tokens/s":
+        return err.throughput_median_pct
+    return err.tpot_median_pct if osl > 1 else err.ttft_median_pct
 
 
 def pricing_report(pricer: Pricer) -> PricingReport:

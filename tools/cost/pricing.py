@@ -22,7 +22,7 @@ from .exchange import engine_exchange
 from .measured.database import MeasuredTables, measured_available, measured_tables, system_for_gpu
 from .op_time import expert_load_factor, node_time_s
 
-__all__ = ["Backend", "Pricer", "make_pricer"]
+__all__ = ["Backend", "Pricer", "make_pricer", "pricing_backend"]
 
 Backend = Literal["auto", "roofline"]
 # Node kinds some measured table may price (the others are norms, adds, samplers, state markers).
@@ -118,3 +118,9 @@ def make_pricer(
     tables = measured_tables(cluster.gpu.name, engine) if model is not None else None
     why = "" if tables is not None else _why_no_tables(cluster.gpu.name)
     return Pricer(cluster, model, phases or {}, engine, tables, why)
+
+
+def pricing_backend(cluster: Cluster, engine: ServingEngine = "vllm") -> Literal["measured", "roofline"]:
+    """The backend that prices most of a deployment on ``cluster`` under ``engine``: ``measured`` when the
+    measured tables of its GPU load (they then price nearly all node time), else ``roofline``."""
+    return "measured" if measured_tables(cluster.gpu.name, engine) is not None else "roofline"

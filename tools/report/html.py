@@ -227,6 +227,16 @@ def _feasible_sections(plan: Plan, known: set[str]) -> str:
     return "".join(out)
 
 
+def _stated_error(plan: Plan) -> tuple[float, float] | None:
+    """The model's stated error on tokens/s per user (TPOT's) and per GPU, for the backend that priced the plan."""
+    from ..cost.calibration import calibration
+
+    if plan.cost is None or plan.cost.pricing is None:
+        return None
+    error = calibration().held_out_error[plan.cost.pricing.backend]  # what model_error_note states
+    return (error.tpot_median_pct, error.throughput_median_pct)
+
+
 def _pareto_html(plan: Plan) -> str:
     points = plan_points(plan)
     front = {p.spec for p in pareto_front(points)}
@@ -244,4 +254,9 @@ def _pareto_html(plan: Plan) -> str:
         chosen = (f'<p class="muted">Chosen (1): TTFT {esc(fmt_ms(plan.cost.ttft_ms))}, TPOT '
                   f"{esc(fmt_ms(plan.cost.tpot_ms))}. Up and right is better; the dashed line joins the Pareto "
                   "frontier.</p>")
-    return f'<div class="scroll">{pareto_svg(points)}</div>{chosen}{note}{table}'
+    error = _stated_error(plan)
+    band = (f" The shaded box spans the model's stated error around the chosen point (±{error[0]:.1f}% tokens/s per "
+            f"user, ±{error[1]:.1f}% tokens/s per GPU): points inside it are not told apart." if error else "")
+    chosen = chosen.replace("frontier.</p>", f"frontier.{esc(band)}</p>")
+    tie = f'<p class="muted">Note: {esc(plan.near_tie.note)}.</p>' if plan.near_tie is not None else ""
+    return f'<div class="scroll">{pareto_svg(points, error_pct=error)}</div>{chosen}{tie}{note}{table}'

@@ -13,7 +13,8 @@ from ...errors import InputError
 from ..contracts.plan import Plan
 from ..contracts.reports import CostReport, MemoryReport, PhaseCost, ValidationReport
 from ..contracts.strategy import PhaseStrategy, Strategy
-from .svg import CATEGORY_COLOURS, category_of, esc, fmt_ms, fmt_num, svg_open, text
+from ..phase_columns import PHASE_COLUMNS, column_label
+from .svg import CATEGORY_COLOURS, category_of, esc, fmt_ms, fmt_num, svg_open, text, text_width
 
 __all__ = [
     "RULE_ID", "rule_anchor", "linkify_rules", "header_html", "strategy_html", "time_breakdown_html",
@@ -137,7 +138,7 @@ def _critical_parts(phase: PhaseCost) -> list[tuple[str, float, str]]:
     for step in phase.critical_path:
         sums[category_of(step.kind)] += step.ms
     return [("compute on the critical path", sums["compute"], CATEGORY_COLOURS["compute"]),
-            ("exposed communication", sums["communication"], CATEGORY_COLOURS["communication"]),
+            ("comm on critical path", sums["communication"], CATEGORY_COLOURS["communication"]),
             ("KV cache reads and writes", sums["state"], CATEGORY_COLOURS["state"])]
 
 
@@ -168,18 +169,14 @@ def time_breakdown_html(cost: CostReport, gpu_time: dict[str, dict[str, float]])
     svg = svg_open(width, y, "breakdown", "where the time goes") + "".join(rows) + "</svg>"
     legend = "".join(f'<span class="chip"><i style="background:{c}"></i>{esc(t)}</span>' for t, c in (
         ("compute", CATEGORY_COLOURS["compute"]),
-        ("exposed / unhidden communication", CATEGORY_COLOURS["communication"]),
+        ("comm on critical path / not hidden", CATEGORY_COLOURS["communication"]),
         ("KV cache state", CATEGORY_COLOURS["state"]), ("idle (pipeline bubble, waits)", "#cbd5e1")))
     table = ["<table class=\"figures\"><thead><tr><th></th><th>prefill</th><th>decode step</th></tr></thead><tbody>"]
-    for label, attr, fmt in (("latency", "latency_ms", fmt_ms), ("busiest compute stream", "compute_ms", fmt_ms),
-                             ("busiest comm. stream", "communication_ms", fmt_ms),
-                             ("exposed communication", "exposed_communication_ms", fmt_ms),
-                             ("bubble", "bubble_fraction", lambda v: f"{v:.0%}"),
-                             ("comm. overlapped", "overlap_fraction", lambda v: f"{v:.0%}"),
-                             ("collectives", "collectives", lambda v: f"{v:,}"),
-                             ("across nodes", "inter_node_collectives", lambda v: f"{v:,}")):
-        table.append(f"<tr><th>{esc(label)}</th><td>{esc(fmt(getattr(cost.prefill, attr)))}</td>"
-                     f"<td>{esc(fmt(getattr(cost.decode, attr)))}</td></tr>")
+    for column in PHASE_COLUMNS:  # the names and meanings `shardplan cost` uses
+        cells = "".join(f"<td>{esc(column.show(getattr(getattr(cost, name), column.field), fmt_ms))}</td>"
+                        for name in ("prefill", "decode"))
+        table.append(f'<tr><th title="{esc(column.meaning)}">{esc(column_label(column, with_unit=False))}</th>'
+                     f"{cells}</tr>")
     table.append("</tbody></table>")
     handoff = f'<p class="muted">KV handoff: {esc(fmt_ms(cost.kv_transfer_ms))}</p>' if cost.kv_transfer_ms else ""
     return f'<div class="scroll">{svg}</div><p class="legend">{legend}</p>{"".join(table)}{handoff}'
@@ -193,10 +190,13 @@ _MEMORY_PARTS = (("weights", "weights_gb", "#2563eb"), ("KV cache", "kv_cache_gb
 
 def memory_html(memory: list[MemoryReport]) -> str:
     """Per GPU pool, a bar of weights, KV cache, activations and workspace against the GPU's capacity."""
-    width, x0, bar_w = 560, 90, 400
+    captions = [f"{pool.total_gb:.1f} / {pool.capacity_gb:g} GB" for pool in memory]
+    # The bar gives way to its longest label, so that every label stays inside the drawing.
+    width, x0, gap = 560, 90, 6
+    bar_w = width - x0 - gap - max((text_width(caption, 10) for caption in captions), default=0) - 4
     rows = []
     y = 6
-    for pool in memory:
+    for pool, caption in zip(memory, captions, strict=True):
         scale = max(pool.capacity_gb, pool.total_gb)
         rows.append(text(4, y + 13, pool.pool, size=12, weight="bold"))
         x = x0
@@ -209,8 +209,8 @@ def memory_html(memory: list[MemoryReport]) -> str:
             x += w
         cap_x = x0 + bar_w * pool.capacity_gb / scale
         rows.append(f'<rect x="{x0}" y="{y}" width="{cap_x - x0:.1f}" height="18" class="capacity"/>')
-        rows.append(text(x0 + bar_w + 6, y + 13, f"{pool.total_gb:.1f} / {pool.capacity_gb:g} GB", size=10,
-                         fill="#b91c1c" if not pool.fits else "#334155"))
+        rows.append(text(x0 + bar_w + gap, y + 13, caption, size=10, fill="#b91c1c" if not pool.fits else "#334155",
+                         css_class="memory-label"))
         y += 30
     svg = svg_open(width, y, "memory", "memory per GPU") + "".join(rows) + "</svg>"
     legend = "".join(f'<span class="chip"><i style="background:{c}"></i>{esc(t)}</span>' for t, _, c in _MEMORY_PARTS)

@@ -4,7 +4,9 @@ The points are the deployment search's Pareto frontier over layouts and concurre
 ``deployment.frontier``), the runners-up, and the chosen deployment.
 
 A point is on the Pareto frontier when no other point is at least as good on both axes and better on
-one. The frontier is drawn as a step line; the chosen strategy is ringed and labelled.
+one. The frontier is drawn as a step line; the chosen strategy is ringed and labelled. Both axes start at
+zero, so that a gap of a few percent looks like one, and a shaded box around the chosen point spans the
+model's stated error on each axis: points inside it are not told apart by the model.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..contracts.plan import Plan
-from .svg import esc, fmt_num, nice_range, svg_open, text
+from .svg import esc, fmt_num, nice_ticks, svg_open, text
 
 __all__ = ["Point", "plan_points", "pareto_front", "pareto_svg"]
 
@@ -69,12 +71,17 @@ def pareto_front(points: list[Point]) -> list[Point]:
     return sorted(front, key=lambda p: (p.per_user, -p.per_gpu))
 
 
-def pareto_svg(points: list[Point], width: int = 520, height: int = 330) -> str:
-    """The scatter of ``points`` with the frontier and the chosen point marked."""
+def pareto_svg(
+    points: list[Point], width: int = 520, height: int = 330, error_pct: tuple[float, float] | None = None
+) -> str:
+    """The scatter of ``points`` with the frontier and the chosen point marked, both axes from zero;
+    ``error_pct`` (tokens/s per user, per GPU) draws the model's error around the chosen point."""
     left, right, top, bottom = 58, 16, 14, 44
     plot_w, plot_h = width - left - right, height - top - bottom
-    xs = nice_range(min(p.per_user for p in points), max(p.per_user for p in points))
-    ys = nice_range(min(p.per_gpu for p in points), max(p.per_gpu for p in points))
+    grow = 1 + (max(error_pct) / 100 if error_pct else 0.0)  # room for the error box above the chosen point
+    chosen = [p for p in points if p.chosen]
+    xs = nice_ticks(max([p.per_user for p in points] + [c.per_user * grow for c in chosen]) * 1.05)
+    ys = nice_ticks(max([p.per_gpu for p in points] + [c.per_gpu * grow for c in chosen]) * 1.05)
 
     def px(v: float) -> float:
         return left + (v - xs[0]) / (xs[-1] - xs[0]) * plot_w
@@ -85,14 +92,26 @@ def pareto_svg(points: list[Point], width: int = 520, height: int = 330) -> str:
     out = [svg_open(width, height, "pareto", "tokens per second per GPU against per user")]
     for tick in xs:
         out.append(f'<line x1="{px(tick):.1f}" y1="{top}" x2="{px(tick):.1f}" y2="{top + plot_h}" class="grid"/>')
-        out.append(text(px(tick), top + plot_h + 14, fmt_num(tick), size=10, anchor="middle", fill="#475569"))
+        out.append(text(px(tick), top + plot_h + 14, fmt_num(tick), size=10, anchor="middle", fill="#475569",
+                        css_class="x-tick"))
     for tick in ys:
         out.append(f'<line x1="{left}" y1="{py(tick):.1f}" x2="{left + plot_w}" y2="{py(tick):.1f}" class="grid"/>')
-        out.append(text(left - 6, py(tick) + 3, fmt_num(tick), size=10, anchor="end", fill="#475569"))
+        out.append(text(left - 6, py(tick) + 3, fmt_num(tick), size=10, anchor="end", fill="#475569",
+                        css_class="y-tick"))
     out.append(f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="frame"/>')
     out.append(text(left + plot_w / 2, height - 8, "tokens/s per user (interactivity) →", size=11, anchor="middle"))
     out.append(f'<text x="14" y="{top + plot_h / 2:.0f}" font-size="11" text-anchor="middle" '
                f'transform="rotate(-90 14 {top + plot_h / 2:.0f})">tokens/s per GPU (throughput) →</text>')
+    for c in chosen:
+        if error_pct is None:
+            break
+        ex, ey = error_pct[0] / 100, error_pct[1] / 100
+        x0, x1 = px(c.per_user * (1 - ex)), px(c.per_user * (1 + ex))
+        y0, y1 = py(c.per_gpu * (1 + ey)), py(c.per_gpu * (1 - ey))
+        out.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" '
+                   f'class="error-band" fill="#fca5a5" fill-opacity="0.18" stroke="#f87171" stroke-dasharray="3 3">'
+                   f"<title>the model's stated error around the chosen point: ±{error_pct[0]:.1f}% tokens/s per "
+                   f"user, ±{error_pct[1]:.1f}% tokens/s per GPU</title></rect>")
     front = pareto_front(points)
     if len(front) > 1:
         steps = " ".join(f"{px(p.per_user):.1f},{py(p.per_gpu):.1f}" for p in front)

@@ -10,8 +10,8 @@ import math
 from collections.abc import Iterable
 
 __all__ = [
-    "esc", "fmt_ms", "fmt_num", "nice_ticks", "nice_range", "kind_colour", "kind_fill", "category_of", "KIND_ORDER",
-    "CATEGORY_COLOURS", "svg_open", "text", "legend_items",
+    "esc", "fmt_ms", "fmt_num", "nice_ticks", "kind_colour", "kind_fill", "category_of", "KIND_ORDER",
+    "CATEGORY_COLOURS", "svg_open", "text", "text_width", "legend_items",
 ]
 
 # Saturated colour per node kind, used for timeline bars and DAG node outlines: compute in blues, greens
@@ -100,25 +100,6 @@ def nice_ticks(high: float, target: int = 6) -> list[float]:
     return [float(round(i * step, 10)) for i in range(count + 1)]
 
 
-def nice_range(low: float, high: float, target: int = 6) -> list[float]:
-    """Round tick values covering ``[low, high]`` with some margin, about ``target`` of them; from 0 when
-    the data start near it.
-
-    >>> nice_range(901, 989)
-    [875.0, 900.0, 925.0, 950.0, 975.0, 1000.0]
-    """
-    if high <= low:
-        low, high = low * 0.9, high * 1.1 + 1e-9
-    margin = (high - low) * 0.1
-    low, high = max(low - margin, 0.0), high + margin
-    if low < (high - low) * 0.5:
-        return nice_ticks(high, target)
-    step = nice_ticks(high - low, target)[1]
-    first = math.floor(low / step)
-    count = math.ceil(high / step - 1e-9) - first
-    return [float(round((first + i) * step, 10)) for i in range(count + 1)]
-
-
 def svg_open(width: float, height: float, css_class: str, label: str) -> str:
     """An ``<svg>`` start tag with a viewBox, a class and an accessible label."""
     return (f'<svg class="{esc(css_class)}" width="{width:.0f}" '
@@ -132,6 +113,17 @@ def text(x: float, y: float, content: str, *, size: int = 11, anchor: str = "sta
     bold = f' font-weight="{weight}"' if weight != "normal" else ""
     return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{fill}"{bold}{cls}>'
             f"{esc(content)}</text>")
+
+
+def text_width(content: str, size: float) -> float:
+    """An upper bound on the width of ``content`` drawn at ``size`` px in the report's sans-serif font, for
+    laying out labels without a browser: 0.7 em per character, wider than the digits, capitals and
+    punctuation of the common UI fonts (DejaVu Sans digits are 0.64 em, Roboto's 0.56 em).
+
+    >>> text_width("75.0 / 141 GB", 10)
+    91.0
+    """
+    return round(len(content) * 0.7 * size, 1)
 
 
 def legend_items(kinds: Iterable[str]) -> str:
