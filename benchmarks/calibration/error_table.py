@@ -32,8 +32,9 @@ power cap; mapped models; assumed output length).
 
 Each priced row is built from ``load_model(model, weight_dtype=row weight_dtype)`` (FP8 KV cache where
 the note says so; a row whose weight format is the one its checkpoint publishes for the experts, gpt-oss's
-MXFP4, loads the checkpoint as published, attention and embeddings in bf16: :func:`checkpoint_dtype`), ``make_cluster(gpu, gpus)``, ``parse_strategy(strategy)`` (``dp`` = replicas) and the
-row's engine (its measured tables; vLLM's for any other engine, such as gpt-fast or NIM).
+MXFP4, loads the checkpoint as published, attention and embeddings in bf16: :func:`checkpoint_dtype`),
+``make_cluster(gpu, gpus)``, ``parse_strategy(strategy)`` (``dp`` = replicas) and the row's engine (its
+measured tables; vLLM's for any other engine, such as gpt-fast or NIM).
 
 Usage::
 
@@ -240,7 +241,8 @@ def evaluate(row: dict[str, Any], backend: str = "auto") -> Result:
         notes.append("AWQ 4-bit priced as fp4 bytes")
     mode = batching(row)
     budget = row.get("max_batched_tokens")
-    found = setup(row["model"], checkpoint_dtype(row["model"], row["weight_dtype"]), kv_dtype, row["gpu"], int(row["gpus"]), row["strategy"],
+    weights = checkpoint_dtype(row["model"], row["weight_dtype"])
+    found = setup(row["model"], weights, kv_dtype, row["gpu"], int(row["gpus"]), row["strategy"],
                   int(row["isl"]), int(osl), serving_engine(row), mode, budget, backend)
     workload = found.workload
     if row.get("batch"):
