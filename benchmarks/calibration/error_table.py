@@ -238,7 +238,7 @@ def evaluate(row: dict[str, Any], backend: str = "auto") -> Result:
     if "LOW CONFIDENCE" in note:
         notes.append("low-confidence layout")
     if "AWQ" in note:
-        notes.append("AWQ 4-bit priced as fp4 bytes")
+        notes.append("AWQ int4 priced as 4-bit weights, weight-only (bf16 math)")
     mode = batching(row)
     budget = row.get("max_batched_tokens")
     weights = checkpoint_dtype(row["model"], row["weight_dtype"])
