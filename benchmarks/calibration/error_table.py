@@ -31,8 +31,10 @@ skipped. Rows kept with a caveat say so in the notes column (the gpt-fast A100 r
 power cap; mapped models; assumed output length).
 
 Each priced row is built from ``load_model(model, weight_dtype=row weight_dtype)`` (FP8 KV cache where
-the note says so), ``make_cluster(gpu, gpus)``, ``parse_strategy(strategy)`` (``dp`` = replicas) and the
-row's engine (its measured tables; vLLM's for any other engine, such as gpt-fast or NIM).
+the note says so; a row whose weight format is the one its checkpoint publishes for the experts, gpt-oss's
+MXFP4, loads the checkpoint as published, attention and embeddings in bf16: :func:`checkpoint_dtype`),
+``make_cluster(gpu, gpus)``, ``parse_strategy(strategy)`` (``dp`` = replicas) and the row's engine (its
+measured tables; vLLM's for any other engine, such as gpt-fast or NIM).
 
 Usage::
 
@@ -143,8 +145,22 @@ class Setup:
     replicas: int
 
 
+def checkpoint_dtype(model: str, weight_dtype: str) -> str | None:
+    """The weight format to load a row's model in: None (the checkpoint's own) when ``weight_dtype`` is
+    what the published checkpoint already stores its experts in, else ``weight_dtype`` for every weight.
+
+    gpt-oss publishes MXFP4 experts and bf16 attention, router, embeddings and head (its config's
+    ``quantization_config`` skips them, and vLLM serves them unquantised); a row recorded as ``fp4`` ran
+    that checkpoint, not one with 4-bit attention.
+
+    >>> checkpoint_dtype("openai/gpt-oss-120b", "fp4") is None, checkpoint_dtype("deepseek-ai/DeepSeek-V3", "fp4")
+    (True, 'fp4')
+    """
+    return None if load_model(model).expert_dtype == weight_dtype else weight_dtype
+
+
 @cache
-def setup(model: str, weight_dtype: str, kv_dtype: str | None, gpu: str, gpus: int, strategy: str, isl: int,
+def setup(model: str, weight_dtype: str | None, kv_dtype: str | None, gpu: str, gpus: int, strategy: str, isl: int,
           osl: int, engine: str, mode: str, budget: int | None, backend: str) -> Setup:
     spec = load_model(model, weight_dtype=weight_dtype, kv_dtype=kv_dtype)  # type: ignore[arg-type]
     layout = parse_strategy(strategy).decode
@@ -222,10 +238,11 @@ def evaluate(row: dict[str, Any], backend: str = "auto") -> Result:
     if "LOW CONFIDENCE" in note:
         notes.append("low-confidence layout")
     if "AWQ" in note:
-        notes.append("AWQ 4-bit priced as fp4 bytes")
+        notes.append("AWQ int4 priced as 4-bit weights, weight-only (bf16 math)")
     mode = batching(row)
     budget = row.get("max_batched_tokens")
-    found = setup(row["model"], row["weight_dtype"], kv_dtype, row["gpu"], int(row["gpus"]), row["strategy"],
+    weights = checkpoint_dtype(row["model"], row["weight_dtype"])
+    found = setup(row["model"], weights, kv_dtype, row["gpu"], int(row["gpus"]), row["strategy"],
                   int(row["isl"]), int(osl), serving_engine(row), mode, budget, backend)
     workload = found.workload
     if row.get("batch"):

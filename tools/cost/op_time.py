@@ -13,6 +13,7 @@ from .calibration import calibration
 from .profiles import profile_for
 
 __all__ = [
+    "compute_dtype",
     "gemm_efficiency",
     "compute_time_s",
     "engine_allreduce_s",
@@ -40,6 +41,25 @@ def gemm_efficiency(m: float, dtype: str, k: float | None = None, gpu: GPU | Non
     return efficiency
 
 
+def compute_dtype(weight_dtype: str, gpu: GPU) -> str:
+    """The precision a GEMM over ``weight_dtype`` weights multiplies in on ``gpu``.
+
+    Its own where the GPU's tensor cores take that format. Otherwise the engines run it weight-only:
+    the kernel widens each weight tile to the activations' bf16 in registers and multiplies in bf16
+    (vLLM's Marlin kernels for AWQ/GPTQ int4 and for FP8 on Ampere, vLLM's Triton MXFP4 MoE on Hopper
+    and ROCm, whose only activation dtype is bf16, TensorRT-LLM's Hopper MXFP4 MoE with bf16
+    activations; NVIDIA's measured tables name the Hopper MXFP4 MoE mode ``w4a16``). Such a GEMM reads
+    the narrow weights but computes at the bf16 rate and bf16 efficiency, not at a narrower format's.
+
+    >>> from shardplan.tools.hardware import gpu_catalog
+    >>> compute_dtype("fp4", gpu_catalog()["H100"]), compute_dtype("fp4", gpu_catalog()["B200"])
+    ('bf16', 'fp4')
+    """
+    if weight_dtype in gpu.dense_tflops or weight_dtype in ("bf16", "fp16", "fp32"):
+        return weight_dtype
+    return "bf16"
+
+
 def _launch_s(node: ComputeNode | StateNode, phase: str) -> float:
     cal = calibration().launch
     per_kernel = (cal.decode_us if phase == "decode" else cal.prefill_us) * 1e-6
@@ -65,17 +85,18 @@ def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
         rows: float = node.shape.get("m", 1)
         if node.kind == "expert" and node.shape.get("experts"):
             rows = max(1.0, rows / node.shape["experts"])  # grouped GEMM: rows per expert set the tile fill
-        efficiency = gemm_efficiency(rows, node.dtype, node.shape.get("k"), gpu)
+        dtype = compute_dtype(node.dtype, gpu)
+        efficiency = gemm_efficiency(rows, dtype, node.shape.get("k"), gpu)
         if node.op == "routed_experts" and node.shape.get("n"):
             # A gated expert FFN is three GEMMs: gate and up (2/3 of the FLOPs) reduce over the hidden size
             # (``n``), only the down projection over the expert's intermediate slice (``k``, thin under
             # expert TP). The thin-k penalty applies to that third alone.
-            up = gemm_efficiency(rows, node.dtype, node.shape["n"], gpu)
+            up = gemm_efficiency(rows, dtype, node.shape["n"], gpu)
             efficiency = 1.0 / (2.0 / 3.0 / up + 1.0 / 3.0 / efficiency)
         if node.op == "routed_experts" and cal.moe.m_half is not None:
             # Grouped MoE kernels fill their (small) row tiles expert by expert: their own fill curve.
             efficiency *= (rows + cal.gemm.m_half) / (rows + cal.moe.m_half)
-        flops_time = node.flops / (gpu.peak_flops(node.dtype) * efficiency) if node.flops else 0.0
+        flops_time = node.flops / (gpu.peak_flops(dtype) * efficiency) if node.flops else 0.0
         memory_efficiency = cal.memory.efficiency
     return max(flops_time, moved / (bandwidth * memory_efficiency)) + _launch_s(node, node.phase)
 
