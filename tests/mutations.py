@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import DAG, CommNode, Edge, StateNode, Workload, parse_strategy
+from shardplan.tools.contracts import DAG, CommNode, Edge, StateNode, Strategy, Workload, parse_strategy
 from shardplan.tools.contracts.dag import ComputeNode
 from shardplan.tools.contracts.model import ModelSpec
 from shardplan.tools.feasibility import strategy_problems
@@ -53,6 +53,12 @@ class Mutation:
 
 MUTATIONS: dict[str, Mutation] = {}
 """Every operator by name, in definition order."""
+
+
+def drawn_node_size(strategy: Strategy) -> int:
+    """Node size for a drawn strategy's own cluster: the largest (up to 8) that divides its GPUs and on which
+    its split pools, each placed on node boundaries, span exactly those GPUs (1 always does)."""
+    return max(d for d in range(1, 9) if strategy.gpus % d == 0 and strategy.span(d) == strategy.gpus)
 
 
 def mutation(rule: str, applies: str = "always") -> Callable[[Mutator], Mutator]:

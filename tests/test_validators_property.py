@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from mutations import trimmed_model
+from mutations import drawn_node_size, trimmed_model
 from shardplan.tools.builder import build_dag
 from shardplan.tools.contracts import PhaseStrategy, Strategy, ValidationReport, Workload
 from shardplan.tools.feasibility import strategy_problems
@@ -52,7 +52,7 @@ def buildable(draw: st.DrawFn) -> tuple[Any, Strategy, Workload]:
         batch=draw(st.sampled_from([8, 24, 64])),
     )
     assume(strategy.gpus <= MAX_GPUS)
-    assume(not strategy_problems(model, strategy, workload, strategy.gpus))
+    assume(not strategy_problems(model, strategy, workload, strategy.gpus, drawn_node_size(strategy)))
     return model, strategy, workload
 
 
@@ -62,7 +62,7 @@ def buildable(draw: st.DrawFn) -> tuple[Any, Strategy, Workload]:
 @given(buildable())
 def test_no_error_on_any_buildable_strategy(case: tuple[Any, Strategy, Workload]) -> None:
     model, strategy, workload = case
-    per_node = max(d for d in range(1, 9) if strategy.gpus % d == 0)
+    per_node = drawn_node_size(strategy)
     dag = build_dag(model, make_cluster("H100", strategy.gpus, per_node), strategy, workload)
     report = validate(dag)
     errors = [f"{v.rule}: {v.message}" for v in report.violations if v.severity == "error"]

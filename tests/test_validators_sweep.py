@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pytest
-from mutations import trimmed_model
+from mutations import drawn_node_size, trimmed_model
 from shardplan.tools.builder import build_dag
 from shardplan.tools.contracts import DAG, CommNode, Edge, PhaseStrategy, Strategy, Workload
 from shardplan.tools.contracts.dag import ComputeNode
@@ -87,7 +87,7 @@ def _draw(rng: random.Random) -> Drawn | None:
     workload = Workload(
         isl=rng.choice([16, 64, 200]), osl=rng.choice([2, 16]), batch=rng.choice([1, 4, 8, 24, 64])
     )
-    if strategy.gpus > 64 or strategy_problems(model, strategy, workload, strategy.gpus):
+    if strategy.gpus > 64 or strategy_problems(model, strategy, workload, strategy.gpus, drawn_node_size(strategy)):
         return None
     return Drawn(name, family, layers, strategy, workload)
 
@@ -105,7 +105,7 @@ def drawn_strategies() -> tuple[Drawn, ...]:
 
 def _build(drawn: Drawn) -> DAG:
     gpus = drawn.strategy.gpus
-    per_node = max(d for d in range(1, 9) if gpus % d == 0)
+    per_node = drawn_node_size(drawn.strategy)
     return build_dag(_model(drawn.model, drawn.layers), make_cluster("H100", gpus, per_node), drawn.strategy,
                      drawn.workload)
 
