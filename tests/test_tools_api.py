@@ -119,3 +119,16 @@ def test_langchain_tools_return_errors_instead_of_raising() -> None:
     assert {g["name"] for g in listed["results"]} >= {"H100", "H200"}
     plan = tools["plan"].invoke(SMALL)
     assert plan["status"] == "ok" and plan["plan"] is None and plan["validation"]["valid"]
+
+
+def test_a_cluster_file_without_a_gpu_argument_plans_on_the_clusters_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("SHARDPLAN_ALLOWED_ROOTS", str(root))
+    from shardplan.tools.api.arguments import RequestArgs
+    from shardplan.tools.planner import resolve_request
+
+    cluster = str(root / "tools" / "data" / "clusters" / "h200-2x8-ib.yaml")
+    request = RequestArgs(model="llama-3.1-8b", gpus=16, cluster=cluster).to_request()
+    assert request.gpu == "H200"  # the cluster's GPU, not the argument's H100 default
+    with pytest.raises(InputError, match="contradicts the cluster file"):
+        resolve_request(RequestArgs(model="llama-3.1-8b", gpu="H100", gpus=16, cluster=cluster).to_request())

@@ -58,7 +58,8 @@ class RequestArgs(Args):
         default="H100",
         min_length=1,
         max_length=40,
-        description="GPU catalog name: H100, H200, B200, A100, L40S, MI300X, A100-40GB, H100-PCIe, H20, GB200.",
+        description="GPU catalog name: H100, H200, B200, A100, L40S, MI300X, A100-40GB, H100-PCIe, H20, GB200; "
+        "with a cluster file, its GPU unless given.",
     )
     gpus: int = Field(ge=1, le=MAX_GPUS, description="GPUs available.")
     gpus_per_node: int | None = Field(
@@ -135,9 +136,15 @@ class RequestArgs(Args):
             max_batched_tokens=self.max_batched_tokens,
             engine=self.engine,
         )
+        gpu = self.gpu
+        if self.cluster and "gpu" not in self.model_fields_set:
+            # The cluster file names its GPU: the default must not contradict it.
+            from ..hardware import load_cluster
+
+            gpu = load_cluster(self.cluster).gpu.name
         request = PlanRequest(
             model=self.model,
-            gpu=self.gpu,
+            gpu=gpu,
             gpus=self.gpus,
             gpus_per_node=self.gpus_per_node,
             cluster=self.cluster,
