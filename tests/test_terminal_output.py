@@ -120,7 +120,7 @@ def test_near_tie_counts_the_leaders_within_the_stated_error() -> None:
     tie = near_tie(_figures(inside, 1000.0, 1000 * (1 - 2 * error / 100)), workload, "roofline")
     assert tie is not None and tie.top == 2 and tie.model_error_pct == error
     assert tie.spread_pct == pytest.approx(error / 2, abs=0.01)
-    assert f"within {error / 2:.1f}%" in tie.note and f"stated error of {error:.1f}%" in tie.note
+    assert f"within {tie.spread_pct:.1f}%" in tie.note and f"stated error of {error:.1f}%" in tie.note
     assert near_tie(_figures(1000.0, 1000 * (1 - 2 * error / 100)), workload, "roofline") is None
 
 
