@@ -182,10 +182,11 @@ def near_tie(
     top, spread = leading_within(values, error, higher_is_better=not latency)
     if top < 2:
         return None
+    spread = round(spread, 2)  # the note and the field print the same figure
     return NearTie(
         top=top,
         figure=figure,
-        spread_pct=round(spread, 2),
+        spread_pct=spread,
         model_error_pct=error,
         backend=backend,
         note=near_tie_note(subject.format(top=top, others=top - 1), spread, error, figure, backend),
