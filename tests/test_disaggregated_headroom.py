@@ -34,12 +34,16 @@ def test_pools_never_run_the_prefill_workers_at_or_past_saturation() -> None:
     # ... so those sizings are not offered (the old model served them at the prefill pool's full rate) ...
     for decode in fast:
         assert not pool_options(LLAMA_8B, H100_2, prefill, decode, WORK, budget=2, counts=(1, 1))
-    # ... while every batch it can feed is, its TTFT carrying the full queue of the pool's utilisation.
+    # ... while every batch it can feed is, its TTFT carrying the full queue of the pool's utilisation, each
+    # step clearing up to ``prompts`` waiting prompts (bulk service).
+    assert prefill.prompts == 4
     for decode in slow:
         (option,) = pool_options(LLAMA_8B, H100_2, prefill, decode, WORK, budget=2, counts=(1, 1))
         busy = decode.requests_per_s / prefill.requests_per_s
+        queue = mdl_wait(busy, prefill.step_s / prefill.prompts)
         assert option.requests_per_s == pytest.approx(decode.requests_per_s)
-        assert option.ttft_ms >= (1.5 * prefill.step_s + mdl_wait(busy, prefill.step_s)) * 1e3
+        assert option.ttft_ms >= (1.5 * prefill.step_s + queue) * 1e3
+        assert option.ttft_ms < (1.5 * prefill.step_s + queue) * 1e3 + 50  # the rest is the KV transfer
         assert option.tpot_ms == pytest.approx(decode.step_s * 1e3)
 
 

@@ -5,8 +5,9 @@ budget of each group's scheduler): it serves ``mu = k / prefill(k)`` requests/s.
 sequences runs pure decode steps ``tau = step(C, 0)`` and finishes ``C / ((O - 1) tau)`` requests/s. The
 deployment serves the decode pool's rate, which the prefill pool must exceed (below); each request's KV
 cache then crosses from its prefill worker to its decode worker. TTFT is half a prefill step of wait, the
-M/D/1 queue at the prefill pool's utilisation, the prefill step itself and the KV transfer. Tokens/s/GPU
-counts every GPU of both pools.
+M/D/1 queue at the prefill pool's utilisation (bulk service: a step clears up to ``k`` waiting prompts, so
+the queue's service time is a prompt's share of a step), the prefill step itself and the KV transfer.
+Tokens/s/GPU counts every GPU of both pools.
 
 The prefill pool must keep headroom: a sizing whose decode workers would take requests at or above the
 rate the prefill workers can produce them is not a steady state. Its prefill queue grows without bound
@@ -139,7 +140,10 @@ def pool_options(
                 # The prefill pool cannot feed these decode batches: no steady state at this sizing.
                 continue
             transfer = kv_transfer_s(model, cluster, prefill.layout, decode.layout, workload.isl, gpus <= per_node)
-            ttft = 1.5 * prefill.step_s + mdl_wait(busy, prefill.step_s) + transfer
+            # A step takes up to ``prompts`` waiting prompts at once (bulk service): the queue beyond the step
+            # under way is that of one server clearing a prompt every step_s / prompts (M/D/1 per prompt).
+            queue = mdl_wait(busy, prefill.step_s / prefill.prompts)
+            ttft = 1.5 * prefill.step_s + queue + transfer
             tpot = decode.step_s if workload.osl > 1 else 0.0
             in_flight = max(1, math.ceil(served * (ttft + (workload.osl - 1) * tpot)))
             options.append(
