@@ -233,7 +233,8 @@ def _disaggregated(
         if pricer.layout.gpus >= budget:
             continue
         worker = prefill_worker(model, cluster, pricer.layout, workload, pricer)
-        within_ttft = worker is not None and (workload.ttft_ms is None or worker.step_s * 1.5e3 <= workload.ttft_ms)
+        # At light load a request rides a step of one prompt: the least TTFT the worker can give.
+        within_ttft = worker is not None and (workload.ttft_ms is None or worker.single_s * 1e3 <= workload.ttft_ms)
         if worker is not None and within_ttft and allowed("prefill", pricer.layout):
             prefills.append(worker)
         meeting = [

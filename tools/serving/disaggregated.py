@@ -4,9 +4,10 @@ A prefill worker runs steps of ``k = max(1, B // I)`` whole prompts per attentio
 budget of each group's scheduler): it serves ``mu = k / prefill(k)`` requests/s. A decode worker with ``C``
 sequences runs pure decode steps ``tau = step(C, 0)`` and finishes ``C / ((O - 1) tau)`` requests/s. The
 deployment serves the decode pool's rate, which the prefill pool must exceed (below); each request's KV
-cache then crosses from its prefill worker to its decode worker. TTFT is half a prefill step of wait, the
-M/D/1 queue at the prefill pool's utilisation (bulk service: a step clears up to ``k`` waiting prompts, so
-the queue's service time is a prompt's share of a step), the prefill step itself and the KV transfer.
+cache then crosses from its prefill worker to its decode worker. TTFT is the rest of the step under way
+(found with the pool's utilisation ``rho``), the M/D/1 queue at ``rho`` (bulk service: a step clears up to
+``k`` waiting prompts, so the queue's service time is a prompt's share of a full step), the request's own
+step, as full as the load makes it (``rho k`` prompts on average, at least one), and the KV transfer.
 Tokens/s/GPU counts every GPU of both pools.
 
 The prefill pool must keep headroom: a sizing whose decode workers would take requests at or above the
@@ -38,15 +39,26 @@ __all__ = ["PrefillWorker", "DecodeWorker", "prefill_worker", "decode_workers", 
 
 @dataclass(frozen=True)
 class PrefillWorker:
-    """One prefill worker's layout, prompts per step, step time and request rate."""
+    """One prefill worker's layout, prompts per full step, that step's time and the worker's request rate."""
 
     layout: PhaseStrategy
     prompts: int
     step_s: float
+    single_s: float
+    """A step of one prompt (per attention group): what a step costs when only one prompt waits."""
 
     @property
     def requests_per_s(self) -> float:
         return self.prompts / self.step_s
+
+    def step_at(self, utilisation: float) -> float:
+        """The mean step at ``utilisation`` of the worker's capacity: an engine starts a step with the prompts
+        waiting, so a lightly loaded worker runs steps of one prompt and a saturated one full steps; between,
+        ``utilisation x prompts`` on average, the step time interpolated between one prompt and a full step."""
+        if self.prompts <= 1:
+            return self.step_s
+        filled = min(float(self.prompts), max(1.0, utilisation * self.prompts))
+        return self.single_s + (self.step_s - self.single_s) * (filled - 1) / (self.prompts - 1)
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,7 @@ def prefill_worker(
     if not memory_report(model, cluster.gpu, layout, sized, "prefill", workload.isl).fits:
         return None
     pricer = pricer or StepPricer.for_workload(model, cluster, layout, workload)
-    return PrefillWorker(layout, prompts, pricer.prefill_s(prompts))
+    return PrefillWorker(layout, prompts, pricer.prefill_s(prompts), pricer.prefill_s(layout.adp * layout.mb))
 
 
 def decode_workers(
@@ -141,9 +153,12 @@ def pool_options(
                 continue
             transfer = kv_transfer_s(model, cluster, prefill.layout, decode.layout, workload.isl, gpus <= per_node)
             # A step takes up to ``prompts`` waiting prompts at once (bulk service): the queue beyond the step
-            # under way is that of one server clearing a prompt every step_s / prompts (M/D/1 per prompt).
+            # under way is that of one server clearing a prompt every step_s / prompts (M/D/1 per prompt). A
+            # request finds a step under way with probability ``busy`` (half of it left on average) and then
+            # rides a step as full as the load makes it.
+            step = prefill.step_at(busy)
             queue = mdl_wait(busy, prefill.step_s / prefill.prompts)
-            ttft = 1.5 * prefill.step_s + queue + transfer
+            ttft = busy * step / 2 + queue + step + transfer
             tpot = decode.step_s if workload.osl > 1 else 0.0
             in_flight = max(1, math.ceil(served * (ttft + (workload.osl - 1) * tpot)))
             options.append(
