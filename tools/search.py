@@ -221,7 +221,7 @@ def _disaggregated(
     workload: Workload,
     pricers: list[StepPricer],
     allowed: PhaseFilter = any_layout,
-    keep: int = 3,
+    keep: int = 5,
 ) -> list[DeploymentOption]:
     """Pools of the ``keep`` best prefill workers (requests/s per GPU, within the TTFT target) and the ``keep``
     best decode layouts (requests/s per GPU within the TPOT target), each at every batch within that target,
