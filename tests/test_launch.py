@@ -234,3 +234,13 @@ def test_export_bad_input_exits_2_with_one_line(tmp_path: Path, plan_file: Path)
                                       "strategy": None, "explanation": "does not fit (MEM-1)", "min_gpus": 16}))
     result = run_cli("export", str(infeasible))
     assert result.returncode == 2 and "infeasible" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_launch_modules_examples_hold() -> None:
+    import doctest
+
+    from shardplan.tools import launch
+    from shardplan.tools.launch import shell
+
+    for module in (launch, shell):
+        assert doctest.testmod(module).failed == 0, module.__name__

@@ -1,0 +1,180 @@
+"""The servers a plan needs: each role's layout, where its processes go, how many sequences each holds.
+
+Engine-independent: the engine modules (:mod:`.vllm`, :mod:`.sglang`, :mod:`.trtllm`) turn a :class:`Server`
+into flags; :mod:`.shell` turns its processes into shell lines.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from ..contracts.plan import Plan
+from ..contracts.strategy import PhaseStrategy
+
+__all__ = [
+    "Engine",
+    "ENGINES",
+    "FlagValue",
+    "Role",
+    "Target",
+    "Server",
+    "plan_target",
+    "in_flight_by_role",
+    "fold_sp",
+    "worker_starts",
+    "plan_servers",
+    "seqs_per_scheduler",
+    "microbatch_note",
+    "split_pair",
+    "pool_notes",
+]
+
+Engine = Literal["vllm", "sglang", "trtllm"]
+ENGINES: tuple[str, ...] = get_args(Engine)
+FlagValue = str | int | bool
+"""A flag's value; ``True`` is a switch written without a value."""
+
+Role = Literal["serve", "prefill", "decode", "router"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What every engine mapping needs to know about the plan."""
+
+    model: str
+    moe: bool
+    gpus_per_node: int
+    gpus: int
+    """The request's GPU budget, on which the servers are placed."""
+    in_flight: dict[str, int]
+    """Sequences in flight per server role across all its processes, from the plan's deployment."""
+    isl: int
+    kv_fp8: bool
+
+    def sequences(self, role: str) -> int:
+        """Sequences the servers of ``role`` hold together (their engines' concurrency limits add up to it)."""
+        return self.in_flight.get(role, self.in_flight["serve"])
+
+
+@dataclass
+class Server:
+    """One server role: its layout, where its GPUs start, and the flags an engine chose for it."""
+
+    role: Role
+    phase: PhaseStrategy
+    starts: list[int]
+    """First GPU of each of the role's processes (replicas or pool workers), each inside a node or on whole nodes."""
+    program: list[str] = field(default_factory=list)
+    flags: dict[str, FlagValue] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    instances: int = 1
+    port: int | None = None
+    multinode: str = ""
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one instance (one server process group)."""
+        return self.phase.replica_gpus * (self.phase.dp // self.instances)
+
+
+def plan_target(plan: Plan) -> Target:
+    from ..hardware import cluster_for
+
+    workload = plan.request.workload
+    if plan.dag is not None:
+        spec = plan.dag.meta.model
+    else:
+        from ..planner import resolve_request
+
+        spec, _ = resolve_request(plan.request)
+    # The DAG sits on one replica's GPUs; servers are placed on the nodes of the whole request.
+    request = plan.request
+    cluster = cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster)
+    return Target(model=spec.name, moe=spec.is_moe, gpus_per_node=cluster.gpus_per_node, gpus=cluster.world_size,
+                   in_flight=in_flight_by_role(plan), isl=workload.isl, kv_fp8=spec.kv_dtype == "fp8")
+
+
+def in_flight_by_role(plan: Plan) -> dict[str, int]:
+    """Each role's sequences in flight: the deployment's concurrency (not a planning batch), split by pool."""
+    d = plan.deployment
+    if d is None:
+        return {"serve": plan.request.workload.sequences}
+    pools = {pool.role: pool.workers * pool.concurrency_per_worker for pool in d.pools}
+    return {"serve": d.concurrency, "prefill": pools.get("prefill", d.concurrency),
+            "decode": pools.get("decode", d.concurrency)}
+
+
+def fold_sp(phase: PhaseStrategy, role: str, notes: list[str]) -> PhaseStrategy:
+    """No engine has a sequence-parallel prefill degree here: its GPUs join the TP group instead."""
+    if phase.sp == 1:
+        return phase
+    notes.append(f"{role}: sp={phase.sp} (the prompt split into token shards) cannot be expressed; the {role} server "
+                 f"uses those GPUs as tensor parallelism instead (tp={phase.tp * phase.sp}); check that it divides "
+                 "the attention heads")
+    return phase.model_copy(update={"tp": phase.tp * phase.sp, "sp": 1})
+
+
+def worker_starts(phases: list[PhaseStrategy], target: Target) -> list[list[int]]:
+    """Where each phase's processes go: the search's own placement (serving.place_workers), else one after
+    another when a hand-written strategy does not pack."""
+    from ..serving import place_workers
+
+    pools = [(phase.dp, phase.replica_gpus) for phase in phases]
+    placed = place_workers(pools, max(target.gpus, sum(d * g for d, g in pools)), target.gpus_per_node)
+    if placed is not None:
+        return placed
+    first = [sum(d * g for d, g in pools[:i]) for i in range(len(pools))]
+    return [[first[i] + k * g for k in range(d)] for i, (d, g) in enumerate(pools)]
+
+
+def plan_servers(plan: Plan, notes: list[str], target: Target) -> list[Server]:
+    strategy = plan.strategy
+    assert strategy is not None
+    if strategy.disaggregated:
+        prefill = fold_sp(strategy.prefill, "prefill", notes)
+        decode = strategy.decode
+        prefill_starts, decode_starts = worker_starts([prefill, decode], target)
+        return [Server("prefill", prefill, prefill_starts), Server("decode", decode, decode_starts)]
+    if strategy.prefill != strategy.decode:
+        sp = strategy.prefill.sp
+        notes.append(f"prefill ({strategy.prefill.to_spec()}) and decode ({strategy.decode.to_spec()}) use different "
+                     "layouts on the same GPUs; an engine runs one layout for both phases, so this command uses the "
+                     "decode layout, which sets TPOT and memory, and prefill runs with it too"
+                     + (f"; the prefill SP degree sp={sp} is not expressed" if sp > 1 else ""))
+    return [Server("serve", strategy.decode, worker_starts([strategy.decode], target)[0])]
+
+
+def seqs_per_scheduler(phase: PhaseStrategy, batch: int, groups: int) -> int:
+    """Sequences per engine scheduler when the deployment's batch is spread over ``groups`` schedulers."""
+    return max(1, math.ceil(batch / groups))
+
+
+def microbatch_note(engine: str, role: str, phase: PhaseStrategy, notes: list[str], flag: str = "") -> None:
+    if phase.mb > 1:
+        how = f"; {flag} approximates it" if flag else ""
+        notes.append(f"{role}: mb={phase.mb} microbatches per step cannot be set in {engine}, which schedules "
+                     f"batches through the pipeline itself{how}")
+
+
+def split_pair(servers: list[Server]) -> tuple[Server, Server] | None:
+    """The prefill and decode servers of a split deployment, their ports set; None when the phases share GPUs."""
+    if len(servers) < 2:
+        return None
+    prefill, decode = servers
+    assert prefill.port is not None and decode.port is not None
+    return prefill, decode
+
+
+def pool_notes(
+    servers: list[Server], notes: list[str], *, multinode: str, engine: str, balancer: str = "a load balancer"
+) -> tuple[Server, Server] | None:
+    """The notes every engine shares (how to start a server that spans nodes, a balancer in front of separate
+    replicas); returns the split pair, for the engine to route it."""
+    if any(s.multinode for s in servers):
+        notes.append(multinode)
+    pair = split_pair(servers)
+    if pair is None and servers[0].instances > 1:
+        notes.append(f"dp={servers[0].instances} replicas run as separate {engine} servers; put {balancer} in front")
+    return pair

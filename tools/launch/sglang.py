@@ -1,0 +1,86 @@
+"""SGLang's command line for a plan's servers.
+
+Flag names checked against the engine's own documentation (read through the search tool):
+
+* SGLang: ``docs/advanced_features/server_arguments.md`` (``--model-path``, ``--tp-size``, ``--pp-size``,
+  ``--dp-size``, ``--enable-dp-attention``, ``--ep-size``, ``--moe-a2a-backend deepep``,
+  ``--max-running-requests``, ``--pp-max-micro-batch-size``, ``--kv-cache-dtype fp8_e4m3``, ``--nnodes``,
+  ``--node-rank``, ``--dist-init-addr``, ``--disaggregation-mode``, ``--disaggregation-transfer-backend
+  nixl``); ``--enable-ep-moe`` is deprecated in favour of ``--ep-size`` (sgl-project/SpecForge#246);
+  ``docs/advanced_features/pd_disaggregation.md`` (``--tp-size 16 --dp-size 8 --enable-dp-attention``,
+  ``python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL``).
+"""
+
+from __future__ import annotations
+
+from .servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
+
+__all__ = ["configure", "extras"]
+
+
+def configure(target: Target, server: Server, notes: list[str], disaggregated: bool) -> None:
+    p = server.phase
+    server.program = ["python", "-m", "sglang.launch_server"]
+    flags = server.flags
+    flags["--model-path"] = target.model
+    server.instances = p.dp
+    if p.adp > 1 and target.moe:
+        # --tp-size counts every GPU of a stage; --dp-size of them attend separately (attention TP = tp).
+        flags["--tp-size"] = p.adp * p.tp
+        flags["--dp-size"] = p.adp
+        flags["--enable-dp-attention"] = True
+    elif p.adp > 1:
+        flags["--tp-size"] = p.tp
+        flags["--dp-size"] = p.adp
+        notes.append(f"{server.role}: SGLang's data-parallel attention covers MoE models only; the adp={p.adp} groups "
+                     "of this dense model run as data-parallel workers")
+    else:
+        flags["--tp-size"] = p.tp
+    if p.pp > 1:
+        flags["--pp-size"] = p.pp
+    if p.ep > 1:
+        flags["--ep-size"] = p.ep
+        if p.ep == p.stage_gpus:
+            flags["--moe-a2a-backend"] = "deepep"
+        else:
+            notes.append(f"{server.role}: with expert TP {p.etp}, SGLang dispatches tokens to experts by all-gather "
+                         "and all-reduce (--moe-a2a-backend none), not the all-to-all the plan priced; DeepEP needs "
+                         "ep equal to the TP size")
+    flags["--max-running-requests"] = seqs_per_scheduler(p, target.sequences(server.role), p.dp)
+    if p.pp > 1 and p.mb > 1:
+        flags["--pp-max-micro-batch-size"] = seqs_per_scheduler(p, target.sequences(server.role), p.dp * p.mb)
+        notes.append(f"{server.role}: mb={p.mb} is approximated by capping the pipeline microbatch size "
+                     "(--pp-max-micro-batch-size); SGLang picks the count itself")
+    else:
+        microbatch_note("SGLang", server.role, p, notes)
+    if target.kv_fp8:
+        flags["--kv-cache-dtype"] = "fp8_e4m3"
+    if disaggregated:
+        flags["--disaggregation-mode"] = server.role
+        flags["--disaggregation-transfer-backend"] = "nixl"
+        server.port = 30000 if server.role == "prefill" else 30100
+    elif server.instances > 1:
+        server.port = 30000
+    if server.gpus > target.gpus_per_node:
+        server.multinode = "sglang"
+
+
+def extras(servers: list[Server], notes: list[str]) -> list[tuple[Role, str, int]]:
+    pair = pool_notes(
+        servers,
+        notes,
+        multinode="a server spans nodes: run its node-rank k line on node k, with HEAD_IP set to the address of its "
+        "first node",
+        engine="SGLang",
+        balancer="a load balancer (the SGLang router)",
+    )
+    if pair is None:
+        return []
+    prefill, decode = pair
+    assert prefill.port is not None and decode.port is not None  # split_pair checked them
+    urls = [f"--prefill http://127.0.0.1:{prefill.port + i}" for i in range(prefill.instances)]
+    urls += [f"--decode http://127.0.0.1:{decode.port + i}" for i in range(decode.instances)]
+    notes.append("disaggregated: NIXL moves the KV cache; the SGLang router on port 8000 pairs prefill and decode "
+                 "servers")
+    return [("router", "python -m sglang_router.launch_router --pd-disaggregation " + " ".join(urls)
+             + " --host 0.0.0.0 --port 8000", 0)]

@@ -1,0 +1,87 @@
+"""vLLM's command line for a plan's servers.
+
+Flag names checked against the engine's own documentation (read through the search tool):
+
+* vLLM: ``docs/serving/data_parallel_deployment.md`` (``--data-parallel-size``, ``--tensor-parallel-size``,
+  ``--max-num-seqs`` counts per DP rank; MoE expert layers form one DP x TP group, so DP ranks of an MoE
+  model are attention-data-parallel, not independent; ``--data-parallel-backend ray``),
+  ``docs/serving/expert_parallel_deployment.md`` (``--enable-expert-parallel``, ``EP_SIZE = TP_SIZE x
+  DP_SIZE``; ``--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'``),
+  ``docs/features/nixl_connector_usage.md`` (``VLLM_NIXL_SIDE_CHANNEL_PORT``, prefill on port 8100 and
+  decode on 8200, ``toy_proxy_server.py``), ``vllm.config.parallel`` (``--pipeline-parallel-size``,
+  ``--distributed-executor-backend ray``), ``docs/features/quantization/quantized_kvcache.md``
+  (``--kv-cache-dtype fp8``); context parallelism (``--prefill-context-parallel-size``) is documented only
+  for a few models and backends and is not used.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
+
+__all__ = ["configure", "extras"]
+
+
+def configure(target: Target, server: Server, notes: list[str], disaggregated: bool) -> None:
+    p = server.phase
+    server.program = ["vllm", "serve", target.model]
+    flags = server.flags
+    flags["--tensor-parallel-size"] = p.tp
+    if p.pp > 1:
+        flags["--pipeline-parallel-size"] = p.pp
+    if target.moe:
+        # DP ranks of an MoE model share their expert layers: they are attention-DP groups, not replicas.
+        server.instances = p.dp
+        if p.adp > 1:
+            flags["--data-parallel-size"] = p.adp
+        if p.ep > 1:
+            flags["--enable-expert-parallel"] = True
+            if p.ep != p.adp * p.tp:
+                notes.append(f"{server.role}: vLLM sets the expert-parallel size to TP x DP = {p.adp * p.tp}; the "
+                             f"plan's ep={p.ep} with expert TP {p.etp} cannot be expressed")
+        if p.dp > 1:
+            notes.append(f"{server.role}: the dp={p.dp} replicas are separate servers, not --data-parallel-size, "
+                         "which would make them share the expert layers")
+    else:
+        # One server per replica, each on its own GPUs (a load balancer in front spreads the requests).
+        server.instances = p.dp
+        if p.adp > 1:
+            flags["--data-parallel-size"] = p.adp
+            notes.append(f"{server.role}: vLLM has no data-parallel attention for dense models; the adp={p.adp} "
+                         "groups run as independent data-parallel ranks")
+    flags["--max-num-seqs"] = seqs_per_scheduler(p, target.sequences(server.role), p.dp * p.adp)
+    if target.kv_fp8:
+        flags["--kv-cache-dtype"] = "fp8"
+    if disaggregated:
+        flags["--kv-transfer-config"] = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"},
+                                                   separators=(",", ":"))
+        server.port = 8100 if server.role == "prefill" else 8200
+        server.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = "5600" if server.role == "prefill" else "5700"
+    elif server.instances > 1:
+        server.port = 8000
+    if server.gpus > target.gpus_per_node:
+        data_parallel = "--data-parallel-size" in flags
+        flags["--data-parallel-backend" if data_parallel else "--distributed-executor-backend"] = "ray"
+        server.multinode = "ray"
+    microbatch_note("vLLM", server.role, p, notes)
+
+
+def extras(servers: list[Server], notes: list[str]) -> list[tuple[Role, str, int]]:
+    pair = pool_notes(
+        servers,
+        notes,
+        multinode="a vLLM server spans nodes: start a Ray cluster first (ray start --head on the first node, ray "
+        "start --address=HEAD:6379 on the others) and run the command on the head node",
+        engine="vLLM",
+    )
+    if pair is not None:
+        prefill, decode = pair
+        assert prefill.port is not None and decode.port is not None  # split_pair checked them
+        prefill_ports = " ".join(str(prefill.port + i) for i in range(prefill.instances))
+        decode_ports = " ".join(str(decode.port + i) for i in range(decode.instances))
+        notes.append("disaggregated: NixlConnector moves the KV cache; route each request to a prefill server, then "
+                     "to a decode server, with a proxy that knows both pools, e.g. vLLM's "
+                     "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py --prefiller-ports "
+                     f"{prefill_ports} --decoder-ports {decode_ports}")
+    return []
