@@ -20,8 +20,9 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..collapse import collapse
 from ..contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
-from ..exports import collapse, rank_ranges
+from ..exports import rank_ranges
 from .svg import esc, kind_colour, kind_fill, legend_items, svg_open, text
 
 __all__ = ["Block", "layer_blocks", "block_diagram_svg", "layered_svg", "dag_section"]
