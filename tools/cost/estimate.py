@@ -198,7 +198,9 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None, backend: Backend = "
             f"{math.ceil(workload.sequences / workload.prefill_sequences)} prefill rounds per batch"
             if workload.prefill_batch
             else "prefill prices the whole batch arriving together (static batching; see --prefill-batch)"
-        ),
+        )
+        + "; this is one batch of the DAG, not a serving steady state: `shardplan plan -s SPEC` prices the "
+        "deployment under continuous batching",
         pricing.error,
     ]
     return CostReport(
