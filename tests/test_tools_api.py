@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from shardplan.errors import InputError
+from shardplan.errors import InputError, StrategyError
 from shardplan.tools import api
 from shardplan.tools.api import guards
 from shardplan.tools.langchain_tools import shardplan_tools
@@ -75,6 +75,15 @@ def test_dags_round_trip_through_build_submit_validate_and_cost() -> None:
     assert not verdict.valid and verdict.violations and verdict.cost is None
     with pytest.raises(InputError, match="give either dag_json"):
         api.estimate_cost(model="llama-3.1-8b")
+
+
+def test_a_strategy_smaller_than_the_budget_is_priced_on_the_gpus_it_uses() -> None:
+    on_budget = api.estimate_cost(**dict(SMALL, gpus=8), strategy="tp=2", detail=True)
+    exact = api.estimate_cost(**SMALL, strategy="tp=2", detail=True)
+    assert on_budget.headline == exact.headline  # the same two GPUs, the same figures
+    assert on_budget.report is not None and any("priced on the 2 of 8 GPUs" in n for n in on_budget.report.notes)
+    with pytest.raises(StrategyError, match="HIER-2"):
+        api.estimate_cost(**dict(SMALL, gpus=2), strategy="tp=4")
 
 
 def test_oversized_dags_are_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:

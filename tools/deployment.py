@@ -30,12 +30,12 @@ from .serving import (
     aggregated_options,
     decode_workers,
     max_workers,
+    occupied_cluster,
     packs,
     pool_options,
     pools_pack,
     prefill_worker,
     replica_strategy,
-    worker_cluster,
 )
 
 __all__ = [
@@ -47,19 +47,13 @@ __all__ = [
 ]
 
 
-def _replica_span(strategy: Strategy, per_node: int) -> int:
-    """GPUs the DAG's replica (or prefill and decode worker pair, each on node boundaries) occupies."""
-    replica = replica_strategy(strategy)
-    return replica.span(per_node) if strategy.disaggregated else replica.decode.gpus
-
-
 def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> list[Problem]:
     """Every reason the deployment cannot run: its replica cannot be built, its workers do not pack into
     the cluster's nodes, or it needs more GPUs than the budget."""
     replica = replica_strategy(strategy)
     roomy = workload.at_concurrency(max(workload.sequences, 1 << 16))
     per_node, budget = cluster.gpus_per_node, cluster.world_size
-    problems = strategy_problems(model, replica, roomy, _replica_span(strategy, per_node), per_node)
+    problems = strategy_problems(model, replica, roomy, replica.span(per_node), per_node)
     if strategy.gpus > budget:
         problems.append(
             Problem(
@@ -162,7 +156,7 @@ def evaluate_deployment(
     per_worker = max((option.worker_concurrency * groups) if option else workload.sequences, floor)
     prompts = min(option.prefill_prompts, per_worker) if option and strategy.disaggregated else None
     sized = workload.at_concurrency(per_worker, prompts)
-    occupied = worker_cluster(cluster, _replica_span(strategy, cluster.gpus_per_node))
+    occupied = occupied_cluster(cluster, replica)
     evaluation = evaluate(model, occupied, replica, sized)
     cost = evaluation.cost
     if option is not None:

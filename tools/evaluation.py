@@ -20,7 +20,7 @@ from .contracts.strategy import Strategy
 from .contracts.workload import Workload
 from .cost.estimate import estimate_cost
 
-__all__ = ["Evaluation", "evaluate"]
+__all__ = ["Evaluation", "evaluate", "price_on_budget"]
 
 
 @dataclass
@@ -59,3 +59,23 @@ def evaluate(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: W
     return _evaluate(
         model.model_dump_json(), cluster.model_dump_json(), strategy.model_dump_json(), workload.model_dump_json()
     )
+
+
+def price_on_budget(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> CostReport:
+    """The cost report of one batch of ``strategy`` on the GPUs of ``cluster`` it uses: a GPU count is a budget,
+    so ``tp=8`` on 16 GPUs is priced on the 8 it occupies, as ``plan`` does, and the report says so.
+
+    Raises:
+        StrategyError: the strategy cannot be built (more GPUs than the cluster, degrees that do not divide).
+    """
+    from .serving import occupied_cluster
+
+    used = occupied_cluster(cluster, strategy)
+    report = estimate_cost(build_dag(model, used, strategy, workload), used)
+    if used is cluster:
+        return report
+    idle = (
+        f"priced on the {used.world_size} of {cluster.world_size} GPUs {strategy.to_spec()} uses; the others stay "
+        "idle (a GPU count is a budget)"
+    )
+    return report.model_copy(update={"notes": [*report.notes, idle]})

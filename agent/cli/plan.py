@@ -183,9 +183,9 @@ def cost_command(
     strategy: Annotated[str | None, typer.Option("--strategy", "-s", help="SPEC, e.g. tp=4,pp=2.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    from ...tools.builder import build_dag
     from ...tools.contracts import parse_strategy
     from ...tools.cost import estimate_cost
+    from ...tools.evaluation import price_on_budget
     from ...tools.planner import resolve_request
     from ..files import read_dag, require_valid
 
@@ -198,21 +198,9 @@ def cost_command(
         else:
             if request is None or strategy is None:
                 fail("give a DAG/plan FILE, or --model and --strategy")
-            from ...tools.serving import occupied_cluster
-
             spec, cl = resolve_request(request)
-            parsed = parse_strategy(strategy)
-            used = occupied_cluster(cl, parsed)
-            step.status(f"building {strategy}")
-            dag = build_dag(spec, used, parsed, request.workload.with_batch())
-            step.status("scheduling")
-            report = estimate_cost(dag, used)
-            if used is not cl:
-                idle = (
-                    f"priced on the {used.world_size} of {cl.world_size} GPUs {parsed.to_spec()} uses; the others "
-                    "stay idle (a GPU count is a budget)"
-                )
-                report = report.model_copy(update={"notes": [*report.notes, idle]})
+            step.status(f"building and scheduling {strategy}")
+            report = price_on_budget(spec, cl, parse_strategy(strategy), request.workload.with_batch())
     if as_json:
         emit_json(report)
         return

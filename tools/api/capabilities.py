@@ -197,10 +197,11 @@ def validate_dag(args: DagArgs) -> DagCheck:
 
 @capability(CostArgs)
 def estimate_cost(args: CostArgs) -> CostSummary:
-    """Price a DAG (dag_json) or a strategy for a request: TTFT, TPOT, throughput, memory per GPU."""
-    from ..builder import build_dag as build
+    """Price a DAG (dag_json) or a strategy for a request: TTFT, TPOT, throughput, memory per GPU. A strategy that
+    uses fewer GPUs than ``gpus`` is priced on the GPUs it uses (``gpus`` is a budget, as for ``plan``)."""
     from ..contracts.strategy import parse_strategy
     from ..cost.estimate import estimate_cost as run_cost
+    from ..evaluation import price_on_budget
     from ..planner import resolve_request
 
     if args.dag_json is not None:
@@ -217,7 +218,7 @@ def estimate_cost(args: CostArgs) -> CostSummary:
         values = args.model_dump(exclude={"dag_json", "strategy", "detail"})
         request = parse_args(RequestArgs, values).to_request()
         model, cluster = resolve_request(request)
-        cost = run_cost(build(model, cluster, parse_strategy(args.strategy or ""), request.workload), cluster)
+        cost = price_on_budget(model, cluster, parse_strategy(args.strategy or ""), request.workload)
     return cost_summary(cost, detail=args.detail)
 
 
