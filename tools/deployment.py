@@ -72,7 +72,7 @@ def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, 
                     f"give each worker at most {per_node} GPUs or a multiple of {per_node}",
                 )
             )
-    pools = [(strategy.prefill.dp, replica.prefill.gpus), (strategy.decode.dp, replica.decode.gpus)]
+    pools = ((strategy.prefill.dp, replica.prefill.gpus), (strategy.decode.dp, replica.decode.gpus))
     if strategy.disaggregated and strategy.gpus <= budget and not pools_pack(pools, budget, per_node):
         problems.append(
             Problem(

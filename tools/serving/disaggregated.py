@@ -141,7 +141,7 @@ def pool_options(
     for x in xs:
         for y in ys:
             gpus = x * gp + y * gd
-            if gpus > budget or x < 1 or y < 1 or not pools_pack([(x, gp), (y, gd)], budget, per_node):
+            if gpus > budget or x < 1 or y < 1 or not pools_pack(((x, gp), (y, gd)), budget, per_node):
                 continue
             produced, taken = x * prefill.requests_per_s, y * decode.requests_per_s
             if workload.rate is not None and min(produced, taken) < workload.rate:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from ..contracts.hardware import Cluster
 from ..contracts.strategy import Strategy
@@ -87,13 +88,15 @@ def _first_fit(workers: list[tuple[int, int]], order: list[int], budget: int, pe
     return starts
 
 
-def pools_pack(workers: list[tuple[int, int]], budget: int, per_node: int) -> bool:
-    """Whether pools of ``(count, gpus)`` workers all fit (see :func:`place_workers`).
+@lru_cache(maxsize=4096)
+def pools_pack(workers: tuple[tuple[int, int], ...], budget: int, per_node: int) -> bool:
+    """Whether pools of ``(count, gpus)`` workers all fit (see :func:`place_workers`); memoised, since the search
+    asks the same sizings for every batch of a pair of layouts.
 
-    >>> pools_pack([(2, 4), (1, 8)], 16, 8), pools_pack([(1, 4), (2, 8)], 16, 8)
+    >>> pools_pack(((2, 4), (1, 8)), 16, 8), pools_pack(((1, 4), (2, 8)), 16, 8)
     (True, False)
     """
-    return place_workers(workers, budget, per_node) is not None
+    return place_workers(list(workers), budget, per_node) is not None
 
 
 def worker_cluster(cluster: Cluster, gpus: int) -> Cluster:
