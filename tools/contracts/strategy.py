@@ -12,6 +12,7 @@ import re
 from pydantic import Field
 
 from ...errors import InputError
+from ..packing import place_workers
 from .common import Contract
 
 __all__ = ["PhaseStrategy", "Strategy", "parse_strategy", "DEGREE_KEYS"]
@@ -89,11 +90,10 @@ class Strategy(Contract):
     def decode_offset(self, per_node: int | None = None) -> int:
         """First global rank of the decode pool when the DAG draws it after the prefill pool (0 colocated).
 
-        A split decode pool follows the prefill pool directly when it fits in what is left of the prefill
-        pool's last node (or both fill whole nodes); otherwise it starts on the next node, so that neither
-        pool's groups straddle a node boundary. Engines place split workers the same way: each worker is a
-        process group on its own GPUs, its tensor-parallel group inside one node. ``per_node`` None: no
-        node boundaries.
+        The pools are placed as deployments place them (:func:`shardplan.tools.packing.place_workers`, prefill
+        first): the decode worker follows the prefill worker directly when it fits in what is left of the
+        prefill worker's last node (or both fill whole nodes), else it starts on the next node, so that no
+        worker's groups straddle a node boundary. ``per_node`` None: no node boundaries.
 
         >>> split = Strategy(prefill=PhaseStrategy(tp=4), decode=PhaseStrategy(tp=8), disaggregated=True)
         >>> split.decode_offset(8), split.decode_offset(16), split.decode_offset()
@@ -102,8 +102,12 @@ class Strategy(Contract):
         if not self.disaggregated:
             return 0
         first = self.prefill.gpus
-        left = -first % per_node if per_node else 0
-        return first if left == 0 or self.decode.gpus <= left else first + left
+        if not per_node:
+            return first
+        room = first + self.decode.gpus + 2 * per_node  # enough whole nodes for any gap
+        placed = place_workers([(1, first), (1, self.decode.gpus)], room, per_node)
+        # Sizes that do not pack (HIER-2 reports them) are drawn one after the other.
+        return placed[1][0] if placed is not None and placed[1][0] >= first else first
 
     def span(self, per_node: int | None = None) -> int:
         """GPUs the drawn strategy occupies: a split one from its first prefill rank to its last decode rank
