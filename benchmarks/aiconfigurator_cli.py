@@ -1,10 +1,10 @@
-"""A thin harness around AIConfigurator's command line (``aiconfigurator cli default`` and ``cli estimate``).
+"""Reading AIConfigurator's command line (``aiconfigurator cli default`` and ``cli estimate``).
 
-It installs AIConfigurator into a virtualenv of its own, runs it as a subprocess with a timeout, and reads
-what it leaves behind: the ``best_config_topn.csv`` and ``exp_config.yaml`` files that ``cli default`` saves
-per experiment (agg, disagg), and the summary box that ``cli estimate`` prints. The parsing functions are
-pure (text in, dataclasses out) so that tests can feed them captured output without AIConfigurator
-installed. Nothing here imports shardplan: the comparison treats both tools as black boxes.
+:mod:`aiconfigurator_run` installs and runs it; this module reads what it leaves behind: the
+``best_config_topn.csv`` and ``exp_config.yaml`` files that ``cli default`` saves per experiment (agg,
+disagg), and the summary box that ``cli estimate`` prints. The parsing functions are pure (text in,
+dataclasses out) so that tests can feed them captured output without AIConfigurator installed. Nothing here
+imports shardplan: the comparison treats both tools as black boxes.
 
 Deployment vocabulary, shared with ``compare_aiconfigurator.py``: a *worker* is one engine instance with
 its parallel layout (AIConfigurator's ``tp x pp x dp`` GPUs, where ``dp`` is attention data parallelism
@@ -19,13 +19,7 @@ import csv
 import io
 import math
 import re
-import subprocess
-import sys
-import tempfile
-import time
-import venv
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Literal
 
 import yaml
@@ -38,14 +32,11 @@ __all__ = [
     "SearchResult",
     "Worker",
     "best_deployment",
-    "ensure_aiconfigurator",
     "estimate_args",
     "outside_search_space",
     "parse_error",
     "parse_estimate",
     "parse_search_space",
-    "run_default",
-    "run_estimate",
     "slot_fill",
 ]
 
@@ -353,100 +344,3 @@ def slot_fill(deployment: Deployment) -> float:
         ranks = deployment.decode_workers * deployment.decode.dp
     slots = max(math.ceil(deployment.decoding / ranks), 1) * ranks
     return deployment.decoding / slots
-
-
-# --------------------------------------------------------------------------------------------------------
-# Running AIConfigurator
-
-
-def ensure_aiconfigurator(venv_dir: Path, timeout_s: float = 1200) -> Path:
-    """The ``aiconfigurator`` executable of ``venv_dir``, installing AIConfigurator there when missing.
-
-    Raises ``AicError`` with the reason when it cannot be installed (no network, unsupported platform).
-    """
-    executable = venv_dir / "bin" / "aiconfigurator"
-    if executable.exists():
-        return executable
-    try:
-        venv.EnvBuilder(with_pip=True, clear=False).create(venv_dir)
-        subprocess.run(
-            [str(venv_dir / "bin" / "python"), "-m", "pip", "install", "-q", f"aiconfigurator=={AIC_VERSION}"],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
-    except subprocess.CalledProcessError as error:
-        raise AicError(f"pip could not install aiconfigurator=={AIC_VERSION}: {parse_error(error.stderr)}") from error
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise AicError(f"could not install aiconfigurator=={AIC_VERSION} into {venv_dir}: {error}") from error
-    if not executable.exists():
-        raise AicError(f"aiconfigurator=={AIC_VERSION} installed no 'aiconfigurator' command in {venv_dir}")
-    return executable
-
-
-def _run(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired as error:
-        raise AicError(f"AIConfigurator did not finish within {timeout_s:.0f} s") from error
-
-
-def _common(model: str, gpu: str, isl: int, osl: int) -> list[str]:
-    system = SYSTEMS.get(gpu)
-    if system is None:
-        raise AicError(f"AIConfigurator has no system for GPU {gpu!r} (known: {', '.join(SYSTEMS)})")
-    return ["--model", model, "--system", system, "--backend", "vllm", "--isl", str(isl), "--osl", str(osl)]
-
-
-def run_default(
-    executable: Path,
-    model: str,
-    gpu: str,
-    total_gpus: int,
-    isl: int,
-    osl: int,
-    ttft_ms: float,
-    tpot_ms: float,
-    timeout_s: float = 900,
-) -> SearchResult:
-    """``aiconfigurator cli default`` (vLLM backend, agg and disagg) on the request; its best deployment."""
-    with tempfile.TemporaryDirectory(prefix="aic-default-") as save_dir:
-        command = [str(executable), "cli", "default", *_common(model, gpu, isl, osl)]
-        command += ["--total-gpus", str(total_gpus), "--ttft", str(ttft_ms), "--tpot", str(tpot_ms)]
-        command += ["--no-color", "--save-dir", save_dir]
-        started = time.perf_counter()
-        done = _run(command, timeout_s)
-        wall = time.perf_counter() - started
-        texts: dict[str, str] = {}
-        space: dict[str, dict[str, list[int]]] = {}
-        for mode in ("agg", "disagg"):
-            for path in Path(save_dir).rglob(f"{mode}/best_config_topn.csv"):
-                texts[mode] = path.read_text()
-            for path in Path(save_dir).rglob(f"{mode}/exp_config.yaml"):
-                space.update(parse_search_space(path.read_text()))
-        if not texts:
-            reason = parse_error(done.stdout + "\n" + done.stderr) if done.returncode else "no result files"
-            raise AicError(f"cli default gave no configuration (exit {done.returncode}): {reason}")
-    result = best_deployment(texts.get("agg"), texts.get("disagg"), total_gpus)
-    return replace(result, space=space, wall_s=wall)
-
-
-def run_estimate(
-    executable: Path,
-    model: str,
-    gpu: str,
-    isl: int,
-    osl: int,
-    deployment: Deployment,
-    moe: bool,
-    timeout_s: float = 300,
-) -> Estimate:
-    """``aiconfigurator cli estimate`` (vLLM backend, in-flight batching) of one deployment."""
-    command = [str(executable), "cli", "estimate", *_common(model, gpu, isl, osl), *estimate_args(deployment, moe)]
-    done = _run([*command, "--no-color"], timeout_s)
-    return parse_estimate(done.stdout, done.stderr)
-
-
-if __name__ == "__main__":  # a quick manual check: python benchmarks/aiconfigurator_cli.py VENV_DIR
-    print(ensure_aiconfigurator(Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/.aic-venv")))

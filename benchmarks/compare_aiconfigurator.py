@@ -50,12 +50,10 @@ from aiconfigurator_cli import (
     Deployment,
     Estimate,
     SearchResult,
-    ensure_aiconfigurator,
     outside_search_space,
-    run_default,
-    run_estimate,
     slot_fill,
 )
+from aiconfigurator_run import ensure_aiconfigurator, run_default, run_estimate
 from shardplan_pick import Pick, run_shardplan, shardplan_spec
 
 __all__ = ["Request", "REQUESTS", "Row", "compare", "summary", "markdown_table", "main"]
