@@ -2,7 +2,7 @@
 
 Run ``.venv/bin/python benchmarks/bench_validate.py [--repeat 3] [--no-mutations]``. It prints a markdown
 table of ``validate(dag)`` timings (best of N, wall and CPU) with nodes + edges per second, then the
-mutation kill table of ``tests/mutations.py``. The target is the 110k-node Llama-3.1-405B case in
+mutation kill table of ``tests/mutation_cases.py``. The target is the 110k-node Llama-3.1-405B case in
 under 1 s.
 """
 
@@ -50,7 +50,7 @@ def main() -> None:
         )
     if not args.no_mutations:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-        from mutations import format_kill_table, kill_table
+        from mutation_cases import format_kill_table, kill_table
 
         print()
         print(format_kill_table(kill_table()))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import run_cli
-from mutations import CASES, MUTATIONS, WORKLOAD, Case, case_dag, format_kill_table, kill_table, trimmed_model
+from mutation_cases import CASES, WORKLOAD, Case, case_dag, format_kill_table, kill_table, trimmed_model
+from mutations import MUTATIONS
 from shardplan.knowledge import get_rule, load_rules
 from shardplan.tools.builder import build_dag
 from shardplan.tools.contracts import DAG, ValidationReport, parse_strategy

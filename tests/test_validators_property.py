@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from mutations import drawn_node_size, trimmed_model
+from mutation_cases import drawn_node_size, trimmed_model
 from shardplan.tools.builder import build_dag
 from shardplan.tools.contracts import PhaseStrategy, Strategy, ValidationReport, Workload
 from shardplan.tools.feasibility import strategy_problems

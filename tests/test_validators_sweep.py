@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pytest
-from mutations import drawn_node_size, trimmed_model
+from mutation_cases import drawn_node_size, trimmed_model
 from shardplan.tools.builder import build_dag
 from shardplan.tools.contracts import DAG, CommNode, Edge, PhaseStrategy, Strategy, Workload
 from shardplan.tools.contracts.dag import ComputeNode
