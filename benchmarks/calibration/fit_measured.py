@@ -29,7 +29,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import yaml  # noqa: E402
-from fit import CALIBRATION_YAML, Sample, _compute_node, _kernel_time_s, apply, fit, rms, search_1d, sse  # noqa: E402
+from fit import CALIBRATION_YAML, apply, fit, rms, search_1d, sse  # noqa: E402
+from kernel_samples import Sample, compute_node, kernel_time_s  # noqa: E402
 from shardplan.tools.builder import ops  # noqa: E402
 from shardplan.tools.contracts.dag import CommNode  # noqa: E402
 from shardplan.tools.cost import op_time  # noqa: E402
@@ -69,12 +70,12 @@ def gemm_samples(gpu: str) -> list[Sample]:
             continue
         wb = 1.0 if dtype == "fp8" else 2.0
         work = ops.gemm(m, n, k, wb, wb)
-        node = _compute_node(f"{gpu} {dtype} m={m} n={n} k={k}", "linear", dtype, work.flops, work.bytes_read,
+        node = compute_node(f"{gpu} {dtype} m={m} n={n} k={k}", "linear", dtype, work.flops, work.bytes_read,
                              m * n * 2.0, dict(work.shape))
         launch = "decode" if m <= 128 else "prefill"
         category = "memory" if m == 1 and dtype == "bf16" else f"gemm_{dtype}"
         samples.append(Sample(category, node.name, seconds,
-                              lambda node=node, launch=launch: _kernel_time_s(node, cluster, launch)))
+                              lambda node=node, launch=launch: kernel_time_s(node, cluster, launch)))
     return samples
 
 
@@ -96,14 +97,14 @@ def attention_samples(gpu: str) -> list[Sample]:
                 flops = 4.0 * b * heads * HEAD_DIM * q_len * s * (0.5 if phase == "prefill" else 1.0)
                 kv = 2.0 * b * s * kv_heads * HEAD_DIM * 2
                 q = 2.0 * b * q_len * heads * HEAD_DIM
-                node = _compute_node(f"{gpu} {phase} attention h={heads}/{kv_heads} b={b} s={s}", "attention", "bf16",
+                node = compute_node(f"{gpu} {phase} attention h={heads}/{kv_heads} b={b} s={s}", "attention", "bf16",
                                      flops, q + kv, q, {"batch": b, "q_len": q_len, "kv_len": s, "heads": heads,
                                                         "head_dim": HEAD_DIM})
                 node = node.model_copy(update={"phase": phase})
                 launch = "prefill" if phase == "prefill" else "decode"
                 category = "attention" if phase == "prefill" else "decode_attention"
                 samples.append(Sample(category, node.name, seconds,
-                                      lambda node=node, launch=launch: _kernel_time_s(node, cluster, launch)))
+                                      lambda node=node, launch=launch: kernel_time_s(node, cluster, launch)))
     return samples
 
 
@@ -155,12 +156,12 @@ def moe_samples(gpu: str) -> list[Sample]:
                 if seconds is None:
                     continue
                 work = ops.expert_ffn(spec, tokens, moe.num_experts // ep, ep, 1)
-                node = _compute_node(f"{gpu} {name.split('/')[1]} ep={ep} tokens={tokens}", "expert", dtype,
+                node = compute_node(f"{gpu} {name.split('/')[1]} ep={ep} tokens={tokens}", "expert", dtype,
                                      work.flops, work.bytes_read, work.bytes_written, dict(work.shape))
                 node = node.model_copy(update={"op": "routed_experts"})
                 launch = "decode" if tokens <= 128 else "prefill"
                 samples.append(Sample("moe", node.name, seconds,
-                                      lambda node=node, cluster=cluster, launch=launch, ep=ep: _kernel_time_s(
+                                      lambda node=node, cluster=cluster, launch=launch, ep=ep: kernel_time_s(
                                           node, cluster, launch) * op_time.expert_load_factor(ep, cluster.gpu)))
     return samples
 
