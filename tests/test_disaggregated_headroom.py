@@ -7,7 +7,7 @@ from shardplan.tools.contracts import PhaseStrategy, Workload
 from shardplan.tools.hardware import make_cluster
 from shardplan.tools.models import load_model
 from shardplan.tools.serving import decode_workers, pool_options, prefill_worker
-from shardplan.tools.serving.steady import mdl_wait, queue_wait
+from shardplan.tools.serving.steady import mdc_wait, queue_wait
 
 LLAMA_8B = load_model("meta-llama/Llama-3.1-8B")
 H100_2 = make_cluster("H100", 2)
@@ -17,9 +17,9 @@ WORK = Workload(isl=2048, osl=256)
 def test_the_open_queue_wait_is_not_clamped_near_saturation() -> None:
     # A replica's own prefill slots clamp at 95% (Little's law bounds them); a pool fed by other workers
     # does not: at 99% its queue is five times longer than the clamp says, and it never settles at 100%.
-    assert mdl_wait(0.99, 1.0) > 5 * queue_wait(0.99, 1.0)
-    assert mdl_wait(1.0, 1.0) == float("inf")
-    assert mdl_wait(0.5, 1.0) == queue_wait(0.5, 1.0)
+    assert mdc_wait(0.99, 1.0) > 5 * queue_wait(0.99, 1.0)
+    assert mdc_wait(1.0, 1.0) == float("inf")
+    assert mdc_wait(0.5, 1.0) == queue_wait(0.5, 1.0)
 
 
 def test_pools_never_run_the_prefill_workers_at_or_past_saturation() -> None:
@@ -43,7 +43,7 @@ def test_pools_never_run_the_prefill_workers_at_or_past_saturation() -> None:
         (option,) = pool_options(LLAMA_8B, H100_2, prefill, decode, WORK, budget=2, counts=(1, 1))
         busy = decode.requests_per_s / prefill.requests_per_s
         step = prefill.step_at(busy)
-        least = busy * step / 2 + mdl_wait(busy, prefill.step_s / prefill.prompts) + step
+        least = busy * step / 2 + mdc_wait(busy, prefill.step_s / prefill.prompts) + step
         assert option.requests_per_s == pytest.approx(decode.requests_per_s)
         assert least * 1e3 <= option.ttft_ms < least * 1e3 + 50  # the rest is the KV transfer
         assert option.tpot_ms == pytest.approx(decode.step_s * 1e3)
@@ -71,3 +71,29 @@ def test_a_fixed_batch_the_prefill_pool_cannot_feed_runs_the_batch_it_can() -> N
     assert option is not None
     assert option.worker_concurrency < 170
     assert option.requests_per_s < prefill.requests_per_s
+
+
+def test_a_pool_of_prefill_workers_queues_as_one_queue_of_several_servers() -> None:
+    # Three workers at the utilisation of one carry three times the load. Behind one queue (Dynamo's prefill
+    # queue, a router sending each prompt to an idle worker) a prompt waits only when all three are busy, so
+    # the pool's TTFT is shorter than one worker's at the same utilisation, by the M/D/3 queue.
+    from shardplan.tools.serving.steady import waiting_probability
+
+    layout = PhaseStrategy(tp=1)
+    h100_8 = make_cluster("H100", 8)
+    prefill = prefill_worker(LLAMA_8B, h100_8, layout, WORK)
+    assert prefill is not None
+    busiest = max(
+        (d for d in decode_workers(LLAMA_8B, h100_8, layout, WORK) if d.requests_per_s < prefill.requests_per_s),
+        key=lambda d: d.requests_per_s,
+    )
+    (one,) = pool_options(LLAMA_8B, h100_8, prefill, busiest, WORK, budget=8, counts=(1, 1))
+    (three,) = pool_options(LLAMA_8B, h100_8, prefill, busiest, WORK, budget=8, counts=(3, 3))
+    busy = busiest.requests_per_s / prefill.requests_per_s
+    assert busy > 0.5
+    step = prefill.step_at(busy)
+    pool = waiting_probability(3, busy) * step / 4 + mdc_wait(busy, prefill.step_s / prefill.prompts, 3) + step
+    transfer_ms = three.kv_transfer_ms or 0.0
+    assert three.ttft_ms == pytest.approx(pool * 1e3 + transfer_ms)
+    assert three.ttft_ms < one.ttft_ms - 0.5 * mdc_wait(busy, prefill.step_s / prefill.prompts) * 1e3
+    assert three.requests_per_s == pytest.approx(3 * one.requests_per_s)

@@ -146,12 +146,12 @@ def test_split_pools_count_every_gpu_and_serve_the_slower_pools_rate() -> None:
 def test_the_serving_modules_examples_hold() -> None:
     import doctest
 
-    from shardplan.tools import packing
+    from shardplan.tools import bisection, packing
     from shardplan.tools.contracts import strategy
     from shardplan.tools.cost import memory
     from shardplan.tools.serving import options, placement, steady, steps
 
-    for module in (steps, steady, placement, options, memory, packing, strategy):
+    for module in (steps, steady, placement, options, memory, packing, strategy, bisection):
         assert doctest.testmod(module).failed == 0, module.__name__
 
 

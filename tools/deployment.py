@@ -24,14 +24,15 @@ from .feasibility import Problem, strategy_problems
 from .ranking import rank_key
 from .search import Candidate
 from .serving import (
-    DecodeWorker,
     DeploymentOption,
     StepPricer,
     aggregated_options,
+    decode_worker,
     decode_workers,
     max_workers,
     occupied_cluster,
     packs,
+    pool_frontier,
     pool_options,
     pools_pack,
     prefill_worker,
@@ -103,7 +104,7 @@ def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload
         if workload.batch is not None:
             fixed = math.ceil(workload.batch / y)
             # The batch asked for first; when the prefill pool cannot feed it, the smaller batches it can.
-            decodes = [DecodeWorker(replica.decode, fixed, pricer.step_s(fixed, 0), workload.osl)]
+            decodes = [decode_worker(pricer, fixed, workload)]
             fallbacks = [d for d in grid if d.sequences < fixed]
         else:
             decodes, fallbacks = grid, []
@@ -111,10 +112,16 @@ def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload
         if prefill is not None:
             # Sized for the rate when the pools serve it (as the search prices them), else at full load.
             for sized in (workload, workload.model_copy(update={"rate": None})):
-                for decode in decodes:
-                    options += pool_options(
-                        model, cluster, prefill, decode, sized, budget=max(budget, strategy.gpus), counts=(x, y)
-                    )
+                options += pool_frontier(
+                    model,
+                    cluster,
+                    prefill,
+                    decodes,
+                    sized,
+                    budget=max(budget, strategy.gpus),
+                    pricer=pricer,
+                    counts=(x, y),
+                )
                 if options:
                     break
             # The largest batch the prefill pool can feed: the nearest to the one asked for.

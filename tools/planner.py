@@ -91,6 +91,17 @@ def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
         reasons.append(f"TPOT {candidate.tpot_ms:.2f} ms vs {chosen.tpot_ms:.2f} ms")
     if candidate.ttft_ms > chosen.ttft_ms * 1.005:
         reasons.append(f"TTFT {candidate.ttft_ms:.1f} ms vs {chosen.ttft_ms:.1f} ms")
+    if (
+        candidate.strategy.disaggregated
+        and not chosen.strategy.disaggregated
+        and not candidate.target_misses
+        and candidate.tokens_per_s > chosen.tokens_per_s
+    ):
+        lead = candidate.tokens_per_s / max(chosen.tokens_per_s, 1e-9) - 1
+        reasons = [
+            f"split, {lead:.1%} more tokens/s, inside the model's stated error: the aggregated deployment is "
+            f"preferred (no KV-cache transfer, no pool ratio to keep matched)"
+        ]
     if not reasons:
         reasons.append("equal within the model's error; ranked lower on the tie-breaker")
     return "; ".join(reasons)
@@ -207,6 +218,7 @@ def plan(request: PlanRequest) -> Plan:
         f"priced {result.evaluated} deployments in {result.seconds:.2f} s"
         + (f"; set aside {rejection_summary(result.rejected)}" if result.rejected else "")
     ]
+    messages += [result.simpler_preferred] if result.simpler_preferred else []
     return plan_for_strategy(
         request,
         model,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
 from .contracts.plan import Alternative, NearTie
+from .contracts.strategy import Strategy
 from .contracts.workload import Workload
 
 __all__ = [
@@ -203,3 +204,42 @@ def near_tie_note(subject: str, spread_pct: float, error_pct: float, figure: str
         f"{subject} are within {spread_pct:.1f}% of each other in {figure}, inside the model's stated error of "
         f"{error_pct:.1f}% ({backend} backend): treat them as equal"
     )
+
+
+_SplitT = TypeVar("_SplitT", bound="_Split")
+
+
+class _Split(Ranked, Protocol):
+    @property
+    def strategy(self) -> Strategy: ...
+
+
+def prefer_aggregated(ordered: list[_SplitT], workload: Workload, error_pct: float) -> tuple[list[_SplitT], str | None]:
+    """``ordered`` (best first) with the best aggregated deployment moved first when the best is a split one
+    that leads it by no more than the model's stated error on tokens/s, both meeting the targets; and the
+    sentence saying so (None when the order stands).
+
+    The model cannot tell such a pair apart, and the split one costs more to run: two pools whose ratio must
+    follow the traffic, a KV-cache transfer per request, a router. Its figures also leave out what only a
+    split deployment pays (AIConfigurator's estimator takes 8% off a decode pool's rate and 10% off a
+    prefill pool's for it). Only for the throughput objectives without a rate: a rate ranks by GPUs, and
+    latency never splits.
+    """
+    if not ordered or workload.rate is not None or workload.objective not in ("throughput", "goodput"):
+        return ordered, None
+    best = ordered[0]
+    if not best.strategy.disaggregated or shortfall(workload, best) > 0:
+        return ordered, None
+    for index, option in enumerate(ordered):
+        if option.strategy.disaggregated or shortfall(workload, option) > 0:
+            continue
+        lead = (best.tokens_per_s - option.tokens_per_s) / best.tokens_per_s * 100
+        if lead > error_pct:
+            return ordered, None
+        note = (
+            f"the split deployment {best.strategy.to_spec()} leads the aggregated {option.strategy.to_spec()} by "
+            f"{lead:.1f}% in tokens/s, inside the model's stated {error_pct:.1f}% error; the aggregated one is "
+            f"chosen: no KV-cache transfer, no pool ratio to keep matched"
+        )
+        return [option, *ordered[:index], *ordered[index + 1 :]], note
+    return ordered, None

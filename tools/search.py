@@ -15,6 +15,7 @@ always among deployments meeting the TTFT/TPOT targets first, then by how little
 from __future__ import annotations
 
 import time
+from itertools import takewhile
 
 from pydantic import Field
 
@@ -28,21 +29,21 @@ from .contracts.plan import NearTie
 from .contracts.reports import CostReport
 from .contracts.strategy import PhaseStrategy, Strategy
 from .contracts.workload import Batching, Workload
-from .cost.estimate import target_misses
+from .cost.estimate import stated_error_pct, target_misses
 from .cost.memory import memory_reports
 from .cost.pricing import pricing_backend
 from .fit_hints import fit_hints
 from .fitting import PhaseFilter, any_layout, layout_capacity, min_gpus_to_fit
 from .layouts import enumerate_strategies, replica_layouts
 from .model_math import weight_bytes
-from .ranking import near_tie, pareto_front, rank_key, shortfall
+from .ranking import near_tie, pareto_front, prefer_aggregated, rank_key, shortfall
 from .serving import (
     DeploymentOption,
     StepPricer,
     aggregated_options,
     decode_workers,
     max_workers,
-    pool_options,
+    pool_frontier,
     prefill_worker,
     replica_strategy,
 )
@@ -98,6 +99,11 @@ class SearchResult(Contract):
         default=None,
         description="Set when the leading candidates are within the model's stated error of each other (their "
         "order is not meaningful); None otherwise.",
+    )
+    simpler_preferred: str | None = Field(
+        default=None,
+        description="Set when an aggregated deployment is ranked first over a split one that leads it by less "
+        "than the model's stated error on tokens/s: the sentence naming both and the gap.",
     )
 
 
@@ -237,22 +243,19 @@ def _disaggregated(
         within_ttft = worker is not None and (workload.ttft_ms is None or worker.single_s * 1e3 <= workload.ttft_ms)
         if worker is not None and within_ttft and allowed("prefill", pricer.layout):
             prefills.append(worker)
-        meeting = [
-            w
-            for w in decode_workers(model, cluster, pricer.layout, workload, pricer)
-            if workload.tpot_ms is None or w.step_s * 1e3 <= workload.tpot_ms
-        ]
+        grid = decode_workers(model, cluster, pricer.layout, workload, pricer)
+        # The step grows with the batch: the batches within the TPOT target are the grid's first ones.
+        meeting = list(takewhile(lambda w: workload.tpot_ms is None or w.step_s * 1e3 <= workload.tpot_ms, grid))
         if meeting and allowed("decode", pricer.layout):
             # Every batch within the TPOT target, not only the fastest: a pool sizing whose prefill workers
-            # cannot feed the largest batch is served by a smaller one (see pool_options).
-            decodes.append(meeting)
+            # cannot feed the largest batch is served by a smaller one (see pool_options and pool_frontier).
+            decodes.append((pricer, meeting))
     prefills.sort(key=lambda w: -w.requests_per_s / w.layout.replica_gpus)
-    decodes.sort(key=lambda ws: -max(w.requests_per_s / w.layout.replica_gpus for w in ws))
+    decodes.sort(key=lambda item: -max(w.requests_per_s / w.layout.replica_gpus for w in item[1]))
     options: list[DeploymentOption] = []
     for p in prefills[:keep]:
-        for batches in decodes[:keep]:
-            for d in batches:
-                options += pool_options(model, cluster, p, d, workload, budget=budget)
+        for decode_pricer, batches in decodes[:keep]:
+            options += pool_frontier(model, cluster, p, batches, workload, budget=budget, pricer=decode_pricer)
     return options
 
 
@@ -322,6 +325,8 @@ def search(
         )
     key = rank_key(workload.objective, workload)
     options.sort(key=key)
+    backend = pricing_backend(cluster, workload.engine)
+    options, simpler = prefer_aggregated(options, workload, stated_error_pct(backend, "tokens/s"))
     budget = cluster.world_size
     ranked = [candidate_from_option(model, cluster, o, workload, budget) for o in options[: max(top, 1)]]
     # The frontier a user can pick from: the deployments meeting the targets (all of them when none does).
@@ -334,7 +339,8 @@ def search(
         evaluated=len(options),
         rejected=rejected,
         seconds=time.perf_counter() - began,
-        near_tie=near_tie(ranked, workload, pricing_backend(cluster, workload.engine)),
+        near_tie=near_tie(ranked, workload, backend),
+        simpler_preferred=simpler,
     )
 
 

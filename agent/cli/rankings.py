@@ -146,6 +146,7 @@ def print_search(result: Any, backend: str) -> None:
         )
     out.print(table)
     _note(out, result.near_tie.note if result.near_tie is not None else None)
+    _note(out, getattr(result, "simpler_preferred", None))
     front = Table("deployment", "seqs", "tok/s/user", "tok/s/GPU", title="Pareto frontier")
     for c in result.frontier:
         front.add_row(c.spec, str(c.concurrency), f"{c.tokens_per_s_per_user:.1f}", f"{c.tokens_per_s_per_gpu:.1f}")

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Literal
 
+from ..bisection import largest_passing
 from ..contracts.common import DTYPE_BYTES
 from ..contracts.hardware import GPU
 from ..contracts.model import ModelSpec
@@ -179,14 +180,7 @@ def largest_fitting(fits_at: Callable[[int], bool], limit: int = 1 << 20) -> int
     low, high = 1, 2
     while high <= limit and fits_at(high):
         low, high = high, high * 2
-    high = min(high, limit + 1)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fits_at(middle):
-            low = middle
-        else:
-            high = middle
-    return low
+    return largest_passing(low, min(high, limit + 1), fits_at)
 
 
 def memory_reports(spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload) -> list[MemoryReport]:

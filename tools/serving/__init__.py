@@ -7,7 +7,16 @@ batching at a concurrency (:mod:`.steady`); replicas of one layout (:mod:`.aggre
 """
 
 from .aggregated import aggregated_options, replica_capacity
-from .disaggregated import DecodeWorker, PrefillWorker, decode_workers, kv_transfer_s, pool_options, prefill_worker
+from .disaggregated import (
+    DecodeWorker,
+    PrefillWorker,
+    decode_worker,
+    decode_workers,
+    kv_transfer_s,
+    pool_frontier,
+    pool_options,
+    prefill_worker,
+)
 from .options import DeploymentOption, concurrency_grid
 from .placement import max_workers, occupied_cluster, packs, place_workers, pools_pack, replica_strategy, worker_cluster
 from .steady import ServingPoint, continuous_point, serving_point, static_point
@@ -23,6 +32,7 @@ __all__ = [
     "concurrency_grid",
     "continuous_point",
     "forget_samples",
+    "decode_worker",
     "decode_workers",
     "kv_transfer_s",
     "max_workers",
@@ -31,6 +41,7 @@ __all__ = [
     "packs",
     "place_workers",
     "pools_pack",
+    "pool_frontier",
     "pool_options",
     "prefill_worker",
     "replica_capacity",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
+from ..bisection import largest_passing
 from ..contracts.hardware import Cluster
 from ..contracts.model import ModelSpec
 from ..contracts.strategy import PhaseStrategy, Strategy
 from ..contracts.workload import Workload
 from ..cost.memory import memory_report
-from .options import DeploymentOption, concurrency_grid
+from .options import DeploymentOption, concurrency_grid, within_targets
 from .placement import max_workers
 from .steady import ServingPoint, serving_point
 from .steps import StepPricer
@@ -95,27 +96,19 @@ def aggregated_options(
     for count, per_replica in plans:
         price(count, per_replica)
     if workload.batch is None and (workload.ttft_ms or workload.tpot_ms):
-        # The grid is coarse (steps of up to 50%): bisect between the last concurrency meeting the targets
-        # and the first missing them, so the operating point sits close to the targets.
         count = plans[0][0] if plans else 0
-        meets = sorted(c for c, p in priced.items() if p is not None and _meets(p, workload))
-        misses = sorted(c for c, p in priced.items() if p is not None and not _meets(p, workload))
-        if meets:
-            low = meets[-1]
-            above = [c for c in misses if c > low]
-            high = above[0] if above else low
-            while high - low > max(1, low // 32):
-                middle = (low + high) // 2
-                price(count, middle)
-                point = priced.get(middle)
-                if point is not None and _meets(point, workload):
-                    low = middle
-                else:
-                    high = middle
+
+        def meets(per_replica: int) -> bool:
+            price(count, per_replica)
+            point = priced.get(per_replica)
+            return point is not None and _meets(point, workload)
+
+        met = sorted(c for c, p in priced.items() if p is not None and _meets(p, workload))
+        if met:
+            above = [c for c, p in priced.items() if p is not None and c > met[-1] and not _meets(p, workload)]
+            largest_passing(met[-1], min(above, default=met[-1]), meets, relative=1 / 32)
     return options
 
 
 def _meets(point: ServingPoint, workload: Workload) -> bool:
-    return (workload.ttft_ms is None or point.ttft_s * 1e3 <= workload.ttft_ms) and (
-        workload.tpot_ms is None or point.tpot_s * 1e3 <= workload.tpot_ms
-    )
+    return within_targets(point.ttft_s * 1e3, point.tpot_s * 1e3, workload)

@@ -5,16 +5,17 @@ budget of each group's scheduler): it serves ``mu = k / prefill(k)`` requests/s.
 sequences runs pure decode steps ``tau = step(C, 0)`` and finishes ``C / ((O - 1) tau)`` requests/s. The
 deployment serves the decode pool's rate, which the prefill pool must exceed (below); each request's KV
 cache then crosses from its prefill worker to its decode worker. TTFT is the rest of the step under way
-(found with the pool's utilisation ``rho``), the M/D/1 queue at ``rho`` (bulk service: a step clears up to
-``k`` waiting prompts, so the queue's service time is a prompt's share of a full step), the request's own
-step, as full as the load makes it (``rho k`` prompts on average, at least one), and the KV transfer.
+when every prefill worker is busy, the queue of the pool at its utilisation ``rho`` (the x workers serve one
+queue: M/D/x; bulk service: a step clears up to ``k`` waiting prompts, so a worker's service time is a
+prompt's share of a full step), the request's own step, as full as the load makes it (``rho k`` prompts on
+average, at least one), and the KV transfer.
 Tokens/s/GPU counts every GPU of both pools.
 
 The prefill pool must keep headroom: a sizing whose decode workers would take requests at or above the
 rate the prefill workers can produce them is not a steady state. Its prefill queue grows without bound
 (open arrivals), and the decode workers run the smaller batch the prefill pool feeds them, not the batch
 they were sized for; that smaller batch is another point of the decode worker's concurrency grid, priced
-on its own. So such sizings are left out, and the queue wait is the M/D/1 wait itself, not clamped: near
+on its own. So such sizings are left out, and the queue wait is the M/D/x wait itself, not clamped: near
 saturation it rightly dominates TTFT. (Dynamo's planner and AIConfigurator's rate matching likewise size
 prefill capacity above the decode pool's demand.)
 """
@@ -24,17 +25,27 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..bisection import largest_passing
 from ..contracts.hardware import Cluster
 from ..contracts.model import ModelSpec
 from ..contracts.strategy import PhaseStrategy, Strategy
 from ..contracts.workload import Workload
 from ..cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
-from .options import DeploymentOption, concurrency_grid
+from .options import DeploymentOption, concurrency_grid, within_targets
 from .placement import max_workers, pools_pack
-from .steady import mdl_wait
+from .steady import mdc_wait, waiting_probability
 from .steps import StepPricer
 
-__all__ = ["PrefillWorker", "DecodeWorker", "prefill_worker", "decode_workers", "kv_transfer_s", "pool_options"]
+__all__ = [
+    "PrefillWorker",
+    "DecodeWorker",
+    "prefill_worker",
+    "decode_worker",
+    "decode_workers",
+    "kv_transfer_s",
+    "pool_options",
+    "pool_frontier",
+]
 
 
 @dataclass(frozen=True)
@@ -102,9 +113,13 @@ def decode_workers(
         return []
     pricer = pricer or StepPricer.for_workload(model, cluster, layout, workload)
     return [
-        DecodeWorker(layout, c, pricer.step_s(c, 0), workload.osl)
-        for c in concurrency_grid(min(capacity, workload.max_batched_tokens), floor)
+        decode_worker(pricer, c, workload) for c in concurrency_grid(min(capacity, workload.max_batched_tokens), floor)
     ]
+
+
+def decode_worker(pricer: StepPricer, sequences: int, workload: Workload) -> DecodeWorker:
+    """A decode worker of the pricer's layout running pure decode steps of ``sequences`` sequences."""
+    return DecodeWorker(pricer.layout, sequences, pricer.step_s(sequences, 0), workload.osl)
 
 
 def kv_transfer_s(
@@ -152,13 +167,16 @@ def pool_options(
                 # The prefill pool cannot feed these decode batches: no steady state at this sizing.
                 continue
             transfer = kv_transfer_s(model, cluster, prefill.layout, decode.layout, workload.isl, gpus <= per_node)
-            # A step takes up to ``prompts`` waiting prompts at once (bulk service): the queue beyond the step
-            # under way is that of one server clearing a prompt every step_s / prompts (M/D/1 per prompt). A
-            # request finds a step under way with probability ``busy`` (half of it left on average) and then
-            # rides a step as full as the load makes it.
+            # The x prefill workers serve one queue (Dynamo's prefill queue, or a router sending each prompt to
+            # an idle worker), so the pool queues as x servers, not as x workers each with a random share of
+            # the arrivals. A step takes up to ``prompts`` waiting prompts at once (bulk service): each worker
+            # clears a prompt every step_s / prompts. A request waits for a step under way only when every
+            # worker is busy (the first of x to finish ends step / (x + 1) later on average), then rides a step
+            # as full as the load makes it.
             step = prefill.step_at(busy)
-            queue = mdl_wait(busy, prefill.step_s / prefill.prompts)
-            ttft = busy * step / 2 + queue + step + transfer
+            under_way = waiting_probability(x, busy) * step / (x + 1)
+            queue = mdc_wait(busy, prefill.step_s / prefill.prompts, servers=x)
+            ttft = under_way + queue + step + transfer
             tpot = decode.step_s if workload.osl > 1 else 0.0
             in_flight = max(1, math.ceil(served * (ttft + (workload.osl - 1) * tpot)))
             options.append(
@@ -180,4 +198,46 @@ def pool_options(
                     kv_transfer_ms=transfer * 1e3,
                 )
             )
+    return options
+
+
+def pool_frontier(
+    model: ModelSpec,
+    cluster: Cluster,
+    prefill: PrefillWorker,
+    grid: list[DecodeWorker],
+    workload: Workload,
+    *,
+    budget: int,
+    pricer: StepPricer,
+    counts: tuple[int, int] | None = None,
+) -> list[DeploymentOption]:
+    """:func:`pool_options` at every decode batch of ``grid`` (ascending, from ``pricer``'s layout), and for each
+    pool sizing the largest batch between two grid points that its prefill pool still feeds within the targets.
+
+    The grid steps by up to 50%, and the batch a sizing's prefill pool can feed within the TTFT target usually
+    falls between two of its points: three prefill workers that feed 80 sequences but not 96 would otherwise
+    run 64. Only that limit is refined. Where the next grid batch misses the TPOT target, the batch stays on
+    the grid: a decode worker fed by other workers sees more than its step (new requests' KV arriving, their
+    scheduling; AIConfigurator adds 8% to such a TPOT), which this model does not price, so it is not pushed to
+    the last millisecond of the target.
+    """
+    options: list[DeploymentOption] = []
+    fullest: dict[tuple[int, int], int] = {}  # (x, y) -> index in ``grid`` of the largest batch meeting the targets
+    for index, decode in enumerate(grid):
+        for option in pool_options(model, cluster, prefill, decode, workload, budget=budget, counts=counts):
+            options.append(option)
+            if within_targets(option.ttft_ms, option.tpot_ms, workload):
+                fullest[(option.strategy.prefill.dp, option.strategy.decode.dp)] = index
+    for sizing, index in fullest.items():
+        if index + 1 >= len(grid) or not within_targets(0.0, grid[index + 1].step_s * 1e3, workload):
+            continue
+
+        def meets(sequences: int, sizing: tuple[int, int] = sizing) -> bool:
+            worker = decode_worker(pricer, sequences, workload)
+            found = pool_options(model, cluster, prefill, worker, workload, budget=budget, counts=sizing)
+            options.extend(found)
+            return any(within_targets(o.ttft_ms, o.tpot_ms, workload) for o in found)
+
+        largest_passing(grid[index].sequences, grid[index + 1].sequences, meets, relative=1 / 32)
     return options

@@ -32,25 +32,55 @@ from dataclasses import dataclass
 from ..contracts.workload import Workload
 from .steps import StepPricer
 
-__all__ = ["ServingPoint", "continuous_point", "static_point", "serving_point", "queue_wait", "mdl_wait"]
+__all__ = [
+    "ServingPoint",
+    "continuous_point",
+    "static_point",
+    "serving_point",
+    "queue_wait",
+    "mdc_wait",
+    "waiting_probability",
+]
 
 _MAX_UTILISATION = 0.95
 """Utilisation above which the queueing formula is clamped (Little's law takes over beyond it)."""
 
 
-def mdl_wait(utilisation: float, service: float) -> float:
-    """Mean wait of an M/D/1 queue (Poisson arrivals, fixed service time) at ``utilisation`` below 1
-    (Pollaczek-Khinchine); infinite at or above 1, where the queue never settles.
+def waiting_probability(servers: int, utilisation: float) -> float:
+    """Probability that an arrival finds all ``servers`` busy (Erlang C, M/M/c) at ``utilisation`` below 1 of
+    each, from the Erlang B recursion; for one server it is the utilisation itself.
 
-    >>> mdl_wait(0.5, 2.0)
+    >>> waiting_probability(1, 0.7)
+    0.7
+    >>> round(waiting_probability(3, 0.82), 3)
+    0.68
+    """
+    offered = servers * utilisation
+    blocked = 1.0
+    for count in range(1, servers + 1):
+        blocked = offered * blocked / (count + offered * blocked)
+    return blocked / (1 - utilisation * (1 - blocked))
+
+
+def mdc_wait(utilisation: float, service: float, servers: int = 1) -> float:
+    """Mean wait of an M/D/c queue (Poisson arrivals, fixed service time, ``servers`` servers fed by one queue)
+    at ``utilisation`` below 1 of each server; infinite at or above 1, where the queue never settles.
+
+    Half the M/M/c wait (Allen-Cunneen with deterministic service), exact for one server (Pollaczek-Khinchine).
+    A pool of workers behind one queue waits far less than as many workers each with its own random share of
+    the arrivals: at 82% three servers wait 0.63 service times, one server 2.3.
+
+    >>> mdc_wait(0.5, 2.0)
     1.0
-    >>> mdl_wait(0.99, 1.0) > 40
+    >>> mdc_wait(0.99, 1.0) > 40
     True
+    >>> round(mdc_wait(0.82, 1.0, servers=3), 2)
+    0.63
     """
     busy = max(utilisation, 0.0)
     if busy >= 1.0:
         return math.inf
-    return busy / (2 * (1 - busy)) * service
+    return waiting_probability(servers, busy) * service / (2 * servers * (1 - busy))
 
 
 def queue_wait(utilisation: float, service: float) -> float:
@@ -60,7 +90,7 @@ def queue_wait(utilisation: float, service: float) -> float:
     >>> queue_wait(0.5, 2.0)
     1.0
     """
-    return mdl_wait(min(utilisation, _MAX_UTILISATION), service)
+    return mdc_wait(min(utilisation, _MAX_UTILISATION), service)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,111 @@
+"""Split pools against aggregated replicas: the pool frontier between grid batches, the simpler deployment on
+a lead the model cannot resolve, and the residual add fused into the norm after it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from shardplan.tools.contracts import PhaseStrategy, Strategy, Workload, parse_strategy
+from shardplan.tools.hardware import make_cluster
+from shardplan.tools.models import load_model
+from shardplan.tools.ranking import prefer_aggregated
+from shardplan.tools.serving import StepPricer, decode_workers, pool_frontier, pool_options, prefill_worker
+
+LLAMA_8B = load_model("meta-llama/Llama-3.1-8B")
+
+
+@dataclass(frozen=True)
+class Priced:
+    strategy: Strategy
+    tokens_per_s: float
+    ttft_ms: float = 100.0
+    tpot_ms: float = 20.0
+    gpus_used: int = 8
+    requests_per_s: float = 1.0
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.gpus_used
+
+
+SPLIT = parse_strategy("prefill:tp=2,dp=2;decode:tp=4;disagg")
+AGG = parse_strategy("tp=4,dp=2")
+TARGETS = Workload(isl=2048, osl=256, ttft_ms=1000, tpot_ms=30, objective="throughput")
+
+
+def test_a_split_lead_inside_the_stated_error_goes_to_the_aggregated_deployment() -> None:
+    ordered = [Priced(SPLIT, 1050.0), Priced(AGG, 1000.0)]
+    reordered, note = prefer_aggregated(ordered, TARGETS, error_pct=10.0)
+    assert [o.strategy for o in reordered] == [AGG, SPLIT]
+    assert note is not None and "4.8%" in note and SPLIT.to_spec() in note and AGG.to_spec() in note
+
+
+@pytest.mark.parametrize(
+    ("ordered", "workload"),
+    [
+        ([Priced(SPLIT, 1200.0), Priced(AGG, 1000.0)], TARGETS),  # a lead beyond the error stands
+        ([Priced(SPLIT, 1050.0), Priced(AGG, 1000.0, tpot_ms=31.0)], TARGETS),  # the aggregated one misses TPOT
+        ([Priced(SPLIT, 1050.0, ttft_ms=1200.0), Priced(AGG, 1000.0)], TARGETS),  # so does the split one
+        ([Priced(SPLIT, 1050.0), Priced(AGG, 1000.0)], TARGETS.model_copy(update={"rate": 1.0})),  # fewest GPUs
+        ([Priced(AGG, 1050.0), Priced(SPLIT, 1000.0)], TARGETS),  # already aggregated
+    ],
+)
+def test_the_order_stands_otherwise(ordered: list[Priced], workload: Workload) -> None:
+    reordered, note = prefer_aggregated(ordered, workload, error_pct=10.0)
+    assert reordered == ordered and note is None
+
+
+def test_the_pool_frontier_refines_the_batch_the_prefill_pool_feeds_between_grid_points() -> None:
+    cluster = make_cluster("H100", 8)
+    work = Workload(isl=2048, osl=256)
+    layout = PhaseStrategy(tp=1)
+    pricer = StepPricer.for_workload(LLAMA_8B, cluster, layout, work)
+    prefill = prefill_worker(LLAMA_8B, cluster, layout, work)
+    assert prefill is not None
+    grid = decode_workers(LLAMA_8B, cluster, layout, work, pricer)
+    sizing = (1, 1)
+    on_grid = [o for d in grid for o in pool_options(LLAMA_8B, cluster, prefill, d, work, budget=8, counts=sizing)]
+    refined = pool_frontier(LLAMA_8B, cluster, prefill, grid, work, budget=8, pricer=pricer, counts=sizing)
+    largest_on_grid = max(o.worker_concurrency for o in on_grid)
+    largest = max(o.worker_concurrency for o in refined)
+    above = min(d.sequences for d in grid if d.sequences > largest_on_grid)
+    # The prefill worker feeds a batch between the last grid batch it feeds and the next one ...
+    assert largest_on_grid < largest < above
+    # ... and the refined batch is a steady state: its prefill worker is not saturated.
+    best = max(refined, key=lambda o: o.worker_concurrency)
+    assert best.requests_per_s < prefill.requests_per_s
+    assert best.tokens_per_s > max(o.tokens_per_s for o in on_grid)
+
+
+def test_the_pool_frontier_leaves_the_tpot_limit_on_the_grid() -> None:
+    cluster = make_cluster("H100", 8)
+    layout = PhaseStrategy(tp=1)
+    loose = Workload(isl=2048, osl=256)
+    pricer = StepPricer.for_workload(LLAMA_8B, cluster, layout, loose)
+    grid = decode_workers(LLAMA_8B, cluster, layout, loose, pricer)
+    # A TPOT target between two grid batches that the prefill pool both feeds (four prefill workers).
+    low, high = grid[-4], grid[-3]
+    tight = loose.model_copy(update={"tpot_ms": (low.step_s + high.step_s) / 2 * 1e3})
+    prefill = prefill_worker(LLAMA_8B, cluster, layout, tight)
+    assert prefill is not None
+    options = pool_frontier(LLAMA_8B, cluster, prefill, grid, tight, budget=8, pricer=pricer, counts=(4, 1))
+    meeting = [o.worker_concurrency for o in options if o.tpot_ms <= tight.tpot_ms]
+    assert max(meeting) == low.sequences
+
+
+def test_a_residual_add_runs_inside_the_norm_after_it() -> None:
+    from shardplan.tools.builder.build import build_phase_sample
+    from shardplan.tools.cost.op_time import node_time_s
+
+    cluster = make_cluster("H100", 1)
+    work = Workload(isl=1024, osl=1, batch=32)
+    graph, _, _ = build_phase_sample(LLAMA_8B, cluster, "decode", PhaseStrategy(), work)
+    adds = [n for n in graph.nodes if n.kind == "elementwise"]
+    norms = [n for n in graph.nodes if n.kind == "norm" and n.bytes_read == adds[0].bytes_read / 2]
+    assert adds and norms
+    bandwidth = cluster.gpu.memory_bandwidth_gb_per_s * 1e9
+    for add in adds:
+        # Its bytes at the memory's efficiency, and no kernel launch of its own.
+        assert node_time_s(add, cluster) < (add.bytes_read + add.bytes_written) / (0.5 * bandwidth)
+    assert node_time_s(adds[0], cluster) < node_time_s(norms[0], cluster)
