@@ -1,5 +1,5 @@
 """Split pools against aggregated replicas: the pool frontier between grid batches, the simpler deployment on
-a lead the model cannot resolve, and the residual add fused into the norm after it."""
+a lead the model cannot resolve."""
 
 from __future__ import annotations
 
@@ -92,20 +92,3 @@ def test_the_pool_frontier_leaves_the_tpot_limit_on_the_grid() -> None:
     options = pool_frontier(LLAMA_8B, cluster, prefill, grid, tight, budget=8, pricer=pricer, counts=(4, 1))
     meeting = [o.worker_concurrency for o in options if o.tpot_ms <= tight.tpot_ms]
     assert max(meeting) == low.sequences
-
-
-def test_a_residual_add_runs_inside_the_norm_after_it() -> None:
-    from shardplan.tools.builder.build import build_phase_sample
-    from shardplan.tools.cost.op_time import node_time_s
-
-    cluster = make_cluster("H100", 1)
-    work = Workload(isl=1024, osl=1, batch=32)
-    graph, _, _ = build_phase_sample(LLAMA_8B, cluster, "decode", PhaseStrategy(), work)
-    adds = [n for n in graph.nodes if n.kind == "elementwise"]
-    norms = [n for n in graph.nodes if n.kind == "norm" and n.bytes_read == adds[0].bytes_read / 2]
-    assert adds and norms
-    bandwidth = cluster.gpu.memory_bandwidth_gb_per_s * 1e9
-    for add in adds:
-        # Its bytes at the memory's efficiency, and no kernel launch of its own.
-        assert node_time_s(add, cluster) < (add.bytes_read + add.bytes_written) / (0.5 * bandwidth)
-    assert node_time_s(adds[0], cluster) < node_time_s(norms[0], cluster)

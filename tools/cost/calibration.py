@@ -51,10 +51,6 @@ class LaunchCal(_Section):
     prefill_us: float
     decode_us: float
     extra_kernels: dict[str, int]
-    # Node kinds that run inside a neighbouring kernel rather than as one of their own (no launch): the engines
-    # fuse a residual add into the RMSNorm after it (vLLM's and SGLang's fused_add_rms_norm, TRT-LLM's fused
-    # add + norm), one kernel for both.
-    fused_kinds: list[str] = []
 
 
 class WorkspaceCal(_Section):

@@ -62,8 +62,6 @@ def compute_dtype(weight_dtype: str, gpu: GPU) -> str:
 
 def _launch_s(node: ComputeNode | StateNode, phase: str) -> float:
     cal = calibration().launch
-    if node.kind in cal.fused_kinds:
-        return 0.0
     per_kernel = (cal.decode_us if phase == "decode" else cal.prefill_us) * 1e-6
     return per_kernel * (1 + cal.extra_kernels.get(node.kind, 0))
 
