@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 from shardplan.tools.contracts import PhaseStrategy, Strategy, Workload, parse_strategy
+from shardplan.tools.cost.measured.database import measured_available
 from shardplan.tools.hardware import make_cluster
 from shardplan.tools.models import load_model
 from shardplan.tools.ranking import prefer_aggregated
@@ -92,3 +93,20 @@ def test_the_pool_frontier_leaves_the_tpot_limit_on_the_grid() -> None:
     options = pool_frontier(LLAMA_8B, cluster, prefill, grid, tight, budget=8, pricer=pricer, counts=(4, 1))
     meeting = [o.worker_concurrency for o in options if o.tpot_ms <= tight.tpot_ms]
     assert max(meeting) == low.sequences
+
+
+@pytest.mark.skipif(not measured_available(), reason="the figures below are the measured backend's")
+def test_a_plan_says_why_it_passed_over_the_split_deployment() -> None:
+    from shardplan.tools.contracts.plan import PlanRequest
+    from shardplan.tools.cost.estimate import stated_error_pct
+    from shardplan.tools.planner import plan
+
+    work = Workload(isl=8192, osl=512, ttft_ms=3000, tpot_ms=25, objective="throughput")
+    chosen = plan(PlanRequest(model="Qwen/Qwen3-8B", gpu="H200", gpus=4, workload=work))
+    assert chosen.strategy is not None and not chosen.strategy.disaggregated
+    (said,) = [m for m in chosen.messages if m.startswith("the split deployment")]
+    split = [a for a in chosen.alternatives if "disagg" in a.strategy]
+    assert split and split[0].tokens_per_s_per_gpu > chosen.cost.tokens_per_s_per_gpu
+    lead = 1 - chosen.cost.tokens_per_s_per_gpu / split[0].tokens_per_s_per_gpu
+    assert f"leads by {lead:.1%}" in split[0].why_not
+    assert f"{lead * 100:.1f}%" in said and f"{stated_error_pct('measured', 'tokens/s'):.1f}%" in said

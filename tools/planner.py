@@ -97,10 +97,10 @@ def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
         and not candidate.target_misses
         and candidate.tokens_per_s > chosen.tokens_per_s
     ):
-        lead = candidate.tokens_per_s / max(chosen.tokens_per_s, 1e-9) - 1
+        lead = 1 - chosen.tokens_per_s / candidate.tokens_per_s
         reasons = [
-            f"split, {lead:.1%} more tokens/s, inside the model's stated error: the aggregated deployment is "
-            f"preferred (no KV-cache transfer, no pool ratio to keep matched)"
+            f"split, leads by {lead:.1%} in tokens/s, inside the model's stated error: the aggregated deployment "
+            f"is preferred (no KV-cache transfer, no pool ratio to keep matched)"
         ]
     if not reasons:
         reasons.append("equal within the model's error; ranked lower on the tie-breaker")
