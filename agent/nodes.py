@@ -348,15 +348,9 @@ class Nodes:
         searched = api.search_request(request)
         if not isinstance(searched, InfeasibleError) and searched.simpler_preferred and searched.candidates:
             notes += [searched.simpler_preferred] if searched.candidates[0].spec == chosen.strategy else []
-        plan = plan_for_strategy(
-            request,
-            model,
-            cluster,
-            parse_strategy(chosen.strategy),
-            api.alternatives_for(request, chosen),
-            notes + still_wrong[: len(errors)],
-            None if isinstance(searched, InfeasibleError) else searched.frontier,
-        )
+        plan = plan_for_strategy(request, model, cluster, parse_strategy(chosen.strategy),
+                                 api.alternatives_for(request, chosen), notes + still_wrong[:len(errors)],
+                                 None if isinstance(searched, InfeasibleError) else searched.frontier)
         plan.explanation += self._checked_sentence(state, plan)
         text = " ".join([*still_wrong, plan.explanation]) + assumed_lines(plan)
         return {"plan": plan.model_dump(mode="json", exclude={"dag"}), "messages": [AIMessage(content=text)]}
@@ -383,14 +377,9 @@ class Nodes:
         wrong = []
         if proposals:
             last = proposals[-1]
-            wrong.append(
-                f"the last proposal {last['strategy']} "
-                + (
-                    "violates " + ", ".join(sorted({v["rule"] for v in last["violations"]}))
-                    if not last["valid"]
-                    else "misses " + "; ".join(last["misses"])
-                )
-            )
+            wrong.append(f"the last proposal {last['strategy']} "
+                         + ("violates " + ", ".join(sorted({v['rule'] for v in last['violations']}))
+                            if not last["valid"] else "misses " + "; ".join(last["misses"])))
         why = unusable_replies(turn_messages(state), proposals) + wrong
         reason = errors[0] if errors else (f"no valid strategy after {state.get('iterations', 0)} model call(s)"
                                            + (f": {'; '.join(why)}" if why else ""))

@@ -90,11 +90,10 @@ def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, 
 def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> DeploymentOption | None:
     """The best concurrency for exactly this deployment (its replicas or pool sizes fixed) under the
     workload's objective; None when no concurrency fits its memory."""
-    budget = cluster.world_size
+    budget = max(cluster.world_size, strategy.gpus)  # a given deployment is priced on the GPUs it uses
     if not strategy.disaggregated:
-        options = aggregated_options(
-            model, cluster, strategy.decode, workload, budget=max(budget, strategy.gpus), replicas=strategy.decode.dp
-        )
+        replicas = strategy.decode.dp
+        options = aggregated_options(model, cluster, strategy.decode, workload, budget=budget, replicas=replicas)
     else:
         replica = replica_strategy(strategy)
         x, y = strategy.prefill.dp, strategy.decode.dp
@@ -113,22 +112,13 @@ def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload
             # Sized for the rate when the pools serve it (as the search prices them), else at full load.
             for sized in (workload, workload.model_copy(update={"rate": None})):
                 options += pool_frontier(
-                    model,
-                    cluster,
-                    prefill,
-                    decodes,
-                    sized,
-                    budget=max(budget, strategy.gpus),
-                    pricer=pricer,
-                    counts=(x, y),
+                    model, cluster, prefill, decodes, sized, budget=budget, pricer=pricer, counts=(x, y)
                 )
                 if options:
                     break
             # The largest batch the prefill pool can feed: the nearest to the one asked for.
             for decode in sorted(fallbacks, key=lambda d: -d.sequences) if not options else []:
-                options = pool_options(
-                    model, cluster, prefill, decode, workload, budget=max(budget, strategy.gpus), counts=(x, y)
-                )
+                options = pool_options(model, cluster, prefill, decode, workload, budget=budget, counts=(x, y))
                 if options:
                     break
     if not options:

@@ -9,8 +9,9 @@ from ..contracts.hardware import Cluster
 from ..contracts.model import ModelSpec
 from ..contracts.strategy import PhaseStrategy, Strategy
 from ..contracts.workload import Workload
+from ..cost.estimate import target_misses
 from ..cost.memory import memory_report
-from .options import DeploymentOption, concurrency_grid, within_targets
+from .options import DeploymentOption, concurrency_grid
 from .placement import max_workers
 from .steady import ServingPoint, serving_point
 from .steps import StepPricer
@@ -111,4 +112,4 @@ def aggregated_options(
 
 
 def _meets(point: ServingPoint, workload: Workload) -> bool:
-    return within_targets(point.ttft_s * 1e3, point.tpot_s * 1e3, workload)
+    return not target_misses(workload, point.ttft_s * 1e3, point.tpot_s * 1e3)

@@ -30,8 +30,9 @@ from ..contracts.hardware import Cluster
 from ..contracts.model import ModelSpec
 from ..contracts.strategy import PhaseStrategy, Strategy
 from ..contracts.workload import Workload
+from ..cost.estimate import target_misses
 from ..cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
-from .options import DeploymentOption, concurrency_grid, within_targets
+from .options import DeploymentOption, concurrency_grid
 from .placement import max_workers, pools_pack
 from .steady import mdc_wait, waiting_probability
 from .steps import StepPricer
@@ -227,17 +228,17 @@ def pool_frontier(
     for index, decode in enumerate(grid):
         for option in pool_options(model, cluster, prefill, decode, workload, budget=budget, counts=counts):
             options.append(option)
-            if within_targets(option.ttft_ms, option.tpot_ms, workload):
+            if not target_misses(workload, option.ttft_ms, option.tpot_ms):
                 fullest[(option.strategy.prefill.dp, option.strategy.decode.dp)] = index
     for sizing, index in fullest.items():
-        if index + 1 >= len(grid) or not within_targets(0.0, grid[index + 1].step_s * 1e3, workload):
+        if index + 1 >= len(grid) or target_misses(workload, 0.0, grid[index + 1].step_s * 1e3):
             continue
 
         def meets(sequences: int, sizing: tuple[int, int] = sizing) -> bool:
             worker = decode_worker(pricer, sequences, workload)
             found = pool_options(model, cluster, prefill, worker, workload, budget=budget, counts=sizing)
             options.extend(found)
-            return any(within_targets(o.ttft_ms, o.tpot_ms, workload) for o in found)
+            return any(not target_misses(workload, o.ttft_ms, o.tpot_ms) for o in found)
 
         largest_passing(grid[index].sequences, grid[index + 1].sequences, meets, relative=1 / 32)
     return options

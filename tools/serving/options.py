@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..contracts.strategy import Strategy
-from ..contracts.workload import Workload
 
-__all__ = ["DeploymentOption", "concurrency_grid", "within_targets"]
+__all__ = ["DeploymentOption", "concurrency_grid"]
 
 
 @dataclass(frozen=True)
@@ -62,10 +61,3 @@ def concurrency_grid(limit: int, floor: int = 1) -> list[int]:
         values.update(v for v in (power, power * 3 // 2) if v <= limit)
         power *= 2
     return sorted(v for v in values if v >= floor)
-
-
-def within_targets(ttft_ms: float, tpot_ms: float, workload: Workload) -> bool:
-    """Whether a TTFT and a TPOT meet the workload's targets (a target not given is met)."""
-    return (workload.ttft_ms is None or ttft_ms <= workload.ttft_ms) and (
-        workload.tpot_ms is None or tpot_ms <= workload.tpot_ms
-    )
