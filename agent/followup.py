@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InputError
-from ..tools.contracts import Plan, parse_strategy
-from ..tools.layouts import SP_MIN_PROMPT
+from shardplan.errors import InputError
+from shardplan.tools.contracts.plan import Plan
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.search.layouts import SP_MIN_PROMPT
 
 __all__ = ["answer_follow_up", "uses"]
 
@@ -44,7 +45,7 @@ def uses(spec: str, about: str) -> bool:
 
 
 def _rule_hint(about: str) -> str:
-    from ..knowledge import search
+    from shardplan.knowledge.retriever import search
 
     hits = search(_TOPIC_QUERIES.get(about, about), k=1)
     ids = hits[0].rule_ids[:2] if hits else []
@@ -53,7 +54,7 @@ def _rule_hint(about: str) -> str:
 
 def _not_applicable(about: str, plan: Plan) -> str:
     """Why the technique cannot apply to this request at all, or an empty string."""
-    from ..tools.models import load_model
+    from shardplan.tools.catalogs.models import load_model
 
     if about == "ep" and not load_model(plan.request.model).is_moe:
         return f"{plan.request.model} is dense: expert parallelism needs mixture-of-experts layers (EP-3)."
@@ -64,9 +65,9 @@ def _not_applicable(about: str, plan: Plan) -> str:
 
 
 def _why_not(about: str, plan: Plan) -> str:
-    from ..tools import api
-    from ..tools.planner import why_not
-    from ..tools.search import Candidate, SearchResult
+    from shardplan.tools.api import shared
+    from shardplan.tools.planning.planner import why_not
+    from shardplan.tools.search.deployments import Candidate, SearchResult
 
     name = _NAMES.get(about, about.upper())
     assert plan.strategy is not None and plan.cost is not None
@@ -80,7 +81,7 @@ def _why_not(about: str, plan: Plan) -> str:
     if alternative is not None:
         return f"The best strategy with {name}, {alternative.strategy}, lost to {chosen}: {alternative.why_not}" \
                f"{_rule_hint(about)}."
-    result = api.search_request(plan.request)
+    result = shared.search_request(plan.request)
     if not isinstance(result, SearchResult):
         return f"Nothing fits at all, with {name} or without."
     rival = next((c for c in result.candidates if uses(c.spec, about)), None)

@@ -8,7 +8,7 @@ understand ─► retrieve ─► propose ─► tools ─► check ─► decid
 ```
 
 * **understand** reads the turn: a structured request handed in by the caller, or the user's words
-  (:mod:`shardplan.agent.parse`), read against the previous turn's request. Missing essentials get a
+  (:mod:`shardplan.agent.parse.request`), read against the previous turn's request. Missing essentials get a
   question back; "why not PP?" after a plan is answered from that plan without replanning.
 * **retrieve** puts the knowledge rules the request has to respect into the state (and the prompt).
 * **propose** asks the policy's chat model, tools bound, for its next step.
@@ -29,9 +29,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
 
-from .nodes import AGENT_TOOLS, Limits, Nodes, last_ai, turn_items, turn_messages
-from .policies import make_policy
-from .state import AgentState
+from shardplan.agent.nodes import AGENT_TOOLS, Limits, Nodes, last_ai, turn_items, turn_messages
+from shardplan.agent.policies import make_policy
+from shardplan.agent.state import AgentState
 
 __all__ = ["build_graph", "graph_mermaid", "Limits", "AGENT_TOOLS", "after_understand", "after_propose", "decide"]
 
@@ -84,7 +84,7 @@ def build_graph(policy: str | BaseChatModel = "builtin", checkpointer: Any = Non
     Raises:
         InputError: an unknown policy name, or an ``openai:`` policy without ``OPENAI_API_KEY``.
     """
-    from ..tools.langchain_tools import shardplan_tools
+    from shardplan.tools.surfaces.langchain_tools import shardplan_tools
 
     chat = make_policy(policy) if isinstance(policy, str) else policy
     name = policy if isinstance(policy, str) else getattr(chat, "_llm_type", "custom")

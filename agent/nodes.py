@@ -12,12 +12,13 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from ..errors import InfeasibleError, InputError
-from ..tools import api
-from ..tools.contracts import PlanRequest, parse_strategy
-from .hygiene import clean_reply, unusable_replies
-from .policies import redact, request_block
-from .state import AgentState, proposal_rank
+from shardplan.agent.hygiene import clean_reply, unusable_replies
+from shardplan.agent.policies import redact, request_block
+from shardplan.agent.state import AgentState, proposal_rank
+from shardplan.errors import InfeasibleError, InputError
+from shardplan.tools.api import arguments, registry, results, shared
+from shardplan.tools.contracts.plan import PlanRequest
+from shardplan.tools.contracts.strategy import parse_strategy
 
 __all__ = ["Limits", "Nodes", "AGENT_TOOLS", "assumed_lines", "turn_items", "turn_messages", "last_ai"]
 
@@ -83,13 +84,13 @@ def _request(state: AgentState) -> PlanRequest:
 
 
 def _rules_of(rule_ids: list[str]) -> list[dict[str, Any]]:
-    from ..knowledge import load_rules
+    from shardplan.knowledge.rules import load_rules
 
     rules = load_rules()
     return [rules[i].model_dump() for i in dict.fromkeys(rule_ids) if i in rules]
 
 
-def _score(check: api.StrategyCheck, request: PlanRequest) -> list[float]:
+def _score(check: results.StrategyCheck, request: PlanRequest) -> list[float]:
     """How far the targets are missed, then the objective, as the strategy search ranks them."""
     if check.cost is None:
         return [float("inf")]
@@ -144,8 +145,8 @@ class Nodes:
 
     # understand ----------------------------------------------------------------------------------------
     def understand(self, state: AgentState) -> dict[str, Any]:
-        from .followup import answer_follow_up
-        from .parse import ParsedRequest, parse_request, to_plan_request
+        from shardplan.agent.followup import answer_follow_up
+        from shardplan.agent.parse.request import ParsedRequest, parse_request, to_plan_request
 
         messages = state.get("messages", [])
         last = messages[-1] if messages else None
@@ -185,8 +186,8 @@ class Nodes:
 
     # retrieve ------------------------------------------------------------------------------------------
     def retrieve(self, state: AgentState) -> dict[str, Any]:
-        from ..knowledge import search, sections_for_strategy
-        from ..tools.planner import resolve_request
+        from shardplan.knowledge.retriever import search, sections_for_strategy
+        from shardplan.tools.planning.planner import resolve_request
 
         request = _request(state)
         model, cluster = resolve_request(request)
@@ -205,7 +206,7 @@ class Nodes:
         request = _request(state)
         rules = state.get("rules", [])
         listed = "\n".join(f"- {r['id']} ({r['severity']}): {r['text'][:300]}" for r in rules[:PROMPT_RULES])
-        system = (SYSTEM_PROMPT + request_block(api.RequestArgs.from_request(request))
+        system = (SYSTEM_PROMPT + request_block(arguments.RequestArgs.from_request(request))
                   + "\nKnowledge rules that apply:\n" + listed)
         conversation: list[BaseMessage] = [SystemMessage(content=system), *turn_messages(state)]
         iterations = state.get("iterations", 0) + 1
@@ -233,7 +234,7 @@ class Nodes:
             try:
                 result = tool.invoke({**call, "type": "tool_call"})
             except Exception as exc:  # noqa: BLE001  (a tool never takes the graph down; the model reads why)
-                result = ToolMessage(content=json.dumps(api.error_dict(exc)), tool_call_id=call["id"] or "",
+                result = ToolMessage(content=json.dumps(registry.error_dict(exc)), tool_call_id=call["id"] or "",
                                      name=call["name"], status="error")
             out.append(result)
         for bad in ai.invalid_tool_calls:
@@ -268,7 +269,7 @@ class Nodes:
             return update
         finished = ai is not None and not ai.tool_calls and not ai.invalid_tool_calls
         if finished and not any(p["valid"] for p in turn_items(state, "proposals")):
-            outcome = api.search_request(request)
+            outcome = shared.search_request(request)
             if isinstance(outcome, InfeasibleError):
                 update["infeasible"] = {"turn": state["turn"], "message": str(outcome), "min_gpus": outcome.min_gpus}
             else:
@@ -282,7 +283,7 @@ class Nodes:
         if ai is None:
             return [], []
         answered = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
-        expected = api.RequestArgs.from_request(request)
+        expected = arguments.RequestArgs.from_request(request)
         records, notes = [], []
         for call in ai.tool_calls:
             reply = answered.get(call["id"] or "")
@@ -299,7 +300,7 @@ class Nodes:
                 notes.append(f"Note: your call set {', '.join(differing)} unlike the request; the checker used the "
                              "request's values.")
             try:
-                check = api.evaluate_strategy(request, str(spec))
+                check = shared.evaluate_strategy(request, str(spec))
             except InputError:
                 continue
             records.append({**check.model_dump(mode="json"), "turn": state["turn"],
@@ -309,8 +310,8 @@ class Nodes:
 
     @staticmethod
     def _rules_for(spec: str, request: PlanRequest) -> list[dict[str, Any]]:
-        from ..knowledge import sections_for_strategy
-        from ..tools.models import load_model
+        from shardplan.knowledge.retriever import sections_for_strategy
+        from shardplan.tools.catalogs.models import load_model
 
         try:
             strategy = parse_strategy(spec)
@@ -327,7 +328,7 @@ class Nodes:
 
     # respond -------------------------------------------------------------------------------------------
     def respond(self, state: AgentState) -> dict[str, Any]:
-        from ..tools.planner import plan_for_strategy, resolve_request
+        from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
 
         request = _request(state)
         turn = state["turn"]
@@ -336,8 +337,8 @@ class Nodes:
         best = state.get("best_plan")
         if not (best and best.get("turn") == turn and best["valid"] and (best.get("cost") or {}).get("fits")):
             return self._no_plan(state, request, proposals, errors)
-        fields = api.StrategyCheck.model_fields
-        chosen = api.StrategyCheck.model_validate({k: v for k, v in best.items() if k in fields})
+        fields = results.StrategyCheck.model_fields
+        chosen = results.StrategyCheck.model_validate({k: v for k, v in best.items() if k in fields})
         model, cluster = resolve_request(request)
         notes = [f"policy {self.policy_name}: {len(proposals)} proposal(s) checked in {state.get('iterations', 0)} "
                  f"model call(s)"]
@@ -345,11 +346,11 @@ class Nodes:
         if not chosen.meets_targets:
             still_wrong.append(f"No strategy met every target within the bounds; the best valid one is shown, and it "
                                f"misses {'; '.join(chosen.misses)}.")
-        searched = api.search_request(request)
+        searched = shared.search_request(request)
         if not isinstance(searched, InfeasibleError) and searched.simpler_preferred and searched.candidates:
             notes += [searched.simpler_preferred] if searched.candidates[0].spec == chosen.strategy else []
         plan = plan_for_strategy(request, model, cluster, parse_strategy(chosen.strategy),
-                                 api.alternatives_for(request, chosen), notes + still_wrong[:len(errors)],
+                                 shared.alternatives_for(request, chosen), notes + still_wrong[:len(errors)],
                                  None if isinstance(searched, InfeasibleError) else searched.frontier)
         plan.explanation += self._checked_sentence(state, plan)
         text = " ".join([*still_wrong, plan.explanation]) + assumed_lines(plan)
@@ -366,9 +367,9 @@ class Nodes:
 
     def _no_plan(self, state: AgentState, request: PlanRequest, proposals: list[dict[str, Any]],
                  errors: list[str]) -> dict[str, Any]:
-        outcome = api.search_request(request)
+        outcome = shared.search_request(request)
         if isinstance(outcome, InfeasibleError):
-            from ..tools.planner import infeasible_plan
+            from shardplan.tools.planning.planner import infeasible_plan
 
             plan = infeasible_plan(request, outcome)
             fixes = "".join(f"\nIt would fit with {hint.text}." for hint in plan.hints)

@@ -11,8 +11,9 @@ import gc
 import time
 
 from cases import DEEPSEEK_64, LLAMA_8B, LLAMA_405B, Case
-from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import DAG
+
+from shardplan.tools.builder.build import build_dag
+from shardplan.tools.contracts.dag import DAG
 
 CASES = [LLAMA_8B, LLAMA_405B, DEEPSEEK_64]
 

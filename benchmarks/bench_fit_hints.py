@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from shardplan.tools.contracts import PlanRequest, Workload
-from shardplan.tools.fit_hints import fit_hints
-from shardplan.tools.fitting import min_gpus_to_fit
-from shardplan.tools.planner import resolve_request
+from shardplan.tools.contracts.plan import PlanRequest
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.planning.planner import resolve_request
+from shardplan.tools.search.fit_hints import fit_hints
+from shardplan.tools.search.fitting import min_gpus_to_fit
 
 REQUESTS = [
     PlanRequest(model="meta-llama/Llama-3.1-405B", gpu="H100", gpus=8, workload=Workload(isl=2048, osl=256)),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from shardplan.agent.parse import parse_request
+from shardplan.agent.parse.request import parse_request
 
 TEXTS = {
     "a request, repeated": "Llama 3.1 70B on 8 H100s, 4k prompts, TTFT under 500 ms, no PP, TP inside a node. ",

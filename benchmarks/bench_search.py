@@ -16,12 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from shardplan.tools.contracts import Workload
-from shardplan.tools.evaluation import _evaluate
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
-from shardplan.tools.search import search
-from shardplan.tools.serving import forget_samples
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.planning.evaluation import _evaluate
+from shardplan.tools.search.deployments import search
+from shardplan.tools.serving.steps import forget_samples
 
 CASES = [
     ("Qwen/Qwen3-235B-A22B", "H200", 16,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import DAG, Workload, parse_strategy
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
+from shardplan.tools.builder.build import build_dag
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.dag import DAG
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.contracts.workload import Workload
 
 __all__ = ["Case", "LLAMA_8B", "LLAMA_405B", "DEEPSEEK_64", "LLAMA_405B_64", "build"]
 

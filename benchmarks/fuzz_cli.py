@@ -5,7 +5,7 @@ many errors were not one line naming the field and the fix.
 
 Run: .venv/bin/python benchmarks/fuzz_cli.py [--per-kind 1000] [--seed 15]
 
-Each input is written to a scratch folder and the command runs as ``shardplan.agent.cli.main`` with
+Each input is written to a scratch folder and the command runs as ``shardplan.cli.main`` with
 ``sys.argv`` set, stdout and stderr captured, and a 30 s alarm; a traceback is any exception other than
 SystemExit leaving ``main``. An output file (``-o``) must be absent after a failure and complete after a
 success, with no temporary file left beside it.
@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shardplan.agent.cli import main
-from shardplan.tools.models import bundled_models
+from shardplan.cli.main import main
+from shardplan.tools.catalogs.models import bundled_models
 
 SLOW_S = 30
 HUGE = "__HUGE_INT__"
@@ -289,7 +289,8 @@ def main_fuzz() -> None:
 
 def _cases(scratch: Path, rng: random.Random, per_kind: int) -> Iterator[Case]:
     import yaml
-    from shardplan.tools.models import _bundled_dir
+
+    from shardplan.tools.catalogs.models import _bundled_dir
 
     base = json.loads((_bundled_dir() / bundled_models()["meta-llama/Llama-3.1-8B"]).read_text())
     tiny = {**base, "num_hidden_layers": 2}

@@ -15,7 +15,8 @@ from typing import Any
 import anyio
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
-from shardplan.tools.mcp_server import build_server
+
+from shardplan.tools.surfaces.mcp_server import build_server
 
 CALLS: list[tuple[str, dict[str, Any]]] = [
     ("plan", {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 16}),

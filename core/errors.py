@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the contract stays out of this light module at run time
-    from .tools.contracts.plan import FitHint
+    from shardplan.tools.contracts.plan import FitHint
 
 __all__ = ["ShardplanError", "InputError", "StrategyError", "InfeasibleError", "DeprecatedFieldWarning"]
 
@@ -29,7 +29,7 @@ class InputError(ShardplanError, ValueError):
 
     def __init__(self, message: str, *, field: str | None = None, fix: str | None = None) -> None:
         # Input echoed into a message may hold newlines or bidi controls: the message stays one honest line.
-        from .reading import one_line
+        from shardplan.reading import one_line
 
         message = one_line(message, 2000)
         fix = one_line(fix, 1000) if fix else fix

@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import InputError
+from shardplan.errors import InputError
 
 __all__ = ["write_atomic"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from .errors import InputError
+from shardplan.errors import InputError
 
 __all__ = [
     "MAX_LAYERS",

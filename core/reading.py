@@ -23,8 +23,8 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
-from .limits import MAX_CONFIG_BYTES, MAX_INT_DIGITS
+from shardplan.errors import InputError
+from shardplan.limits import MAX_CONFIG_BYTES, MAX_INT_DIGITS
 
 __all__ = ["load_json_strict", "parse_json_text", "parse_yaml_text", "read_text", "one_line", "finite_numbers"]
 

@@ -21,11 +21,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from ..errors import InputError
-from ..tools.contracts.common import DType, Objective
-from ..tools.contracts.plan import PlanRequest, PlanStatus
-from ..tools.contracts.strategy import parse_strategy
-from ..tools.contracts.workload import Workload
+from shardplan.errors import InputError
+from shardplan.tools.contracts.common import DType, Objective
+from shardplan.tools.contracts.plan import PlanRequest, PlanStatus
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.contracts.workload import Workload
 
 __all__ = ["CASES_DIR", "Case", "CaseRequest", "Expectation", "load_cases", "format_location"]
 
@@ -84,7 +84,7 @@ class CaseRequest(_Strict):
         """
         if self.model is None or self.gpu is None or self.gpus is None or self.isl is None or self.osl is None:
             raise InputError("this case is a plain-language request", field="request.prompt",
-                             fix="read it with shardplan.agent.parse.parse_request")
+                             fix="read it with shardplan.agent.parse.request.parse_request")
         workload = Workload(isl=self.isl, osl=self.osl, batch=self.batch, ttft_ms=self.ttft_ms, tpot_ms=self.tpot_ms,
                             objective=self.objective, gpu_memory_utilization=self.gpu_memory_utilization)
         return PlanRequest(model=self.model, gpu=self.gpu, gpus=self.gpus, gpus_per_node=self.gpus_per_node,

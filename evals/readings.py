@@ -79,7 +79,7 @@ def load_cases(path: str | Path) -> list[ReadingCase]:
 
 
 def _reading(case: ReadingCase) -> Any:
-    from ..agent.parse import parse_request
+    from shardplan.agent.parse.request import parse_request
 
     previous = parse_request(case.previous) if case.previous else None
     return parse_request(case.text, previous)

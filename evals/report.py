@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..io import write_atomic
+from shardplan.io import write_atomic
 
 __all__ = ["SUMMARY_COLUMNS", "summarize", "summary_rows", "render_markdown", "write_report", "plot_rates", "below"]
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
+
 from shardplan.knowledge.rules import RULE_LINE, doc_files, split_sections
 
 if TYPE_CHECKING:

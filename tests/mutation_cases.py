@@ -13,12 +13,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mutations import MUTATIONS
-from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import DAG, Strategy, Workload, parse_strategy
+
+from shardplan.tools.builder.build import build_dag
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.dag import DAG
 from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
-from shardplan.validators import RULES, validate
+from shardplan.tools.contracts.strategy import Strategy, parse_strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.validators.registry import RULES
+from shardplan.validators.validate import validate
 
 __all__ = [
     "Case",

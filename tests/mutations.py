@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from shardplan.tools.contracts import DAG, CommNode, Edge, StateNode
-from shardplan.tools.contracts.dag import ComputeNode
-from shardplan.tools.feasibility import strategy_problems
+from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
+from shardplan.tools.contracts.feasibility import strategy_problems
 
 __all__ = ["Mutation", "MUTATIONS", "mutation"]
 

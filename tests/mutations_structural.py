@@ -23,8 +23,8 @@ from mutations import (
     _update,
     mutation,
 )
-from shardplan.tools.contracts import DAG, CommNode, Edge, StateNode
-from shardplan.tools.contracts.dag import ComputeNode
+
+from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
 
 __all__: list[str] = []
 

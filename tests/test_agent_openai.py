@@ -18,11 +18,13 @@ import pytest
 from fake_openai import FakeOpenAI, Script, completion, failure
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
+
 from shardplan.agent.graph import Limits, build_graph, recursion_limit
 from shardplan.agent.policies import PolicyError, make_policy
 from shardplan.agent.run import plan_from_state, request_message, run_plan
 from shardplan.errors import InputError
-from shardplan.tools.contracts import PlanRequest, Workload
+from shardplan.tools.contracts.plan import PlanRequest
+from shardplan.tools.contracts.workload import Workload
 
 SECRET = "sk-test-SECRET"
 REQUEST = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=4, workload=Workload(isl=4096, osl=128, batch=4))

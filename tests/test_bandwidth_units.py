@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 from cli_helpers import run_cli
+
 from shardplan.errors import DeprecatedFieldWarning, InputError
-from shardplan.tools.contracts import GPU, Cluster
+from shardplan.tools.catalogs.gpus import get_gpu, load_cluster
+from shardplan.tools.contracts.hardware import GPU, Cluster
 from shardplan.tools.contracts.units import RENAMED_BANDWIDTH_FIELDS, parse_gb_per_s
-from shardplan.tools.hardware import get_gpu, load_cluster
 
 
 @pytest.mark.parametrize(
@@ -169,11 +170,12 @@ def test_docstring_examples_run() -> None:
 
 
 def test_a_dag_written_with_the_old_names_still_validates(tmp_path: Path) -> None:
-    from shardplan.tools.builder import build_dag
-    from shardplan.tools.contracts import Workload, parse_strategy
-    from shardplan.tools.hardware import make_cluster
-    from shardplan.tools.models import load_model
-    from shardplan.validators import validate_json
+    from shardplan.tools.builder.build import build_dag
+    from shardplan.tools.catalogs.gpus import make_cluster
+    from shardplan.tools.catalogs.models import load_model
+    from shardplan.tools.contracts.strategy import parse_strategy
+    from shardplan.tools.contracts.workload import Workload
+    from shardplan.validators.schema_check import validate_json
 
     dag = build_dag(load_model("llama-3.1-8b"), make_cluster("H100", 2), parse_strategy("tp=2"),
                     Workload(isl=64, osl=4, batch=1))

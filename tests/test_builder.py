@@ -16,21 +16,17 @@ from pathlib import Path
 import networkx as nx
 import pytest
 from cli_helpers import run_cli
+
 from shardplan.errors import StrategyError
-from shardplan.tools.builder import RankLayout, build_dag, decode_context
-from shardplan.tools.contracts import (
-    DAG,
-    CommNode,
-    ComputeNode,
-    PhaseStrategy,
-    StateNode,
-    Workload,
-    parse_strategy,
-)
+from shardplan.tools.builder.build import build_dag, decode_context
+from shardplan.tools.builder.ranks import RankLayout
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, StateNode
+from shardplan.tools.contracts.feasibility import split_layers
 from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.feasibility import split_layers
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
+from shardplan.tools.contracts.strategy import PhaseStrategy, parse_strategy
+from shardplan.tools.contracts.workload import Workload
 
 DENSE = "llama-3.1-8b"
 MOE = "mixtral-8x7b-v0.1"
@@ -379,7 +375,7 @@ def test_ep_that_does_not_fit_the_stage_says_how_to_write_it() -> None:
 
 @pytest.mark.parametrize(("model", "spec"), [(DENSE, "sp=4"), (MOE, "sp=4,ep=4")])
 def test_one_long_prompt_under_colocated_sp_builds_with_idle_decode_groups(model: str, spec: str) -> None:
-    from shardplan.validators import validate
+    from shardplan.validators.validate import validate
 
     one_prompt = Workload(isl=512, osl=8, batch=1)
     dag = _build(model, 4, spec, one_prompt)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+
 from shardplan.agent.graph import build_graph, recursion_limit
 
 HEADLINE = "DeepSeek R1 on 8 H200, 4k in / 1k out, no pipeline parallelism, max throughput"

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from shardplan.agent.cli import main
 from test_mcp import BUNDLED
+
+from shardplan.cli.main import main
 
 CONFIG = json.loads(BUNDLED.read_text())
 

@@ -6,22 +6,23 @@ import json
 
 import pytest
 from cli_helpers import run_cli
+
 from shardplan.errors import InfeasibleError, InputError
-from shardplan.tools import api
-from shardplan.tools.constraints import allowed_layouts, phase_violations, strategy_violations, unsatisfiable
-from shardplan.tools.contracts import (
-    Constraints,
-    PhaseStrategy,
-    PlanRequest,
-    Workload,
-    parse_constraint,
-    parse_constraints,
-    parse_strategy,
+from shardplan.tools.api import capabilities
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.constraints import Constraints, parse_constraint, parse_constraints
+from shardplan.tools.contracts.plan import PlanRequest
+from shardplan.tools.contracts.strategy import PhaseStrategy, parse_strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.planning.planner import plan
+from shardplan.tools.search.constraint_checks import (
+    allowed_layouts,
+    phase_violations,
+    strategy_violations,
+    unsatisfiable,
 )
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
-from shardplan.tools.planner import plan
-from shardplan.tools.search import search
+from shardplan.tools.search.deployments import search
 
 TEXTS = ["tp<=8", "pp=1", "ep>=8", "decode:tp=4", "prefill:sp>=2", "tp-in-node", "ep-in-node", "pp-across-nodes",
          "pow2", "colocated", "gpus-per-replica=8", "engine=vllm"]
@@ -166,16 +167,16 @@ def test_cli_refuses_an_unreadable_constraint_in_one_line() -> None:
 
 def test_tools_take_constraints_and_state_assumptions() -> None:
     args = {"model": "llama-3.1-8b", "gpu": "H100", "gpus": 4, "isl": 512, "osl": 64}
-    summary = api.search_strategies(**args, constraints=["tp=2"])
+    summary = capabilities.search_strategies(**args, constraints=["tp=2"])
     assert summary.candidates and all("tp=2" in c.strategy for c in summary.candidates)
-    check = api.propose_strategy(**args, constraints=["tp=2"], strategy="tp=4")
+    check = capabilities.propose_strategy(**args, constraints=["tp=2"], strategy="tp=4")
     assert "breaks the constraint tp=2" in check.misses and not check.meets_targets
-    planned = api.plan(**args, batch=4, constraints=["pp=1", "tp<=1"], detail=True)  # 4 replicas need 4 sequences
+    planned = capabilities.plan(**args, batch=4, constraints=["pp=1", "tp<=1"], detail=True)  # 4 replicas: 4 sequences
     assert planned.plan is not None and planned.plan.strategy is not None and planned.plan.strategy.decode.tp == 1
     assert not any(line.startswith("batch") for line in planned.assumptions)
     assert not any(line.startswith("prompt length") for line in planned.assumptions)
     with pytest.raises(InputError) as caught:
-        api.plan(**args, constraints=["warp=9"])
+        capabilities.plan(**args, constraints=["warp=9"])
     assert caught.value.field == "constraint"
 
 
@@ -183,8 +184,10 @@ def test_the_examples_in_the_docstrings_run() -> None:
     import doctest
 
     from shardplan.evals import readings
-    from shardplan.tools import assumptions, constraints, model_names
+    from shardplan.tools.catalogs import model_names
     from shardplan.tools.contracts import constraints as contract
+    from shardplan.tools.planning import assumptions
+    from shardplan.tools.search import constraint_checks
 
-    for module in (contract, constraints, model_names, assumptions, readings):
+    for module in (contract, constraint_checks, model_names, assumptions, readings):
         assert doctest.testmod(module).failed == 0, module.__name__

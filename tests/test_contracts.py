@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
+
 from shardplan.errors import InputError
-from shardplan.tools.contracts import (
-    CommNode,
-    ComputeNode,
-    Edge,
-    ModelSpec,
-    Node,
-    PhaseStrategy,
-    StateNode,
-    Strategy,
-    Workload,
-    parse_strategy,
-)
-from shardplan.tools.models import load_model
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.dag import CommNode, ComputeNode, Edge, Node, StateNode
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy, parse_strategy
+from shardplan.tools.contracts.workload import Workload
 
 # ---------------------------------------------------------------- parse_strategy
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import CommNode, Workload, parse_strategy
-from shardplan.tools.cost import estimate_cost, schedule_dag
+
+from shardplan.tools.builder.build import build_dag
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.dag import CommNode
+from shardplan.tools.contracts.model_math import weight_bytes
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.cost.estimate import estimate_cost
 from shardplan.tools.cost.memory import memory_reports, weight_bytes_per_gpu
 from shardplan.tools.cost.op_time import collective_time_s, gemm_efficiency
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.model_math import weight_bytes
-from shardplan.tools.models import load_model
+from shardplan.tools.cost.schedule import schedule_dag
 
 BATCH1 = Workload(isl=1024, osl=128, batch=1)
 

@@ -7,15 +7,17 @@ import subprocess
 import sys
 
 import pytest
-from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import Workload, parse_strategy
+
+from shardplan.tools.builder.build import build_dag
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
 from shardplan.tools.contracts.dag import CommNode
-from shardplan.tools.cost import estimate_cost
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.cost.estimate import estimate_cost
 from shardplan.tools.cost.exchange import engine_exchange
 from shardplan.tools.cost.measured.database import measured_available, measured_tables
 from shardplan.tools.cost.op_time import collective_time_s, engine_allreduce_s
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
 
 needs_tables = pytest.mark.skipif(
     not measured_available(), reason="aiconfigurator-core is not installed (Linux x86-64 wheels only)"
@@ -93,7 +95,7 @@ def test_a_gpu_outside_the_database_inherits_the_closest_profile_and_says_so() -
 def test_help_does_not_import_the_measured_database() -> None:
     code = (
         "import atexit, sys; atexit.register(lambda: print('imported:', 'aiconfigurator_core' in sys.modules)); "
-        "sys.argv = ['shardplan', '--help']; from shardplan.agent.cli import main; main()"
+        "sys.argv = ['shardplan', '--help']; from shardplan.cli.main import main; main()"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
     assert out.strip().endswith("imported: False")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from shardplan.tools.builder import ops
+from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.contracts.dag import ComputeNode
 from shardplan.tools.cost.op_time import compute_dtype, compute_time_s
-from shardplan.tools.hardware import make_cluster
 
 
 def _gemm(m: int, weight_dtype: str, weight_bytes: float) -> ComputeNode:

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import run_cli
+
 from shardplan.errors import StrategyError
-from shardplan.tools.contracts import PlanRequest, Workload, parse_strategy
-from shardplan.tools.explain import collectives_by_group
-from shardplan.tools.planner import plan_for_strategy, resolve_request
+from shardplan.tools.contracts.plan import PlanRequest
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.planning.explain import collectives_by_group
+from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
 
 
 def _plan(spec: str, gpus: int, per_node: int, model: str = "meta-llama/Llama-3.1-8B", batch: int = 4):  # type: ignore[no-untyped-def]
@@ -152,10 +155,10 @@ def test_search_command_lists_deployments_with_their_concurrency() -> None:
 def test_prefill_sp_that_becomes_decode_dp_on_shared_gpus_is_one_replica() -> None:
     # Seed combination "SP alone": prefill shards one prompt four ways; decode, where SP does not exist,
     # serves four sequences data-parallel on the same four GPUs. That is one replica, not four.
-    from shardplan.tools.deployment import evaluate_deployment
-    from shardplan.tools.hardware import make_cluster
-    from shardplan.tools.models import load_model
-    from shardplan.tools.serving import replica_strategy
+    from shardplan.tools.catalogs.gpus import make_cluster
+    from shardplan.tools.catalogs.models import load_model
+    from shardplan.tools.planning.deployment import evaluate_deployment
+    from shardplan.tools.serving.placement import replica_strategy
 
     strategy = parse_strategy("prefill:sp=4;decode:dp=4")
     replica = replica_strategy(strategy)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from shardplan.tools.contracts import PhaseStrategy, Workload
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
-from shardplan.tools.serving import decode_workers, pool_options, prefill_worker
+
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.serving.disaggregated import decode_workers, pool_options, prefill_worker
 from shardplan.tools.serving.steady import mdc_wait, queue_wait
 
 LLAMA_8B = load_model("meta-llama/Llama-3.1-8B")
@@ -61,8 +63,8 @@ def test_a_given_rate_past_the_prefill_pools_capacity_is_not_served() -> None:
 
 
 def test_a_fixed_batch_the_prefill_pool_cannot_feed_runs_the_batch_it_can() -> None:
-    from shardplan.tools.contracts import parse_strategy
-    from shardplan.tools.deployment import best_option
+    from shardplan.tools.contracts.strategy import parse_strategy
+    from shardplan.tools.planning.deployment import best_option
 
     strategy = parse_strategy("prefill:tp=1;decode:tp=1;disagg")
     prefill = prefill_worker(LLAMA_8B, H100_2, PhaseStrategy(tp=1), WORK)

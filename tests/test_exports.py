@@ -15,10 +15,16 @@ from pathlib import Path
 import networkx as nx
 import pytest
 from cli_helpers import run_cli
-from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import DAG, Workload, parse_strategy
+from test_builder import COMBINATIONS
+
+from shardplan.tools.builder.build import build_dag
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.dag import DAG
 from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.exports import (
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.views.exports import (
     AUTO_COLLAPSE_NODES,
     collapse,
     rank_ranges,
@@ -27,9 +33,6 @@ from shardplan.tools.exports import (
     to_json,
     to_mermaid,
 )
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
-from test_builder import COMBINATIONS
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 MERMAID_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

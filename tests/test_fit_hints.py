@@ -8,13 +8,16 @@ from pathlib import Path
 from cli_helpers import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from shardplan.errors import InfeasibleError
-from shardplan.tools.contracts import FitHint, PhaseStrategy, PlanRequest, Workload
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.plan import FitHint, PlanRequest
+from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.memory import weight_bytes_per_gpu
-from shardplan.tools.fit_hints import with_weight_dtype
-from shardplan.tools.models import load_model
-from shardplan.tools.planner import plan, resolve_request
-from shardplan.tools.search import search
+from shardplan.tools.planning.planner import plan, resolve_request
+from shardplan.tools.search.deployments import search
+from shardplan.tools.search.fit_hints import with_weight_dtype
 
 LLAMA_405B = "meta-llama/Llama-3.1-405B"
 
@@ -138,9 +141,9 @@ def test_cli_names_the_options_that_make_it_fit_and_the_json_plan_holds_them(tmp
 
 
 def test_the_search_tool_and_the_plan_carry_the_same_hints() -> None:
-    from shardplan.tools import api
+    from shardplan.tools.api import capabilities
 
-    summary = api.search_strategies(model=LLAMA_405B, gpu="H100", gpus=8, isl=2048, osl=256)
+    summary = capabilities.search_strategies(model=LLAMA_405B, gpu="H100", gpus=8, isl=2048, osl=256)
     planned = plan(_request(LLAMA_405B, "H100", 8, Workload(isl=2048, osl=256)))
     assert not summary.feasible and summary.hints == planned.hints
     assert next(h for h in summary.hints if h.change == "gpus").value == summary.min_gpus
@@ -149,7 +152,7 @@ def test_the_search_tool_and_the_plan_carry_the_same_hints() -> None:
 def test_docstring_examples_run() -> None:
     import doctest
 
-    from shardplan.tools import fit_hints
+    from shardplan.tools.search import fit_hints
 
     assert doctest.testmod(fit_hints).failed == 0
 
@@ -157,6 +160,7 @@ def test_docstring_examples_run() -> None:
 def test_the_agent_answers_an_infeasible_request_with_the_hints() -> None:
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
+
     from shardplan.agent.graph import build_graph, recursion_limit
     from shardplan.agent.run import plan_from_state, request_message
 

@@ -11,13 +11,14 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_mcp import BUNDLED
+
 from shardplan.errors import InputError
 from shardplan.reading import one_line, parse_json_text
-from shardplan.tools.config_check import INT_KEYS
-from shardplan.tools.contracts import parse_strategy
-from shardplan.tools.hardware import load_cluster
-from shardplan.tools.models import model_from_config
-from test_mcp import BUNDLED
+from shardplan.tools.catalogs.config_check import INT_KEYS
+from shardplan.tools.catalogs.gpus import load_cluster
+from shardplan.tools.catalogs.models import model_from_config
+from shardplan.tools.contracts.strategy import parse_strategy
 
 BASE = json.loads(BUNDLED.read_text())
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow,

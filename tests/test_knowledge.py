@@ -8,15 +8,9 @@ import sys
 from importlib.resources import files
 
 import pytest
-from shardplan.knowledge import (
-    KnowledgeRule,
-    Section,
-    get_rule,
-    load_rules,
-    search,
-    sections_for_strategy,
-)
-from shardplan.knowledge.rules import iter_rule_lines, split_sections
+
+from shardplan.knowledge.retriever import Section, search, sections_for_strategy
+from shardplan.knowledge.rules import KnowledgeRule, get_rule, iter_rule_lines, load_rules, split_sections
 
 REQUIRED_RULES: dict[str, str] = {
     **{f"DAG-{i}": "mandatory" for i in range(1, 6)},

@@ -20,8 +20,9 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import Field
-from shardplan.tools import api
-from shardplan.tools.langchain_tools import shardplan_tools
+
+from shardplan.tools.api import capabilities
+from shardplan.tools.surfaces.langchain_tools import shardplan_tools
 
 SMALL = {"model": "llama-3.1-8b", "gpu": "H100", "gpus": 2, "isl": 512, "osl": 64}
 ANSWER = "Serve Llama-3.1-8B with tp=2 on both phases."
@@ -80,7 +81,7 @@ def test_a_langgraph_agent_calls_the_exported_tools_and_reads_their_results() ->
 
     final = agent.invoke({"messages": [HumanMessage("Plan Llama-3.1-8B on 2 H100.")]}, config)
 
-    assert chat.bound == list(api.CAPABILITIES)
+    assert chat.bound == list(capabilities.CAPABILITIES)
     assert next(script, None) is None  # the agent used the whole script, no more
     assert final["messages"][-1].content == ANSWER
     replies: dict[str, ToolMessage] = {m.tool_call_id: m for m in final["messages"] if isinstance(m, ToolMessage)}
@@ -95,7 +96,7 @@ def test_a_langgraph_agent_calls_the_exported_tools_and_reads_their_results() ->
     assert abs(data("c2")["params_total"] / 671e9 - 1) < 0.02
     assert replies["c3"].status == "error" and data("c3")["field"] == "gpus" and data("c3")["fix"]
     plan = data("c4")
-    direct = api.plan(**SMALL)
+    direct = capabilities.plan(**SMALL)
     assert replies["c4"].status == "success" and plan["validation"]["valid"] is True
     assert direct.strategy is not None and plan["strategy"] == direct.strategy and plan["plan"] is None
     assert data("c5")["feasible"] and len(data("c5")["candidates"]) <= 2

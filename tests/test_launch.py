@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import run_cli
+
 from shardplan.errors import InputError
-from shardplan.tools.contracts import Plan, PlanRequest, Workload, parse_strategy
-from shardplan.tools.launch import ENGINES, LaunchSpec, launch_command
-from shardplan.tools.planner import plan_for_strategy, resolve_request
+from shardplan.tools.contracts.plan import Plan, PlanRequest
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.launch.commands import ENGINES, LaunchSpec, launch_command
+from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
 
 LLAMA = "meta-llama/Llama-3.1-70B"
 QWEN_MOE = "Qwen/Qwen3-30B-A3B"
@@ -239,8 +242,7 @@ def test_export_bad_input_exits_2_with_one_line(tmp_path: Path, plan_file: Path)
 def test_the_launch_modules_examples_hold() -> None:
     import doctest
 
-    from shardplan.tools import launch
-    from shardplan.tools.launch import shell
+    from shardplan.tools.launch import commands, shell
 
-    for module in (launch, shell):
+    for module in (commands, shell):
         assert doctest.testmod(module).failed == 0, module.__name__

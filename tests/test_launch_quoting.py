@@ -9,10 +9,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from shardplan.tools.contracts import Plan, PlanRequest, Workload, parse_strategy
-from shardplan.tools.launch import ENGINES, launch_command, shell_word
-from shardplan.tools.planner import plan_for_strategy, resolve_request
 from test_mcp import BUNDLED
+
+from shardplan.tools.contracts.plan import Plan, PlanRequest
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.launch.commands import ENGINES, launch_command, shell_word
+from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
 
 HOSTILE = ["my models", "x$(touch PWNED)", "a'b", "`touch PWNED`", "x;touch PWNED", "$HOME", "${HOME}", "-rf *"]
 LAYOUTS = ["tp=2", "dp=2", "prefill:tp=1;decode:tp=1;disagg", "pp=2"]

@@ -18,16 +18,17 @@ import pytest
 from cli_helpers import ROOT, SHARDPLAN, run_cli
 from mcp import Client, MCPError, StdioServerParameters
 from mcp_types import CallToolResult, TextContent
+
 from shardplan.knowledge.rules import doc_files
-from shardplan.tools import api
-from shardplan.tools.mcp_server import HTTP_PATH, TOOL_NAMES, build_server
-from shardplan.tools.schemas import SCHEMA_NAMES, json_schema
+from shardplan.tools.api import capabilities, guards
+from shardplan.tools.catalogs.schemas import SCHEMA_NAMES, json_schema
+from shardplan.tools.surfaces.mcp_server import HTTP_PATH, TOOL_NAMES, build_server
 from shardplan.validators import schema_check
 
 SMALL = {"model": "llama-3.1-8b", "gpu": "H100", "gpus": 2, "isl": 512, "osl": 64}
 TIMEOUT = 30.0
 """Seconds any one scenario may take before the test fails instead of hanging."""
-BUNDLED = Path(api.__file__).parents[1] / "data" / "models" / "meta-llama__Llama-3.1-8B.json"
+BUNDLED = Path(capabilities.__file__).parents[1] / "data" / "models" / "meta-llama__Llama-3.1-8B.json"
 
 T = TypeVar("T")
 
@@ -88,7 +89,7 @@ def test_lists_every_tool_with_its_capability_schema(server: Any) -> None:
     listed = talk(server, lambda c: c.list_tools()).tools
     assert [t.name for t in listed] == list(TOOL_NAMES)
     for tool in listed:
-        cap = api.CAPABILITIES[tool.name]
+        cap = capabilities.CAPABILITIES[tool.name]
         assert tool.description == cap.description
         assert tool.input_schema == cap.args.model_json_schema()
         assert tool.input_schema["type"] == "object" and tool.input_schema["additionalProperties"] is False
@@ -120,7 +121,7 @@ def test_plan_gives_the_same_valid_plan_as_the_capability(server: Any) -> None:
     assert plan["status"] == "ok" and plan["validation"]["valid"] is True and plan["plan"] is None
     headline = plan["cost"]["headline"]
     assert headline["ttft_ms"] > 0 and headline["tpot_ms"] > 0 and headline["fits"]
-    direct = api.plan(**SMALL)
+    direct = capabilities.plan(**SMALL)
     assert direct.strategy is not None and plan["strategy"] == direct.strategy
     assert plan["request"]["model"] == "llama-3.1-8b"
 
@@ -169,7 +170,7 @@ def test_search_cost_and_knowledge_tools(server: Any) -> None:
 
     search, cost, knowledge, rule = talk(server, scenario)
     assert search["feasible"] and 1 <= len(search["candidates"]) <= 3
-    assert search["candidates"][0]["strategy"] == api.search_strategies(**SMALL, top=1).candidates[0].strategy
+    assert search["candidates"][0]["strategy"] == capabilities.search_strategies(**SMALL, top=1).candidates[0].strategy
     assert cost["headline"]["tpot_ms"] > 0 and cost["memory"][0]["fits"]
     assert any(rid.startswith("SP-") for hit in knowledge["result"] for rid in hit["rule_ids"])
     assert rule["id"] == "DEC-1" and rule["doc"] == "10-decode-constraints.md"
@@ -217,7 +218,7 @@ def test_oversized_input_is_refused_before_parsing(server: Any, monkeypatch: pyt
 
     monkeypatch.setattr(schema_check, "parse_json", no_parsing)
     claims_a_million_nodes = '{"nodes": [' + ",".join(['{"id":"n"}'] * 1_000_001) + '], "edges": []}'
-    too_long = '"' + "x" * (api.MAX_DAG_CHARS + 1) + '"'
+    too_long = '"' + "x" * (guards.MAX_DAG_CHARS + 1) + '"'
 
     async def scenario(c: Client) -> tuple[list[dict[str, Any]], Any]:
         errors = [error(await c.call_tool("validate_dag", {"dag_json": claims_a_million_nodes})),
@@ -230,7 +231,7 @@ def test_oversized_input_is_refused_before_parsing(server: Any, monkeypatch: pyt
     assert time.perf_counter() - started < 15
     for err in errors[:2]:
         assert err["field"] == "dag_json" and "1,000,001 nodes exceed the limit of 200,000" in err["message"]
-    assert f"characters exceed the limit of {api.MAX_DAG_CHARS:,}" in errors[2]["message"]
+    assert f"characters exceed the limit of {guards.MAX_DAG_CHARS:,}" in errors[2]["message"]
     assert gpus["result"]
 
 

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from mcp import Client, MCPError
 from mcp_types import CallToolResult, ResourceLink, TextContent
+from test_mcp import SMALL, talk
+
 from shardplan.tools.api.compact import MAX_ALTERNATIVES, MAX_FRONTIER, _thin_frontier, validation_brief
 from shardplan.tools.api.result_store import ResultStore
-from shardplan.tools.contracts import Plan
-from shardplan.tools.contracts.plan import Deployment, FrontierPoint, WorkerPool
+from shardplan.tools.contracts.plan import Deployment, FrontierPoint, Plan, WorkerPool
 from shardplan.tools.contracts.reports import ValidationReport, Violation
-from shardplan.tools.mcp_server import build_server
-from test_mcp import SMALL, talk
+from shardplan.tools.surfaces.mcp_server import build_server
 
 DEEPSEEK = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 16}
 COMPACT_BYTES = 16_000

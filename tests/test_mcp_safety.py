@@ -16,10 +16,11 @@ import anyio
 import pytest
 from cli_helpers import SHARDPLAN
 from mcp import Client, StdioServerParameters
+from test_mcp import BUNDLED, _free_port, _wait_for_port, error, ok, talk
+
 from shardplan.errors import InputError
 from shardplan.tools.api.guards import check_path
-from shardplan.tools.mcp_server import HTTP_PATH, build_server
-from test_mcp import BUNDLED, _free_port, _wait_for_port, error, ok, talk
+from shardplan.tools.surfaces.mcp_server import HTTP_PATH, build_server
 
 
 @pytest.fixture

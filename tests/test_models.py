@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+
 from shardplan.errors import InputError
-from shardplan.tools.model_math import (
+from shardplan.tools.catalogs.models import bundled_models, load_model, resolve_model_name
+from shardplan.tools.contracts.model_math import (
     embedding_params,
     expert_params,
     flops_per_token,
@@ -17,7 +19,6 @@ from shardplan.tools.model_math import (
     params_total,
     weight_bytes,
 )
-from shardplan.tools.models import bundled_models, load_model, resolve_model_name
 
 REQUIRED_MODELS = {
     "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B",

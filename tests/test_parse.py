@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from shardplan.agent import parse as parse_module
-from shardplan.agent.parse import (
+
+from shardplan.agent.parse import request as parse_module
+from shardplan.agent.parse.request import (
     DEFAULT_ISL,
     DEFAULT_OSL,
     ParsedRequest,

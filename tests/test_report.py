@@ -12,10 +12,14 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import run_cli
-from shardplan.tools.contracts import Plan, PlanRequest, ValidationReport, Violation, Workload
+
+from shardplan.tools.contracts.plan import Plan, PlanRequest
+from shardplan.tools.contracts.reports import ValidationReport, Violation
+from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.schedule import schedule_dag
-from shardplan.tools.planner import plan
-from shardplan.tools.report import render_report, trace_events
+from shardplan.tools.planning.planner import plan
+from shardplan.tools.report.html import render_report
+from shardplan.tools.report.timeline import trace_events
 
 SECTIONS = ("strategy", "time", "memory", "pareto", "timeline", "dag", "validation", "launch", "explanation",
             "knowledge")

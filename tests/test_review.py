@@ -6,12 +6,15 @@ import json
 
 import pytest
 from cli_helpers import run_cli
+
 from shardplan.errors import StrategyError
-from shardplan.tools.contracts import PlanRequest, Workload, parse_strategy
-from shardplan.tools.deployment import evaluate_deployment
-from shardplan.tools.planner import resolve_request, review
-from shardplan.tools.ranking import rank_key
-from shardplan.tools.search import candidate_from_cost
+from shardplan.tools.contracts.plan import PlanRequest
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.planning.deployment import evaluate_deployment
+from shardplan.tools.planning.planner import resolve_request, review
+from shardplan.tools.search.deployments import candidate_from_cost
+from shardplan.tools.search.ranking import rank_key
 
 REQUEST = PlanRequest(model="meta-llama/Llama-3.1-70B", gpu="H100", gpus=16,
                       workload=Workload(isl=1024, osl=128, batch=8))
@@ -35,7 +38,7 @@ def test_a_cross_node_tp_layout_is_priced_and_beaten_by_the_searched_ones() -> N
 
 
 def test_the_best_strategy_has_nothing_that_beats_it() -> None:
-    from shardplan.tools.planner import plan as search_plan
+    from shardplan.tools.planning.planner import plan as search_plan
 
     best = search_plan(REQUEST).strategy
     assert best is not None

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import pytest
+
 from shardplan.errors import InfeasibleError
-from shardplan.tools.contracts import Workload, parse_strategy
-from shardplan.tools.deployment import best_option
-from shardplan.tools.feasibility import strategy_problems
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.layouts import enumerate_strategies
-from shardplan.tools.models import load_model
-from shardplan.tools.ranking import pareto_front
-from shardplan.tools.search import search
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.feasibility import strategy_problems
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.planning.deployment import best_option
+from shardplan.tools.search.deployments import search
+from shardplan.tools.search.layouts import enumerate_strategies
+from shardplan.tools.search.ranking import pareto_front
 
 
 def test_every_enumerated_strategy_uses_all_gpus_and_shares_weights_when_aggregated() -> None:
@@ -118,7 +120,7 @@ def test_a_model_that_does_not_fit_reports_the_minimum_gpu_count() -> None:
 def test_a_fixed_batch_screens_layouts_at_that_batch_for_the_latency_objective() -> None:
     # At one sequence DeepSeek-V3's expert-parallel TP=8 variants look fastest; at the batch of 8 the request
     # fixes, plain TP=8 serves it sooner. The screen must price layouts at the batch served, or it drops TP=8.
-    from shardplan.tools.deployment import evaluate_deployment
+    from shardplan.tools.planning.deployment import evaluate_deployment
 
     model, cluster = load_model("deepseek-ai/DeepSeek-V3"), make_cluster("H200", 8)
     workload = Workload(isl=2048, osl=256, batch=8)

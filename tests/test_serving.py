@@ -5,20 +5,17 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from shardplan.tools.contracts import PhaseStrategy, Strategy, Workload
+
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.measured.database import measured_available
 from shardplan.tools.cost.memory import memory_report, memory_reports
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
-from shardplan.tools.serving import (
-    StepPricer,
-    continuous_point,
-    decode_workers,
-    pool_options,
-    prefill_worker,
-    replica_capacity,
-    static_point,
-)
+from shardplan.tools.serving.aggregated import replica_capacity
+from shardplan.tools.serving.disaggregated import decode_workers, pool_options, prefill_worker
+from shardplan.tools.serving.steady import continuous_point, static_point
+from shardplan.tools.serving.steps import StepPricer
 
 LLAMA_70B = load_model("meta-llama/Llama-3.1-70B")
 H200_8 = make_cluster("H200", 8)
@@ -146,8 +143,8 @@ def test_split_pools_count_every_gpu_and_serve_the_slower_pools_rate() -> None:
 def test_the_serving_modules_examples_hold() -> None:
     import doctest
 
-    from shardplan.tools import bisection, packing
-    from shardplan.tools.contracts import strategy
+    from shardplan import bisection
+    from shardplan.tools.contracts import packing, strategy
     from shardplan.tools.cost import memory
     from shardplan.tools.serving import options, placement, steady, steps
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from shardplan.tools.contracts import PhaseStrategy, Strategy, Workload, parse_strategy
+
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy, parse_strategy
+from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.measured.database import measured_available
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
-from shardplan.tools.ranking import prefer_aggregated
-from shardplan.tools.serving import StepPricer, decode_workers, pool_frontier, pool_options, prefill_worker
+from shardplan.tools.search.ranking import prefer_aggregated
+from shardplan.tools.serving.disaggregated import decode_workers, pool_frontier, pool_options, prefill_worker
+from shardplan.tools.serving.steps import StepPricer
 
 LLAMA_8B = load_model("meta-llama/Llama-3.1-8B")
 
@@ -99,7 +102,7 @@ def test_the_pool_frontier_leaves_the_tpot_limit_on_the_grid() -> None:
 def test_a_plan_says_why_it_passed_over_the_split_deployment() -> None:
     from shardplan.tools.contracts.plan import PlanRequest
     from shardplan.tools.cost.estimate import stated_error_pct
-    from shardplan.tools.planner import plan
+    from shardplan.tools.planning.planner import plan
 
     work = Workload(isl=8192, osl=512, ttft_ms=3000, tpot_ms=25, objective="throughput")
     chosen = plan(PlanRequest(model="Qwen/Qwen3-8B", gpu="H200", gpus=4, workload=work))

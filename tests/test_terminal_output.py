@@ -4,29 +4,27 @@ keeps off stdout. Run in-process through typer's CliRunner."""
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 import re
 from typing import Any
 
 import pytest
-from shardplan.tools.contracts import PlanRequest, Workload
-from shardplan.tools.cost.calibration import calibration
-from shardplan.tools.phase_columns import PHASE_COLUMNS, column_label
-from shardplan.tools.ranking import RankedFigures, near_tie
-from shardplan.tools.rejections import rejection_phrase, rejection_summary
 from typer.testing import CliRunner
+
+from shardplan.cli.app import app
+from shardplan.tools.contracts.plan import PlanRequest
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.cost.calibration import calibration
+from shardplan.tools.planning.rejections import rejection_phrase, rejection_summary
+from shardplan.tools.search.ranking import RankedFigures, near_tie
+from shardplan.tools.views.phase_columns import PHASE_COLUMNS, column_label
 
 LLAMA_8 = ["-m", "llama-3.1-70b", "--gpus", "8"]
 
 
 @pytest.fixture(scope="module")
 def cli() -> Any:
-    from shardplan.agent.cli import COMMAND_MODULES, app
-
-    for module in COMMAND_MODULES:
-        importlib.import_module(f"shardplan.agent.cli.{module}")
     runner = CliRunner()
 
     def run(*args: str) -> Any:
@@ -60,8 +58,8 @@ def test_cost_columns_have_distinct_names_explained_in_help(cli: Any) -> None:
 
 
 def test_the_report_uses_the_cost_command_column_names() -> None:
-    from shardplan.tools.planner import plan
-    from shardplan.tools.report import render_report
+    from shardplan.tools.planning.planner import plan
+    from shardplan.tools.report.html import render_report
 
     page = render_report(plan(PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=2,
                                           workload=Workload(isl=512, osl=32, batch=4))))
@@ -150,7 +148,8 @@ def test_search_and_plan_flag_their_near_ties(cli: Any) -> None:
 
 def test_working_draws_a_spinner_on_a_terminal_and_nothing_when_quiet() -> None:
     from rich.console import Console
-    from shardplan.agent.cli.progress import working
+
+    from shardplan.cli.progress import working
 
     screen = io.StringIO()
     with working("searching deployments", console=Console(file=screen, force_terminal=True, width=100)) as step:

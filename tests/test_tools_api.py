@@ -8,92 +8,92 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from shardplan.errors import InputError, StrategyError
-from shardplan.tools import api
-from shardplan.tools.api import guards
-from shardplan.tools.langchain_tools import shardplan_tools
+from shardplan.tools.api import capabilities, guards
+from shardplan.tools.surfaces.langchain_tools import shardplan_tools
 
 SMALL = {"model": "llama-3.1-8b", "gpu": "H100", "gpus": 2, "isl": 512, "osl": 64, "batch": 2}
-BUNDLED = Path(api.__file__).parents[1] / "data" / "models" / "meta-llama__Llama-3.1-8B.json"
+BUNDLED = Path(capabilities.__file__).parents[1] / "data" / "models" / "meta-llama__Llama-3.1-8B.json"
 
 
 def test_every_capability_is_a_structured_tool_with_its_argument_model() -> None:
     tools = {t.name: t for t in shardplan_tools()}
-    assert list(tools) == list(api.CAPABILITIES)
+    assert list(tools) == list(capabilities.CAPABILITIES)
     assert {"search_knowledge", "get_rule", "list_models", "list_gpus", "describe_model", "search_strategies",
             "propose_strategy", "submit_dag", "validate_dag", "estimate_cost", "build_dag", "plan"} == set(tools)
     for name, tool in tools.items():
-        assert tool.args_schema is api.CAPABILITIES[name].args
-        assert tool.description and tool.description == api.CAPABILITIES[name].description
+        assert tool.args_schema is capabilities.CAPABILITIES[name].args
+        assert tool.description and tool.description == capabilities.CAPABILITIES[name].description
     with pytest.raises(InputError, match="unknown tool"):
         shardplan_tools(["rm_rf"])
 
 
 def test_arguments_are_checked_before_the_body_runs() -> None:
     with pytest.raises(InputError) as caught:
-        api.search_knowledge(query="tensor parallel", k=0)
+        capabilities.search_knowledge(query="tensor parallel", k=0)
     assert caught.value.field == "k"
     with pytest.raises(InputError) as caught:
-        api.propose_strategy(**SMALL, strategy="tp=2", surprise=1)
+        capabilities.propose_strategy(**SMALL, strategy="tp=2", surprise=1)
     assert caught.value.field == "surprise"
     with pytest.raises(InputError) as caught:
-        api.get_rule(rule_id="NOPE-99")
+        capabilities.get_rule(rule_id="NOPE-99")
     assert caught.value.field == "rule_id"
 
 
 def test_propose_strategy_is_compact_and_names_rules_and_fixes() -> None:
-    good = api.propose_strategy(**SMALL, strategy="tp=2")
+    good = capabilities.propose_strategy(**SMALL, strategy="tp=2")
     assert good.valid and good.buildable and good.meets_targets and good.cost is not None
     assert good.cost.fits and good.cost.tpot_ms > 0
-    bad = api.propose_strategy(**SMALL, strategy="tp=3")
+    bad = capabilities.propose_strategy(**SMALL, strategy="tp=3")
     assert not bad.valid and not bad.buildable and bad.cost is None
     assert {v.rule for v in bad.violations} == {"TP-3", "HIER-2"}
     assert all(v.fix for v in bad.violations)
-    missed = api.propose_strategy(**{**SMALL, "tpot_ms": 0.01}, strategy="tp=2")
+    missed = capabilities.propose_strategy(**{**SMALL, "tpot_ms": 0.01}, strategy="tp=2")
     assert missed.valid and not missed.meets_targets and "TPOT" in missed.misses[0]
     assert len(json.dumps(good.model_dump())) < 2000  # an LLM reads it
 
 
 def test_search_reports_infeasible_as_a_result() -> None:
-    result = api.search_strategies(model="llama-3.1-405b", gpu="L40S", gpus=2)
+    result = capabilities.search_strategies(model="llama-3.1-405b", gpu="L40S", gpus=2)
     assert not result.feasible and result.min_gpus and result.min_gpus > 2 and not result.candidates
-    ranked = api.search_strategies(**SMALL, top=3)
+    ranked = capabilities.search_strategies(**SMALL, top=3)
     assert ranked.feasible and 1 <= len(ranked.candidates) <= 3
 
 
 def test_dags_round_trip_through_build_submit_validate_and_cost() -> None:
-    built = api.build_dag(**SMALL, strategy="tp=2", include_dag=True)
+    built = capabilities.build_dag(**SMALL, strategy="tp=2", include_dag=True)
     assert built.dag is not None and built.nodes == len(built.dag["nodes"])
-    assert api.build_dag(**SMALL, strategy="tp=2").dag is None  # no whole DAG unless asked
-    submitted = api.submit_dag(dag_json=json.dumps(built.dag))
+    assert capabilities.build_dag(**SMALL, strategy="tp=2").dag is None  # no whole DAG unless asked
+    submitted = capabilities.submit_dag(dag_json=json.dumps(built.dag))
     assert submitted.valid and submitted.strategy == "tp=2" and submitted.cost is not None
-    from_dag = api.estimate_cost(dag_json=built.dag)
-    from_strategy = api.estimate_cost(**SMALL, strategy="tp=2")
+    from_dag = capabilities.estimate_cost(dag_json=built.dag)
+    from_strategy = capabilities.estimate_cost(**SMALL, strategy="tp=2")
     assert from_dag.headline == from_strategy.headline == submitted.cost
     broken = dict(built.dag, nodes=built.dag["nodes"][:10])
-    verdict = api.validate_dag(dag_json=broken)
+    verdict = capabilities.validate_dag(dag_json=broken)
     assert not verdict.valid and verdict.violations and verdict.cost is None
     with pytest.raises(InputError, match="give either dag_json"):
-        api.estimate_cost(model="llama-3.1-8b")
+        capabilities.estimate_cost(model="llama-3.1-8b")
 
 
 def test_a_strategy_smaller_than_the_budget_is_priced_on_the_gpus_it_uses() -> None:
-    on_budget = api.estimate_cost(**dict(SMALL, gpus=8), strategy="tp=2", detail=True)
-    exact = api.estimate_cost(**SMALL, strategy="tp=2", detail=True)
+    on_budget = capabilities.estimate_cost(**dict(SMALL, gpus=8), strategy="tp=2", detail=True)
+    exact = capabilities.estimate_cost(**SMALL, strategy="tp=2", detail=True)
     assert on_budget.headline == exact.headline  # the same two GPUs, the same figures
     assert on_budget.report is not None and any("priced on the 2 of 8 GPUs" in n for n in on_budget.report.notes)
     with pytest.raises(StrategyError, match="HIER-2"):
-        api.estimate_cost(**dict(SMALL, gpus=2), strategy="tp=4")
+        capabilities.estimate_cost(**dict(SMALL, gpus=2), strategy="tp=4")
 
 
 def test_oversized_dags_are_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
-    huge = {"schema_version": "1", "nodes": [{}] * (api.MAX_DAG_NODES + 1), "edges": []}
+    huge = {"schema_version": "1", "nodes": [{}] * (guards.MAX_DAG_NODES + 1), "edges": []}
     with pytest.raises(InputError, match="nodes exceed the limit") as caught:
-        api.validate_dag(dag_json=huge)
+        capabilities.validate_dag(dag_json=huge)
     assert caught.value.field == "dag_json"
     monkeypatch.setattr(guards, "MAX_DAG_CHARS", 1000)
     with pytest.raises(InputError, match="characters exceed the limit"):
-        api.submit_dag(dag_json=" " * 1001)
+        capabilities.submit_dag(dag_json=" " * 1001)
 
 
 def test_config_paths_are_read_only_under_allowed_roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,13 +103,13 @@ def test_config_paths_are_read_only_under_allowed_roots(tmp_path: Path, monkeypa
     outside = tmp_path / "elsewhere.json"
     shutil.copy(BUNDLED, outside)
     monkeypatch.chdir(inside)
-    assert api.describe_model(model=str(inside / "config.json"))["layers"] == 32
+    assert capabilities.describe_model(model=str(inside / "config.json"))["layers"] == 32
     with pytest.raises(InputError, match="outside the allowed folders"):
-        api.describe_model(model=str(outside))
+        capabilities.describe_model(model=str(outside))
     with pytest.raises(InputError, match="outside the allowed folders"):
-        api.propose_strategy(**{**SMALL, "model": "../elsewhere.json"}, strategy="tp=2")
+        capabilities.propose_strategy(**{**SMALL, "model": "../elsewhere.json"}, strategy="tp=2")
     monkeypatch.setenv("SHARDPLAN_ALLOWED_ROOTS", str(tmp_path))
-    assert api.describe_model(model=str(outside))["layers"] == 32
+    assert capabilities.describe_model(model=str(outside))["layers"] == 32
 
 
 def test_langchain_tools_return_errors_instead_of_raising() -> None:
@@ -134,7 +134,7 @@ def test_a_cluster_file_without_a_gpu_argument_plans_on_the_clusters_gpu(monkeyp
     root = Path(__file__).resolve().parents[1]
     monkeypatch.setenv("SHARDPLAN_ALLOWED_ROOTS", str(root))
     from shardplan.tools.api.arguments import RequestArgs
-    from shardplan.tools.planner import resolve_request
+    from shardplan.tools.planning.planner import resolve_request
 
     cluster = str(root / "tools" / "data" / "clusters" / "h200-2x8-ib.yaml")
     request = RequestArgs(model="llama-3.1-8b", gpus=16, cluster=cluster).to_request()

@@ -10,14 +10,20 @@ import pytest
 from cli_helpers import run_cli
 from mutation_cases import CASES, WORKLOAD, Case, case_dag, format_kill_table, kill_table, trimmed_model
 from mutations import MUTATIONS
-from shardplan.knowledge import get_rule, load_rules
-from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import DAG, ValidationReport, parse_strategy
-from shardplan.tools.exports import collapse
-from shardplan.tools.hardware import make_cluster
-from shardplan.tools.models import load_model
-from shardplan.validators import INFORMATIONAL, RULES, DagIndex, schema_check, validate, validate_json
-from shardplan.validators.registry import MAX_LISTED
+
+from shardplan.knowledge.rules import get_rule, load_rules
+from shardplan.tools.builder.build import build_dag
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.dag import DAG
+from shardplan.tools.contracts.reports import ValidationReport
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.views.exports import collapse
+from shardplan.validators import schema_check
+from shardplan.validators.index import DagIndex
+from shardplan.validators.registry import INFORMATIONAL, MAX_LISTED, RULES
+from shardplan.validators.schema_check import validate_json
+from shardplan.validators.validate import validate
 
 # One strategy per combination of TP, SP, PP and EP (all 15), on models cut to a few layers.
 COMBINATIONS: list[Case] = [
@@ -295,7 +301,7 @@ def test_cli_validate_exit_codes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("spec", ["tp=2", "prefill:sp=2;decode:adp=2"])
 def test_a_dag_whose_concurrency_the_search_chooses_validates(spec: str) -> None:
     # Workload.batch None means "the search chooses"; every rule must read the sequences in flight instead.
-    from shardplan.tools.contracts import Workload
+    from shardplan.tools.contracts.workload import Workload
 
     model = load_model("meta-llama/Llama-3.1-8B")
     workload = Workload(isl=8192, osl=64)

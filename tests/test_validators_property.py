@@ -11,12 +11,15 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from mutation_cases import drawn_node_size, trimmed_model
-from shardplan.tools.builder import build_dag
-from shardplan.tools.contracts import PhaseStrategy, Strategy, ValidationReport, Workload
-from shardplan.tools.feasibility import strategy_problems
-from shardplan.tools.hardware import make_cluster
-from shardplan.validators import validate, validate_json
-from shardplan.validators.schema_check import INTERNAL_RULE
+
+from shardplan.tools.builder.build import build_dag
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.contracts.feasibility import strategy_problems
+from shardplan.tools.contracts.reports import ValidationReport
+from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.validators.schema_check import INTERNAL_RULE, validate_json
+from shardplan.validators.validate import validate
 
 MODELS = ("llama-3.1-8b", "qwen3-8b", "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "gpt-oss-20b")
 MAX_GPUS = 32

@@ -11,9 +11,9 @@ from __future__ import annotations
 from itertools import compress
 from operator import itemgetter
 
-from ..tools.contracts.common import DTYPE_BYTES
-from .derived import COLLECTIVE_KINDS, bulk_get, gemm_shapes
-from .index import DagIndex
+from shardplan.tools.contracts.common import DTYPE_BYTES
+from shardplan.validators.derived import COLLECTIVE_KINDS, bulk_get, gemm_shapes
+from shardplan.validators.index import DagIndex
 
 __all__ = [
     "uncovered_collectives",

@@ -6,10 +6,11 @@ consumes K/V; a decode attention split by sequence still reads less than the cac
 function is a pure function of a :class:`~shardplan.validators.index.DagIndex`, linear in nodes plus
 edges, and memoised on the index because several rules share it.
 
->>> from shardplan.tools.models import load_model
->>> from shardplan.tools.hardware import make_cluster
->>> from shardplan.tools.contracts import parse_strategy, Workload
->>> from shardplan.tools.builder import build_dag
+>>> from shardplan.tools.catalogs.models import load_model
+>>> from shardplan.tools.catalogs.gpus import make_cluster
+>>> from shardplan.tools.contracts.strategy import parse_strategy
+>>> from shardplan.tools.contracts.workload import Workload
+>>> from shardplan.tools.builder.build import build_dag
 >>> dag = build_dag(load_model("llama-3.1-8b"), make_cluster("H100", 2), parse_strategy("tp=2"),
 ...                 Workload(isl=64, osl=8, batch=2))
 >>> ix = DagIndex(dag)
@@ -24,7 +25,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TypeVar, cast
 
-from .index import DagIndex
+from shardplan.validators.index import DagIndex
 
 __all__ = [
     "memo",

@@ -7,10 +7,11 @@ container per node. Edges whose endpoints do not exist (DAG-2) are left out of t
 other rule can walk the graph without checking for them. Nothing here raises on a schema-valid DAG,
 however odd its contents.
 
->>> from shardplan.tools.models import load_model
->>> from shardplan.tools.hardware import make_cluster
->>> from shardplan.tools.contracts import parse_strategy, Workload
->>> from shardplan.tools.builder import build_dag
+>>> from shardplan.tools.catalogs.models import load_model
+>>> from shardplan.tools.catalogs.gpus import make_cluster
+>>> from shardplan.tools.contracts.strategy import parse_strategy
+>>> from shardplan.tools.contracts.workload import Workload
+>>> from shardplan.tools.builder.build import build_dag
 >>> dag = build_dag(load_model("llama-3.1-8b"), make_cluster("H100", 2), parse_strategy("tp=2"),
 ...                 Workload(isl=64, osl=8, batch=2))
 >>> ix = DagIndex(dag)
@@ -28,9 +29,9 @@ from itertools import accumulate, compress, repeat
 from operator import attrgetter, is_not, itemgetter, lt, ne
 from typing import Any, TypeAlias
 
-from ..tools.contracts.dag import COMM_KINDS, DAG, CommNode, ComputeNode, StateNode
-from ..tools.contracts.strategy import PhaseStrategy
-from ..tools.feasibility import Problem, strategy_problems
+from shardplan.tools.contracts.dag import COMM_KINDS, DAG, CommNode, ComputeNode, StateNode
+from shardplan.tools.contracts.feasibility import Problem, strategy_problems
+from shardplan.tools.contracts.strategy import PhaseStrategy
 
 __all__ = ["AnyNode", "DagIndex", "REDUCTION_KINDS", "PHASES"]
 

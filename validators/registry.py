@@ -1,4 +1,4 @@
-"""The rule registry: one check per knowledge rule ID, and :func:`validate`, which runs them all.
+"""The rule registry: one check per knowledge rule ID (:func:`.validate.validate` runs them all).
 
 A check is a plain function from a :class:`~shardplan.validators.index.DagIndex` to the problems it
 finds, each a :class:`Finding` (message, fix, offending nodes and edges). The registry turns findings
@@ -15,15 +15,12 @@ Severity follows the knowledge rule: mandatory -> error, recommended -> warning,
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from ..knowledge.rules import get_rule
-from ..tools.contracts.dag import DAG
-from ..tools.contracts.reports import Severity, ValidationReport, Violation
-from .index import DagIndex
+from shardplan.knowledge.rules import get_rule
+from shardplan.tools.contracts.reports import Severity, Violation
+from shardplan.validators.index import DagIndex
 
 __all__ = [
     "Finding",
@@ -32,7 +29,6 @@ __all__ = [
     "INFORMATIONAL",
     "MAX_LISTED",
     "rule",
-    "validate",
     "sample",
     "citation_of",
     "from_problems",
@@ -42,7 +38,6 @@ MAX_LISTED = 10
 """Most node ids (and edges) listed on one violation; the message gives the full count."""
 
 _SEVERITY: dict[str, Severity] = {"mandatory": "error", "recommended": "warning", "informational": "info"}
-_ORDER: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
 
 
 @dataclass(frozen=True)
@@ -152,57 +147,8 @@ def rule(rule_id: str, *, full_graph: bool = False) -> Callable[[Check], Check]:
     return register
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while indexing and checking.
-
-    A DAG of 100k nodes is millions of live objects, and the index allocates lists in proportion to
-    it; each full collection the allocations trigger would scan the whole heap (half a second). The
-    validators create no reference cycles, so nothing is lost by collecting afterwards instead.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def validate(dag: DAG, only: Iterable[str] | None = None) -> ValidationReport:
-    """Run every registered rule (or the IDs in ``only``) on ``dag``; errors come first in the report.
-
-    The DAG is indexed once; each rule is linear in nodes plus edges. ``valid`` is false exactly when
-    some violation has severity ``error``. On a layer-collapsed view (``meta.collapsed``) the rules that
-    need every copy of a node are skipped; ``rules_checked`` lists the rules that ran.
-
-    >>> from shardplan.tools.models import load_model
-    >>> from shardplan.tools.hardware import make_cluster
-    >>> from shardplan.tools.contracts import parse_strategy, Workload
-    >>> from shardplan.tools.builder import build_dag
-    >>> dag = build_dag(load_model("llama-3.1-8b"), make_cluster("H100", 2), parse_strategy("tp=2"),
-    ...                 Workload(isl=64, osl=8, batch=2))
-    >>> validate(dag).valid
-    True
-    """
-    selected = list(RULES.values()) if only is None else [RULES[key.strip().upper()] for key in only]
-    if dag.meta.collapsed:
-        selected = [entry for entry in selected if not entry.full_graph]
-    with _collector_paused():
-        index = DagIndex(dag)
-        violations = [entry.violation(finding) for entry in selected for finding in entry.check(index)]
-    violations.sort(key=lambda v: _ORDER[v.severity])
-    return ValidationReport(
-        valid=not any(v.severity == "error" for v in violations),
-        violations=violations,
-        rules_checked=[entry.id for entry in selected],
-        nodes=len(index),
-        edges=index.edge_count,
-    )
-
-
 def from_problems(ix: DagIndex, rule_id: str) -> Iterator[Finding]:
-    """Findings for the strategy problems (:func:`~shardplan.tools.feasibility.strategy_problems`) that
+    """Findings for the strategy problems (:func:`~shardplan.tools.contracts.feasibility.strategy_problems`) that
     break ``rule_id``: the DAG is checked against the same feasibility rules as the builder."""
     for problem in ix.problems:
         if problem.rule == rule_id:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .derived import attention_shapes, kv_states
-from .index import DagIndex
-from .registry import Finding, rule, sample
+from shardplan.validators.derived import attention_shapes, kv_states
+from shardplan.validators.index import DagIndex
+from shardplan.validators.registry import Finding, rule, sample
 
 __all__ = [
     "rule_step_order",

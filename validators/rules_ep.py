@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .index import PHASES, DagIndex
-from .registry import Finding, from_problems, rule, sample
+from shardplan.validators.index import PHASES, DagIndex
+from shardplan.validators.registry import Finding, from_problems, rule, sample
 
 __all__ = ["rule_moe_layer_shape", "rule_ep_inside_stage", "rule_ep_divides", "rule_router_not_tp_split"]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .derived import COLLECTIVE_KINDS, memo
-from .index import DagIndex
-from .registry import Finding, rule, sample
+from shardplan.validators.derived import COLLECTIVE_KINDS, memo
+from shardplan.validators.index import DagIndex
+from shardplan.validators.registry import Finding, rule, sample
 
 __all__ = ["LayerExit", "layer_exits", "rule_layer_output_complete", "rule_layers_in_order", "rule_combine_returns"]
 

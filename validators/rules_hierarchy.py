@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import compress
 
-from .index import PHASES, DagIndex
-from .registry import Finding, from_problems, rule, sample
+from shardplan.validators.index import PHASES, DagIndex
+from shardplan.validators.registry import Finding, from_problems, rule, sample
 
 __all__ = ["rule_groups_nest", "rule_gpu_count", "rule_replicas_apart", "group_owners"]
 

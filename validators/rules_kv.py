@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..tools.contracts.dag import category_of
-from .derived import kv_consumers, kv_states
-from .index import DagIndex
-from .registry import Finding, rule, sample
+from shardplan.tools.contracts.dag import category_of
+from shardplan.validators.derived import kv_consumers, kv_states
+from shardplan.validators.index import DagIndex
+from shardplan.validators.registry import Finding, rule, sample
 
 __all__ = ["rule_labels_match_graph", "rule_prefill_kv_committed", "rule_kv_single_owner"]
 

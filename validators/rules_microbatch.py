@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .derived import kv_states
-from .index import DagIndex
-from .registry import Finding, from_problems, rule, sample
+from shardplan.validators.derived import kv_states
+from shardplan.validators.index import DagIndex
+from shardplan.validators.registry import Finding, from_problems, rule, sample
 
 __all__ = ["rule_microbatches_independent", "rule_kv_isolated", "rule_mb_le_batch", "rule_decode_mb_in_step"]
 

@@ -7,9 +7,15 @@ from collections.abc import Iterator
 from itertools import compress
 from operator import ne
 
-from .comm_checks import dtype_mismatches, edges_between, members, size_mismatches, uncovered_collectives
-from .index import REDUCTION_KINDS, DagIndex
-from .registry import Finding, rule, sample
+from shardplan.validators.comm_checks import (
+    dtype_mismatches,
+    edges_between,
+    members,
+    size_mismatches,
+    uncovered_collectives,
+)
+from shardplan.validators.index import REDUCTION_KINDS, DagIndex
+from shardplan.validators.registry import Finding, rule, sample
 
 __all__ = ["rule_no_cross_step_overlap", "rule_transfer_matches_consumer"]
 

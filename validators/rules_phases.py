@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .index import DagIndex
-from .registry import Finding, rule, sample
+from shardplan.validators.index import DagIndex
+from shardplan.validators.registry import Finding, rule, sample
 
 __all__ = [
     "short_prompt_writes",

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from .index import PHASES, DagIndex
-from .registry import Finding, from_problems, rule, sample
+from shardplan.validators.index import PHASES, DagIndex
+from shardplan.validators.registry import Finding, from_problems, rule, sample
 
 __all__ = [
     "rule_stages_contiguous",

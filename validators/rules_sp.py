@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import repeat
 
-from ..tools.feasibility import idle_decode_groups
-from .derived import attention_shapes, covering_ranks, min_context
-from .index import DagIndex
-from .registry import Finding, from_problems, rule, sample
+from shardplan.tools.contracts.feasibility import idle_decode_groups
+from shardplan.validators.derived import attention_shapes, covering_ranks, min_context
+from shardplan.validators.index import DagIndex
+from shardplan.validators.registry import Finding, from_problems, rule, sample
 
 __all__ = [
     "rule_no_sp_in_decode",

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import compress
 
-from .derived import partial_by_shape
-from .index import REDUCTION_KINDS, DagIndex
-from .registry import Finding, from_problems, rule, sample
+from shardplan.validators.derived import partial_by_shape
+from shardplan.validators.index import REDUCTION_KINDS, DagIndex
+from shardplan.validators.registry import Finding, from_problems, rule, sample
 
 __all__ = [
     "rule_tp_one_logical_node",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .text import _COUNT, _START, Findings, Scan, _count
+from shardplan.agent.parse.text import _COUNT, _START, Findings, Scan, _count
 
 __all__ = ["read_machines", "gpu_variant"]
 

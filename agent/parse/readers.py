@@ -1,6 +1,6 @@
 """One reader per field family: intent, models, GPU types and counts, lengths, batch,
 objective, formats, disaggregation. Each reads a :class:`~shardplan.agent.parse.text.Scan` and records
-what it found; the order in which :func:`~shardplan.agent.parse.parse_request` runs them matters.
+what it found; the order in which :func:`~shardplan.agent.parse.request.parse_request` runs them matters.
 Targets, constraints and machines have their own modules beside this one."""
 
 from __future__ import annotations
@@ -8,13 +8,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from ...errors import InputError
-from ...tools.contracts.common import DType, Objective
-from ...tools.hardware import gpu_catalog
-from ...tools.model_names import alias_note
-from ...tools.models import bundled_models, resolve_model_name
-from .machines import gpu_variant
-from .text import (
+from shardplan.agent.parse.machines import gpu_variant
+from shardplan.agent.parse.text import (
     _COUNT,
     _DUR,
     _LEN,
@@ -28,6 +23,11 @@ from .text import (
     _squash,
     _tokens,
 )
+from shardplan.errors import InputError
+from shardplan.tools.catalogs.gpus import gpu_catalog
+from shardplan.tools.catalogs.model_names import alias_note
+from shardplan.tools.catalogs.models import bundled_models, resolve_model_name
+from shardplan.tools.contracts.common import DType, Objective
 
 # ---------------------------------------------------------------------------------------------------------
 # Intent

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .text import _CMP, _DUR, _LOWER, _PER_TOKEN, Findings, Scan, _add_positive, _ms
+from shardplan.agent.parse.text import _CMP, _DUR, _LOWER, _PER_TOKEN, Findings, Scan, _add_positive, _ms
 
 __all__ = ["read_targets"]
 

@@ -60,11 +60,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from shardplan.tools.contracts import Workload, parse_strategy
-from shardplan.tools.contracts.workload import Batching
-from shardplan.tools.hardware import gpu_catalog, make_cluster
-from shardplan.tools.models import load_model
-from shardplan.tools.serving import ServingPoint, StepPricer, continuous_point, static_point, worker_cluster
+
+from shardplan.tools.catalogs.gpus import gpu_catalog, make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.contracts.workload import Batching, Workload
+from shardplan.tools.serving.placement import worker_cluster
+from shardplan.tools.serving.steady import ServingPoint, continuous_point, static_point
+from shardplan.tools.serving.steps import StepPricer
 
 HERE = Path(__file__).resolve().parent
 END_TO_END = HERE / "end_to_end.yaml"

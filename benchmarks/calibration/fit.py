@@ -64,6 +64,7 @@ from typing import Any
 from unittest import mock
 
 import yaml
+
 from shardplan.tools.cost import op_time
 from shardplan.tools.cost.calibration import Calibration, calibration
 

@@ -31,14 +31,15 @@ sys.path.insert(0, str(HERE))
 import yaml  # noqa: E402
 from fit import CALIBRATION_YAML, apply, fit, rms, search_1d, sse  # noqa: E402
 from kernel_samples import Sample, compute_node, kernel_time_s  # noqa: E402
+
 from shardplan.tools.builder import ops  # noqa: E402
+from shardplan.tools.catalogs.gpus import make_cluster  # noqa: E402
 from shardplan.tools.contracts.dag import CommNode  # noqa: E402
 from shardplan.tools.cost import op_time  # noqa: E402
 from shardplan.tools.cost.calibration import Calibration, calibration  # noqa: E402
 from shardplan.tools.cost.measured.database import measured_tables  # noqa: E402
 from shardplan.tools.cost.measured.lookup import lookup_seconds  # noqa: E402
 from shardplan.tools.cost.measured.queries import Query  # noqa: E402
-from shardplan.tools.hardware import make_cluster  # noqa: E402
 
 GPUS = ["H100", "H200", "B200", "A100", "L40S"]
 ROWS = [1, 8, 32, 128, 512, 2048, 8192]
@@ -133,8 +134,8 @@ MOE_TOKENS = [1, 16, 128, 1024, 8192]
 
 def moe_samples(gpu: str) -> list[Sample]:
     """Routed experts of three MoE models at EP 1/4/8 (vLLM tables measure power-law routing)."""
+    from shardplan.tools.catalogs.models import load_model
     from shardplan.tools.cost.measured.queries import _MOE_QUANT, POWER_LAW_ALPHA
-    from shardplan.tools.models import load_model
 
     samples = []
     for name in MOE_MODELS:

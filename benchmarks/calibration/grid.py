@@ -32,11 +32,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from aic_reference import Layout, aic_estimate  # noqa: E402
-from shardplan.tools.builder import build_dag  # noqa: E402
-from shardplan.tools.contracts import Workload, parse_strategy  # noqa: E402
+
+from shardplan.tools.builder.build import build_dag  # noqa: E402
+from shardplan.tools.catalogs.gpus import make_cluster  # noqa: E402
+from shardplan.tools.catalogs.models import load_model  # noqa: E402
+from shardplan.tools.contracts.strategy import parse_strategy  # noqa: E402
+from shardplan.tools.contracts.workload import Workload  # noqa: E402
 from shardplan.tools.cost.estimate import estimate_cost  # noqa: E402
-from shardplan.tools.hardware import make_cluster  # noqa: E402
-from shardplan.tools.models import load_model  # noqa: E402
 
 DENSE = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-32B", "meta-llama/Llama-3.1-70B"]
 MOE = ["Qwen/Qwen3-30B-A3B", "mistralai/Mixtral-8x7B-v0.1", "openai/gpt-oss-120b", "Qwen/Qwen3-235B-A22B"]

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardplan.tools.builder import ops
+from shardplan.tools.catalogs.gpus import gpu_catalog, make_cluster
 from shardplan.tools.contracts.dag import CommNode, ComputeNode
 from shardplan.tools.contracts.hardware import Cluster
 from shardplan.tools.cost import op_time
-from shardplan.tools.hardware import gpu_catalog, make_cluster
 
 __all__ = [
     "Sample",

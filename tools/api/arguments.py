@@ -6,12 +6,12 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ...limits import MAX_GPUS, MAX_GPUS_PER_NODE
-from ..contracts.common import DType, Objective, ServingEngine
-from ..contracts.constraints import parse_constraints
-from ..contracts.plan import PlanRequest
-from ..contracts.workload import Batching, Workload
-from .guards import SEARCH_DEPTH, check_path
+from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE
+from shardplan.tools.api.guards import SEARCH_DEPTH, check_path
+from shardplan.tools.contracts.common import DType, Objective, ServingEngine
+from shardplan.tools.contracts.constraints import parse_constraints
+from shardplan.tools.contracts.plan import PlanRequest
+from shardplan.tools.contracts.workload import Batching, Workload
 
 
 class Args(BaseModel):
@@ -117,7 +117,7 @@ class RequestArgs(Args):
         Raises:
             InputError: a path outside the allowed roots, an unreadable constraint, an unknown model.
         """
-        from ..assumptions import request_assumptions
+        from shardplan.tools.planning.assumptions import request_assumptions
 
         check_path(self.model, "model")
         if self.cluster:
@@ -139,7 +139,7 @@ class RequestArgs(Args):
         gpu = self.gpu
         if self.cluster and "gpu" not in self.model_fields_set:
             # The cluster file names its GPU: the default must not contradict it.
-            from ..hardware import load_cluster
+            from shardplan.tools.catalogs.gpus import load_cluster
 
             gpu = load_cluster(self.cluster).gpu.name
         request = PlanRequest(

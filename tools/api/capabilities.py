@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import InputError
-from ..contracts.dag import DAG
-from .arguments import (
+from shardplan.errors import InputError
+from shardplan.tools.api.arguments import (
     BuildArgs,
     CostArgs,
     DagArgs,
@@ -19,11 +18,20 @@ from .arguments import (
     SearchArgs,
     StrategyArgs,
 )
-from .compact import PlanSummary, cost_summary, plan_summary
-from .guards import check_path, read_dag_json
-from .registry import capability, parse_args
-from .results import BuildSummary, CandidateBrief, CostSummary, DagCheck, SearchDetail, SearchSummary, StrategyCheck
-from .shared import _brief_cost, _brief_violations, _misses, _r, evaluate_strategy, search_request
+from shardplan.tools.api.compact import PlanSummary, cost_summary, plan_summary
+from shardplan.tools.api.guards import check_path, read_dag_json
+from shardplan.tools.api.registry import Capability, capability, parse_args
+from shardplan.tools.api.results import (
+    BuildSummary,
+    CandidateBrief,
+    CostSummary,
+    DagCheck,
+    SearchDetail,
+    SearchSummary,
+    StrategyCheck,
+)
+from shardplan.tools.api.shared import _brief_cost, _brief_violations, _misses, _r, evaluate_strategy, search_request
+from shardplan.tools.contracts.dag import DAG
 
 # ---------------------------------------------------------------------------------------------- capabilities
 
@@ -31,7 +39,7 @@ from .shared import _brief_cost, _brief_violations, _misses, _r, evaluate_strate
 @capability(KnowledgeQuery)
 def search_knowledge(args: KnowledgeQuery) -> list[dict[str, Any]]:
     """Search the knowledge base of inference-parallelism rules; returns sections with their rule IDs."""
-    from ...knowledge import search
+    from shardplan.knowledge.retriever import search
 
     return [
         {
@@ -48,7 +56,7 @@ def search_knowledge(args: KnowledgeQuery) -> list[dict[str, Any]]:
 @capability(RuleArgs)
 def get_rule(args: RuleArgs) -> dict[str, Any]:
     """One knowledge rule by ID (e.g. DEC-1): its severity, statement and where it is written."""
-    from ...knowledge import get_rule as lookup
+    from shardplan.knowledge.rules import get_rule as lookup
 
     try:
         return lookup(args.rule_id).model_dump()
@@ -59,8 +67,8 @@ def get_rule(args: RuleArgs) -> dict[str, Any]:
 @capability(NoArgs)
 def list_models(args: NoArgs) -> list[dict[str, Any]]:
     """The bundled models with architecture, size and whether they are mixture-of-experts."""
-    from ..model_math import summary
-    from ..models import bundled_models, load_model
+    from shardplan.tools.catalogs.models import bundled_models, load_model
+    from shardplan.tools.contracts.model_math import summary
 
     return [summary(load_model(repo)) for repo in bundled_models()]
 
@@ -68,7 +76,7 @@ def list_models(args: NoArgs) -> list[dict[str, Any]]:
 @capability(NoArgs)
 def list_gpus(args: NoArgs) -> list[dict[str, Any]]:
     """The GPU catalog: memory, bandwidths and peak dense TFLOP/s per GPU."""
-    from ..hardware import gpu_catalog
+    from shardplan.tools.catalogs.gpus import gpu_catalog
 
     return [
         {
@@ -88,8 +96,8 @@ def list_gpus(args: NoArgs) -> list[dict[str, Any]]:
 @capability(ModelArgs)
 def describe_model(args: ModelArgs) -> dict[str, Any]:
     """A model's architecture and derived sizes: parameters, layers, heads, experts, KV bytes per token."""
-    from ..model_math import describe
-    from ..models import load_model
+    from shardplan.tools.catalogs.models import load_model
+    from shardplan.tools.contracts.model_math import describe
 
     check_path(args.model, "model")
     return describe(load_model(args.model))
@@ -112,7 +120,7 @@ def _candidate_brief(c: Any) -> CandidateBrief:
 
 
 def _summarize_search(result: Any, objective: str, top: int, detail: bool = False) -> SearchSummary:
-    from ..search import SearchResult
+    from shardplan.tools.search.deployments import SearchResult
 
     if not isinstance(result, SearchResult):
         return SearchSummary(feasible=False, objective=objective, min_gpus=result.min_gpus, hints=result.hints,
@@ -156,8 +164,8 @@ def propose_strategy(args: StrategyArgs) -> StrategyCheck:
 
 
 def _check_dag(source: str | dict[str, Any], *, price: bool, detail: bool = False) -> DagCheck:
-    from ...validators import validate_json
-    from ..cost.estimate import estimate_cost as run_cost
+    from shardplan.tools.cost.estimate import estimate_cost as run_cost
+    from shardplan.validators.schema_check import validate_json
 
     obj = read_dag_json(source)
     report = validate_json(obj)
@@ -199,10 +207,10 @@ def validate_dag(args: DagArgs) -> DagCheck:
 def estimate_cost(args: CostArgs) -> CostSummary:
     """Price a DAG (dag_json) or a strategy for a request: TTFT, TPOT, throughput, memory per GPU. A strategy that
     uses fewer GPUs than ``gpus`` is priced on the GPUs it uses (``gpus`` is a budget, as for ``plan``)."""
-    from ..contracts.strategy import parse_strategy
-    from ..cost.estimate import estimate_cost as run_cost
-    from ..evaluation import price_on_budget
-    from ..planner import resolve_request
+    from shardplan.tools.contracts.strategy import parse_strategy
+    from shardplan.tools.cost.estimate import estimate_cost as run_cost
+    from shardplan.tools.planning.evaluation import price_on_budget
+    from shardplan.tools.planning.planner import resolve_request
 
     if args.dag_json is not None:
         report = _check_dag(args.dag_json, price=False)
@@ -227,9 +235,9 @@ def build_dag(args: BuildArgs) -> BuildSummary:
     """Build the parallel strategy DAG of a strategy; a summary, or the whole DAG with include_dag."""
     from collections import Counter
 
-    from ..builder import build_dag as build
-    from ..contracts.strategy import parse_strategy
-    from ..planner import resolve_request
+    from shardplan.tools.builder.build import build_dag as build
+    from shardplan.tools.contracts.strategy import parse_strategy
+    from shardplan.tools.planning.planner import resolve_request
 
     request = args.to_request()
     model, cluster = resolve_request(request)
@@ -251,9 +259,29 @@ def plan(args: PlanArgs) -> PlanSummary:
     Returns a compact summary (strategy, deployment, figures, verdict, first runners-up, explanation); with
     detail=true the whole plan too, under ``plan``.
     """
-    from ..planner import plan as run_plan
+    from shardplan.tools.planning.planner import plan as run_plan
 
     result = run_plan(args.to_request())
     if not args.include_dag:
         result.dag = None
     return plan_summary(result, detail=args.detail)
+
+
+CAPABILITIES: dict[str, Capability] = {
+    func.capability.name: func.capability  # type: ignore[attr-defined]
+    for func in (
+        search_knowledge,
+        get_rule,
+        list_models,
+        list_gpus,
+        describe_model,
+        search_strategies,
+        propose_strategy,
+        submit_dag,
+        validate_dag,
+        estimate_cost,
+        build_dag,
+        plan,
+    )
+}
+"""Every capability by name, in the order the wrappers list them."""

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import InputError
-from ...limits import MAX_DAG_CHARS, MAX_DAG_NODES
-from ...reading import one_line
+from shardplan.errors import InputError
+from shardplan.limits import MAX_DAG_CHARS, MAX_DAG_NODES
+from shardplan.reading import one_line
 
 MAX_VIOLATIONS = 10
 """Violations listed one by one in a compact result; the rest are counted."""
@@ -60,7 +60,7 @@ def _looks_like_path(value: str) -> bool:
 
 
 def _is_bundled_name(value: str) -> bool:
-    from ..models import resolve_model_name
+    from shardplan.tools.catalogs.models import resolve_model_name
 
     try:
         resolve_model_name(value)
@@ -103,7 +103,7 @@ def check_path(value: str, field: str, *, always: bool = False) -> None:
 
 def read_dag_json(source: str | dict[str, Any]) -> Any:
     """Parse and size-check DAG JSON before any schema work."""
-    from ...validators.schema_check import parse_json
+    from shardplan.validators.schema_check import parse_json
 
     if isinstance(source, str):
         if len(source) > MAX_DAG_CHARS:

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ...errors import InfeasibleError, InputError
-from ...reading import one_line
-from .arguments import Args
+from shardplan.errors import InfeasibleError, InputError
+from shardplan.reading import one_line
+from shardplan.tools.api.arguments import Args
 
 # --------------------------------------------------------------------------------------------- registry
 
@@ -28,10 +28,6 @@ class Capability:
     args: type[Args]
     description: str
     func: Callable[..., Any]
-
-
-CAPABILITIES: dict[str, Capability] = {}
-"""Every capability by name, in definition order."""
 
 
 def field_error(exc: ValidationError) -> InputError:
@@ -54,7 +50,8 @@ def parse_args(model: type[A], values: dict[str, Any]) -> A:
 
 
 def capability(args_model: type[A]) -> Callable[[Callable[[A], Any]], Callable[..., Any]]:
-    """Register ``func(args)`` as a capability called with keyword arguments that ``args_model`` checks."""
+    """Make ``func(args)`` a capability called with keyword arguments that ``args_model`` checks; the wrapper
+    carries its :class:`Capability` as ``capability`` for the table the wrappers read."""
 
     def wrap(func: Callable[[A], Any]) -> Callable[..., Any]:
         @functools.wraps(func)
@@ -73,7 +70,7 @@ def capability(args_model: type[A]) -> Callable[[Callable[[A], Any]], Callable[.
         call.__signature__ = inspect.Signature(params, return_annotation=inspect.signature(func).return_annotation)  # type: ignore[attr-defined]
         call.__annotations__ = {p.name: p.annotation for p in params}
         description = inspect.cleandoc(func.__doc__ or args_model.__doc__ or func.__name__)
-        CAPABILITIES[func.__name__] = Capability(func.__name__, args_model, description, call)
+        call.capability = Capability(func.__name__, args_model, description, call)  # type: ignore[attr-defined]
         return call
 
     return wrap

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 
-from ...limits import MAX_STORED_RESULT_CHARS, MAX_STORED_RESULTS
+from shardplan.limits import MAX_STORED_RESULT_CHARS, MAX_STORED_RESULTS
 
 __all__ = ["ResultStore", "RESULT_URI", "result_uri"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ...errors import InfeasibleError
-from ..contracts.plan import Alternative, PlanRequest
-from ..contracts.reports import CostReport, ValidationReport
-from .guards import MAX_VIOLATIONS, SEARCH_DEPTH
-from .results import CostBrief, StrategyCheck, ViolationBrief
+from shardplan.errors import InfeasibleError
+from shardplan.tools.api.guards import MAX_VIOLATIONS, SEARCH_DEPTH
+from shardplan.tools.api.results import CostBrief, StrategyCheck, ViolationBrief
+from shardplan.tools.contracts.plan import Alternative, PlanRequest
+from shardplan.tools.contracts.reports import CostReport, ValidationReport
 
 
 def _r(value: float) -> float:
@@ -46,7 +46,7 @@ def _misses(cost: CostReport) -> list[str]:
 
 
 def _constraint_misses(request: PlanRequest, strategy: Any, gpus_per_node: int) -> list[str]:
-    from ..constraints import strategy_violations
+    from shardplan.tools.search.constraint_checks import strategy_violations
 
     if request.constraints is None:
         return []
@@ -64,9 +64,9 @@ def _request_key(request: PlanRequest) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _evaluate(request_json: str, spec: str) -> StrategyCheck:
-    from ..contracts.strategy import parse_strategy
-    from ..deployment import deployment_problems, evaluate_deployment
-    from ..planner import resolve_request
+    from shardplan.tools.contracts.strategy import parse_strategy
+    from shardplan.tools.planning.deployment import deployment_problems, evaluate_deployment
+    from shardplan.tools.planning.planner import resolve_request
 
     request = PlanRequest.model_validate_json(request_json)
     strategy = parse_strategy(spec)
@@ -111,8 +111,8 @@ def evaluate_strategy(request: PlanRequest, strategy: str) -> StrategyCheck:
 
 @functools.lru_cache(maxsize=8)
 def _search(request_json: str) -> Any:
-    from ..planner import resolve_request
-    from ..search import search
+    from shardplan.tools.planning.planner import resolve_request
+    from shardplan.tools.search.deployments import search
 
     request = PlanRequest.model_validate_json(request_json)
     model, cluster = resolve_request(request)
@@ -129,15 +129,15 @@ def search_request(request: PlanRequest) -> Any:
 
 def alternatives_for(request: PlanRequest, chosen: StrategyCheck, limit: int = 4) -> list[Alternative]:
     """The runners-up of the search for ``request`` against ``chosen``, each with why it lost."""
-    from ..planner import alternatives_from
-    from ..search import Candidate, SearchResult
+    from shardplan.tools.planning.planner import alternatives_from
+    from shardplan.tools.search.deployments import Candidate, SearchResult
 
     result = search_request(request)
     if not isinstance(result, SearchResult):
         return []
     match = next((c for c in result.candidates if c.spec == chosen.strategy), None)
     if match is None and chosen.cost is not None:
-        from ..contracts.strategy import parse_strategy
+        from shardplan.tools.contracts.strategy import parse_strategy
 
         c = chosen.cost
         match = Candidate(

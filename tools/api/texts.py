@@ -14,8 +14,16 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .compact import PlanSummary
-from .results import BuildSummary, CandidateBrief, CostBrief, CostSummary, DagCheck, SearchSummary, StrategyCheck
+from shardplan.tools.api.compact import PlanSummary
+from shardplan.tools.api.results import (
+    BuildSummary,
+    CandidateBrief,
+    CostBrief,
+    CostSummary,
+    DagCheck,
+    SearchSummary,
+    StrategyCheck,
+)
 
 __all__ = ["summary_text"]
 

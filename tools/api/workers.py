@@ -32,7 +32,7 @@ __all__ = ["CapabilityWorkers", "MAX_WORKERS", "timeout_error"]
 MAX_WORKERS = 4
 """Calls run at once; further calls wait for a free worker (their time limit starts when they run)."""
 _KEEP_IDLE = 2
-_PRELOAD = ["shardplan.tools.api", "shardplan.tools.planner", "shardplan.validators"]
+_PRELOAD = ["shardplan.tools.api", "shardplan.tools.planning.planner", "shardplan.validators"]
 
 
 def timeout_error(name: str, seconds: float) -> dict[str, Any]:
@@ -51,8 +51,9 @@ def _serve(conn: Connection) -> None:
     """A worker's loop: run each (name, arguments, context) it receives and send back (ok, data)."""
     from pydantic import ValidationError
 
-    from ...errors import ShardplanError
-    from . import CAPABILITIES, dump, error_dict
+    from shardplan.errors import ShardplanError
+    from shardplan.tools.api.capabilities import CAPABILITIES
+    from shardplan.tools.api.registry import dump, error_dict
 
     # Under the stdio transport the server's stdout is the protocol: nothing a capability prints may reach it.
     os.dup2(2, 1)

@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import math
 
-from ...errors import StrategyError
-from ..contracts.common import DTYPE_BYTES
-from ..contracts.dag import DAG, DAGMeta
-from ..contracts.hardware import Cluster
-from ..contracts.model import ModelSpec
-from ..contracts.strategy import PhaseStrategy, Strategy
-from ..contracts.workload import Workload
-from ..feasibility import split_layers, strategy_problems
-from ..model_math import kv_width
-from .graph import GraphBuffer
-from .phase import PhaseBuilder, decode_context
-from .ranks import RankLayout
+from shardplan.errors import StrategyError
+from shardplan.tools.builder.graph import GraphBuffer
+from shardplan.tools.builder.phase import PhaseBuilder, decode_context
+from shardplan.tools.builder.ranks import RankLayout
+from shardplan.tools.contracts.common import DTYPE_BYTES
+from shardplan.tools.contracts.dag import DAG, DAGMeta
+from shardplan.tools.contracts.feasibility import split_layers, strategy_problems
+from shardplan.tools.contracts.hardware import Cluster
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.contracts.model_math import kv_width
+from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.tools.contracts.workload import Workload
 
 __all__ = ["build_dag", "build_phase_sample", "decode_context", "representative_layers"]
 

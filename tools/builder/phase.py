@@ -11,14 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..contracts.common import DTYPE_BYTES
-from ..contracts.model import ModelSpec
-from ..contracts.strategy import PhaseStrategy
-from ..contracts.workload import Workload
-from ..feasibility import split_layers
-from . import ops
-from .graph import GraphBuffer
-from .ranks import RankLayout
+from shardplan.tools.builder import ops
+from shardplan.tools.builder.graph import GraphBuffer
+from shardplan.tools.builder.ranks import RankLayout
+from shardplan.tools.contracts.common import DTYPE_BYTES
+from shardplan.tools.contracts.feasibility import split_layers
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.tools.contracts.workload import Workload
 
 __all__ = ["Site", "Unit", "PhaseBuilder", "decode_context"]
 
@@ -232,7 +232,7 @@ class PhaseBuilder:
         return outs
 
     def layer(self, mb: int, layer: int, stage: int, inputs: dict[Unit, str]) -> dict[Unit, str]:
-        from .blocks import attention_block, dense_ffn, moe_ffn
+        from shardplan.tools.builder.blocks import attention_block, dense_ffn, moe_ffn
 
         site = Site(mb, layer, stage)
         attn = attention_block(self, site, inputs)

@@ -6,12 +6,12 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .common import Contract, DType
-from .constraints import Constraints
-from .dag import DAG
-from .reports import CostReport, ValidationReport
-from .strategy import Strategy
-from .workload import Batching, Workload
+from shardplan.tools.contracts.common import Contract, DType
+from shardplan.tools.contracts.constraints import Constraints
+from shardplan.tools.contracts.dag import DAG
+from shardplan.tools.contracts.reports import CostReport, ValidationReport
+from shardplan.tools.contracts.strategy import Strategy
+from shardplan.tools.contracts.workload import Batching, Workload
 
 __all__ = [
     "PlanRequest",

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .common import Contract
+from shardplan.tools.contracts.common import Contract
 
 __all__ = [
     "Severity",

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
-from ...errors import DeprecatedFieldWarning
+from shardplan.errors import DeprecatedFieldWarning
 
 __all__ = ["GBPerSecond", "parse_gb_per_s", "BANDWIDTH_FORMS", "RENAMED_BANDWIDTH_FIELDS", "rename_old_fields"]
 

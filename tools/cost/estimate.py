@@ -5,18 +5,18 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from ...errors import InputError
-from ..contracts.dag import DAG, CommNode
-from ..contracts.hardware import Cluster
-from ..contracts.reports import CostReport, PathStep, PhaseCost, PricingReport
-from ..contracts.strategy import Strategy
-from ..contracts.workload import Workload
-from .calibration import calibration
-from .memory import memory_reports
-from .op_time import bytes_on_wire
-from .pricing import Backend, Pricer, make_pricer
-from .profiles import gpu_profile
-from .schedule import Schedule, busy_overlap, schedule_dag
+from shardplan.errors import InputError
+from shardplan.tools.contracts.dag import DAG, CommNode
+from shardplan.tools.contracts.hardware import Cluster
+from shardplan.tools.contracts.reports import CostReport, PathStep, PhaseCost, PricingReport
+from shardplan.tools.contracts.strategy import Strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.cost.calibration import calibration
+from shardplan.tools.cost.memory import memory_reports
+from shardplan.tools.cost.op_time import bytes_on_wire
+from shardplan.tools.cost.pricing import Backend, Pricer, make_pricer
+from shardplan.tools.cost.profiles import gpu_profile
+from shardplan.tools.cost.schedule import Schedule, busy_overlap, schedule_dag
 
 __all__ = [
     "estimate_cost",

@@ -16,9 +16,9 @@ experts' reduction moves nothing.
 
 from __future__ import annotations
 
-from ..contracts.dag import CommNode
-from ..contracts.model import ModelSpec
-from ..contracts.strategy import PhaseStrategy
+from shardplan.tools.contracts.dag import CommNode
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.contracts.strategy import PhaseStrategy
 
 __all__ = ["engine_exchange"]
 
@@ -27,8 +27,8 @@ def engine_exchange(node: CommNode, model: ModelSpec, phase: PhaseStrategy, gpus
     """The collective an engine runs for an EP dispatch or combine inside a node; None when the node is
     priced as drawn. A dispatch that moves nothing comes back with ``message_bytes=0``.
 
-    >>> from shardplan.tools.models import load_model
-    >>> from shardplan.tools.contracts import parse_strategy
+    >>> from shardplan.tools.catalogs.models import load_model
+    >>> from shardplan.tools.contracts.strategy import parse_strategy
     >>> model = load_model("Qwen/Qwen3-30B-A3B")
     >>> node = CommNode(id="c", name="combine", phase="decode", ranks=[0, 1], kind="all_to_all",
     ...                 purpose="ep_combine", message_bytes=65536.0)

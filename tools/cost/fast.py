@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ..builder.build import build_phase_sample
-from ..contracts.hardware import Cluster
-from ..contracts.model import ModelSpec
-from ..contracts.strategy import PhaseStrategy
-from ..contracts.workload import Workload
-from .pricing import Backend, make_pricer
-from .schedule import schedule_graph
+from shardplan.tools.builder.build import build_phase_sample
+from shardplan.tools.contracts.hardware import Cluster
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.cost.pricing import Backend, make_pricer
+from shardplan.tools.cost.schedule import schedule_graph
 
 __all__ = ["PhaseTimes", "phase_times"]
 

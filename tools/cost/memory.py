@@ -6,16 +6,16 @@ import math
 from collections.abc import Callable
 from typing import Literal
 
-from ..bisection import largest_passing
-from ..contracts.common import DTYPE_BYTES
-from ..contracts.hardware import GPU
-from ..contracts.model import ModelSpec
-from ..contracts.reports import MemoryReport
-from ..contracts.strategy import PhaseStrategy, Strategy
-from ..contracts.workload import Workload
-from ..feasibility import split_layers
-from ..model_math import attention_params, dense_mlp_params, expert_params, kv_width
-from .calibration import calibration
+from shardplan.bisection import largest_passing
+from shardplan.tools.contracts.common import DTYPE_BYTES
+from shardplan.tools.contracts.feasibility import split_layers
+from shardplan.tools.contracts.hardware import GPU
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.contracts.model_math import attention_params, dense_mlp_params, expert_params, kv_width
+from shardplan.tools.contracts.reports import MemoryReport
+from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.cost.calibration import calibration
 
 __all__ = [
     "weight_bytes_per_gpu",

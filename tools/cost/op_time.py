@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import math
 
-from ..contracts.dag import CommNode, ComputeNode, StateNode
-from ..contracts.hardware import GPU, Cluster
-from .calibration import calibration
-from .profiles import profile_for
+from shardplan.tools.contracts.dag import CommNode, ComputeNode, StateNode
+from shardplan.tools.contracts.hardware import GPU, Cluster
+from shardplan.tools.cost.calibration import calibration
+from shardplan.tools.cost.profiles import profile_for
 
 __all__ = [
     "compute_dtype",
@@ -51,7 +51,7 @@ def compute_dtype(weight_dtype: str, gpu: GPU) -> str:
     activations; NVIDIA's measured tables name the Hopper MXFP4 MoE mode ``w4a16``). Such a GEMM reads
     the narrow weights but computes at the bf16 rate and bf16 efficiency, not at a narrower format's.
 
-    >>> from shardplan.tools.hardware import gpu_catalog
+    >>> from shardplan.tools.catalogs.gpus import gpu_catalog
     >>> compute_dtype("fp4", gpu_catalog()["H100"]), compute_dtype("fp4", gpu_catalog()["B200"])
     ('bf16', 'fp4')
     """
@@ -105,7 +105,7 @@ def expert_load_factor(ep: int, gpu: GPU) -> float:
     """How much more than the mean load the busiest of ``ep`` expert ranks carries under skewed routing:
     the layer waits for it. 1 without expert parallelism (one rank holds every expert).
 
-    >>> from shardplan.tools.hardware import gpu_catalog
+    >>> from shardplan.tools.catalogs.gpus import gpu_catalog
     >>> expert_load_factor(1, gpu_catalog()["H100"])
     1.0
     """

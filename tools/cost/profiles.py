@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from ..contracts.hardware import GPU
-from .calibration import Calibration, ProfileCal, calibration
+from shardplan.tools.contracts.hardware import GPU
+from shardplan.tools.cost.calibration import Calibration, ProfileCal, calibration
 
 __all__ = ["gpu_profile", "profile_for"]
 
@@ -22,7 +22,7 @@ PUBLIC_KERNELS = "public-kernel"
 
 @lru_cache(maxsize=64)
 def _profile_name(gpu_name: str, bf16_flops: float, bandwidth_gb_per_s: float) -> tuple[str, str | None]:
-    from ..hardware import gpu_catalog
+    from shardplan.tools.catalogs.gpus import gpu_catalog
 
     profiles = calibration().profiles
     for name, profile in profiles.items():
@@ -45,7 +45,7 @@ def _profile_name(gpu_name: str, bf16_flops: float, bandwidth_gb_per_s: float) -
 def gpu_profile(gpu: GPU) -> tuple[str, str | None]:
     """The profile name that prices ``gpu`` and, when inherited, why.
 
-    >>> from shardplan.tools.hardware import gpu_catalog
+    >>> from shardplan.tools.catalogs.gpus import gpu_catalog
     >>> gpu_profile(gpu_catalog()["H100"])[1] is None
     True
     """

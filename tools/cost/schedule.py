@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
-from ..contracts.hardware import Cluster
-from .op_time import node_time_s
+from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
+from shardplan.tools.contracts.hardware import Cluster
+from shardplan.tools.cost.op_time import node_time_s
 
 if TYPE_CHECKING:
-    from .pricing import Pricer
+    from shardplan.tools.cost.pricing import Pricer
 
 __all__ = ["Schedule", "schedule_dag", "schedule_graph", "busy_overlap"]
 

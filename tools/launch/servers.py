@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from ..contracts.plan import Plan
-from ..contracts.strategy import PhaseStrategy
+from shardplan.tools.contracts.plan import Plan
+from shardplan.tools.contracts.strategy import PhaseStrategy
 
 __all__ = [
     "Engine",
@@ -80,13 +80,13 @@ class Server:
 
 
 def plan_target(plan: Plan) -> Target:
-    from ..hardware import cluster_for
+    from shardplan.tools.catalogs.gpus import cluster_for
 
     workload = plan.request.workload
     if plan.dag is not None:
         spec = plan.dag.meta.model
     else:
-        from ..planner import resolve_request
+        from shardplan.tools.planning.planner import resolve_request
 
         spec, _ = resolve_request(plan.request)
     # The DAG sits on one replica's GPUs; servers are placed on the nodes of the whole request.
@@ -119,7 +119,7 @@ def fold_sp(phase: PhaseStrategy, role: str, notes: list[str]) -> PhaseStrategy:
 def worker_starts(phases: list[PhaseStrategy], target: Target) -> list[list[int]]:
     """Where each phase's processes go: the search's own placement (serving.place_workers), else one after
     another when a hand-written strategy does not pack."""
-    from ..serving import place_workers
+    from shardplan.tools.serving.placement import place_workers
 
     pools = [(phase.dp, phase.replica_gpus) for phase in phases]
     placed = place_workers(pools, max(target.gpus, sum(d * g for d, g in pools)), target.gpus_per_node)

@@ -6,7 +6,7 @@ import math
 import re
 import shlex
 
-from .servers import FlagValue, Server, Target
+from shardplan.tools.launch.servers import FlagValue, Server, Target
 
 __all__ = ["shell_word", "flag_words", "instance_lines", "script"]
 

@@ -13,7 +13,7 @@ Flag names checked against the engine's own documentation (read through the sear
 
 from __future__ import annotations
 
-from .servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
+from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
 
 __all__ = ["configure", "extras"]
 

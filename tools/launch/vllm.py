@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from .servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
+from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
 
 __all__ = ["configure", "extras"]
 

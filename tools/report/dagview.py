@@ -7,7 +7,7 @@ Three views, from coarse to fine:
   the embedding, the LM head and the KV handoff; clicking a block opens its details;
 * per block, a ``<details>`` with the layered drawing and the node list of its representative layer
   (microbatch 0, every shard, group and expert rank);
-* the layer-collapsed graph of :func:`~shardplan.tools.exports.collapse` (one layer per stage, with every
+* the layer-collapsed graph of :func:`~shardplan.tools.views.exports.collapse` (one layer per stage, with every
   edge), drawn as a layered graph.
 
 Nodes are coloured by kind everywhere, with one legend.
@@ -20,10 +20,10 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..collapse import collapse
-from ..contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
-from ..exports import rank_ranges
-from .svg import esc, kind_colour, kind_fill, legend_items, svg_open, text
+from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
+from shardplan.tools.report.svg import esc, kind_colour, kind_fill, legend_items, svg_open, text
+from shardplan.tools.views.collapse import collapse
+from shardplan.tools.views.exports import rank_ranges
 
 __all__ = ["Block", "layer_blocks", "block_diagram_svg", "layered_svg", "dag_section"]
 

@@ -17,11 +17,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..contracts.dag import DAG
-from ..contracts.plan import Plan
-from ..cost.schedule import Schedule, busy_overlap, schedule_dag
-from ..exports import rank_ranges
-from .svg import esc, fmt_ms, kind_colour, legend_items, nice_ticks, svg_open, text
+from shardplan.tools.contracts.dag import DAG
+from shardplan.tools.contracts.plan import Plan
+from shardplan.tools.cost.schedule import Schedule, busy_overlap, schedule_dag
+from shardplan.tools.report.svg import esc, fmt_ms, kind_colour, legend_items, nice_ticks, svg_open, text
+from shardplan.tools.views.exports import rank_ranges
 
 __all__ = ["PhaseWindow", "Bar", "planned_schedule", "phase_windows", "node_lanes", "gpu_time_breakdown",
            "merge_bars", "timeline_svg", "timeline_legend", "trace_events"]

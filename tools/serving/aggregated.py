@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import math
 
-from ..bisection import largest_passing
-from ..contracts.hardware import Cluster
-from ..contracts.model import ModelSpec
-from ..contracts.strategy import PhaseStrategy, Strategy
-from ..contracts.workload import Workload
-from ..cost.estimate import target_misses
-from ..cost.memory import memory_report
-from .options import DeploymentOption, concurrency_grid
-from .placement import max_workers
-from .steady import ServingPoint, serving_point
-from .steps import StepPricer
+from shardplan.bisection import largest_passing
+from shardplan.tools.contracts.hardware import Cluster
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.cost.estimate import target_misses
+from shardplan.tools.cost.memory import memory_report
+from shardplan.tools.serving.options import DeploymentOption, concurrency_grid
+from shardplan.tools.serving.placement import max_workers
+from shardplan.tools.serving.steady import ServingPoint, serving_point
+from shardplan.tools.serving.steps import StepPricer
 
 __all__ = ["replica_capacity", "aggregated_options"]
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..contracts.workload import Workload
-from .steps import StepPricer
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.serving.steps import StepPricer
 
 __all__ = [
     "ServingPoint",

@@ -36,13 +36,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..contracts.common import ServingEngine
-from ..contracts.hardware import Cluster
-from ..contracts.model import ModelSpec
-from ..contracts.strategy import PhaseStrategy
-from ..contracts.workload import Workload
-from ..cost.fast import PhaseTimes, phase_times
-from ..cost.pricing import Backend
+from shardplan.tools.contracts.common import ServingEngine
+from shardplan.tools.contracts.hardware import Cluster
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.cost.fast import PhaseTimes, phase_times
+from shardplan.tools.cost.pricing import Backend
 
 __all__ = ["StepPricer", "interpolate_power_grid", "forget_samples"]
 

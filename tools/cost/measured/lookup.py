@@ -11,8 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from .database import MeasuredTables
-from .queries import Query
+from shardplan.tools.cost.measured.database import MeasuredTables
+from shardplan.tools.cost.measured.queries import Query
 
 __all__ = ["lookup_seconds"]
 

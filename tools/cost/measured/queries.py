@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...contracts.dag import CommNode, ComputeNode, StateNode
-from ...contracts.model import ModelSpec
-from ...contracts.strategy import PhaseStrategy
-from ..exchange import engine_exchange
+from shardplan.tools.contracts.dag import CommNode, ComputeNode, StateNode
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.tools.cost.exchange import engine_exchange
 
 __all__ = ["Query", "node_query", "other_fp8_scaling", "POWER_LAW_ALPHA"]
 

@@ -1,0 +1,133 @@
+"""Reading constraints from plain language: "no pipeline parallelism", "TP must stay inside a node",
+"PP across nodes", "use expert parallelism", "DP only", "tp<=8", "8 GPUs per replica", "on vLLM".
+
+Each phrase becomes one constraint in the text form of
+:mod:`shardplan.tools.contracts.constraints` (``pp=1``, ``tp-in-node``, ``ep>=2`` ...), recorded under
+the ``constraints`` field. Serving (colocated or disaggregated) stays with the disaggregation reader.
+"""
+
+from __future__ import annotations
+
+import re
+
+from shardplan.agent.parse.text import _COUNT, Findings, Scan, _count
+
+__all__ = ["read_constraints"]
+
+_DIM_WORDS = {
+    "adp": r"adp|attention[\s-]*(?:dp|data[\s-]*parallel\w*)|dp[\s-]*attention"
+    r"|data[\s-]*parallel\w*[\s-]+(?:for\s+)?attention",
+    "pp": r"pp|pipeline(?:[\s-]*parallel\w*|[\s-]*stages?|[\s-]*parallel)?",
+    "tp": r"tp|tensor[\s-]*parallel\w*",
+    "ep": r"ep|expert[\s-]*parallel\w*",
+    "sp": r"sp|cp|sequence[\s-]*parallel\w*|context[\s-]*parallel\w*",
+    "dp": r"dp|data[\s-]*parallel\w*",
+}
+_DIM = "(?:" + "|".join(_DIM_WORDS.values()) + ")"
+_NODE = r"(?:an?\s+|one\s+|the\s+|each\s+|a\s+single\s+|its\s+)?(?:node|server|machine|host|box)"
+
+_EXPLICIT = re.compile(
+    r"(?<![\w#])(?:(?P<phase>prefill|decode)\s*[:.]\s*)?(?P<dim>dp|pp|adp|sp|tp|ep|mb)\s*(?P<op><=|>=|==|=|<|>|≤|≥)\s*"
+    r"(?P<value>\d{1,5}|off)(?![\w.])"
+)
+"""``tp<=8``, ``pp=1``, ``decode:tp=8``, ``sp=off``."""
+_OFF = re.compile(
+    rf"(?<![\w#])(?:no|without|avoid(?:ing)?|disable[ds]?|don'?t\s+use|do\s+not\s+use|never\s+use|not\s+using|skip)"
+    rf"\s+(?:any\s+)?(?P<d>{_DIM})(?![\w=])"
+    rf"|(?<![\w#])(?P<d2>{_DIM})\s+(?:off|disabled|is\s+not\s+allowed|not\s+allowed|is\s+off)(?![\w])"
+)
+"""A dimension turned off: "no pipeline parallelism", "without PP", "TP off"."""
+_ON = re.compile(
+    rf"(?<![\w#])(?:use|using|with|enable|need|needs|want|must\s+use|requires?|and|plus)\s+(?:some\s+)?"
+    rf"(?P<d>{_DIM})(?![\w=])"
+)
+"""A dimension required: "use expert parallelism", "with EP"."""
+_SIZED = re.compile(
+    rf"(?<![\w#])(?P<cap>at\s+most\s+|up\s+to\s+|max(?:imum)?\s+|no\s+more\s+than\s+)?(?P<d>{_DIM})"
+    rf"(?:[\s-]*(?:degree|size|of|=|:|up\s+to|at\s+most|<=|no\s+more\s+than))*\s*(?P<value>{_COUNT})(?![\w.])"
+)
+"""A sized dimension: "TP 8", "TP of 4", "tp8", "at most TP 4", "TP up to 8"."""
+_WITHIN = re.compile(
+    rf"(?<![\w#])(?P<what>{_DIM_WORDS['tp']}|{_DIM_WORDS['ep']}|experts?(?:\s+groups?)?)"
+    rf"(?:\s+(?:groups?|must|should|has\s+to|needs?\s+to|to|always|only|stays?|stay|kept|keep|be|remain|within))*"
+    rf"[\s-]*(?:inside|within|in|on|intra)[\s-]*{_NODE}s?(?![\w])"
+    rf"|(?:keep|keeping)\s+(?P<what2>{_DIM_WORDS['tp']}|{_DIM_WORDS['ep']})\s+(?:inside|within|intra)[\s-]*{_NODE}"
+    rf"|(?P<what3>{_DIM_WORDS['tp']}|{_DIM_WORDS['ep']})\s+intra[\s-]*node"
+    rf"|(?<=nodes\s)and\s+(?P<what4>{_DIM_WORDS['tp']})\s+(?:within|inside)(?![\w])"
+)
+"""Groups kept inside a node: "TP must stay inside a node", "TP within the node", "keep EP intra-node"."""
+_POW2 = re.compile(r"(?<![\w#])(?:powers?[\s-]+of[\s-]+(?:two|2)|pow2)(?![\w])")
+_ACROSS = re.compile(
+    rf"(?<![\w#])(?:{_DIM_WORDS['pp']})(?:\s+(?:only|must\s+go|goes|go|runs?|spans?|split|is))*[\s-]+"
+    r"(?:across|between|over)[\s-]+(?:the\s+)?nodes"
+    rf"|(?<![\w#])(?:{_DIM_WORDS['pp']})\s+(?:inter[\s-]*node|across[\s-]*nodes)"
+)
+"""Pipeline stages only between nodes: "PP across nodes", "pipeline between nodes"."""
+_ONLY = re.compile(
+    rf"(?<![\w#])(?:(?P<d>{_DIM})\s+only|(?:only|pure|just)\s+(?P<d2>{_DIM}))(?![\w])"
+    r"|(?<![\w#])(?:only\s+|just\s+)?(?:independent\s+)?replicas\s+only"
+)
+"""One dimension alone: "DP only", "TP only", "pure data parallelism"."""
+_REPLICA = re.compile(
+    rf"(?<![\w#])(?P<v>{_COUNT})\s*gpus?\s+(?:per|a|each|for\s+each|for\s+one)\s+(?:model\s+)?(?:replica|instance|copy)"
+    rf"|(?:replicas?|instances?|copies)\s+of\s+(?P<v2>{_COUNT})\s*gpus?"
+    rf"|(?:each|every|one)\s+(?:model\s+)?(?:replica|instance)\s+(?:on|uses?|spans?|of)\s+(?P<v3>{_COUNT})\s*gpus?"
+)
+"""GPUs of one replica: "8 GPUs per replica", "replicas of 4 GPUs", "each replica on 8 GPUs"."""
+_ENGINE = re.compile(
+    r"(?<![\w#])(?:vllm|sglang|trt[\s-]*llm|tensorrt[\s-]*llm)(?![\w])"
+)
+_ENGINE_NAMES = {"vllm": "vllm", "sglang": "sglang"}
+
+
+def _dim(match: re.Match[str]) -> str:
+    """The dimension a match names, from its ``d`` or ``d2`` group ("pipeline parallelism" → ``pp``)."""
+    text = match.group("d") or match.groupdict().get("d2") or ""
+    return next(name for name, words in _DIM_WORDS.items() if re.fullmatch(words, text))
+
+
+def read_constraints(scan: Scan, found: Findings) -> None:
+    """Constraints said in words or in SPEC form, recorded under ``constraints`` in their text form."""
+    for match in scan.take(_EXPLICIT):
+        op = {"==": "=", "≤": "<=", "≥": ">="}.get(match.group("op"), match.group("op"))
+        raw = match.group("value")
+        value = 1 if raw == "off" else int(raw)
+        if op == "<":
+            op, value = "<=", value - 1
+        elif op == ">":
+            op, value = ">=", value + 1
+        where = f"{match.group('phase')}:" if match.group("phase") else ""
+        if value >= 1:
+            found.add("constraints", f"{where}{match.group('dim')}{op}{value}")
+        else:
+            found.notes.append(f"Ignored '{match.group()}': a degree is 1 or more.")
+    for match in scan.take(_OFF):
+        found.add("constraints", f"{_dim(match)}=1")
+    for match in scan.take(_WITHIN):
+        what = next((match.group(g) for g in ("what", "what2", "what3", "what4") if match.group(g)), "")
+        found.add("constraints", "tp-in-node" if what.startswith("t") else "ep-in-node")
+    for _ in scan.take(_ACROSS):
+        found.add("constraints", "pp-across-nodes")
+    for _ in scan.take(_POW2):
+        found.add("constraints", "pow2")
+    for match in scan.take(_ONLY):
+        dim = _dim(match) if match.group("d") or match.group("d2") else "dp"
+        texts = {"dp": ["gpus-per-replica=1"], "tp": ["pp=1", "dp=1", "ep=1", "sp=1", "adp=1"],
+                 "pp": ["tp=1", "dp=1", "sp=1", "adp=1"], "ep": ["pp=1", "dp=1"]}.get(dim, [])
+        for text in texts:
+            found.add("constraints", text)
+        found.notes.append(f"Read '{match.group().strip()}' as {', '.join(texts) or 'no constraint'}.")
+    for match in scan.take(_REPLICA):
+        value = _count(match.group("v") or match.group("v2") or match.group("v3"))
+        if value >= 1:
+            found.add("constraints", f"gpus-per-replica={value}")
+    for match in scan.take(_SIZED):
+        value = _count(match.group("value"))
+        if value >= 1:
+            capped = match.group("cap") or re.search(r"up\s+to|at\s+most|<=|no\s+more\s+than", match.group())
+            found.add("constraints", f"{_dim(match)}{'<=' if capped else '='}{value}")
+    for match in scan.take(_ON):
+        found.add("constraints", f"{_dim(match)}>=2")
+    for match in scan.take(_ENGINE):
+        name = re.sub(r"[\s-]", "", match.group())
+        found.add("constraints", f"engine={_ENGINE_NAMES.get(name, 'trtllm')}")

@@ -1,0 +1,341 @@
+"""Plain-language planning requests read into fields, deterministically (no language model).
+
+``shardplan chat`` with the ``builtin`` policy reads a request such as *"Plan DeepSeek-V3 on two nodes of
+8 H200 for 8k prompts and 1k outputs, first token under 2 s"* with :func:`parse_request`, asks back with
+:func:`clarifying_question` when :func:`missing_fields` is not empty, and plans :func:`to_plan_request`.
+
+How the text is read:
+
+* Each field family has one reader (models, GPU types, GPU counts, targets, lengths, batch, objective,
+  formats, disaggregation). Readers run in a fixed order over one copy of the text and blank out what
+  they matched, so no phrase is read twice ("Mixtral 8x7B" is a model, never 8 GPUs of something).
+* ``k`` after a length is 1024 and ``m`` is 1024²: "8k prompts" is 8192 tokens, "1k outputs" 1024,
+  following the power-of-two convention of serving benchmarks. Written-out numbers are taken as they are
+  ("prompts of 1,000 tokens" is 1000).
+* A bare format ("in fp8") sets the weight format only; the KV cache changes only when "kv" is said.
+* Two different values for one field in one message are recorded in ``contradictions``, never raised;
+  the first one is kept. A value after "instead of", "rather than", "from", "replace" or "not" is the one
+  being dropped and is ignored ("use H200 instead of H100").
+* A follow-up is read on its own and laid over ``previous``: what it says wins, the rest is kept.
+
+>>> parse_request("Llama 3.1 70B on 8 H100s, 4k prompts, TTFT under 500 ms").ttft_ms
+500.0
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shardplan.agent.parse.constraint_phrases import read_constraints
+from shardplan.agent.parse.machines import read_machines
+from shardplan.agent.parse.readers import (
+    _note_leftovers,
+    _read_batch,
+    _read_disaggregation,
+    _read_dtypes,
+    _read_gpu_counts,
+    _read_gpu_types,
+    _read_intent,
+    _read_lengths,
+    _read_models,
+    _read_objective,
+)
+from shardplan.agent.parse.targets import read_targets
+from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
+from shardplan.errors import InputError
+from shardplan.tools.catalogs.gpus import gpu_catalog
+from shardplan.tools.catalogs.models import check_context, load_model
+from shardplan.tools.contracts.common import DType, Objective
+from shardplan.tools.contracts.constraints import parse_constraints
+from shardplan.tools.contracts.plan import PlanRequest
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.planning.assumptions import request_assumptions
+
+__all__ = [
+    "DEFAULT_ISL",
+    "DEFAULT_OSL",
+    "Intent",
+    "ParsedRequest",
+    "parse_request",
+    "missing_fields",
+    "to_plan_request",
+    "clarifying_question",
+]
+
+DEFAULT_ISL = 2048
+"""Prompt length assumed when a request gives none."""
+DEFAULT_OSL = 256
+"""Output length assumed when a request gives none."""
+
+
+class ParsedRequest(BaseModel):
+    """What a plain-language message said; every field is None when the message did not say it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(default=None, description="Bundled Hugging Face id.")
+    gpu: str | None = Field(default=None, description="GPU catalog name.")
+    gpus: int | None = Field(default=None, ge=1, description="GPUs in all.")
+    gpus_per_node: int | None = Field(default=None, ge=1, description="GPUs in one node.")
+    nodes: int | None = Field(default=None, ge=1, description="Nodes.")
+    isl: int | None = Field(default=None, ge=1, description="Prompt length in tokens.")
+    osl: int | None = Field(default=None, ge=1, description="Output length in tokens.")
+    batch: int | None = Field(default=None, ge=1, description="Batch size or concurrent users.")
+    ttft_ms: float | None = Field(default=None, gt=0, description="Time-to-first-token target, ms.")
+    tpot_ms: float | None = Field(default=None, gt=0, description="Time-per-output-token target, ms.")
+    objective: Objective | None = Field(default=None, description="latency, throughput or goodput.")
+    weight_dtype: DType | None = Field(default=None, description="Weight format override.")
+    kv_dtype: DType | None = Field(default=None, description="KV-cache format override.")
+    disaggregated: bool | None = Field(default=None, description="Prefill and decode on separate GPUs.")
+    intent: Intent = Field(default="plan", description="What the message asks for.")
+    about: str | None = Field(
+        default=None, description="Technique(s) asked about, comma-separated: pp, tp, ep, sp, dp, adp, disagg, mb."
+    )
+    constraints: list[str] = Field(
+        default_factory=list, description="Constraints in text form (pp=1, tp-in-node, ep>=2 ...), this message's and "
+        "the earlier ones it did not replace."
+    )
+    contradictions: list[str] = Field(default_factory=list, description="Things the message says both ways.")
+    notes: list[str] = Field(default_factory=list, description="Assumptions made and things not understood.")
+
+
+_SETTINGS = (
+    "model",
+    "gpu",
+    "gpus",
+    "gpus_per_node",
+    "nodes",
+    "isl",
+    "osl",
+    "batch",
+    "ttft_ms",
+    "tpot_ms",
+    "objective",
+    "weight_dtype",
+    "kv_dtype",
+    "disaggregated",
+)
+"""The fields a message sets and a follow-up inherits."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Putting a request together
+
+
+@dataclass(frozen=True)
+class _Counts:
+    gpus: int | None = None
+    nodes: int | None = None
+    per_node: int | None = None
+
+
+def _settle_counts(said: _Counts, before: _Counts, gpu: str | None, found: Findings) -> _Counts:
+    """Total GPUs, nodes and GPUs per node made consistent.
+
+    What this message said wins over ``before``. Only nodes given ("now with 4 nodes"): the node size is
+    kept (or the GPU's usual one) and the total follows. Only a total ("what about 16 GPUs"): the node size
+    is kept and the node count follows. Only a node size: the total is kept.
+    """
+    gpus, nodes, per = said.gpus, said.nodes, said.per_node
+    if gpus is None and nodes is None and per is None:
+        gpus, nodes, per = before.gpus, before.nodes, before.per_node
+    elif gpus is None and nodes is None:
+        gpus, nodes = before.gpus, None if before.gpus else before.nodes
+    if per is None and not (gpus and nodes):
+        per = before.per_node
+    if gpus and nodes and per:
+        if gpus != nodes * per:
+            found.contradictions.append(
+                f"{gpus} GPUs do not match {nodes} nodes of {per} GPUs ({nodes * per} GPUs); say which one you mean."
+            )
+    elif gpus and nodes:
+        if gpus % nodes:
+            found.contradictions.append(f"{gpus} GPUs do not split evenly over {nodes} nodes; say how many per node.")
+        else:
+            per = gpus // nodes
+    elif nodes and per:
+        gpus = nodes * per
+    elif nodes and gpu:
+        per = gpu_catalog()[gpu].gpus_per_node
+        gpus = nodes * per
+        found.notes.append(f"Assumed {per} GPUs per node, the usual {gpu} node; {gpus} GPUs in all.")
+    elif gpus and per:
+        if gpus <= per:
+            nodes = 1
+        elif gpus % per == 0:
+            nodes = gpus // per
+        else:
+            found.notes.append(f"{gpus} GPUs do not fill whole nodes of {per}.")
+    return _Counts(gpus, nodes, per)
+
+
+def _assemble(found: Findings, intent: Intent, about: str | None, previous: ParsedRequest | None) -> ParsedRequest:
+    """This message's findings laid over ``previous``, with counts settled and defaults noted."""
+    said = {name: found.first(name) for name in _SETTINGS}
+    merged = {name: getattr(previous, name) for name in _SETTINGS} if previous else dict.fromkeys(_SETTINGS)
+    merged.update({name: value for name, value in said.items() if value is not None})
+    before = _Counts(previous.gpus, previous.nodes, previous.gpus_per_node) if previous else _Counts()
+    counts = _settle_counts(_Counts(said["gpus"], said["nodes"], said["gpus_per_node"]), before, merged["gpu"], found)
+    merged.update(gpus=counts.gpus, nodes=counts.nodes, gpus_per_node=counts.per_node)
+    if merged["objective"] == "throughput" and (merged["ttft_ms"] or merged["tpot_ms"]):
+        merged["objective"] = "goodput"
+        found.notes.append("Throughput with latency targets is planned as goodput (throughput under the targets).")
+    if intent == "plan":
+        for name, default, what in (("isl", DEFAULT_ISL, "prompt"), ("osl", DEFAULT_OSL, "output")):
+            if merged[name] is None:
+                found.notes.append(f"No {what} length given; assuming {default} tokens.")
+    said_constraints = list(dict.fromkeys(found.values.get("constraints", [])))
+    constraints = _merge_constraints(previous.constraints if previous else [], said_constraints, found)
+    return ParsedRequest(**merged, intent=intent, about=about, constraints=constraints,
+                         contradictions=found.contradictions, notes=found.notes)
+
+
+def _constraint_key(text: str) -> str:
+    """What a constraint bounds: ``decode:tp`` for ``decode:tp<=8``, the whole text for a flag."""
+    return re.split(r"<=|>=|=", text, maxsplit=1)[0] if "=" in text else text
+
+
+def _merge_constraints(before: list[str], said: list[str], found: Findings) -> list[str]:
+    """This message's constraints over the earlier ones (a new bound on a degree replaces the old one);
+    two fixed values of one degree in one message are a contradiction."""
+    fixed: dict[str, str] = {}
+    for text in said:
+        key = _constraint_key(text)
+        if "=" in text and not re.search(r"<=|>=", text) and not text.startswith(("engine", "gpus")):
+            if key in fixed and fixed[key] != text:
+                found.contradictions.append(f"The request gives both {fixed[key]} and {text}; say which one you mean.")
+            fixed.setdefault(key, text)
+    keys = {_constraint_key(t) for t in said}
+    return [t for t in before if _constraint_key(t) not in keys] + said
+
+
+def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedRequest:
+    """Read a plain-language planning request; with ``previous``, read it as a follow-up to that one.
+
+    Never raises on odd text: what cannot be read is left None and explained in ``notes``, and what is
+    said two ways is listed in ``contradictions``.
+
+    >>> r = parse_request("Plan DeepSeek-V3 on two nodes of 8 H200 for 8k prompts and 1k outputs, "
+    ...                   "first token under 2 s")
+    >>> (r.model, r.gpu, r.gpus, r.nodes, r.isl, r.osl, r.ttft_ms)
+    ('deepseek-ai/DeepSeek-V3', 'H200', 16, 2, 8192, 1024, 2000.0)
+    >>> parse_request("now with 4 nodes", previous=r).gpus
+    32
+    """
+    scan = Scan(_normalise(text))
+    intent, about = _read_intent(scan)
+    found = Findings(comparing=intent == "compare")
+    for reader in (
+        _read_models,
+        read_constraints,
+        read_machines,
+        _read_gpu_types,
+        _read_gpu_counts,
+        read_targets,
+        _read_lengths,
+        _read_batch,
+        _read_objective,
+        _read_dtypes,
+        _read_disaggregation,
+        _note_leftovers,
+    ):
+        reader(scan, found)
+    return _assemble(found, intent, about, previous)
+
+
+def missing_fields(parsed: ParsedRequest) -> list[str]:
+    """The essential fields a plan still needs, in asking order: ``model``, ``gpu`` (type), ``gpus`` (a GPU
+    or node count). Lengths are not essential: they default to DEFAULT_ISL and DEFAULT_OSL.
+
+    >>> missing_fields(parse_request("plan Llama 3.1 70B on 16 GPUs"))
+    ['gpu']
+    """
+    missing = []
+    if parsed.model is None:
+        missing.append("model")
+    if parsed.gpu is None:
+        missing.append("gpu")
+    if parsed.gpus is None and parsed.nodes is None:
+        missing.append("gpus")
+    return missing
+
+
+_QUESTIONS = {
+    "model": "which model to plan (for example Llama 3.1 70B, Qwen3-235B or DeepSeek-V3)",
+    "gpu": "which GPU type ({gpus})",
+    "gpus": "how many GPUs or nodes",
+    "isl": "how long the prompts are",
+    "osl": "how many tokens each answer generates",
+    "batch": "how many requests run at once",
+}
+
+
+def clarifying_question(missing: list[str]) -> str:
+    """One friendly question asking for every field in ``missing``; empty when nothing is missing.
+
+    >>> clarifying_question(["gpu", "gpus"]).split("(")[0]
+    'Could you tell me which GPU type '
+    """
+    if not missing:
+        return ""
+    names = list(gpu_catalog())
+    gpus = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
+    parts = [_QUESTIONS.get(name, f"the {name.replace('_', ' ')}").format(gpus=gpus) for name in missing]
+    asked = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"Could you tell me {asked}?"
+
+
+def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanRequest:
+    """The PlanRequest a parsed request stands for; lengths default to DEFAULT_ISL and DEFAULT_OSL, the
+    concurrency is left to the search, the objective is throughput when targets are given (else latency),
+    and its ``assumptions`` say so, one line each, after the parser's notes. Constraints, ``disaggregated``
+    among them (as ``colocated`` or ``disaggregated``), go into the request's ``constraints``.
+
+    Raises:
+        InputError: an essential field is missing (``field`` names the first; the fix is the question to ask),
+            the request contradicts itself (``field`` is ``request``; the fix lists the contradictions), or a
+            prompt plus output longer than the model's context (``field`` is ``isl``).
+    """
+    missing = missing_fields(parsed)
+    if missing:
+        raise InputError(
+            f"the request does not say {', '.join(missing)}", field=missing[0], fix=clarifying_question(missing)
+        )
+    if parsed.contradictions:
+        raise InputError("the request contradicts itself", field="request", fix=" ".join(parsed.contradictions))
+    assert parsed.model and parsed.gpu
+    gpus = parsed.gpus or (parsed.nodes or 1) * (parsed.gpus_per_node or gpu_catalog()[parsed.gpu].gpus_per_node)
+    workload = Workload(
+        isl=parsed.isl or DEFAULT_ISL,
+        osl=parsed.osl or DEFAULT_OSL,
+        batch=parsed.batch,
+        ttft_ms=parsed.ttft_ms,
+        tpot_ms=parsed.tpot_ms,
+        objective=parsed.objective or ("throughput" if parsed.ttft_ms or parsed.tpot_ms else "latency"),
+    )
+    texts = list(parsed.constraints)
+    if parsed.disaggregated is not None:
+        texts.append("disaggregated" if parsed.disaggregated else "colocated")
+    request = PlanRequest(
+        model=parsed.model,
+        gpu=parsed.gpu,
+        gpus=gpus,
+        gpus_per_node=parsed.gpus_per_node,
+        workload=workload,
+        weight_dtype=parsed.weight_dtype,
+        kv_dtype=parsed.kv_dtype,
+        policy=policy,
+        constraints=parse_constraints(texts) if texts else None,
+    )
+    check_context(load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype),
+                  workload.isl, workload.osl)
+    given = {name for name in _SETTINGS if getattr(parsed, name) is not None}
+    if parsed.nodes and parsed.gpus_per_node is None:
+        given.discard("gpus_per_node")
+    stated = request_assumptions(request, given)
+    # The parser's own notes say what it read into words and what it did not use; the defaults are stated once.
+    notes = [n for n in parsed.notes if not n.startswith("No ") or "length given" not in n]
+    return request.model_copy(update={"assumptions": notes + stated})

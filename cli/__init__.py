@@ -1,0 +1,1 @@
+"""The ``shardplan`` command line (typer + rich): one module per command, loaded when its command runs."""

@@ -1,0 +1,112 @@
+"""Catalog commands: models, gpus, show-model, schema."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from shardplan.cli.app import app, console, emit_json
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@app.command("models")
+def models_command(as_json: JsonFlag = False) -> None:
+    """List the bundled models (Hugging Face ids) with their size."""
+    from shardplan.tools.catalogs.models import bundled_models, load_model
+    from shardplan.tools.contracts.model_math import summary
+
+    rows: list[dict[str, Any]] = [summary(load_model(repo)) for repo in bundled_models()]
+    if as_json:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table("model", "type", "layers", "total", "active")
+    for row in rows:
+        table.add_row(
+            row["name"],
+            row["architecture"],
+            str(row["layers"]),
+            f"{row['params_total'] / 1e9:.1f}B",
+            f"{row['params_active'] / 1e9:.1f}B",
+        )
+    console().print(table)
+
+
+@app.command("gpus")
+def gpus_command(as_json: JsonFlag = False) -> None:
+    """List the GPU catalog with datasheet figures."""
+    from shardplan.tools.catalogs.gpus import gpu_catalog
+
+    catalog = gpu_catalog()
+    if as_json:
+        emit_json({name: gpu.model_dump(mode="json") for name, gpu in catalog.items()})
+        return
+    from rich.table import Table
+
+    table = Table("gpu", "memory", "HBM GB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "link GB/s", "net GB/s")
+    for name, gpu in catalog.items():
+        fp8 = gpu.dense_tflops.get("fp8")
+        table.add_row(
+            name,
+            f"{gpu.memory_gb:g} GB",
+            f"{gpu.memory_bandwidth_gb_per_s:g}",
+            f"{gpu.dense_tflops.get('bf16', 0):g}",
+            f"{fp8:g}" if fp8 else "-",
+            f"{gpu.intra_node_bandwidth_gb_per_s:g}",
+            f"{gpu.inter_node_bandwidth_gb_per_s:g}",
+        )
+    console().print(table)
+
+
+@app.command("show-model")
+def show_model_command(
+    model: Annotated[
+        str, typer.Argument(help="Bundled name (meta-llama/Llama-3.1-70B, llama-3.1-70b) or path to config.json.")
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a model's architecture and derived sizes (parameters, KV bytes per token)."""
+    from shardplan.tools.catalogs.models import load_model
+    from shardplan.tools.contracts.model_math import describe
+
+    spec = load_model(model)
+    facts: dict[str, Any] = {**describe(spec), "spec": spec.model_dump(mode="json")}
+    if as_json:
+        emit_json(facts)
+        return
+    out = console()
+    out.print(f"[bold]{spec.name}[/bold] ({spec.architecture})")
+    out.print(
+        f"  parameters   {facts['params_total'] / 1e9:.2f}B total, {facts['params_active'] / 1e9:.2f}B active"
+        f", {facts['weight_bytes'] / 1e9:.1f} GB of weights ({spec.weight_dtype}"
+        + (f", experts {spec.expert_dtype}" if spec.expert_dtype else "")
+        + ")"
+    )
+    out.print(f"  layers       {spec.num_layers} (hidden {spec.hidden_size})")
+    out.print(
+        f"  attention    {facts['attention']}: {spec.num_attention_heads} heads, {spec.num_kv_heads} KV heads, "
+        f"head_dim {spec.head_dim}"
+        + (f", {facts['sliding_layers']} sliding layers (window {spec.sliding_window})" if spec.sliding_window else "")
+    )
+    if spec.moe:
+        out.print(
+            f"  experts      {spec.moe.num_experts} routed, top-{spec.moe.experts_per_token}, "
+            f"{spec.moe.num_shared_experts} shared, first {spec.moe.first_dense_layers} layers dense"
+        )
+    out.print(f"  KV cache     {facts['kv_bytes_per_token'] / 1024:.1f} KiB per token ({spec.kv_dtype})")
+    out.print(f"  FLOPs        {facts['flops_per_token'] / 1e9:.1f} GFLOP per token")
+    for warning in spec.warnings:
+        out.print(f"  [yellow]warning[/yellow]      {warning}")
+
+
+@app.command("schema")
+def schema_command(
+    name: Annotated[str, typer.Argument(help="plan, dag, strategy, model, cluster, workload, validation or cost.")],
+) -> None:
+    """Print the JSON Schema of a contract."""
+    from shardplan.tools.catalogs.schemas import json_schema
+
+    emit_json(json_schema(name))

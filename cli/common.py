@@ -1,0 +1,387 @@
+"""What several commands share: the request options, and turning them into contracts.
+
+``plan``, ``search`` and ``build`` take the same model, hardware and workload options. They are
+declared once here; :func:`request_options` adds them to a command and hands it the
+:class:`~shardplan.tools.contracts.PlanRequest` they describe.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from shardplan.errors import InputError
+
+if TYPE_CHECKING:
+    from shardplan.tools.contracts.hardware import Cluster
+    from shardplan.tools.contracts.model import ModelSpec
+    from shardplan.tools.contracts.plan import PlanRequest
+    from shardplan.tools.contracts.workload import Workload
+
+__all__ = ["build_request", "request_options", "resolve_target", "JsonFlag"]
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+_KW = inspect.Parameter.KEYWORD_ONLY
+_REQUEST_PARAMETERS = [
+    inspect.Parameter(
+        "model",
+        _KW,
+        annotation=Annotated[
+            str,
+            typer.Option(
+                "--model", "-m", help="Bundled model (meta-llama/Llama-3.1-70B, llama-3.1-70b) or config.json path."
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "gpu",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                "--gpu",
+                "-g",
+                help="GPU catalog name: H100 (default), H200, B200, A100, L40S, MI300X, A100-40GB, H100-PCIe, "
+                "H20, GB200.",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "gpus",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            int | None, typer.Option("--gpus", "-n", help="GPUs available (default with --cluster: all of it).")
+        ],
+    ),
+    inspect.Parameter(
+        "gpus_per_node",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            int | None, typer.Option("--gpus-per-node", help="GPUs per node (default: the GPU's usual 8).")
+        ],
+    ),
+    inspect.Parameter(
+        "cluster",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            Path | None,
+            typer.Option(
+                "--cluster",
+                help="Cluster YAML (GPU, nodes, link figures: *_gb_per_s in GB/s, or with a unit such as 400Gbps); "
+                "replaces --gpu.",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "isl",
+        _KW,
+        default=None,
+        annotation=Annotated[int | None, typer.Option("--isl", help="Input (prompt) tokens [default: 2048, stated].")],
+    ),
+    inspect.Parameter(
+        "osl",
+        _KW,
+        default=None,
+        annotation=Annotated[int | None, typer.Option("--osl", help="Output tokens [default: 256, stated].")],
+    ),
+    inspect.Parameter(
+        "batch",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            int | None,
+            typer.Option(
+                "--batch",
+                "-b",
+                help="Fix the sequences in flight across the whole deployment (default: the search chooses).",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "prefill_batch",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            int | None,
+            typer.Option(
+                "--prefill-batch", help="Static batching: prompts prefilled together (default: the whole batch)."
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "batching",
+        _KW,
+        default="continuous",
+        annotation=Annotated[
+            str,
+            typer.Option(
+                "--batching",
+                help="continuous (steps mix decode tokens with chunks of new prompts) or static (one batch "
+                "prefilled, then decoded).",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "rate",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            float | None,
+            typer.Option("--rate", help="Requests/s to serve: plan the fewest GPUs that serve it under the targets."),
+        ],
+    ),
+    inspect.Parameter(
+        "gpu_memory_utilization",
+        _KW,
+        default=0.9,
+        annotation=Annotated[
+            float,
+            typer.Option(
+                "--gpu-memory-utilization", help="Share of each GPU's memory the engine may use (0 to 1, as vLLM's)."
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "max_batched_tokens",
+        _KW,
+        default=8192,
+        annotation=Annotated[
+            int,
+            typer.Option("--max-batched-tokens", help="Tokens one continuous-batching step carries at most."),
+        ],
+    ),
+    inspect.Parameter(
+        "ttft_ms",
+        _KW,
+        default=None,
+        annotation=Annotated[float | None, typer.Option("--ttft-ms", help="Target time to first token, ms.")],
+    ),
+    inspect.Parameter(
+        "tpot_ms",
+        _KW,
+        default=None,
+        annotation=Annotated[float | None, typer.Option("--tpot-ms", help="Target time per output token, ms.")],
+    ),
+    inspect.Parameter(
+        "objective",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                "--objective",
+                help="latency, throughput or goodput (throughput under the targets); default: throughput when "
+                "targets or a rate are given, else latency.",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "engine",
+        _KW,
+        default="vllm",
+        annotation=Annotated[
+            str,
+            typer.Option(
+                "--engine", help="Serving engine priced: vllm, sglang or trtllm (its measured kernels and collectives)."
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "weight_dtype",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None, typer.Option("--weight-dtype", help="Override the weight format: bf16, fp8, fp4.")
+        ],
+    ),
+    inspect.Parameter(
+        "kv_dtype",
+        _KW,
+        default=None,
+        annotation=Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache format: bf16, fp8.")],
+    ),
+    inspect.Parameter(
+        "constraint",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            list[str] | None,
+            typer.Option(
+                "--constraint",
+                "-C",
+                help="Repeatable: tp<=8, pp=1, ep>=8, sp=off, decode:tp=8, tp-in-node, ep-in-node, pp-across-nodes, "
+                "pow2, colocated, disaggregated, gpus-per-replica=8, engine=vllm.",
+            ),
+        ],
+    ),
+]
+_REQUEST_NAMES = [p.name for p in _REQUEST_PARAMETERS]
+
+
+def build_request(
+    model: str,
+    gpu: str | None = None,
+    gpus: int | None = None,
+    gpus_per_node: int | None = None,
+    cluster: str | Path | None = None,
+    isl: int | None = None,
+    osl: int | None = None,
+    batch: int | None = None,
+    prefill_batch: int | None = None,
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
+    objective: str | None = None,
+    engine: str = "vllm",
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    policy: str = "builtin",
+    batching: str = "continuous",
+    rate: float | None = None,
+    gpu_memory_utilization: float = 0.9,
+    max_batched_tokens: int = 8192,
+    constraint: list[str] | None = None,
+) -> PlanRequest:
+    """The PlanRequest that command-line options describe; the hardware part is resolved (and checked) here.
+    Options left out take their defaults (prompt 2048, output 256, concurrency chosen by the search, objective
+    throughput when targets or a rate are given and latency otherwise, GPU H100), and
+    the request's ``assumptions`` say so, one line each.
+
+    Raises:
+        InputError: unknown GPU, unreadable cluster file, contradicting options, a count that does not
+            fit, or a workload or format value out of range; the message names the option.
+
+    >>> build_request("llama-3.1-8b", "H100", 4, isl=512).gpus
+    4
+    """
+    from pydantic import ValidationError
+
+    from shardplan.tools.catalogs.gpus import cluster_for
+    from shardplan.tools.catalogs.models import check_context, load_model
+    from shardplan.tools.contracts.constraints import parse_constraints
+    from shardplan.tools.contracts.plan import PlanRequest
+    from shardplan.tools.contracts.workload import Workload
+    from shardplan.tools.planning.assumptions import request_assumptions
+
+    given = {name for name, value in (("isl", isl), ("osl", osl), ("batch", batch), ("objective", objective),
+                                      ("gpu", gpu or cluster), ("gpus_per_node", gpus_per_node or cluster),
+                                      ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)) if value is not None}
+    constraints = parse_constraints(constraint) if constraint else None
+    where = cluster_for(gpu if gpu is not None else (None if cluster else "H100"), gpus, gpus_per_node, cluster)
+    if objective is None:
+        objective = "throughput" if ttft_ms or tpot_ms or rate else "latency"
+    try:
+        # Options arrive as plain strings; validation turns them into the contract's closed vocabularies.
+        workload = Workload.model_validate(
+            {
+                "isl": 2048 if isl is None else isl,
+                "osl": 256 if osl is None else osl,
+                "batch": batch,  # None: the search chooses the concurrency
+                "prefill_batch": prefill_batch,
+                "ttft_ms": ttft_ms,
+                "tpot_ms": tpot_ms,
+                "objective": objective,
+                "batching": batching,
+                "rate": rate,
+                "gpu_memory_utilization": gpu_memory_utilization,
+                "max_batched_tokens": max_batched_tokens,
+                "engine": engine,
+            }
+        )
+        request = PlanRequest.model_validate(
+            {
+                "model": model,
+                "gpu": where.gpu.name,
+                "gpus": where.world_size,
+                "gpus_per_node": where.gpus_per_node,
+                "cluster": str(cluster) if cluster else None,
+                "workload": workload,
+                "weight_dtype": weight_dtype,
+                "kv_dtype": kv_dtype,
+                "policy": policy,
+                "constraints": constraints,
+            }
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][-1]) if first["loc"] else "request"
+        raise InputError(
+            f"--{name.replace('_', '-')}={first.get('input')!r}: {first['msg']}",
+            field=name,
+            fix=_FIXES.get(name, "see shardplan plan --help"),
+        ) from None
+    # The model is read now, so a wrong name or a broken config.json fails before any planning starts.
+    spec = load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    check_context(spec, request.workload.isl, request.workload.osl)
+    return request.model_copy(update={"assumptions": request_assumptions(request, given)})
+
+
+_FIXES = {
+    "isl": "give the prompt length in tokens, 1 or more",
+    "osl": "give the output length in tokens, 1 or more",
+    "batch": "give the number of concurrent sequences, 1 or more",
+    "prefill_batch": "give how many prompts are prefilled together, from 1 up to --batch",
+    "ttft_ms": "give the time-to-first-token target in milliseconds, above 0",
+    "tpot_ms": "give the time-per-output-token target in milliseconds, above 0",
+    "objective": "choose latency, throughput or goodput",
+    "batching": "choose continuous or static",
+    "rate": "give the requests per second to serve, above 0",
+    "gpu_memory_utilization": "give the share of GPU memory the engine may use, above 0 and at most 1 (e.g. 0.9)",
+    "max_batched_tokens": "give the tokens one step may carry, 1 or more (e.g. 8192)",
+    "engine": "choose vllm, sglang or trtllm",
+    "weight_dtype": "choose bf16, fp16, fp8, int8 or fp4",
+    "kv_dtype": "choose bf16, fp16, fp8, int8 or fp4",
+}
+
+
+def resolve_target(**options: Any) -> tuple[ModelSpec, Cluster, Workload]:
+    """The model, cluster and workload that the request options describe (see :func:`build_request`)."""
+    from shardplan.tools.planning.planner import resolve_request
+
+    request = build_request(**options)
+    model, cluster = resolve_request(request)
+    return model, cluster, request.workload
+
+
+def request_options(command: Callable[..., None] | None = None, *, optional: bool = False) -> Any:
+    """Give a command the shared request options; it receives them as ``request`` (a PlanRequest).
+
+    With ``optional=True`` the model may be left out, and the command then gets ``request=None`` (for
+    commands that also read a file). The command's own ``policy`` option, if any, goes into the request.
+    """
+
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        own = [
+            p.replace(kind=_KW)
+            for p in inspect.signature(func, eval_str=True).parameters.values()
+            if p.name != "request"
+        ]
+        shared = list(_REQUEST_PARAMETERS)
+        if optional:
+            shared[0] = shared[0].replace(
+                default=None, annotation=Annotated[str | None, shared[0].annotation.__metadata__[0]]
+            )
+
+        @functools.wraps(func)
+        def wrapper(**kwargs: Any) -> None:
+            options = {name: kwargs.pop(name) for name in _REQUEST_NAMES}
+            if "policy" in kwargs:
+                options["policy"] = kwargs["policy"]
+            request = None if options["model"] is None else build_request(**options)
+            func(request=request, **kwargs)
+
+        parameters = shared + own
+        wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+        return wrapper
+
+    return decorate(command) if command is not None else decorate

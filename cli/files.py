@@ -1,0 +1,76 @@
+"""Reading DAG and plan files given on the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from shardplan.errors import InputError
+from shardplan.limits import MAX_DAG_CHARS
+from shardplan.reading import one_line, parse_json_text, read_text
+from shardplan.tools.contracts.dag import DAG
+
+__all__ = ["read_json", "read_dag", "require_valid"]
+
+
+def read_json(path: Path) -> Any:
+    """Parsed JSON of ``path``.
+
+    Raises:
+        InputError: the file is missing or is not JSON.
+    """
+    fix = "give a DAG (shardplan build -o) or plan (shardplan plan -o) file"
+    if not path.exists():
+        raise InputError(f"no file {one_line(str(path), 200)}", field="file", fix="give the path of a DAG or plan JSON")
+    what = one_line(str(path), 200)
+    text = read_text(path, what=what, field="file", fix=fix, limit=MAX_DAG_CHARS)
+    return parse_json_text(text, what=what, field="file", fix=fix)
+
+
+def read_dag(path: Path) -> DAG:
+    """The DAG in a DAG file, or in a plan file's ``dag`` key.
+
+    Raises:
+        InputError: unreadable file, or JSON that is not a DAG; the message names the first bad field.
+    """
+    data = read_json(path)
+    if isinstance(data, dict) and "dag" in data and "nodes" not in data:
+        data = data["dag"]
+    if data is None:
+        raise InputError(f"{path} holds no DAG (an infeasible plan?)", field="dag", fix="give a plan with a strategy")
+    try:
+        return DAG.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(
+            f"{path} is not a DAG: {where}: {first['msg']}", field=where, fix="check it with shardplan validate FILE"
+        ) from None
+
+
+def require_valid(dag: DAG, path: Path) -> DAG:
+    """``dag`` when it passes validation, so it can be scheduled and priced.
+
+    A DAG that ``shardplan validate`` rejects (a cycle, an edge to a missing node, a broken decode step)
+    has no schedule to price or draw; it is refused here with the first violation rather than failing
+    deep in the scheduler.
+
+    Raises:
+        InputError: the first error-level violation, and how many there are.
+    """
+    from shardplan.limits import MAX_DAG_NODES
+    from shardplan.validators.validate import validate
+
+    if len(dag.nodes) > MAX_DAG_NODES:
+        raise InputError(f"{one_line(str(path), 200)} holds {len(dag.nodes):,} nodes, over the limit of "
+                         f"{MAX_DAG_NODES:,}", field="dag", fix="give a smaller DAG (fewer GPUs or microbatches)")
+    report = validate(dag)
+    errors = [v for v in report.violations if v.severity == "error"]
+    if errors:
+        first = errors[0]
+        raise InputError(f"{one_line(str(path), 200)} holds a DAG that fails validation ({len(errors)} error(s); "
+                         f"first {first.rule}: {one_line(first.message, 200)})", field="dag",
+                         fix=f"see shardplan validate {one_line(str(path), 200)}, and price a valid DAG")
+    return dag

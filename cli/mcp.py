@@ -1,0 +1,34 @@
+"""``shardplan mcp``: serve the planning tools to other agents over the Model Context Protocol.
+
+stdio (the default) is what desktop MCP clients launch; ``--transport http`` serves streamable HTTP at
+``http://127.0.0.1:8765/mcp``. The server lives in :mod:`shardplan.tools.surfaces.mcp_server`, imported inside the
+command so that ``shardplan --help`` does not load the MCP SDK.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import typer
+
+from shardplan.cli.app import app
+
+__all__ = ["mcp_command"]
+
+
+@app.command("mcp")
+def mcp_command(
+    transport: Annotated[Literal["stdio", "http"], typer.Option(
+        "--transport", "-t", help="stdio (for MCP clients that launch the server) or http (streamable HTTP)."),
+    ] = "stdio",
+    host: Annotated[str, typer.Option("--host", help="Address to bind with --transport http.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", min=1, max=65535,
+                                      help="Port to listen on with --transport http.")] = 8765,
+) -> None:
+    """Serve plan, build_dag, validate_dag, estimate_cost and the other tools as an MCP server."""
+    from shardplan.tools.surfaces.mcp_server import serve
+
+    try:
+        serve(transport, host=host, port=port)
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None

@@ -1,0 +1,156 @@
+"""The ranked tables of the terminal: a plan's alternatives and Pareto frontier, the search's ranking.
+
+Under each ranking goes one line when its leaders are within the cost model's stated error of each other
+(:func:`~shardplan.tools.search.ranking.near_tie`): a ranking inside the model's error is not one to act on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardplan.cli.app import console
+
+__all__ = ["print_alternatives", "print_frontier", "print_search", "frontier_note"]
+
+
+def frontier_note(per_gpu: list[float], backend: str) -> str | None:
+    """The line under a frontier whose points with the most tokens/s/GPU are within the model's stated error of
+    each other, or None when the first two already differ by more."""
+    from shardplan.tools.cost.estimate import stated_error_pct
+    from shardplan.tools.search.ranking import leading_within, near_tie_note
+
+    error = stated_error_pct(backend, "tokens/s")
+    top, spread = leading_within(sorted(per_gpu, reverse=True), error)
+    if top < 2:
+        return None
+    return near_tie_note(f"the {top} frontier points with the most tokens/s/GPU", spread, error, "tokens/s/GPU",
+                         backend)
+
+
+def _note(out: Any, text: str | None) -> None:
+    if text:
+        out.print(f"[yellow]note[/yellow]: {text}")
+
+
+def print_alternatives(plan: Any) -> None:
+    """A plan's runners-up; in a review, the strategies that beat the reviewed one and what it has against each
+    (said once under the table when it is the same for all)."""
+    from rich.table import Table
+
+    if not plan.alternatives:
+        return
+    out = console()
+    reviewing = any(m.startswith("reviewing") for m in plan.messages)
+    whys = [a.why_not for a in plan.alternatives]
+    # In a review a reason often belongs to the reviewed strategy alone (it misses a target): said once.
+    common = max(set(whys), key=whys.count)
+    shared = common if reviewing and whys.count(common) > 1 else None
+    reviewed = plan.strategy.to_spec() if plan.strategy is not None else "strategy"
+    columns = ["instead" if reviewing else "runner-up", "seqs", "GPUs", "TTFT ms", "TPOT ms", "tok/s/GPU"]
+    if len(set(whys)) > 1 or shared is None:
+        columns.append(f"why the reviewed {reviewed} loses" if reviewing else "why not")
+    title = f"strategies that beat the reviewed strategy {reviewed}" if reviewing else "alternatives"
+    table = Table(*columns, title=title)
+    for a in plan.alternatives:
+        cells = [
+            a.strategy,
+            str(a.concurrency or "-"),
+            str(a.gpus_used or "-"),
+            f"{a.ttft_ms:.1f}",
+            f"{a.tpot_ms:.2f}",
+            f"{a.tokens_per_s_per_gpu:.1f}",
+        ]
+        why = "" if a.why_not == shared else a.why_not
+        table.add_row(*cells, *([why] if len(columns) > len(cells) else []))
+    out.print(table)
+    if shared is not None:
+        rows = "each of them" if len(set(whys)) == 1 else "each row without a reason"
+        out.print(f"why the reviewed {reviewed} loses to {rows}: {shared}")
+    _note(out, plan.near_tie.note if plan.near_tie is not None else None)
+
+
+def print_frontier(plan: Any, limit: int = 12) -> None:
+    """The Pareto frontier of tokens/s/GPU against tokens/s/user, the chosen deployment marked."""
+    from rich.table import Table
+
+    d = plan.deployment
+    if d is None or not d.frontier:
+        return
+    table = Table(
+        "",
+        "deployment",
+        "seqs",
+        "GPUs",
+        "TTFT ms",
+        "TPOT ms",
+        "tok/s/user",
+        "tok/s/GPU",
+        "targets",
+        title="Pareto frontier (tokens/s/GPU against tokens/s/user)",
+    )
+    points = d.frontier
+    if len(points) > limit:  # keep the ends, the chosen point and evenly spaced ones between
+        step = (len(points) - 1) / (limit - 1)
+        keep = {round(i * step) for i in range(limit)} | {i for i, p in enumerate(points) if p.chosen}
+        points = [p for i, p in enumerate(points) if i in keep]
+    for p in points:
+        table.add_row(
+            "*" if p.chosen else "",
+            p.strategy,
+            str(p.concurrency),
+            str(p.gpus_used),
+            f"{p.ttft_ms:.0f}",
+            f"{p.tpot_ms:.2f}",
+            f"{p.tokens_per_s_per_user:.1f}",
+            f"{p.tokens_per_s_per_gpu:.1f}",
+            "met" if p.meets_targets else "missed",
+        )
+    out = console()
+    out.print(table)
+    backend = plan.cost.pricing.backend if plan.cost is not None and plan.cost.pricing is not None else "roofline"
+    _note(out, frontier_note([p.tokens_per_s_per_gpu for p in d.frontier], backend))
+
+
+def print_search(result: Any, backend: str) -> None:
+    """The search's ranking, its Pareto frontier and what it set aside before pricing, in words."""
+    from rich.table import Table
+
+    from shardplan.tools.planning.rejections import rejection_summary
+
+    out = console()
+    table = Table(
+        "#",
+        "deployment",
+        "seqs",
+        "GPUs",
+        "TTFT ms",
+        "TPOT ms",
+        "tok/s/GPU",
+        "tok/s/user",
+        "GB/GPU",
+        "priced by",
+        title=f"{result.evaluated} deployments in {result.seconds:.2f} s, objective {result.objective}",
+    )
+    for i, c in enumerate(result.candidates, 1):
+        table.add_row(
+            str(i),
+            c.spec,
+            str(c.concurrency),
+            f"{c.gpus_used} of {c.gpus_used + c.idle_gpus}",
+            f"{c.ttft_ms:.1f}",
+            f"{c.tpot_ms:.2f}",
+            f"{c.tokens_per_s_per_gpu:.1f}",
+            f"{c.tokens_per_s_per_user:.1f}",
+            f"{c.memory_per_gpu_gb:.1f}",
+            c.scored_by + ("" if c.meets_targets else " (misses)"),
+        )
+    out.print(table)
+    _note(out, result.near_tie.note if result.near_tie is not None else None)
+    _note(out, getattr(result, "simpler_preferred", None))
+    front = Table("deployment", "seqs", "tok/s/user", "tok/s/GPU", title="Pareto frontier")
+    for c in result.frontier:
+        front.add_row(c.spec, str(c.concurrency), f"{c.tokens_per_s_per_user:.1f}", f"{c.tokens_per_s_per_gpu:.1f}")
+    out.print(front)
+    _note(out, frontier_note([c.tokens_per_s_per_gpu for c in result.frontier], backend))
+    if result.rejected:
+        out.print(f"layouts set aside before pricing: {rejection_summary(result.rejected)}")

@@ -1,0 +1,100 @@
+"""Seeing and deploying a plan: ``report`` (HTML page, Perfetto trace) and ``export`` (engine launch commands)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from shardplan.cli.app import app, console, emit_json, fail
+from shardplan.cli.progress import working
+
+PlanArg = Annotated[Path, typer.Argument(help="A plan JSON file (shardplan plan -o plan.json).")]
+OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write (default: PLAN.html).")]
+TraceOpt = Annotated[Path | None, typer.Option("--trace", help="Also write the schedule as a Chrome/Perfetto trace.")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def read_plan(path: Path) -> Any:
+    """The Plan in ``path``; a missing, unreadable or non-plan file is one clear error (exit 2)."""
+    from pydantic import ValidationError
+
+    from shardplan.cli.files import read_json
+    from shardplan.tools.contracts.plan import Plan
+
+    data = read_json(path)
+    if not isinstance(data, dict) or "request" not in data or "status" not in data:
+        hint = " (it looks like a DAG; give the plan file)" if isinstance(data, dict) and "nodes" in data else ""
+        fail(f"{path} is not a plan file{hint}; write one with shardplan plan ... -o plan.json")
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        fail(f"{path} is not a valid plan: {where}: {first['msg']}; write one with shardplan plan ... -o plan.json")
+
+
+@app.command("report")
+def report_command(
+    plan_file: PlanArg,
+    output: OutputOpt = None,
+    trace: TraceOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write a self-contained HTML report of a plan (and optionally its schedule as a trace)."""
+    import json
+
+    from shardplan.cli.files import require_valid
+    from shardplan.io import write_atomic
+    from shardplan.tools.report.html import render_report
+    from shardplan.tools.report.timeline import trace_events
+
+    plan = read_plan(plan_file)
+    if plan.dag is not None:
+        require_valid(plan.dag, plan_file)  # the report draws its schedule
+    if trace is not None and plan.dag is None:
+        fail(f"--trace: {plan_file} is an infeasible plan with no DAG, so there is no schedule to trace")
+    target = output if output is not None else plan_file.with_suffix(".html")
+    with working(f"drawing the report of {plan_file}", quiet=as_json):
+        page = render_report(plan)
+        events: dict[str, Any] | None = trace_events(plan) if trace is not None else None
+    write_atomic(target, page)
+    result: dict[str, Any] = {"report": str(target), "bytes": len(page.encode()), "status": plan.status}
+    if trace is not None and events is not None:
+        write_atomic(trace, json.dumps(events, separators=(",", ":")))
+        result.update({"trace": str(trace), "events": len(events["traceEvents"])})
+    if as_json:
+        emit_json(result)
+        return
+    out = console()
+    out.print(f"report written to {target} ({result['bytes'] / 1024:,.0f} KB, status {plan.status})", markup=False)
+    if trace is not None:
+        out.print(f"trace written to {trace} ({result['events']:,} events; open it in ui.perfetto.dev)", markup=False)
+
+
+@app.command("export")
+def export_command(
+    plan_file: PlanArg,
+    engine: Annotated[str, typer.Option("--engine", "-e", help="vllm, sglang or trtllm.")] = "vllm",
+    as_json: JsonFlag = False,
+) -> None:
+    """Print the launch command that serves a plan's strategy with vLLM, SGLang or TensorRT-LLM."""
+    from shardplan.tools.launch.commands import ENGINES, launch_command
+
+    if engine not in ENGINES:
+        fail(f"--engine {engine!r} is not known; choose one of {', '.join(ENGINES)}")
+    plan = read_plan(plan_file)
+    if plan.strategy is None:
+        fail(f"{plan_file} is an infeasible plan: no strategy to launch ({plan.explanation})")
+    spec = launch_command(plan, engine)  # type: ignore[arg-type]
+    if as_json:
+        emit_json(spec)
+        return
+    from shardplan.reading import one_line
+
+    # Comment lines too: a newline in a model path would start a command of its own when pasted.
+    lines = [f"# {engine} launch for {one_line(spec.model)}: {plan.strategy.to_spec()}"]
+    lines += [f"# note: {one_line(note)}" for note in spec.notes]
+    sys.stdout.write("\n".join(lines) + "\n" + spec.command + "\n")

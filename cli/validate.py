@@ -1,0 +1,74 @@
+"""``shardplan validate FILE``: the validators' verdict on a DAG or plan JSON file.
+
+Exit codes: 0 valid (warnings allowed), 1 violations of mandatory rules (schema errors included),
+2 unreadable input (missing file, not UTF-8, not JSON).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from shardplan.cli.app import app, console, emit_json, fail
+from shardplan.cli.progress import working
+
+if TYPE_CHECKING:
+    from shardplan.tools.contracts.reports import ValidationReport
+
+__all__ = ["validate_command"]
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+@app.command("validate")
+def validate_command(
+    file: Annotated[
+        Path, typer.Argument(help="DAG JSON (shardplan build -o) or plan JSON (shardplan plan -o).")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the ValidationReport as JSON.")] = False,
+) -> None:
+    """Check a DAG (or the DAG of a plan) against the JSON Schema and every knowledge rule."""
+    from shardplan.errors import InputError
+    from shardplan.validators.schema_check import parse_json, validate_json
+
+    try:
+        text = file.read_bytes()
+    except OSError as exc:
+        fail(f"cannot read {file}: {exc.strerror or exc}; give the path of a DAG or plan JSON file")
+    try:
+        document = parse_json(text)
+    except InputError as exc:
+        fail(f"{file}: {exc}")
+    with working(f"checking {file} against every rule", quiet=as_json):
+        report = validate_json(document)
+    if as_json:
+        emit_json(report)
+    else:
+        _print_report(file, report)
+    raise typer.Exit(0 if report.valid else 1)
+
+
+def _print_report(file: Path, report: ValidationReport) -> None:
+    """A verdict line, then one table row per violation: rule, severity, message with citation, fix."""
+    from rich.table import Table
+
+    out = console()
+    errors = sum(v.severity == "error" for v in report.violations)
+    verdict = (
+        "[bold green]valid[/bold green]"
+        if report.valid
+        else f"[bold red]invalid[/bold red] ({errors} errors)"
+    )
+    out.print(
+        f"{file}: {verdict}; {report.nodes} nodes, {report.edges} edges, "
+        f"{len(report.rules_checked)} rules checked, {len(report.violations)} violations"
+    )
+    if not report.violations:
+        return
+    table = Table("rule", "severity", "message", "fix", show_lines=True)
+    for v in report.violations:
+        where = f"\n[dim]{v.citation}[/dim]" if v.citation else ""
+        table.add_row(v.rule, f"[{_STYLE[v.severity]}]{v.severity}[/]", v.message + where, v.fix)
+    out.print(table)

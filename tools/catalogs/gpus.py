@@ -1,0 +1,205 @@
+"""The GPU catalog and clusters: bundled datasheet figures, or the user's own YAML."""
+
+from __future__ import annotations
+
+import difflib
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from shardplan.errors import InputError
+from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NODES, check_count
+from shardplan.reading import one_line, parse_yaml_text, read_text
+from shardplan.tools.contracts.hardware import GPU, Cluster
+from shardplan.tools.contracts.units import rename_old_fields
+
+__all__ = ["gpu_catalog", "get_gpu", "make_cluster", "load_cluster", "cluster_for"]
+
+_ALIASES = {
+    "H100-SXM": "H100",
+    "H100SXM": "H100",
+    "H100-80GB": "H100",
+    "H200-SXM": "H200",
+    "A100-80GB": "A100",
+    "A100-SXM": "A100",
+    "A100-SXM4-80GB": "A100",
+    "A100-40G": "A100-40GB",
+    "A100-SXM4-40GB": "A100-40GB",
+    "A10040GB": "A100-40GB",
+    "H100PCIE": "H100-PCIE",
+    "H100-PCIE-80GB": "H100-PCIE",
+    "B200-SXM": "B200",
+    "GB200-NVL72": "GB200",
+}
+
+
+@lru_cache(maxsize=1)
+def gpu_catalog() -> dict[str, GPU]:
+    """The bundled GPUs by short name (H100, H200, B200, A100, L40S, MI300X, A100-40GB, H100-PCIe, H20, GB200)."""
+    import yaml
+
+    raw = yaml.safe_load((resources.files("shardplan.tools") / "data" / "gpus.yaml").read_text())
+    return {name: GPU(name=name, **fields) for name, fields in raw["gpus"].items()}
+
+
+def get_gpu(name: str) -> GPU:
+    """A catalog GPU by short name, any case.
+
+    Raises:
+        InputError: unknown GPU; the message lists the catalog.
+
+    >>> get_gpu("h100").memory_gb
+    80.0
+    """
+    catalog = gpu_catalog()
+    if not name.strip():
+        raise InputError("the GPU name is empty", field="gpu", fix=f"name one of {', '.join(catalog)}")
+    key = name.strip().upper()
+    key = _ALIASES.get(key, key)
+    for short, gpu in catalog.items():
+        if short.upper() == key:
+            return gpu
+    close = difflib.get_close_matches(key, list(catalog), n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise InputError(
+        f"unknown GPU '{one_line(name, 80)}'",
+        field="gpu",
+        fix=f"{hint}the catalog has {', '.join(catalog)}; describe another one with --cluster FILE",
+    )
+
+
+def make_cluster(gpu: str | GPU, gpus: int, gpus_per_node: int | None = None) -> Cluster:
+    """A cluster of ``gpus`` catalog GPUs, ``gpus_per_node`` to a node (the GPU's usual node size by default).
+
+    Raises:
+        InputError: a count that is not positive, or GPUs that do not fill whole nodes.
+    """
+    spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    if gpus < 1:
+        raise InputError(f"gpus={gpus} is not positive", field="gpus", fix="give at least 1 GPU")
+    check_count("gpus", gpus, MAX_GPUS)
+    # 0 is a value given, not an absent one: it is refused rather than replaced by the usual node size.
+    per_node = spec.gpus_per_node if gpus_per_node is None else gpus_per_node
+    if per_node < 1:
+        raise InputError(f"gpus_per_node={per_node} is not positive", field="gpus_per_node", fix="give at least 1")
+    check_count("gpus_per_node", per_node, MAX_GPUS_PER_NODE)
+    if gpus <= per_node:
+        per_node, nodes = gpus, 1
+    elif gpus % per_node:
+        raise InputError(
+            f"gpus={gpus} does not fill whole nodes of {per_node}",
+            field="gpus",
+            fix=f"use a multiple of {per_node} GPUs or set --gpus-per-node",
+        )
+    else:
+        nodes = gpus // per_node
+    return Cluster(
+        name=f"{nodes}x{per_node} {spec.name}",
+        gpu=spec,
+        gpus_per_node=per_node,
+        nodes=nodes,
+        intra_node_bandwidth_gb_per_s=spec.intra_node_bandwidth_gb_per_s,
+        intra_node_latency_us=spec.intra_node_latency_us,
+        inter_node_bandwidth_gb_per_s=spec.inter_node_bandwidth_gb_per_s,
+        inter_node_latency_us=spec.inter_node_latency_us,
+    )
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    """A cluster from YAML: ``gpu`` names a catalog GPU (or is a mapping describing one), link figures optional.
+
+    Raises:
+        InputError: unreadable file, unknown GPU, or a wrong field (named in the message).
+    """
+    file = Path(path)
+    what, fix = f"cluster file {one_line(str(path), 200)}", "give a YAML file with gpu, gpus_per_node and nodes"
+    raw: Any = parse_yaml_text(read_text(file, what=what, field="cluster", fix=fix), what=what, field="cluster",
+                               fix=fix)
+    if not isinstance(raw, dict) or "gpu" not in raw:
+        raise InputError(
+            f"cluster file {file} has no 'gpu' key",
+            field="cluster.gpu",
+            fix="add gpu: H100 (a catalog name) or a mapping with the GPU's figures",
+        )
+    try:
+        # Old link names first, so the GPU's defaults below do not collide with a figure given under one.
+        fields = dict(rename_old_fields(raw, "cluster"))
+    except ValueError as exc:
+        raise InputError(str(exc), field="cluster", fix="see shardplan schema cluster for the fields") from None
+    gpu_field = fields.pop("gpu")
+    try:
+        gpu = get_gpu(gpu_field) if isinstance(gpu_field, str) else GPU.model_validate(gpu_field)
+    except ValidationError as exc:
+        raise _field_error(exc, "cluster.gpu") from None
+    for key in (
+        "intra_node_bandwidth_gb_per_s",
+        "intra_node_latency_us",
+        "inter_node_bandwidth_gb_per_s",
+        "inter_node_latency_us",
+    ):
+        fields.setdefault(key, getattr(gpu, key))
+    fields.setdefault("gpus_per_node", gpu.gpus_per_node)
+    fields.setdefault("nodes", 1)
+    fields.setdefault("name", file.stem)
+    try:
+        cluster = Cluster(gpu=gpu, **{str(k): v for k, v in fields.items()})
+    except ValidationError as exc:
+        raise _field_error(exc, "cluster") from None
+    check_count("nodes", cluster.nodes, MAX_NODES)
+    check_count("gpus_per_node", cluster.gpus_per_node, MAX_GPUS_PER_NODE)
+    check_count("gpus", cluster.world_size, MAX_GPUS)
+    return cluster
+
+
+def _field_error(exc: ValidationError, prefix: str) -> InputError:
+    first = exc.errors()[0]
+    where = ".".join([prefix, *(str(p) for p in first["loc"])])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return InputError(f"{where}: {message}", field=where, fix="see shardplan schema cluster for the fields")
+
+
+def cluster_for(
+    gpu: str | None, gpus: int | None, gpus_per_node: int | None, cluster_file: str | Path | None
+) -> Cluster:
+    """The cluster a request describes: a cluster file (optionally only ``gpus`` of it), or ``gpus`` catalog GPUs.
+
+    A cluster file replaces ``gpu`` and ``gpus_per_node``; giving a different value for either is an error,
+    not silently ignored. ``gpus`` may ask for whole nodes of the file's cluster or part of one node.
+
+    Raises:
+        InputError: unreadable file, contradicting options, a count that does not fit, or a missing GPU/count.
+    """
+    if cluster_file is None:
+        if gpu is None:
+            raise InputError("no GPU given", field="gpu", fix="give --gpu (e.g. H100) or --cluster FILE")
+        if gpus is None:
+            raise InputError("no GPU count given", field="gpus", fix="give --gpus N")
+        return make_cluster(gpu, gpus, gpus_per_node)
+    where = load_cluster(cluster_file)
+    if gpu is not None and get_gpu(gpu).name != where.gpu.name:
+        raise InputError(
+            f"--gpu {gpu} contradicts the cluster file, which holds {where.gpu.name}",
+            field="gpu",
+            fix="leave out --gpu when giving --cluster",
+        )
+    if gpus is None or gpus == where.world_size:
+        return where
+    per_node = where.gpus_per_node
+    if gpus_per_node is not None and gpus_per_node != per_node and gpus >= per_node:
+        raise InputError(
+            f"--gpus-per-node {gpus_per_node} contradicts the cluster file ({per_node} per node)",
+            field="gpus_per_node",
+            fix="leave out --gpus-per-node when giving --cluster",
+        )
+    if 1 <= gpus < per_node:
+        return where.model_copy(update={"gpus_per_node": gpus, "nodes": 1})
+    if gpus >= 1 and gpus % per_node == 0 and gpus <= where.world_size:
+        return where.model_copy(update={"nodes": gpus // per_node})
+    raise InputError(
+        f"--gpus {gpus} does not fit the cluster file's {where.nodes} nodes of {per_node} GPUs",
+        field="gpus",
+        fix=f"give whole nodes (a multiple of {per_node}) up to {where.world_size}, or leave out --gpus",
+    )

@@ -1,0 +1,109 @@
+"""Launch commands for a plan: the vLLM, SGLang or TensorRT-LLM command line that serves its deployment.
+
+Each engine expresses a different subset of the plan's degrees. :func:`launch_command` maps what it can
+onto real flags and says in ``notes``, plainly, what the engine cannot express (a prefill SP degree,
+different prefill and decode layouts on shared GPUs, a microbatch count, an expert-parallel degree the
+engine derives by itself). Every replica or pool worker is a server process of its own, on the GPUs the
+deployment's placement gives it (:func:`shardplan.tools.serving.place_workers`), with the engine's
+concurrency limit taken from the deployment. One module per engine holds its flags and the documentation
+they were checked against.
+
+>>> from shardplan.tools.contracts.plan import PlanRequest
+>>> from shardplan.tools.contracts.workload import Workload
+>>> from shardplan.tools.contracts.strategy import parse_strategy
+>>> from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
+>>> request = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=2, workload=Workload(isl=512, osl=64, batch=4))
+>>> model, cluster = resolve_request(request)
+>>> launch_command(plan_for_strategy(request, model, cluster, parse_strategy("tp=2")), "vllm").command
+'vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2 --max-num-seqs 4'
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shardplan.errors import InputError
+from shardplan.tools.contracts.plan import Plan
+from shardplan.tools.launch import sglang, trtllm, vllm
+from shardplan.tools.launch.servers import ENGINES, Engine, FlagValue, plan_servers, plan_target
+from shardplan.tools.launch.shell import instance_lines, script, shell_word
+
+__all__ = ["Engine", "ENGINES", "FlagValue", "LaunchSpec", "launch_command", "shell_word"]
+
+
+class LaunchSpec(BaseModel):
+    """How to start an engine for a plan: the shell text, the flags per role, and what it cannot express."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: Engine = Field(description="vllm, sglang or trtllm.")
+    model: str = Field(description="Model id the commands serve.")
+    command: str = Field(description="Shell text that starts everything: config files, servers, router.")
+    commands: dict[str, str] = Field(description="Per role (serve, or prefill/decode/router), its command lines.")
+    flags: dict[str, dict[str, FlagValue]] = Field(
+        description="Per role, the flags of its first server process, in command order (True = a bare switch).")
+    env: dict[str, dict[str, str]] = Field(description="Per role, the environment of its first server process.")
+    files: dict[str, str] = Field(default_factory=dict, description="Config files the commands read: name -> text.")
+    notes: list[str] = Field(default_factory=list, description="What the engine cannot express, and how to run it.")
+
+
+def launch_command(plan: Plan, engine: Engine) -> LaunchSpec:
+    """The command line that serves ``plan``'s strategy with ``engine``.
+
+    Colocated plans get one server role (``serve``); disaggregated plans get ``prefill`` and ``decode``
+    roles and a ``router`` where the engine needs one. Each role runs ``dp`` processes when replicas are
+    separate servers. Ports: vLLM 8000 (8100 prefill, 8200 decode), SGLang 30000 (30100 decode, router
+    8000), TensorRT-LLM 8000 (8001 context, 8101 generation, orchestrator 8000).
+
+    Raises:
+        InputError: unknown engine, or a plan without a strategy (infeasible).
+    """
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine {engine!r}", field="engine", fix=f"choose one of {', '.join(ENGINES)}")
+    if plan.strategy is None:
+        raise InputError("the plan is infeasible and has no strategy to launch", field="strategy",
+                         fix=(f"plan again with at least {plan.min_gpus} GPUs" if plan.min_gpus
+                              else "plan again with more GPUs or a smaller workload"))
+    notes: list[str] = []
+    if plan.status == "infeasible":
+        notes.append("the plan is marked infeasible (it does not fit in GPU memory); these commands will not start")
+    target = plan_target(plan)
+    servers = plan_servers(plan, notes, target)
+    disaggregated = plan.strategy.disaggregated
+    files: dict[str, str] = {}
+    for server in servers:
+        if engine == "vllm":
+            vllm.configure(target, server, notes, disaggregated)
+        elif engine == "sglang":
+            sglang.configure(target, server, notes, disaggregated)
+        else:
+            trtllm.configure(target, server, notes, disaggregated, files)
+    if engine == "vllm":
+        extras = vllm.extras(servers, notes)
+    elif engine == "sglang":
+        extras = sglang.extras(servers, notes)
+    else:
+        extras = trtllm.extras(servers, notes, files)
+        if target.kv_fp8:
+            notes.append("the plan assumes an fp8 KV cache; set the KV-cache format in the TensorRT-LLM config as "
+                         "your release documents it")
+    if plan.request.weight_dtype:
+        notes.append(f"the plan assumes {plan.request.weight_dtype} weights: serve a checkpoint in that format")
+
+    per_node: dict[int, list[str]] = defaultdict(list)
+    commands: dict[str, list[str]] = defaultdict(list)
+    for server in servers:
+        for node, line in instance_lines(target, server):
+            per_node[node].append(line)
+            commands[server.role].append(line)
+    for role, line, node in extras:
+        per_node[node].append(line)
+        commands[role].append(line)
+    return LaunchSpec(
+        engine=engine, model=target.model, command=script(per_node, files),
+        commands={role: "\n".join(lines) for role, lines in commands.items()},
+        flags={s.role: s.flags for s in servers}, env={s.role: s.env for s in servers},
+        files=files, notes=notes,
+    )

@@ -1,0 +1,290 @@
+"""One deployment, evaluated: its best concurrency for a given strategy, the DAG of one replica, its figures.
+
+A strategy's ``dp`` counts replicas (or, disaggregated, each pool's workers). The serving model prices
+the deployment in steady state; the DAG is built, validated and scheduled for one replica (or one
+prefill and one decode worker) on the GPUs it occupies, at its own share of the concurrency. The plan's
+headline figures are the deployment's; the DAG's per-phase schedule stays in ``cost.prefill`` and
+``cost.decode``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from shardplan.tools.contracts.feasibility import Problem, strategy_problems
+from shardplan.tools.contracts.hardware import Cluster
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.contracts.plan import Deployment, FrontierPoint, WorkerPool
+from shardplan.tools.contracts.reports import CostReport, MemoryReport
+from shardplan.tools.contracts.strategy import Strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.cost.estimate import target_misses
+from shardplan.tools.planning.evaluation import Evaluation, evaluate
+from shardplan.tools.search.deployments import Candidate
+from shardplan.tools.search.ranking import rank_key
+from shardplan.tools.serving.aggregated import aggregated_options
+from shardplan.tools.serving.disaggregated import (
+    decode_worker,
+    decode_workers,
+    pool_frontier,
+    pool_options,
+    prefill_worker,
+)
+from shardplan.tools.serving.options import DeploymentOption
+from shardplan.tools.serving.placement import max_workers, occupied_cluster, packs, pools_pack, replica_strategy
+from shardplan.tools.serving.steps import StepPricer
+
+__all__ = [
+    "DeploymentEvaluation",
+    "deployment_problems",
+    "best_option",
+    "evaluate_deployment",
+    "deployment_section",
+]
+
+
+def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> list[Problem]:
+    """Every reason the deployment cannot run: its replica cannot be built, its workers do not pack into
+    the cluster's nodes, or it needs more GPUs than the budget."""
+    replica = replica_strategy(strategy)
+    roomy = workload.at_concurrency(max(workload.sequences, 1 << 16))
+    per_node, budget = cluster.gpus_per_node, cluster.world_size
+    problems = strategy_problems(model, replica, roomy, replica.span(per_node), per_node)
+    if strategy.gpus > budget:
+        problems.append(
+            Problem(
+                "HIER-2",
+                f"the deployment uses {strategy.gpus} GPUs but the budget is {budget}",
+                f"use fewer replicas (dp) or a smaller layout: at most {budget} GPUs",
+            )
+        )
+    sizes = [replica.prefill.gpus, replica.decode.gpus] if strategy.disaggregated else [replica.decode.gpus]
+    for size in sizes:
+        if not packs(size, per_node):
+            problems.append(
+                Problem(
+                    "HIER-2",
+                    f"a worker of {size} GPUs would split a node of {per_node} GPUs unevenly",
+                    f"give each worker at most {per_node} GPUs or a multiple of {per_node}",
+                )
+            )
+    pools = ((strategy.prefill.dp, replica.prefill.gpus), (strategy.decode.dp, replica.decode.gpus))
+    if strategy.disaggregated and strategy.gpus <= budget and not pools_pack(pools, budget, per_node):
+        problems.append(
+            Problem(
+                "HIER-2",
+                f"{strategy.prefill.dp} prefill worker(s) of {replica.prefill.gpus} and {strategy.decode.dp} decode "
+                f"worker(s) of {replica.decode.gpus} GPUs cannot all be placed on {budget} GPUs in nodes of "
+                f"{per_node} without splitting a worker across nodes",
+                f"use fewer workers, or worker sizes that fill nodes of {per_node} together",
+            )
+        )
+    return problems
+
+
+def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> DeploymentOption | None:
+    """The best concurrency for exactly this deployment (its replicas or pool sizes fixed) under the
+    workload's objective; None when no concurrency fits its memory."""
+    budget = max(cluster.world_size, strategy.gpus)  # a given deployment is priced on the GPUs it uses
+    if not strategy.disaggregated:
+        replicas = strategy.decode.dp
+        options = aggregated_options(model, cluster, strategy.decode, workload, budget=budget, replicas=replicas)
+    else:
+        replica = replica_strategy(strategy)
+        x, y = strategy.prefill.dp, strategy.decode.dp
+        pricer = StepPricer.for_workload(model, cluster, replica.decode, workload)
+        prefill = prefill_worker(model, cluster, replica.prefill, workload)
+        grid = decode_workers(model, cluster, replica.decode, workload, pricer)
+        if workload.batch is not None:
+            fixed = math.ceil(workload.batch / y)
+            # The batch asked for first; when the prefill pool cannot feed it, the smaller batches it can.
+            decodes = [decode_worker(pricer, fixed, workload)]
+            fallbacks = [d for d in grid if d.sequences < fixed]
+        else:
+            decodes, fallbacks = grid, []
+        options = []
+        if prefill is not None:
+            # Sized for the rate when the pools serve it (as the search prices them), else at full load.
+            for sized in (workload, workload.model_copy(update={"rate": None})):
+                options += pool_frontier(
+                    model, cluster, prefill, decodes, sized, budget=budget, pricer=pricer, counts=(x, y)
+                )
+                if options:
+                    break
+            # The largest batch the prefill pool can feed: the nearest to the one asked for.
+            for decode in sorted(fallbacks, key=lambda d: -d.sequences) if not options else []:
+                options = pool_options(model, cluster, prefill, decode, workload, budget=budget, counts=(x, y))
+                if options:
+                    break
+    if not options:
+        return None
+    return min(options, key=rank_key(workload.objective, workload))
+
+
+@dataclass
+class DeploymentEvaluation:
+    """A deployment's best option, the evaluation of its replica DAG, and its cost report."""
+
+    option: DeploymentOption | None
+    evaluation: Evaluation
+    cost: CostReport
+    cluster: Cluster
+    """The GPUs one replica (or one prefill and decode worker pair) occupies."""
+
+
+def evaluate_deployment(
+    model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload
+) -> DeploymentEvaluation:
+    """Price the deployment, build and validate its replica DAG, and merge both into one cost report.
+
+    Raises:
+        StrategyError: the replica cannot be built.
+    """
+    option = best_option(model, cluster, strategy, workload)
+    replica = replica_strategy(strategy)
+    # A shared-GPU replica may hold several decode replicas of the priced layout (see replica_strategy).
+    groups = 1 if strategy.disaggregated else replica.decode.dp
+    floor = max(replica.decode.dp * replica.decode.adp * replica.decode.mb, replica.prefill.adp * replica.prefill.mb)
+    per_worker = max((option.worker_concurrency * groups) if option else workload.sequences, floor)
+    prompts = min(option.prefill_prompts, per_worker) if option and strategy.disaggregated else None
+    sized = workload.at_concurrency(per_worker, prompts)
+    occupied = occupied_cluster(cluster, replica)
+    evaluation = evaluate(model, occupied, replica, sized)
+    cost = evaluation.cost
+    if option is not None:
+        misses = target_misses(workload, option.ttft_ms, option.tpot_ms, option.requests_per_s)
+        notes = [
+            f"TTFT, TPOT and throughput are the deployment's steady state under {workload.batching} batching "
+            f"at {option.concurrency} sequences in flight ({per_worker} per "
+            f"{'decode worker' if strategy.disaggregated else 'replica'}); the prefill and decode schedules "
+            "below are one replica's DAG"
+        ] + [n for n in cost.notes if n.startswith("model error")]
+        asked = math.ceil(workload.batch / strategy.decode.dp) if workload.batch and strategy.disaggregated else 0
+        if option.worker_concurrency < asked:
+            notes.append(
+                f"the {strategy.prefill.dp} prefill worker(s) cannot feed {asked} sequences per decode worker "
+                f"(no steady state: their queue would grow without bound); each decode worker runs the largest "
+                f"batch they feed, {option.worker_concurrency}"
+            )
+        cost = cost.model_copy(
+            update={
+                "ttft_ms": option.ttft_ms,
+                "tpot_ms": option.tpot_ms,
+                "e2e_ms": option.e2e_ms,
+                "tokens_per_s": option.tokens_per_s,
+                "tokens_per_s_per_gpu": option.tokens_per_s_per_gpu,
+                "tokens_per_s_per_user": option.tokens_per_s_per_user,
+                "kv_transfer_ms": option.kv_transfer_ms,
+                "meets_targets": not misses,
+                "target_misses": misses,
+                "notes": notes,
+            }
+        )
+    return DeploymentEvaluation(option=option, evaluation=evaluation, cost=cost, cluster=occupied)
+
+
+def _pool(role: str, workers: int, layout_spec: str, gpus: int, load: int, memory: MemoryReport) -> WorkerPool:
+    return WorkerPool.model_validate(
+        {
+            "role": role,
+            "workers": workers,
+            "layout": layout_spec,
+            "gpus_per_worker": gpus,
+            "concurrency_per_worker": max(load, 1),
+            "max_concurrency_per_worker": memory.max_batch,
+            "memory_per_gpu_gb": memory.total_gb,
+            "weights_gb": memory.weights_gb,
+            "kv_cache_gb": memory.kv_cache_gb,
+            "capacity_gb": memory.capacity_gb,
+        }
+    )
+
+
+def _idle_reason(cluster: Cluster, strategy: Strategy, workload: Workload, idle: int) -> str:
+    if idle == 0:
+        return ""
+    per_node = cluster.gpus_per_node
+    if strategy.disaggregated:
+        return f"the two pools are sized so their rates match; {idle} more GPU(s) would not balance them better"
+    size = replica_strategy(strategy).decode.gpus
+    room = max_workers(cluster.world_size, per_node, size)
+    if workload.rate is not None:
+        return f"{strategy.decode.dp} replica(s) already serve {workload.rate:g} requests/s under the targets"
+    if strategy.decode.dp < room:
+        if workload.batch is not None and strategy.decode.dp >= workload.batch:
+            return f"{workload.batch} sequence(s) in flight keep at most {workload.batch} replica(s) busy"
+        return f"more replicas would not help the {workload.objective} objective, and a larger layout is slower" + (
+            " or would cross nodes" if size * 2 > per_node else ""
+        )
+    return f"a replica takes {size} GPUs, and {idle} left over cannot hold another within whole nodes of {per_node}"
+
+
+def deployment_section(
+    cluster: Cluster,
+    strategy: Strategy,
+    workload: Workload,
+    evaluated: DeploymentEvaluation,
+    frontier: list[Candidate] | None = None,
+) -> Deployment:
+    """The plan's ``deployment``: replicas or pools, concurrency, GPUs used of the budget, memory per pool."""
+    option, memory = evaluated.option, evaluated.cost.memory
+    replica = replica_strategy(strategy)
+    concurrency = option.concurrency if option else workload.sequences
+    per_worker = option.worker_concurrency if option else workload.sequences
+    if strategy.disaggregated:
+        prompts = option.prefill_prompts if option else 1
+        pools = [
+            _pool("prefill", strategy.prefill.dp, replica.prefill.to_spec(), replica.prefill.gpus, prompts, memory[0]),
+            _pool("decode", strategy.decode.dp, replica.decode.to_spec(), replica.decode.gpus, per_worker, memory[-1]),
+        ]
+    else:
+        pools = [
+            _pool("replica", strategy.decode.dp, replica.decode.to_spec(), replica.decode.gpus, per_worker, memory[0])
+        ]
+    idle = max(cluster.world_size - strategy.gpus, 0)
+    chosen = strategy.to_spec()
+    points = [
+        FrontierPoint(
+            strategy=c.spec,
+            concurrency=c.concurrency,
+            gpus_used=max(c.gpus_used, 1),
+            ttft_ms=c.ttft_ms,
+            tpot_ms=c.tpot_ms,
+            tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
+            tokens_per_s_per_user=c.tokens_per_s_per_user,
+            meets_targets=c.meets_targets,
+            chosen=c.spec == chosen and c.concurrency == concurrency,
+        )
+        for c in frontier or []
+    ]
+    if option is not None and not any(p.chosen for p in points):
+        points.append(
+            FrontierPoint(
+                strategy=chosen,
+                concurrency=max(concurrency, 1),
+                gpus_used=strategy.gpus,
+                ttft_ms=option.ttft_ms,
+                tpot_ms=option.tpot_ms,
+                tokens_per_s_per_gpu=option.tokens_per_s_per_gpu,
+                tokens_per_s_per_user=option.tokens_per_s_per_user,
+                meets_targets=evaluated.cost.meets_targets,
+                chosen=True,
+            )
+        )
+        points.sort(key=lambda p: p.tokens_per_s_per_user)
+    return Deployment(
+        concurrency=max(concurrency, 1),
+        replicas=strategy.decode.dp,
+        gpus_used=strategy.gpus,
+        idle_gpus=idle,
+        batching=workload.batching,
+        prefill_workers=strategy.prefill.dp if strategy.disaggregated else None,
+        decode_workers=strategy.decode.dp if strategy.disaggregated else None,
+        gpu_budget=cluster.world_size,
+        idle_reason=_idle_reason(cluster, strategy, workload, idle),
+        requests_per_s=option.requests_per_s if option else 0.0,
+        kv_transfer_ms=option.kv_transfer_ms if option else 0.0,
+        pools=pools,
+        frontier=points,
+    )

@@ -1,0 +1,267 @@
+"""The deterministic planner: request to Plan, by search, build, validate and cost.
+
+This is what the ``builtin`` policy's tool calls do, and what ``shardplan plan`` runs. Each step is a
+plain function so the agent, the MCP server and the CLI share it.
+"""
+
+from __future__ import annotations
+
+from shardplan import __version__
+from shardplan.errors import InfeasibleError, StrategyError
+from shardplan.tools.catalogs.gpus import cluster_for
+from shardplan.tools.catalogs.models import check_context, load_model
+from shardplan.tools.contracts.hardware import Cluster
+from shardplan.tools.contracts.model import ModelSpec
+from shardplan.tools.contracts.plan import Alternative, NearTie, Plan, PlanRequest, PlanStatus
+from shardplan.tools.contracts.reports import CostReport
+from shardplan.tools.contracts.strategy import Strategy
+from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.planning.deployment import deployment_problems, deployment_section, evaluate_deployment
+from shardplan.tools.planning.explain import explain
+from shardplan.tools.planning.rejections import rejection_summary
+from shardplan.tools.search.constraint_checks import strategy_violations
+from shardplan.tools.search.deployments import Candidate, SearchResult, candidate_from_cost, search
+from shardplan.tools.search.ranking import RankedFigures, near_tie, rank_key
+
+__all__ = [
+    "resolve_request",
+    "infeasible_explanation",
+    "infeasible_plan",
+    "plan",
+    "plan_for_strategy",
+    "review",
+    "explain",
+    "why_not",
+    "alternatives_from",
+]
+
+
+def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
+    """The model and cluster a request names.
+
+    Raises:
+        InputError: unknown model or GPU, unreadable cluster file, a GPU count that does not fit nodes, a
+            prompt plus output longer than the model's context.
+    """
+    model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    check_context(model, request.workload.isl, request.workload.osl)
+    return model, cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster)
+
+
+def infeasible_explanation(exc: InfeasibleError) -> str:
+    """The explanation of an infeasible plan: the reason, citing the memory rule when memory is the reason."""
+    text = str(exc)
+    return text + ("." if "constraint" in text and exc.min_gpus is None else " (MEM-1).")
+
+
+def infeasible_plan(request: PlanRequest, exc: InfeasibleError) -> Plan:
+    """The plan of a request that nothing fits: no strategy; the fewest GPUs and the changes that would fit."""
+    return Plan(
+        shardplan_version=__version__,
+        request=request,
+        status="infeasible",
+        strategy=None,
+        min_gpus=exc.min_gpus,
+        hints=exc.hints,
+        explanation=infeasible_explanation(exc),
+        messages=[str(exc)],
+    )
+
+
+def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
+    """One line saying why ``candidate`` lost to ``chosen`` under ``objective``."""
+    if candidate.target_misses and not chosen.target_misses:
+        return "misses " + "; ".join(candidate.target_misses)
+    reasons = []
+    if objective in ("throughput", "goodput") and candidate.tokens_per_s_per_gpu < chosen.tokens_per_s_per_gpu:
+        drop = 1 - candidate.tokens_per_s_per_gpu / max(chosen.tokens_per_s_per_gpu, 1e-9)
+        reasons.append(
+            f"{drop:.{0 if drop >= 0.1 else 1}%} fewer tokens/s/GPU "
+            f"({candidate.tokens_per_s_per_gpu:.1f} vs {chosen.tokens_per_s_per_gpu:.1f})"
+        )
+    if (objective in ("throughput", "goodput") and candidate.gpus_used < chosen.gpus_used
+            and candidate.tokens_per_s < chosen.tokens_per_s):
+        # Throughput ranks the tokens the whole budget serves: fewer GPUs used can lose despite more per GPU.
+        drop = 1 - candidate.tokens_per_s / max(chosen.tokens_per_s, 1e-9)
+        reasons.append(f"{drop:.{0 if drop >= 0.1 else 1}%} fewer tokens/s in all, on {candidate.gpus_used} "
+                       f"GPUs vs {chosen.gpus_used}")
+    if objective == "rate" and candidate.gpus_used > chosen.gpus_used:
+        reasons.append(f"{candidate.gpus_used} GPUs vs {chosen.gpus_used}")
+    if candidate.tpot_ms > chosen.tpot_ms * 1.005:
+        reasons.append(f"TPOT {candidate.tpot_ms:.2f} ms vs {chosen.tpot_ms:.2f} ms")
+    if candidate.ttft_ms > chosen.ttft_ms * 1.005:
+        reasons.append(f"TTFT {candidate.ttft_ms:.1f} ms vs {chosen.ttft_ms:.1f} ms")
+    if (
+        candidate.strategy.disaggregated
+        and not chosen.strategy.disaggregated
+        and not candidate.target_misses
+        and candidate.tokens_per_s > chosen.tokens_per_s
+    ):
+        lead = 1 - chosen.tokens_per_s / candidate.tokens_per_s
+        reasons = [
+            f"split, leads by {lead:.1%} in tokens/s, inside the model's stated error: the aggregated deployment "
+            f"is preferred (no KV-cache transfer, no pool ratio to keep matched)"
+        ]
+    if not reasons:
+        reasons.append("equal within the model's error; ranked lower on the tie-breaker")
+    return "; ".join(reasons)
+
+
+def plan_for_strategy(
+    request: PlanRequest,
+    model: ModelSpec,
+    cluster: Cluster,
+    strategy: Strategy,
+    alternatives: list[Alternative] | None = None,
+    messages: list[str] | None = None,
+    frontier: list[Candidate] | None = None,
+    reviewing: bool = False,
+) -> Plan:
+    """A Plan for a given deployment (``dp`` = replicas, or each pool's workers): its best concurrency,
+    the DAG of one replica, validated and priced, and the explanation.
+
+    Raises:
+        StrategyError: the replica cannot be built, or the deployment exceeds the budget or splits nodes.
+    """
+    problems = deployment_problems(model, cluster, strategy, request.workload)
+    if problems:
+        reasons = "; ".join(f"{p.message} [{p.rule}]" for p in problems)
+        raise StrategyError(
+            f"strategy {strategy.to_spec()} cannot be deployed: {reasons}", field="strategy", fix=problems[0].fix
+        )
+    evaluated = evaluate_deployment(model, cluster, strategy, request.workload)
+    dag, validation, cost = evaluated.evaluation.dag, evaluated.evaluation.validation, evaluated.cost
+    alternatives = alternatives or []
+    status: PlanStatus = "ok" if cost.meets_targets and cost.fits and validation.valid else "targets_missed"
+    if not cost.fits or evaluated.option is None:
+        status = "infeasible"
+    deployment = deployment_section(cluster, strategy, request.workload, evaluated, frontier)
+    return Plan(
+        shardplan_version=__version__,
+        request=request,
+        status=status,
+        deployment=deployment,
+        strategy=strategy,
+        dag=dag,
+        validation=validation,
+        cost=cost,
+        alternatives=alternatives,
+        near_tie=_near_tie(request.workload, cost, deployment.gpus_used if deployment else strategy.gpus, alternatives,
+                           reviewing),
+        explanation=explain(model, strategy, cost, dag, deployment, alternatives[0] if alternatives else None,
+                            reviewing),
+        messages=list(messages or []) + cost.target_misses,
+    )
+
+
+def _near_tie(
+    workload: Workload, cost: CostReport, gpus_used: int, alternatives: list[Alternative], reviewing: bool
+) -> NearTie | None:
+    """Whether the plan's deployment and its alternatives are within the error its cost report states."""
+    if not alternatives:
+        return None
+    figures = [RankedFigures.of(a, workload.osl) for a in alternatives]
+    chosen = RankedFigures(cost.ttft_ms, cost.tpot_ms, cost.tokens_per_s, cost.tokens_per_s_per_gpu, gpus_used,
+                           cost.tokens_per_s / workload.osl)
+    backend = cost.pricing.backend if cost.pricing is not None else "roofline"
+    subject = (
+        "the top {top} of the reviewed strategy and those that beat it"
+        if reviewing
+        else "the chosen deployment and the first {others} runner(s)-up"
+    )
+    return near_tie([chosen, *figures], workload, backend, subject)
+
+
+def runners_up(result: SearchResult, chosen: Candidate, limit: int = 4) -> list[Candidate]:
+    """The best searched candidate of each other layout, best first (at most ``limit``)."""
+    seen = {chosen.spec}
+    runners = []
+    for c in result.candidates:
+        if c.spec not in seen:
+            seen.add(c.spec)
+            runners.append(c)
+    return runners[:limit]
+
+
+def alternative(c: Candidate, why: str) -> Alternative:
+    """A searched candidate as a plan's alternative, saying ``why`` it lost (or, in a review, won)."""
+    return Alternative(
+        strategy=c.spec,
+        ttft_ms=c.ttft_ms,
+        tpot_ms=c.tpot_ms,
+        tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
+        tokens_per_s_per_user=c.tokens_per_s_per_user,
+        concurrency=c.concurrency,
+        gpus_used=c.gpus_used or None,
+        why_not=why,
+    )
+
+
+def alternatives_from(result: SearchResult, chosen: Candidate, objective: str, limit: int = 4) -> list[Alternative]:
+    """The runners-up of a search (one per layout, its best concurrency), each with why it lost."""
+    return [alternative(c, why_not(c, chosen, objective)) for c in runners_up(result, chosen, limit)]
+
+
+def plan(request: PlanRequest) -> Plan:
+    """Search the strategy space for ``request`` and return the best plan, or an infeasible one.
+
+    Raises:
+        InputError: the request names an unknown model or GPU, or malformed files.
+    """
+    model, cluster = resolve_request(request)
+    try:
+        result = search(model, cluster, request.workload, top=6, constraints=request.constraints)
+    except InfeasibleError as exc:
+        return infeasible_plan(request, exc)
+    best = result.candidates[0]
+    messages = [
+        f"priced {result.evaluated} deployments in {result.seconds:.2f} s"
+        + (f"; set aside {rejection_summary(result.rejected)}" if result.rejected else "")
+    ]
+    messages += [result.simpler_preferred] if result.simpler_preferred else []
+    return plan_for_strategy(
+        request,
+        model,
+        cluster,
+        best.strategy,
+        alternatives_from(result, best, result.objective),
+        messages,
+        result.frontier,
+    )
+
+
+def review(request: PlanRequest, strategy: Strategy, limit: int = 4) -> Plan:
+    """The plan of a strategy the user already runs or proposes, with the searched strategies that beat it.
+
+    The plan is built, validated and priced like any other; its alternatives are the search's strategies
+    that rank above it for the request's objective, each saying by how much.
+
+    Raises:
+        InputError: unknown model or GPU. StrategyError: the strategy cannot be built.
+    """
+    model, cluster = resolve_request(request)
+    given_plan = plan_for_strategy(request, model, cluster, strategy)  # refuses an unbuildable strategy first
+    assert given_plan.cost is not None
+    given = candidate_from_cost(strategy, request.workload, given_plan.cost)
+    messages = [f"reviewing the given strategy {strategy.to_spec()}"]
+    if request.constraints is not None:
+        broken = strategy_violations(strategy, request.constraints, cluster.gpus_per_node)
+        messages += [f"the given strategy breaks the constraint {text}" for text in broken]
+    better: list[Candidate] = []
+    try:
+        result = search(model, cluster, request.workload, top=max(limit + 1, 6), constraints=request.constraints)
+    except InfeasibleError:
+        result = None
+    if result is not None:
+        key = rank_key(request.workload.objective, request.workload)
+        better = [c for c in result.candidates if c.spec != given.spec and key(c) < key(given)]
+        messages.append(
+            f"{len(better)} of the {len(result.candidates)} best searched strategies beat it"
+            if better
+            else f"no searched strategy beats it ({result.evaluated} priced)"
+        )
+    # Each reason is what the reviewed strategy has against one that beats it (the table words the preamble once).
+    alternatives = [alternative(c, why_not(given, c, request.workload.objective)) for c in better[:limit]]
+    return plan_for_strategy(
+        request, model, cluster, strategy, alternatives, messages, result.frontier if result else None, reviewing=True
+    )

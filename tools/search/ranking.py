@@ -1,0 +1,245 @@
+"""How deployments are ranked: target shortfall first, then the objective's metric; the Pareto frontier.
+
+Plain functions over anything that carries the figures (search candidates, priced serving options), so the
+search, the deployment evaluation and the planner rank alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeVar
+
+from shardplan.tools.contracts.plan import Alternative, NearTie
+from shardplan.tools.contracts.strategy import Strategy
+from shardplan.tools.contracts.workload import Workload
+
+__all__ = [
+    "Ranked",
+    "RankedFigures",
+    "shortfall",
+    "rank_key",
+    "pareto_front",
+    "leading_within",
+    "near_tie",
+    "near_tie_note",
+]
+
+
+class Ranked(Protocol):
+    """What ranking reads of a deployment (read-only, so frozen options and candidates both qualify)."""
+
+    @property
+    def ttft_ms(self) -> float: ...
+
+    @property
+    def tpot_ms(self) -> float: ...
+
+    @property
+    def tokens_per_s(self) -> float: ...
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float: ...
+
+    @property
+    def gpus_used(self) -> int: ...
+
+    @property
+    def requests_per_s(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class RankedFigures:
+    """The figures ranking reads, for a deployment known only by its reported figures (a plan's own, an
+    alternative's)."""
+
+    ttft_ms: float
+    tpot_ms: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    gpus_used: int
+    requests_per_s: float
+
+    @classmethod
+    def of(cls, alternative: Alternative, osl: int) -> RankedFigures:
+        """A plan's alternative, its deployment's tokens/s from its figure per GPU and its GPU count."""
+        gpus = alternative.gpus_used or 1
+        total = alternative.tokens_per_s_per_gpu * gpus
+        return cls(alternative.ttft_ms, alternative.tpot_ms, total, alternative.tokens_per_s_per_gpu, gpus, total / osl)
+
+
+def shortfall(workload: Workload, c: Ranked) -> float:
+    """How far ``c`` misses the targets, as relative gaps summed (0 when it meets them all)."""
+    gap = 0.0
+    if workload.ttft_ms:
+        gap += max(0.0, c.ttft_ms / workload.ttft_ms - 1)
+    if workload.tpot_ms:
+        gap += max(0.0, c.tpot_ms / workload.tpot_ms - 1)
+    if workload.rate:
+        gap += max(0.0, 1 - c.requests_per_s / workload.rate)
+    return gap
+
+
+def rank_key(objective: str, workload: Workload) -> Callable[[Ranked], tuple[float, ...]]:
+    """The sort key of an objective: smaller is better (target misses first, then the objective's metric:
+    fewest GPUs for a rate, end-to-end latency for ``latency``, total tokens/s on the budget otherwise)."""
+
+    def key(c: Ranked) -> tuple[float, ...]:
+        miss = shortfall(workload, c)
+        e2e = c.ttft_ms + (workload.osl - 1) * c.tpot_ms
+        gpus = float(c.gpus_used)
+        if workload.rate is not None:
+            # Among the fewest GPUs, the lightest load that still serves the rate: its operating point.
+            return (miss, gpus, e2e, -c.tokens_per_s_per_gpu)
+        if objective == "latency":
+            return (miss, e2e, gpus, -c.tokens_per_s_per_gpu)
+        # Throughput: the most tokens the budget serves (tokens/s per GPU of the budget, idle ones counting
+        # as zero, as AIConfigurator ranks too); among equals the fewest GPUs. Ranking by tokens/s per GPU
+        # used would leave GPUs idle for a slightly more efficient but smaller deployment.
+        return (miss, -c.tokens_per_s, gpus, e2e)
+
+    return key
+
+
+class _Rated(Protocol):
+    @property
+    def tokens_per_s_per_gpu(self) -> float: ...
+
+    @property
+    def tokens_per_s_per_user(self) -> float: ...
+
+
+_RatedT = TypeVar("_RatedT", bound=_Rated)
+
+
+def pareto_front(candidates: list[_RatedT]) -> list[_RatedT]:
+    """Candidates no other beats on both tokens/s/GPU and tokens/s/user, by ascending tokens/s/user."""
+    ordered = sorted(candidates, key=lambda c: (-c.tokens_per_s_per_user, -c.tokens_per_s_per_gpu))
+    front: list[_RatedT] = []
+    best_gpu = -1.0
+    for cand in ordered:
+        if cand.tokens_per_s_per_gpu > best_gpu:
+            front.append(cand)
+            best_gpu = cand.tokens_per_s_per_gpu
+    return front[::-1]
+
+
+def leading_within(values: Sequence[float], error_pct: float, higher_is_better: bool = True) -> tuple[int, float]:
+    """How many leading ``values`` (best first) lie within ``error_pct`` percent of the first, and the largest
+    of their gaps to it in percent; the run stops at the first value outside.
+
+    >>> leading_within([100.0, 99.0, 97.5, 80.0], 5.0)
+    (3, 2.5)
+    >>> count, gap = leading_within([10.0, 10.3, 12.0], 5.0, higher_is_better=False)
+    >>> count, round(gap, 6)
+    (2, 3.0)
+    """
+    if not values or values[0] <= 0:
+        return (min(len(values), 1), 0.0)
+    best = values[0]
+    count, spread = 1, 0.0
+    for value in values[1:]:
+        gap = abs(value - best) / best * 100 if higher_is_better else abs(value / best - 1) * 100
+        if gap > error_pct:
+            break
+        count, spread = count + 1, max(spread, gap)
+    return count, spread
+
+
+def near_tie(
+    ranked: Sequence[Ranked],
+    workload: Workload,
+    backend: Literal["measured", "roofline"],
+    subject: str = "the top {top}",
+) -> NearTie | None:
+    """The leading deployments of a ranking that lie within the model's stated error of the best one, or None
+    when fewer than two do.
+
+    The deployments are put in rank order first (:func:`rank_key`); the compared figure is the objective's:
+    output tokens/s for throughput and goodput, request latency for latency and, among deployments with the
+    fewest GPUs, for a rate. The run stops where a deployment meets the targets and the best does not, or
+    the other way round, or where a deployment uses more GPUs than the best (fewer GPUs is the tie-breaker,
+    and a GPU count carries no model error), since those differences are not ones of degree. ``subject``
+    names them in the note
+    (``{top}``: how many; ``{others}``: how many besides the first).
+    """
+    from shardplan.tools.cost.estimate import stated_error_pct
+
+    ordered = sorted(ranked, key=rank_key(workload.objective, workload))
+    if len(ordered) < 2:
+        return None
+    latency = workload.objective == "latency" or workload.rate is not None
+    figure: Literal["tokens/s", "request latency"] = "request latency" if latency else "tokens/s"
+    error = stated_error_pct(backend, figure, workload.osl)
+    meets = shortfall(workload, ordered[0]) == 0
+    alike = [ordered[0]]
+    for c in ordered[1:]:
+        # GPU counts are exact, not estimates: more GPUs for a figure within the error is simply worse.
+        more_gpus = c.gpus_used != alike[0].gpus_used if workload.rate is not None else c.gpus_used > alike[0].gpus_used
+        if (shortfall(workload, c) == 0) != meets or more_gpus:
+            break
+        alike.append(c)
+    values = [c.ttft_ms + (workload.osl - 1) * c.tpot_ms if latency else c.tokens_per_s for c in alike]
+    top, spread = leading_within(values, error, higher_is_better=not latency)
+    if top < 2:
+        return None
+    spread = round(spread, 2)  # the note and the field print the same figure
+    return NearTie(
+        top=top,
+        figure=figure,
+        spread_pct=spread,
+        model_error_pct=error,
+        backend=backend,
+        note=near_tie_note(subject.format(top=top, others=top - 1), spread, error, figure, backend),
+    )
+
+
+def near_tie_note(subject: str, spread_pct: float, error_pct: float, figure: str, backend: str) -> str:
+    """The sentence under a ranking whose leaders (``subject``) are within ``spread_pct`` of each other.
+
+    >>> near_tie_note("the top 5", 1.4, 22.0, "tokens/s", "measured").split(", inside")[0]
+    'the top 5 are within 1.4% of each other in tokens/s'
+    """
+    return (
+        f"{subject} are within {spread_pct:.1f}% of each other in {figure}, inside the model's stated error of "
+        f"{error_pct:.1f}% ({backend} backend): treat them as equal"
+    )
+
+
+_SplitT = TypeVar("_SplitT", bound="_Split")
+
+
+class _Split(Ranked, Protocol):
+    @property
+    def strategy(self) -> Strategy: ...
+
+
+def prefer_aggregated(ordered: list[_SplitT], workload: Workload, error_pct: float) -> tuple[list[_SplitT], str | None]:
+    """``ordered`` (best first) with the best aggregated deployment moved first when the best is a split one
+    that leads it by no more than the model's stated error on tokens/s, both meeting the targets; and the
+    sentence saying so (None when the order stands).
+
+    The model cannot tell such a pair apart, and the split one costs more to run: two pools whose ratio must
+    follow the traffic, a KV-cache transfer per request, a router. Its figures also leave out what only a
+    split deployment pays (AIConfigurator's estimator takes 8% off a decode pool's rate and 10% off a
+    prefill pool's for it). Only for the throughput objectives without a rate: a rate ranks by GPUs, and
+    latency never splits.
+    """
+    if not ordered or workload.rate is not None or workload.objective not in ("throughput", "goodput"):
+        return ordered, None
+    best = ordered[0]
+    if not best.strategy.disaggregated or shortfall(workload, best) > 0:
+        return ordered, None
+    for index, option in enumerate(ordered):
+        if option.strategy.disaggregated or shortfall(workload, option) > 0:
+            continue
+        lead = (best.tokens_per_s - option.tokens_per_s) / best.tokens_per_s * 100
+        if lead > error_pct:
+            return ordered, None
+        note = (
+            f"the split deployment {best.strategy.to_spec()} leads the aggregated {option.strategy.to_spec()} by "
+            f"{lead:.1f}% in tokens/s, inside the model's stated {error_pct:.1f}% error; the aggregated one is "
+            f"chosen: no KV-cache transfer, no pool ratio to keep matched"
+        )
+        return [option, *ordered[:index], *ordered[index + 1 :]], note
+    return ordered, None
