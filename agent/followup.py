@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardplan.contracts.plan import Plan
+from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError
-from shardplan.tools.contracts.plan import Plan
-from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.knowledge.retriever import search
+from shardplan.tools.api import shared
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.planning.planner import why_not
+from shardplan.tools.search.deployments import Candidate, SearchResult
 from shardplan.tools.search.layouts import SP_MIN_PROMPT
 
 __all__ = ["answer_follow_up", "uses"]
@@ -45,8 +50,6 @@ def uses(spec: str, about: str) -> bool:
 
 
 def _rule_hint(about: str) -> str:
-    from shardplan.knowledge.retriever import search
-
     hits = search(_TOPIC_QUERIES.get(about, about), k=1)
     ids = hits[0].rule_ids[:2] if hits else []
     return f" (see {', '.join(ids)})" if ids else ""
@@ -54,7 +57,6 @@ def _rule_hint(about: str) -> str:
 
 def _not_applicable(about: str, plan: Plan) -> str:
     """Why the technique cannot apply to this request at all, or an empty string."""
-    from shardplan.tools.catalogs.models import load_model
 
     if about == "ep" and not load_model(plan.request.model).is_moe:
         return f"{plan.request.model} is dense: expert parallelism needs mixture-of-experts layers (EP-3)."
@@ -65,10 +67,6 @@ def _not_applicable(about: str, plan: Plan) -> str:
 
 
 def _why_not(about: str, plan: Plan) -> str:
-    from shardplan.tools.api import shared
-    from shardplan.tools.planning.planner import why_not
-    from shardplan.tools.search.deployments import Candidate, SearchResult
-
     name = _NAMES.get(about, about.upper())
     assert plan.strategy is not None and plan.cost is not None
     chosen = plan.strategy.to_spec()

@@ -32,6 +32,7 @@ from langgraph.graph import END, START, StateGraph
 from shardplan.agent.nodes import AGENT_TOOLS, Limits, Nodes, last_ai, turn_items, turn_messages
 from shardplan.agent.policies import make_policy
 from shardplan.agent.state import AgentState
+from shardplan.tools.surfaces.langchain_tools import shardplan_tools
 
 __all__ = ["build_graph", "graph_mermaid", "Limits", "AGENT_TOOLS", "after_understand", "after_propose", "decide"]
 
@@ -84,7 +85,6 @@ def build_graph(policy: str | BaseChatModel = "builtin", checkpointer: Any = Non
     Raises:
         InputError: an unknown policy name, or an ``openai:`` policy without ``OPENAI_API_KEY``.
     """
-    from shardplan.tools.surfaces.langchain_tools import shardplan_tools
 
     chat = make_policy(policy) if isinstance(policy, str) else policy
     name = policy if isinstance(policy, str) else getattr(chat, "_llm_type", "custom")

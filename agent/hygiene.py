@@ -26,7 +26,7 @@ from langchain_core.messages.tool import invalid_tool_call, tool_call
 
 from shardplan.agent.policies import redact
 from shardplan.errors import InputError
-from shardplan.limits import MAX_DB_BYTES, MAX_MESSAGE_CHARS
+from shardplan.limits import MAX_DB_BYTES, MAX_MESSAGE_CHARS, MAX_PROMPT_CHARS
 
 __all__ = ["redact_data", "clean_reply", "RedactingSerializer", "open_thread_store", "check_prompt", "unusable_replies"]
 
@@ -82,7 +82,6 @@ def check_prompt(text: str) -> str:
     Raises:
         InputError: a longer prompt, refused before anything runs.
     """
-    from shardplan.limits import MAX_PROMPT_CHARS
 
     if len(text) > MAX_PROMPT_CHARS:
         raise InputError(f"the prompt has {len(text):,} characters, over the limit of {MAX_PROMPT_CHARS:,}",

@@ -12,13 +12,19 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
+from shardplan.agent.followup import answer_follow_up
 from shardplan.agent.hygiene import clean_reply, unusable_replies
+from shardplan.agent.parse.request import ParsedRequest, parse_request, to_plan_request
 from shardplan.agent.policies import redact, request_block
 from shardplan.agent.state import AgentState, proposal_rank
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InfeasibleError, InputError
+from shardplan.knowledge.retriever import search, sections_for_strategy
+from shardplan.knowledge.rules import load_rules
 from shardplan.tools.api import arguments, registry, results, shared
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.planning.planner import infeasible_plan, plan_for_strategy, resolve_request
 
 __all__ = ["Limits", "Nodes", "AGENT_TOOLS", "assumed_lines", "turn_items", "turn_messages", "last_ai"]
 
@@ -84,8 +90,6 @@ def _request(state: AgentState) -> PlanRequest:
 
 
 def _rules_of(rule_ids: list[str]) -> list[dict[str, Any]]:
-    from shardplan.knowledge.rules import load_rules
-
     rules = load_rules()
     return [rules[i].model_dump() for i in dict.fromkeys(rule_ids) if i in rules]
 
@@ -145,9 +149,6 @@ class Nodes:
 
     # understand ----------------------------------------------------------------------------------------
     def understand(self, state: AgentState) -> dict[str, Any]:
-        from shardplan.agent.followup import answer_follow_up
-        from shardplan.agent.parse.request import ParsedRequest, parse_request, to_plan_request
-
         messages = state.get("messages", [])
         last = messages[-1] if messages else None
         turn = state.get("turn", 0) + 1
@@ -186,9 +187,6 @@ class Nodes:
 
     # retrieve ------------------------------------------------------------------------------------------
     def retrieve(self, state: AgentState) -> dict[str, Any]:
-        from shardplan.knowledge.retriever import search, sections_for_strategy
-        from shardplan.tools.planning.planner import resolve_request
-
         request = _request(state)
         model, cluster = resolve_request(request)
         topics = ["decode step order KV cache", "tensor parallel all-reduce critical path", "memory fit"]
@@ -310,9 +308,6 @@ class Nodes:
 
     @staticmethod
     def _rules_for(spec: str, request: PlanRequest) -> list[dict[str, Any]]:
-        from shardplan.knowledge.retriever import sections_for_strategy
-        from shardplan.tools.catalogs.models import load_model
-
         try:
             strategy = parse_strategy(spec)
         except InputError:
@@ -328,8 +323,6 @@ class Nodes:
 
     # respond -------------------------------------------------------------------------------------------
     def respond(self, state: AgentState) -> dict[str, Any]:
-        from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
-
         request = _request(state)
         turn = state["turn"]
         proposals = turn_items(state, "proposals")
@@ -369,8 +362,6 @@ class Nodes:
                  errors: list[str]) -> dict[str, Any]:
         outcome = shared.search_request(request)
         if isinstance(outcome, InfeasibleError):
-            from shardplan.tools.planning.planner import infeasible_plan
-
             plan = infeasible_plan(request, outcome)
             fixes = "".join(f"\nIt would fit with {hint.text}." for hint in plan.hints)
             return {"plan": plan.model_dump(mode="json", exclude={"dag"}),

@@ -27,6 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError, ShardplanError
 
 __all__ = ["BuiltinPlanner", "PolicyError", "make_policy", "redact", "request_block", "read_request",
@@ -100,7 +101,6 @@ def repair_spec(spec: str, violations: list[dict[str, Any]]) -> str | None:
     >>> repair_spec("prefill:sp=2,tp=2;decode:sp=2,tp=2", [{"rule": "SP-1"}])
     'prefill:sp=2,tp=2;decode:adp=2,tp=2'
     """
-    from shardplan.tools.contracts.strategy import parse_strategy
 
     rules = {v.get("rule") for v in violations}
     if "SP-1" in rules:

@@ -9,7 +9,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from shardplan.tools.contracts.plan import Plan, PlanRequest
+from shardplan.agent.graph import build_graph, recursion_limit
+from shardplan.agent.policies import PolicyError, redact
+from shardplan.contracts.plan import Plan, PlanRequest
+from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.tools.api.guards import trusting
+from shardplan.tools.planning.deployment import evaluate_deployment
+from shardplan.tools.planning.planner import resolve_request
 
 __all__ = ["run_plan", "stream_turn", "describe_update", "plan_from_state", "request_message", "show_on_stderr",
            "progress_line"]
@@ -113,8 +119,6 @@ def _proposal_line(record: dict[str, Any]) -> str:
 
 
 def _spec(phase: dict[str, Any]) -> str:
-    from shardplan.tools.contracts.strategy import PhaseStrategy
-
     return PhaseStrategy.model_validate(phase).to_spec()
 
 
@@ -140,9 +144,6 @@ def plan_from_state(state: dict[str, Any]) -> Plan:
     Raises:
         PolicyError: the turn ended without a plan; the message says why.
     """
-    from shardplan.agent.policies import PolicyError
-    from shardplan.tools.planning.deployment import evaluate_deployment
-    from shardplan.tools.planning.planner import resolve_request
 
     data = state.get("plan")
     if not data:
@@ -171,8 +172,6 @@ def run_plan(
         InputError: unknown policy, or an ``openai:`` policy without ``OPENAI_API_KEY``.
         PolicyError: the policy's model failed, or no valid strategy was found within the bounds.
     """
-    from shardplan.agent.graph import build_graph, recursion_limit
-    from shardplan.tools.api.guards import trusting
 
     name = policy or request.policy
     request = request.model_copy(update={"policy": name})
@@ -188,7 +187,6 @@ def run_plan(
 
 def progress_line(line: str) -> str:
     """One planning step as shown to a person: indented under the command's output, secrets redacted."""
-    from shardplan.agent.policies import redact
 
     return f"  {redact(line)}"
 

@@ -12,8 +12,8 @@ import time
 
 from cases import DEEPSEEK_64, LLAMA_8B, LLAMA_405B, Case
 
+from shardplan.contracts.dag import DAG
 from shardplan.tools.builder.build import build_dag
-from shardplan.tools.contracts.dag import DAG
 
 CASES = [LLAMA_8B, LLAMA_405B, DEEPSEEK_64]
 

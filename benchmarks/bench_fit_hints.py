@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.workload import Workload
 from shardplan.tools.planning.planner import resolve_request
 from shardplan.tools.search.fit_hints import fit_hints
 from shardplan.tools.search.fitting import min_gpus_to_fit

@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.planning.evaluation import _evaluate
 from shardplan.tools.search.deployments import search
 from shardplan.tools.serving.steps import forget_samples

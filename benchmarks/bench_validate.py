@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cases import DEEPSEEK_64, LLAMA_8B, LLAMA_405B_64, Case, build
 
-from shardplan.tools.contracts.dag import DAG
+from shardplan.contracts.dag import DAG
 from shardplan.validators.validate import validate
 
 CASES = [LLAMA_8B, DEEPSEEK_64, LLAMA_405B_64]

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from shardplan.cli.main import main
-from shardplan.tools.catalogs.models import bundled_models
+from shardplan.tools.catalogs.bundled import bundled_models
 
 SLOW_S = 30
 HUGE = "__HUGE_INT__"

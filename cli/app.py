@@ -15,6 +15,8 @@ from typing import Any, NamedTuple, NoReturn
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from shardplan.text import one_line
+
 __all__ = ["app", "COMMANDS", "Command", "emit_json", "fail", "console"]
 
 
@@ -28,20 +30,23 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "models": Command("catalog", "List the bundled models (Hugging Face ids) with their size."),
     "gpus": Command("catalog", "List the GPU catalog with datasheet figures."),
-    "show-model": Command("catalog", "Show a model's architecture and derived sizes (parameters, layers, heads, "
-                          "experts, KV bytes per token)."),
+    "show-model": Command("catalog", "Show a model's architecture and derived sizes (parameters, KV bytes per token)."),
     "schema": Command("catalog", "Print the JSON Schema of a contract."),
-    "plan": Command("plan", "Plan a deployment: search, build the DAG, validate it, price it; print the strategy "
-                    "per phase."),
-    "cost": Command("plan", "Cost report of a DAG/plan FILE, or of --model and --strategy."),
-    "search": Command("plan", "Ranked deployments and the Pareto frontier of tokens/s/GPU against tokens/s/user."),
-    "build": Command("build", "Build the parallel strategy DAG of a strategy (prefill and one decode step)."),
+    "plan": Command("plan", "Plan a deployment: search, build the DAG, validate it, price it, explain the choice."),
+    "cost": Command("cost", "Cost report of a DAG/plan FILE, or of --model and --strategy."),
+    "search": Command("search", "Ranked deployments and the Pareto frontier of tokens/s/GPU against tokens/s/user."),
+    "build": Command("build", "Build the parallel strategy DAG of a strategy (prefill and one decode step) and print "
+                     "or write it."),
     "chat": Command("chat", "Plan from plain language, e.g."),
-    "validate": Command("validate", "Check a DAG (or the DAG of a plan) against the JSON Schema and every rule."),
-    "eval": Command("eval", "Run the golden configurations through each policy; write results and a report."),
-    "report": Command("report", "Write a self-contained HTML report of a plan (and a trace of its schedule)."),
-    "export": Command("report", "Print the launch command that serves a plan's strategy with an engine."),
-    "mcp": Command("mcp", "Serve plan, build_dag, validate_dag, estimate_cost and the other tools over MCP."),
+    "validate": Command("validate", "Check a DAG (or the DAG of a plan) against the JSON Schema and every knowledge "
+                        "rule."),
+    "eval": Command("eval", "Run the golden configurations through each policy; write results.jsonl, "
+                    "report.md/json/png."),
+    "report": Command("report", "Write a self-contained HTML report of a plan (and optionally its schedule as a "
+                      "trace)."),
+    "export": Command("report", "Print the launch command that serves a plan's strategy with vLLM, SGLang or "
+                      "TensorRT-LLM."),
+    "mcp": Command("mcp", "Serve plan, build_dag, validate_dag, estimate_cost and the other tools as an MCP server."),
     "kb": Command("kb", "Search the knowledge base and read its rules."),
 }
 """Every top-level command, in help order: its module in :mod:`shardplan.cli` and its help line (a test holds each
@@ -102,7 +107,6 @@ def emit_json(payload: Any) -> None:
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print one error line on stderr and exit with ``code``."""
-    from shardplan.reading import one_line
 
     sys.stderr.write(f"error: {one_line(message, 1000)}\n")
     raise typer.Exit(code)

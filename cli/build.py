@@ -10,7 +10,12 @@ import typer
 from shardplan.cli.app import app, console, emit_json
 from shardplan.cli.common import request_options
 from shardplan.cli.progress import working
+from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError
+from shardplan.io import write_atomic
+from shardplan.tools.builder.build import build_dag
+from shardplan.tools.planning.planner import resolve_request
+from shardplan.tools.views.exports import collapse, rank_ranges, summarize, to_dot, to_json, to_mermaid
 
 Format = Literal["json", "mermaid", "dot"]
 _SUFFIXES: dict[str, Format] = {
@@ -48,11 +53,6 @@ def build_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary of the DAG.")] = False,
 ) -> None:
     """Build the parallel strategy DAG of a strategy (prefill and one decode step) and print or write it."""
-    from shardplan.io import write_atomic
-    from shardplan.tools.builder.build import build_dag
-    from shardplan.tools.contracts.strategy import parse_strategy
-    from shardplan.tools.planning.planner import resolve_request
-    from shardplan.tools.views.exports import collapse, summarize, to_dot, to_json, to_mermaid
 
     chosen = _format(fmt, output)
     spec, where = resolve_request(request)
@@ -88,7 +88,6 @@ def _format(fmt: str | None, output: Path | None) -> Format:
 def _print_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from shardplan.tools.views.exports import rank_ranges
 
     out = console()
     out.print(

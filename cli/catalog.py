@@ -7,6 +7,11 @@ from typing import Annotated, Any
 import typer
 
 from shardplan.cli.app import app, console, emit_json
+from shardplan.contracts.model_math import describe, summary
+from shardplan.contracts.schemas import json_schema
+from shardplan.tools.catalogs.bundled import bundled_models
+from shardplan.tools.catalogs.gpus import gpu_catalog
+from shardplan.tools.catalogs.models import load_model
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -14,8 +19,6 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a 
 @app.command("models")
 def models_command(as_json: JsonFlag = False) -> None:
     """List the bundled models (Hugging Face ids) with their size."""
-    from shardplan.tools.catalogs.models import bundled_models, load_model
-    from shardplan.tools.contracts.model_math import summary
 
     rows: list[dict[str, Any]] = [summary(load_model(repo)) for repo in bundled_models()]
     if as_json:
@@ -38,7 +41,6 @@ def models_command(as_json: JsonFlag = False) -> None:
 @app.command("gpus")
 def gpus_command(as_json: JsonFlag = False) -> None:
     """List the GPU catalog with datasheet figures."""
-    from shardplan.tools.catalogs.gpus import gpu_catalog
 
     catalog = gpu_catalog()
     if as_json:
@@ -69,8 +71,6 @@ def show_model_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Show a model's architecture and derived sizes (parameters, KV bytes per token)."""
-    from shardplan.tools.catalogs.models import load_model
-    from shardplan.tools.contracts.model_math import describe
 
     spec = load_model(model)
     facts: dict[str, Any] = {**describe(spec), "spec": spec.model_dump(mode="json")}
@@ -107,6 +107,5 @@ def schema_command(
     name: Annotated[str, typer.Argument(help="plan, dag, strategy, model, cluster, workload, validation or cost.")],
 ) -> None:
     """Print the JSON Schema of a contract."""
-    from shardplan.tools.catalogs.schemas import json_schema
 
     emit_json(json_schema(name))

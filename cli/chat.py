@@ -15,9 +15,15 @@ from typing import Annotated, Any
 
 import typer
 
+from shardplan.agent.graph import build_graph, recursion_limit
+from shardplan.agent.hygiene import check_prompt, open_thread_store
+from shardplan.agent.policies import make_policy, redact
+from shardplan.agent.run import show_on_stderr, stream_turn
 from shardplan.cli.app import app, console, emit_json, fail
+from shardplan.cli.plan_text import print_plan
+from shardplan.contracts.plan import Plan
 from shardplan.errors import InputError, ShardplanError
-from shardplan.reading import one_line
+from shardplan.text import one_line
 
 __all__ = ["chat_command", "default_db"]
 
@@ -34,11 +40,6 @@ def _turn(graph: Any, config: dict[str, Any], text: str, as_json: bool) -> bool:
     """One turn: run the graph on ``text``, print the answer; False when the turn ended in a failure."""
     from langchain_core.messages import AIMessage, HumanMessage
 
-    from shardplan.agent.hygiene import check_prompt
-    from shardplan.agent.policies import redact
-    from shardplan.agent.run import show_on_stderr, stream_turn
-    from shardplan.cli.plan import print_plan
-    from shardplan.tools.contracts.plan import Plan
 
     prompt = HumanMessage(content=redact(check_prompt(text)))
     import sqlite3
@@ -80,12 +81,9 @@ def chat_command(
 ) -> None:
     """Plan from plain language, e.g. "Llama 3.1 70B on 8 H100, 4k prompts, TTFT under 1 s"; follow-ups such as
     "now with 4 nodes" or "why not PP?" continue the conversation."""
-    from shardplan.agent.graph import build_graph, recursion_limit
-    from shardplan.agent.policies import make_policy
 
     make_policy(policy)  # a bad policy name or a missing key is refused before any file is touched
     thread_id = thread or uuid.uuid4().hex[:12]
-    from shardplan.agent.hygiene import check_prompt, open_thread_store
 
     if prompt is not None:
         check_prompt(prompt)  # refused before the store is touched

@@ -2,7 +2,7 @@
 
 ``plan``, ``search`` and ``build`` take the same model, hardware and workload options. They are
 declared once here; :func:`request_options` adds them to a command and hands it the
-:class:`~shardplan.tools.contracts.PlanRequest` they describe.
+:class:`~shardplan.contracts.PlanRequest` they describe.
 """
 
 from __future__ import annotations
@@ -11,17 +11,20 @@ import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
+from shardplan.contracts.constraints import parse_constraints
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
-
-if TYPE_CHECKING:
-    from shardplan.tools.contracts.hardware import Cluster
-    from shardplan.tools.contracts.model import ModelSpec
-    from shardplan.tools.contracts.plan import PlanRequest
-    from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.catalogs.gpus import cluster_for
+from shardplan.tools.catalogs.models import check_context, load_model
+from shardplan.tools.planning.assumptions import request_assumptions
+from shardplan.tools.planning.planner import resolve_request
 
 __all__ = ["build_request", "request_options", "resolve_target", "JsonFlag"]
 
@@ -265,12 +268,6 @@ def build_request(
     """
     from pydantic import ValidationError
 
-    from shardplan.tools.catalogs.gpus import cluster_for
-    from shardplan.tools.catalogs.models import check_context, load_model
-    from shardplan.tools.contracts.constraints import parse_constraints
-    from shardplan.tools.contracts.plan import PlanRequest
-    from shardplan.tools.contracts.workload import Workload
-    from shardplan.tools.planning.assumptions import request_assumptions
 
     given = {name for name, value in (("isl", isl), ("osl", osl), ("batch", batch), ("objective", objective),
                                       ("gpu", gpu or cluster), ("gpus_per_node", gpus_per_node or cluster),
@@ -345,7 +342,6 @@ _FIXES = {
 
 def resolve_target(**options: Any) -> tuple[ModelSpec, Cluster, Workload]:
     """The model, cluster and workload that the request options describe (see :func:`build_request`)."""
-    from shardplan.tools.planning.planner import resolve_request
 
     request = build_request(**options)
     model, cluster = resolve_request(request)

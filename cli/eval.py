@@ -7,8 +7,12 @@ from typing import Annotated, Any
 
 import typer
 
+from shardplan.agent.policies import make_policy
 from shardplan.cli.app import app, console, emit_json, fail
 from shardplan.cli.progress import working
+from shardplan.evals.cases import load_cases
+from shardplan.evals.report import SUMMARY_COLUMNS, below, summarize, summary_rows, write_report
+from shardplan.evals.runner import RESULTS_FILE, run_eval
 
 
 @app.command("eval")
@@ -27,10 +31,6 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON instead of a table.")] = False,
 ) -> None:
     """Run the golden configurations through each policy; write results.jsonl, report.md/json/png."""
-    from shardplan.agent.policies import make_policy
-    from shardplan.evals.cases import load_cases
-    from shardplan.evals.report import SUMMARY_COLUMNS, below, summarize, summary_rows, write_report
-    from shardplan.evals.runner import RESULTS_FILE, run_eval
 
     policies = policy or ["builtin"]
     if workers < 1:
@@ -71,7 +71,6 @@ def _run_with_progress(run_eval: Any, cases: Any, policies: list[str], out: Path
                        total: int, *, quiet: bool) -> Any:
     """``run_eval`` under a progress bar on stderr that stays when done (hidden with ``quiet``)."""
     with working("eval", total=total, quiet=quiet, transient=False) as step:
-
         def advance(record: dict[str, Any], done: int, total_pairs: int) -> None:
             mark = "ok" if record.get("passed") else "FAIL"
             step.status(f"{record['case']} [{record['policy']}] {mark}", completed=done)

@@ -7,10 +7,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shardplan.contracts.dag import DAG
 from shardplan.errors import InputError
-from shardplan.limits import MAX_DAG_CHARS
-from shardplan.reading import one_line, parse_json_text, read_text
-from shardplan.tools.contracts.dag import DAG
+from shardplan.limits import MAX_DAG_CHARS, MAX_DAG_NODES
+from shardplan.reading import parse_json_text, read_text
+from shardplan.text import one_line
+from shardplan.validators.validate import validate
 
 __all__ = ["read_json", "read_dag", "require_valid"]
 
@@ -60,8 +62,6 @@ def require_valid(dag: DAG, path: Path) -> DAG:
     Raises:
         InputError: the first error-level violation, and how many there are.
     """
-    from shardplan.limits import MAX_DAG_NODES
-    from shardplan.validators.validate import validate
 
     if len(dag.nodes) > MAX_DAG_NODES:
         raise InputError(f"{one_line(str(path), 200)} holds {len(dag.nodes):,} nodes, over the limit of "

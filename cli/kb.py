@@ -6,8 +6,12 @@ from typing import Annotated
 
 import typer
 
-from shardplan.cli.app import app, console, emit_json
+from shardplan.cli.app import app, console, emit_json, fail
 from shardplan.cli.common import JsonFlag
+from shardplan.contracts.strategy import DEGREE_KEYS, parse_strategy
+from shardplan.errors import InputError
+from shardplan.knowledge.retriever import search, sections_for_strategy
+from shardplan.knowledge.rules import get_rule, load_rules
 
 kb_app = typer.Typer(help="Search the knowledge base and read its rules.", no_args_is_help=True)
 app.add_typer(kb_app, name="kb")
@@ -27,12 +31,8 @@ def kb_search_command(
     as_json: JsonFlag = False,
 ) -> None:
     """The knowledge sections that best match QUERY (BM25), or that a --strategy must respect."""
-    from shardplan.cli.app import fail
-    from shardplan.knowledge.retriever import search, sections_for_strategy
 
     if strategy is not None:
-        from shardplan.tools.contracts.strategy import DEGREE_KEYS, parse_strategy
-
         parsed = parse_strategy(strategy)
         degrees = {
             phase: {key: getattr(getattr(parsed, phase), key) for key in DEGREE_KEYS} for phase in ("prefill", "decode")
@@ -63,8 +63,6 @@ def kb_rule_command(
     as_json: JsonFlag = False,
 ) -> None:
     """One rule: its text, severity and where it is written."""
-    from shardplan.errors import InputError
-    from shardplan.knowledge.rules import get_rule
 
     try:
         rule = get_rule(rule_id)
@@ -81,7 +79,6 @@ def kb_rule_command(
 @kb_app.command("rules")
 def kb_rules_command(as_json: JsonFlag = False) -> None:
     """Every rule ID with its severity and document."""
-    from shardplan.knowledge.rules import load_rules
 
     rules = load_rules()
     if as_json:

@@ -11,7 +11,8 @@ import sys
 from typing import NoReturn
 
 from shardplan.cli.app import app
-from shardplan.errors import DeprecatedFieldWarning, ShardplanError
+from shardplan.errors import DeprecatedFieldWarning, ShardplanError, field_error
+from shardplan.text import one_line
 
 __all__ = ["app", "main"]
 
@@ -42,8 +43,6 @@ def _show_deprecations_as_lines() -> None:
 
     def show(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
         if issubclass(category, DeprecatedFieldWarning):
-            from shardplan.reading import one_line
-
             sys.stderr.write(f"warning: {one_line(str(message), 1000)}\n")
         else:
             shown(message, category, *args, **kwargs)  # type: ignore[arg-type]
@@ -61,8 +60,6 @@ def _one_line_or_raise(exc: Exception) -> NoReturn:
     if isinstance(exc, RecursionError):
         _error_line("the input is nested too deeply; give a flatter file", 2)
     if isinstance(exc, ValidationError):
-        from shardplan.tools.api.registry import field_error
-
         _error_line(str(field_error(exc)), 2)
     # Click's exceptions (typer vendors its own click, so they are recognised by shape, not class).
     if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
@@ -77,7 +74,5 @@ def _one_line_or_raise(exc: Exception) -> NoReturn:
 
 def _error_line(message: str, code: int) -> NoReturn:
     """Print ``error: message`` as one line on stderr and exit with ``code``."""
-    from shardplan.reading import one_line
-
     sys.stderr.write(f"error: {one_line(message, 1000)}\n")
     sys.exit(code)

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 import typer
 
 from shardplan.cli.app import app
+from shardplan.tools.surfaces.mcp_server import serve
 
 __all__ = ["mcp_command"]
 
@@ -26,7 +27,6 @@ def mcp_command(
                                       help="Port to listen on with --transport http.")] = 8765,
 ) -> None:
     """Serve plan, build_dag, validate_dag, estimate_cost and the other tools as an MCP server."""
-    from shardplan.tools.surfaces.mcp_server import serve
 
     try:
         serve(transport, host=host, port=port)

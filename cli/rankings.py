@@ -9,6 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from shardplan.cli.app import console
+from shardplan.tools.cost.estimate import stated_error_pct
+from shardplan.tools.planning.rejections import rejection_summary
+from shardplan.tools.search.ranking import leading_within, near_tie_note
 
 __all__ = ["print_alternatives", "print_frontier", "print_search", "frontier_note"]
 
@@ -16,8 +19,6 @@ __all__ = ["print_alternatives", "print_frontier", "print_search", "frontier_not
 def frontier_note(per_gpu: list[float], backend: str) -> str | None:
     """The line under a frontier whose points with the most tokens/s/GPU are within the model's stated error of
     each other, or None when the first two already differ by more."""
-    from shardplan.tools.cost.estimate import stated_error_pct
-    from shardplan.tools.search.ranking import leading_within, near_tie_note
 
     error = stated_error_pct(backend, "tokens/s")
     top, spread = leading_within(sorted(per_gpu, reverse=True), error)
@@ -115,7 +116,6 @@ def print_search(result: Any, backend: str) -> None:
     """The search's ranking, its Pareto frontier and what it set aside before pricing, in words."""
     from rich.table import Table
 
-    from shardplan.tools.planning.rejections import rejection_summary
 
     out = console()
     table = Table(

@@ -9,7 +9,14 @@ from typing import Annotated, Any
 import typer
 
 from shardplan.cli.app import app, console, emit_json, fail
+from shardplan.cli.files import read_json, require_valid
 from shardplan.cli.progress import working
+from shardplan.contracts.plan import Plan
+from shardplan.io import write_atomic
+from shardplan.text import one_line
+from shardplan.tools.launch.commands import ENGINES, launch_command
+from shardplan.tools.report.html import render_report
+from shardplan.tools.report.timeline import trace_events
 
 PlanArg = Annotated[Path, typer.Argument(help="A plan JSON file (shardplan plan -o plan.json).")]
 OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write (default: PLAN.html).")]
@@ -21,8 +28,6 @@ def read_plan(path: Path) -> Any:
     """The Plan in ``path``; a missing, unreadable or non-plan file is one clear error (exit 2)."""
     from pydantic import ValidationError
 
-    from shardplan.cli.files import read_json
-    from shardplan.tools.contracts.plan import Plan
 
     data = read_json(path)
     if not isinstance(data, dict) or "request" not in data or "status" not in data:
@@ -46,10 +51,6 @@ def report_command(
     """Write a self-contained HTML report of a plan (and optionally its schedule as a trace)."""
     import json
 
-    from shardplan.cli.files import require_valid
-    from shardplan.io import write_atomic
-    from shardplan.tools.report.html import render_report
-    from shardplan.tools.report.timeline import trace_events
 
     plan = read_plan(plan_file)
     if plan.dag is not None:
@@ -81,7 +82,6 @@ def export_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Print the launch command that serves a plan's strategy with vLLM, SGLang or TensorRT-LLM."""
-    from shardplan.tools.launch.commands import ENGINES, launch_command
 
     if engine not in ENGINES:
         fail(f"--engine {engine!r} is not known; choose one of {', '.join(ENGINES)}")
@@ -92,7 +92,6 @@ def export_command(
     if as_json:
         emit_json(spec)
         return
-    from shardplan.reading import one_line
 
     # Comment lines too: a newline in a model path would start a command of its own when pasted.
     lines = [f"# {engine} launch for {one_line(spec.model)}: {plan.strategy.to_spec()}"]

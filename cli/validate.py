@@ -7,15 +7,15 @@ Exit codes: 0 valid (warnings allowed), 1 violations of mandatory rules (schema 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from shardplan.cli.app import app, console, emit_json, fail
 from shardplan.cli.progress import working
-
-if TYPE_CHECKING:
-    from shardplan.tools.contracts.reports import ValidationReport
+from shardplan.contracts.reports import ValidationReport
+from shardplan.errors import InputError
+from shardplan.validators.schema_check import parse_json, validate_json
 
 __all__ = ["validate_command"]
 
@@ -30,8 +30,6 @@ def validate_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the ValidationReport as JSON.")] = False,
 ) -> None:
     """Check a DAG (or the DAG of a plan) against the JSON Schema and every knowledge rule."""
-    from shardplan.errors import InputError
-    from shardplan.validators.schema_check import parse_json, validate_json
 
     try:
         text = file.read_bytes()

@@ -12,12 +12,14 @@ Three kinds of failure are kept apart, because callers react to them differently
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the contract stays out of this light module at run time
-    from shardplan.tools.contracts.plan import FitHint
+from shardplan.text import one_line
 
-__all__ = ["ShardplanError", "InputError", "StrategyError", "InfeasibleError", "DeprecatedFieldWarning"]
+if TYPE_CHECKING:  # only the type: a pydantic error is read through its public methods
+    from pydantic import ValidationError
+
+__all__ = ["ShardplanError", "InputError", "StrategyError", "InfeasibleError", "DeprecatedFieldWarning", "field_error"]
 
 
 class ShardplanError(Exception):
@@ -29,8 +31,6 @@ class InputError(ShardplanError, ValueError):
 
     def __init__(self, message: str, *, field: str | None = None, fix: str | None = None) -> None:
         # Input echoed into a message may hold newlines or bidi controls: the message stays one honest line.
-        from shardplan.reading import one_line
-
         message = one_line(message, 2000)
         fix = one_line(fix, 1000) if fix else fix
         self.field = field
@@ -53,10 +53,11 @@ class InfeasibleError(ShardplanError):
     """A well-formed request with no answer: the model does not fit, or no strategy is possible.
 
     ``min_gpus`` is the fewest GPUs that would fit; ``hints`` are the single changes to the request
-    that would make it fit, each checked and with its figures.
+    that would make it fit, each checked and with its figures (``FitHint`` contracts, which this ground
+    module does not import).
     """
 
-    def __init__(self, message: str, *, min_gpus: int | None = None, hints: Sequence[FitHint] = ()) -> None:
+    def __init__(self, message: str, *, min_gpus: int | None = None, hints: Sequence[Any] = ()) -> None:
         self.min_gpus = min_gpus
         self.hints = list(hints)
         super().__init__(message)
@@ -64,3 +65,14 @@ class InfeasibleError(ShardplanError):
 
 class DeprecatedFieldWarning(DeprecationWarning):
     """An input file uses a field's old name; it is still read, and the message names the new one."""
+
+
+def field_error(exc: ValidationError) -> InputError:
+    """A pydantic ValidationError as one InputError naming the first bad field (up to three listed)."""
+    errors = exc.errors()
+    places = [".".join(str(p) for p in e["loc"]) or "arguments" for e in errors]
+    text = "; ".join(f"{one_line(where, 80)}: {one_line(e['msg'], 200)}"
+                     for where, e in zip(places, errors[:3], strict=False))
+    if len(errors) > 3:
+        text += f" (and {len(errors) - 3} more)"
+    return InputError(text, field=places[0], fix=f"correct '{one_line(places[0], 80)}' and call again")

@@ -4,7 +4,6 @@ The standard parsers fail in ways that are not input errors: deep nesting raises
 5,000-digit integer raises a bare ValueError, ``Infinity`` and ``1e999`` become infinite floats that
 overflow the cost model later, and YAML's messages span several lines. These helpers turn each into an
 :class:`~shardplan.errors.InputError` of one line that names the field and the fix, and
-:func:`one_line` makes any text safe to print on one terminal line.
 
 >>> parse_json_text('{"layers": 2}', what="config.json", field="model")
 {'layers': 2}
@@ -12,42 +11,19 @@ overflow the cost model later, and YAML's messages span several lines. These hel
 Traceback (most recent call last):
 ...
 shardplan.errors.InputError: config.json is not valid JSON: Infinity is not a finite number; ...
->>> one_line("a\\nb\\u202ec")
-'a\\\\nb\\\\u202ec'
 """
 
 from __future__ import annotations
 
 import math
-import unicodedata
 from pathlib import Path
 from typing import Any
 
 from shardplan.errors import InputError
 from shardplan.limits import MAX_CONFIG_BYTES, MAX_INT_DIGITS
+from shardplan.text import one_line
 
-__all__ = ["load_json_strict", "parse_json_text", "parse_yaml_text", "read_text", "one_line", "finite_numbers"]
-
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def one_line(text: str, limit: int = 600) -> str:
-    """``text`` as one printable line: control and bidirectional-format characters escaped, cut at ``limit``.
-
-    A name echoed from the input may carry newlines (a forged second line) or U+202E (text shown
-    reversed); escaping them keeps every error one honest line.
-    """
-    out = []
-    for char in text:
-        if char in _ESCAPES:
-            out.append(_ESCAPES[char])
-        elif unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    line = "".join(out)
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
+__all__ = ["load_json_strict", "parse_json_text", "parse_yaml_text", "read_text", "finite_numbers"]
 
 class _Refused(ValueError):
     """A value the JSON hooks refuse; its message is the reason."""

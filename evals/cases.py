@@ -21,11 +21,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from shardplan.contracts.common import DType, Objective
+from shardplan.contracts.plan import PlanRequest, PlanStatus
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
-from shardplan.tools.contracts.common import DType, Objective
-from shardplan.tools.contracts.plan import PlanRequest, PlanStatus
-from shardplan.tools.contracts.strategy import parse_strategy
-from shardplan.tools.contracts.workload import Workload
 
 __all__ = ["CASES_DIR", "Case", "CaseRequest", "Expectation", "load_cases", "format_location"]
 

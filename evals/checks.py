@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardplan.contracts.plan import Plan, PlanRequest
+from shardplan.contracts.workload import Workload
 from shardplan.evals.cases import Case
-from shardplan.tools.contracts.plan import Plan, PlanRequest
-from shardplan.tools.contracts.workload import Workload
 
 __all__ = ["CHECKS", "CaseRun", "CheckResult", "Score", "relative_gap", "run_checks", "plan_score", "reference_score",
            "GAP_SLACK"]

@@ -21,6 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shardplan.agent.parse.request import parse_request
+
 __all__ = ["ReadingCase", "CaseScore", "ReadingScore", "load_cases", "score_case", "score_cases"]
 
 
@@ -79,8 +81,6 @@ def load_cases(path: str | Path) -> list[ReadingCase]:
 
 
 def _reading(case: ReadingCase) -> Any:
-    from shardplan.agent.parse.request import parse_request
-
     previous = parse_request(case.previous) if case.previous else None
     return parse_request(case.text, previous)
 

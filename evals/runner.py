@@ -31,11 +31,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shardplan.agent.parse.request import parse_request, to_plan_request
+from shardplan.agent.policies import redact
+from shardplan.agent.run import run_plan
+from shardplan.contracts.plan import Plan, PlanRequest
+from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError, ShardplanError
 from shardplan.evals.cases import Case
 from shardplan.evals.checks import CaseRun, Score, run_checks
-from shardplan.tools.contracts.plan import Plan, PlanRequest
-from shardplan.tools.contracts.strategy import parse_strategy
+from shardplan.tools.api.shared import evaluate_strategy, search_request
+from shardplan.tools.planning.planner import resolve_request
 
 __all__ = ["RESULTS_FILE", "run_eval", "run_case", "read_results", "Baselines", "pending_pairs"]
 
@@ -192,8 +197,6 @@ class Baselines:
     def best(self, request: PlanRequest) -> tuple[Score | None, str | None]:
         """The search's best strategy for ``request``; None (and why) when nothing fits or it failed."""
         def compute() -> Score | None:
-            from shardplan.tools.api.shared import search_request
-
             result = search_request(request)
             if isinstance(result, Exception) or not result.candidates:
                 return None
@@ -207,8 +210,6 @@ class Baselines:
     def reference(self, request: PlanRequest, spec: str) -> tuple[Any, str | None]:
         """The reference strategy built, validated and priced (a StrategyCheck), or None and why."""
         def compute() -> Any:
-            from shardplan.tools.api.shared import evaluate_strategy
-
             return evaluate_strategy(request, spec)
 
         key = "reference:" + spec + ":" + request.model_copy(update={"policy": "builtin"}).model_dump_json()
@@ -220,19 +221,11 @@ class Baselines:
 
 
 def _error_text(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    try:
-        from shardplan.agent.policies import redact
-
-        text = redact(text)
-    except ImportError:
-        pass
+    text = redact(str(exc) or type(exc).__name__)
     return f"{type(exc).__name__}: {text}"[:1000]
 
 
 def _run_plan(request: PlanRequest, policy: str) -> Plan:
-    from shardplan.agent.run import run_plan
-
     if "policy" in inspect.signature(run_plan).parameters:
         return run_plan(request, progress=False, policy=policy)
     if policy != "builtin":
@@ -243,7 +236,6 @@ def _run_plan(request: PlanRequest, policy: str) -> Plan:
 def _read_prompt(case: Case, policy: str, run: CaseRun) -> PlanRequest | None:
     """The request a plain-language case stands for; None (with ``run.contradictions`` set) when the
     runner has to ask back instead of planning."""
-    from shardplan.agent.parse.request import parse_request, to_plan_request
 
     parsed = parse_request(case.request.prompt or "")
     if parsed.contradictions:
@@ -253,8 +245,6 @@ def _read_prompt(case: Case, policy: str, run: CaseRun) -> PlanRequest | None:
 
 
 def _resolve_per_node(request: PlanRequest) -> int | None:
-    from shardplan.tools.planning.planner import resolve_request
-
     try:
         return resolve_request(request)[1].gpus_per_node
     except ShardplanError:

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 from mutations import MUTATIONS
 
+from shardplan.contracts.dag import DAG
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import Strategy, parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_dag
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.dag import DAG
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import Strategy, parse_strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.validators.registry import RULES
 from shardplan.validators.validate import validate
 

@@ -24,7 +24,7 @@ from mutations import (
     mutation,
 )
 
-from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
+from shardplan.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
 
 __all__: list[str] = []
 

@@ -15,8 +15,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from shardplan.agent.graph import Limits, build_graph, recursion_limit
 from shardplan.agent.policies import BuiltinPlanner, PolicyError, repair_spec
 from shardplan.agent.run import plan_from_state, request_message, run_plan
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.workload import Workload
 from shardplan.tools.planning.planner import plan as deterministic_plan
 
 RULE_ID = re.compile(r"\b[A-Z]+-\d+\b")

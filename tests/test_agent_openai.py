@@ -22,9 +22,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from shardplan.agent.graph import Limits, build_graph, recursion_limit
 from shardplan.agent.policies import PolicyError, make_policy
 from shardplan.agent.run import plan_from_state, request_message, run_plan
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.workload import Workload
 
 SECRET = "sk-test-SECRET"
 REQUEST = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=4, workload=Workload(isl=4096, osl=128, batch=4))

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from cli_helpers import run_cli
 
+from shardplan.contracts.hardware import GPU, Cluster
+from shardplan.contracts.units import RENAMED_BANDWIDTH_FIELDS, parse_gb_per_s
 from shardplan.errors import DeprecatedFieldWarning, InputError
 from shardplan.tools.catalogs.gpus import get_gpu, load_cluster
-from shardplan.tools.contracts.hardware import GPU, Cluster
-from shardplan.tools.contracts.units import RENAMED_BANDWIDTH_FIELDS, parse_gb_per_s
 
 
 @pytest.mark.parametrize(
@@ -164,17 +164,17 @@ def test_cli_refuses_a_bad_bandwidth_string_with_exit_2(tmp_path: Path) -> None:
 def test_docstring_examples_run() -> None:
     import doctest
 
-    from shardplan.tools.contracts import units
+    from shardplan.contracts import units
 
     assert doctest.testmod(units).failed == 0
 
 
 def test_a_dag_written_with_the_old_names_still_validates(tmp_path: Path) -> None:
+    from shardplan.contracts.strategy import parse_strategy
+    from shardplan.contracts.workload import Workload
     from shardplan.tools.builder.build import build_dag
     from shardplan.tools.catalogs.gpus import make_cluster
     from shardplan.tools.catalogs.models import load_model
-    from shardplan.tools.contracts.strategy import parse_strategy
-    from shardplan.tools.contracts.workload import Workload
     from shardplan.validators.schema_check import validate_json
 
     dag = build_dag(load_model("llama-3.1-8b"), make_cluster("H100", 2), parse_strategy("tp=2"),

@@ -17,16 +17,16 @@ import networkx as nx
 import pytest
 from cli_helpers import run_cli
 
+from shardplan.contracts.dag import DAG, CommNode, ComputeNode, StateNode
+from shardplan.contracts.feasibility import split_layers
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy, parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import StrategyError
 from shardplan.tools.builder.build import build_dag, decode_context
 from shardplan.tools.builder.ranks import RankLayout
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, StateNode
-from shardplan.tools.contracts.feasibility import split_layers
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy, parse_strategy
-from shardplan.tools.contracts.workload import Workload
 
 DENSE = "llama-3.1-8b"
 MOE = "mixtral-8x7b-v0.1"

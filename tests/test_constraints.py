@@ -7,14 +7,14 @@ import json
 import pytest
 from cli_helpers import run_cli
 
+from shardplan.contracts.constraints import Constraints, parse_constraint, parse_constraints
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.strategy import PhaseStrategy, parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError, InputError
 from shardplan.tools.api import capabilities
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.constraints import Constraints, parse_constraint, parse_constraints
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.strategy import PhaseStrategy, parse_strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.planning.planner import plan
 from shardplan.tools.search.constraint_checks import (
     allowed_layouts,
@@ -183,9 +183,9 @@ def test_tools_take_constraints_and_state_assumptions() -> None:
 def test_the_examples_in_the_docstrings_run() -> None:
     import doctest
 
+    from shardplan.contracts import constraints as contract
     from shardplan.evals import readings
     from shardplan.tools.catalogs import model_names
-    from shardplan.tools.contracts import constraints as contract
     from shardplan.tools.planning import assumptions
     from shardplan.tools.search import constraint_checks
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
+from shardplan.contracts.dag import CommNode, ComputeNode, Edge, Node, StateNode
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy, Strategy, parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.dag import CommNode, ComputeNode, Edge, Node, StateNode
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy, parse_strategy
-from shardplan.tools.contracts.workload import Workload
 
 # ---------------------------------------------------------------- parse_strategy
 

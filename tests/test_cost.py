@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from shardplan.contracts.dag import CommNode
+from shardplan.contracts.model_math import weight_bytes
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_dag
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.dag import CommNode
-from shardplan.tools.contracts.model_math import weight_bytes
-from shardplan.tools.contracts.strategy import parse_strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.estimate import estimate_cost
 from shardplan.tools.cost.memory import memory_reports, weight_bytes_per_gpu
 from shardplan.tools.cost.op_time import collective_time_s, gemm_efficiency

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
+from shardplan.contracts.dag import CommNode
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_dag
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.dag import CommNode
-from shardplan.tools.contracts.strategy import parse_strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.estimate import estimate_cost
 from shardplan.tools.cost.exchange import engine_exchange
 from shardplan.tools.cost.measured.database import measured_available, measured_tables

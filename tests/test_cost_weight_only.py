@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from shardplan.contracts.dag import ComputeNode
 from shardplan.tools.builder import ops
 from shardplan.tools.catalogs.gpus import make_cluster
-from shardplan.tools.contracts.dag import ComputeNode
 from shardplan.tools.cost.op_time import compute_dtype, compute_time_s
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli
 
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import StrategyError
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.strategy import parse_strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.planning.explain import collectives_by_group
 from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
 

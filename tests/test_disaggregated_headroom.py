@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.strategy import PhaseStrategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.serving.disaggregated import decode_workers, pool_options, prefill_worker
 from shardplan.tools.serving.steady import mdc_wait, queue_wait
 
@@ -63,7 +63,7 @@ def test_a_given_rate_past_the_prefill_pools_capacity_is_not_served() -> None:
 
 
 def test_a_fixed_batch_the_prefill_pool_cannot_feed_runs_the_batch_it_can() -> None:
-    from shardplan.tools.contracts.strategy import parse_strategy
+    from shardplan.contracts.strategy import parse_strategy
     from shardplan.tools.planning.deployment import best_option
 
     strategy = parse_strategy("prefill:tp=1;decode:tp=1;disagg")

@@ -15,14 +15,14 @@ import pytest
 from cli_helpers import SHARDPLAN, run_cli
 from fake_openai import FakeOpenAI, propose
 
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.evals.cases import CASES_DIR, Expectation, load_cases
 from shardplan.evals.checks import CHECKS, CaseRun, run_checks
 from shardplan.evals.report import below, summarize, write_report
 from shardplan.evals.runner import RESULTS_FILE, read_results, run_eval
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.strategy import parse_strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.planning.planner import plan, plan_for_strategy, resolve_request
 
 ALL = {c.id: c for c in load_cases()}

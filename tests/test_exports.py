@@ -17,13 +17,13 @@ import pytest
 from cli_helpers import run_cli
 from test_builder import COMBINATIONS
 
+from shardplan.contracts.dag import DAG
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_dag
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.dag import DAG
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import parse_strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.views.exports import (
     AUTO_COLLAPSE_NODES,
     collapse,

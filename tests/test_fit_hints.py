@@ -9,11 +9,11 @@ from cli_helpers import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shardplan.contracts.plan import FitHint, PlanRequest
+from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.plan import FitHint, PlanRequest
-from shardplan.tools.contracts.strategy import PhaseStrategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.memory import weight_bytes_per_gpu
 from shardplan.tools.planning.planner import plan, resolve_request
 from shardplan.tools.search.deployments import search

@@ -13,12 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_mcp import BUNDLED
 
+from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError
-from shardplan.reading import one_line, parse_json_text
+from shardplan.reading import parse_json_text
+from shardplan.text import one_line
 from shardplan.tools.catalogs.config_check import INT_KEYS
 from shardplan.tools.catalogs.gpus import load_cluster
 from shardplan.tools.catalogs.models import model_from_config
-from shardplan.tools.contracts.strategy import parse_strategy
 
 BASE = json.loads(BUNDLED.read_text())
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow,

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from shardplan.contracts.units import parse_gb_per_s
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.gpus import get_gpu, gpu_catalog, load_cluster, make_cluster
-from shardplan.tools.contracts.units import parse_gb_per_s
 
 CATALOG = ("H100", "H200", "B200", "A100", "L40S", "MI300X")
 CLUSTER_DIR = Path(__file__).resolve().parents[1] / "tools" / "data" / "clusters"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli
 
+from shardplan.contracts.plan import Plan, PlanRequest
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
-from shardplan.tools.contracts.plan import Plan, PlanRequest
-from shardplan.tools.contracts.strategy import parse_strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.launch.commands import ENGINES, LaunchSpec, launch_command
 from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
 

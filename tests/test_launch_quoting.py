@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from test_mcp import BUNDLED
 
-from shardplan.tools.contracts.plan import Plan, PlanRequest
-from shardplan.tools.contracts.strategy import parse_strategy
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.plan import Plan, PlanRequest
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.launch.commands import ENGINES, launch_command, shell_word
 from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
 

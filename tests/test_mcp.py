@@ -19,9 +19,9 @@ from cli_helpers import ROOT, SHARDPLAN, run_cli
 from mcp import Client, MCPError, StdioServerParameters
 from mcp_types import CallToolResult, TextContent
 
+from shardplan.contracts.schemas import SCHEMA_NAMES, json_schema
 from shardplan.knowledge.rules import doc_files
 from shardplan.tools.api import capabilities, guards
-from shardplan.tools.catalogs.schemas import SCHEMA_NAMES, json_schema
 from shardplan.tools.surfaces.mcp_server import HTTP_PATH, TOOL_NAMES, build_server
 from shardplan.validators import schema_check
 

@@ -11,10 +11,10 @@ from mcp import Client, MCPError
 from mcp_types import CallToolResult, ResourceLink, TextContent
 from test_mcp import SMALL, talk
 
+from shardplan.contracts.plan import Deployment, FrontierPoint, Plan, WorkerPool
+from shardplan.contracts.reports import ValidationReport, Violation
 from shardplan.tools.api.compact import MAX_ALTERNATIVES, MAX_FRONTIER, _thin_frontier, validation_brief
 from shardplan.tools.api.result_store import ResultStore
-from shardplan.tools.contracts.plan import Deployment, FrontierPoint, Plan, WorkerPool
-from shardplan.tools.contracts.reports import ValidationReport, Violation
 from shardplan.tools.surfaces.mcp_server import build_server
 
 DEEPSEEK = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 16}

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shardplan.errors import InputError
-from shardplan.tools.catalogs.models import bundled_models, load_model, resolve_model_name
-from shardplan.tools.contracts.model_math import (
+from shardplan.contracts.model_math import (
     embedding_params,
     expert_params,
     flops_per_token,
@@ -19,6 +17,9 @@ from shardplan.tools.contracts.model_math import (
     params_total,
     weight_bytes,
 )
+from shardplan.errors import InputError
+from shardplan.tools.catalogs.bundled import bundled_models
+from shardplan.tools.catalogs.models import load_model, resolve_model_name
 
 REQUIRED_MODELS = {
     "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B",

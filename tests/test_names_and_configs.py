@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli
 
+from shardplan.contracts.model_math import params_active, params_total
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.gpus import get_gpu, gpu_catalog
 from shardplan.tools.catalogs.model_names import alias_note
 from shardplan.tools.catalogs.models import check_context, load_model, model_from_config, resolve_model_name
-from shardplan.tools.contracts.model_math import params_active, params_total
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.planning.assumptions import request_assumptions
 
 SCOUT = Path(__file__).parent / "data" / "llama4_scout_config.json"

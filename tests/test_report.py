@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli
 
-from shardplan.tools.contracts.plan import Plan, PlanRequest
-from shardplan.tools.contracts.reports import ValidationReport, Violation
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.plan import Plan, PlanRequest
+from shardplan.contracts.reports import ValidationReport, Violation
+from shardplan.contracts.workload import Workload
 from shardplan.tools.cost.schedule import schedule_dag
 from shardplan.tools.planning.planner import plan
 from shardplan.tools.report.html import render_report

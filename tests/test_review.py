@@ -7,10 +7,10 @@ import json
 import pytest
 from cli_helpers import run_cli
 
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import StrategyError
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.strategy import parse_strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.planning.deployment import evaluate_deployment
 from shardplan.tools.planning.planner import resolve_request, review
 from shardplan.tools.search.deployments import candidate_from_cost

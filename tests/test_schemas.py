@@ -10,14 +10,14 @@ from cli_helpers import ROOT
 from cli_helpers import run_cli as _cli
 from jsonschema import Draft202012Validator
 
-from shardplan.tools.catalogs.schemas import SCHEMA_NAMES, json_schema
-from shardplan.tools.contracts.dag import DAG
+from shardplan.contracts.dag import DAG
+from shardplan.contracts.schemas import SCHEMA_NAMES, json_schema
 
 
 @pytest.mark.parametrize("name", SCHEMA_NAMES)
 def test_committed_schema_matches_the_contract(name: str) -> None:
     path = ROOT / "schemas" / f"{name}.schema.json"
-    regenerate = "run `python -m shardplan.tools.catalogs.schemas schemas` and commit the result"
+    regenerate = "run `python -m shardplan.contracts.schemas schemas` and commit the result"
     assert path.is_file(), f"{path} is missing; {regenerate}"
     committed = json.loads(path.read_text())
     current = json.loads(json.dumps(json_schema(name)))

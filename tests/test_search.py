@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from shardplan.contracts.feasibility import strategy_problems
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.feasibility import strategy_problems
-from shardplan.tools.contracts.strategy import parse_strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.planning.deployment import best_option
 from shardplan.tools.search.deployments import search
 from shardplan.tools.search.layouts import enumerate_strategies

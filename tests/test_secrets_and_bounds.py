@@ -20,10 +20,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from shardplan.agent.graph import Limits, build_graph, recursion_limit
 from shardplan.agent.hygiene import RedactingSerializer, open_thread_store
 from shardplan.agent.run import request_message
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.limits import MAX_DB_BYTES, MAX_MESSAGE_CHARS, MAX_PROMPT_CHARS
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.workload import Workload
 
 SECRET = "sk-live-SECRET-0123456789abcdef"
 PROMPT = "Plan Llama 3.1 8B on 4 H100 for 4096-token prompts and 128 output tokens, batch 4"

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.measured.database import measured_available
 from shardplan.tools.cost.memory import memory_report, memory_reports
 from shardplan.tools.serving.aggregated import replica_capacity
@@ -144,7 +144,7 @@ def test_the_serving_modules_examples_hold() -> None:
     import doctest
 
     from shardplan import bisection
-    from shardplan.tools.contracts import packing, strategy
+    from shardplan.contracts import packing, strategy
     from shardplan.tools.cost import memory
     from shardplan.tools.serving import options, placement, steady, steps
 

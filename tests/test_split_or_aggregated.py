@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from shardplan.contracts.strategy import PhaseStrategy, Strategy, parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy, parse_strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.measured.database import measured_available
 from shardplan.tools.search.ranking import prefer_aggregated
 from shardplan.tools.serving.disaggregated import decode_workers, pool_frontier, pool_options, prefill_worker
@@ -100,7 +100,7 @@ def test_the_pool_frontier_leaves_the_tpot_limit_on_the_grid() -> None:
 
 @pytest.mark.skipif(not measured_available(), reason="the figures below are the measured backend's")
 def test_a_plan_says_why_it_passed_over_the_split_deployment() -> None:
-    from shardplan.tools.contracts.plan import PlanRequest
+    from shardplan.contracts.plan import PlanRequest
     from shardplan.tools.cost.estimate import stated_error_pct
     from shardplan.tools.planning.planner import plan
 

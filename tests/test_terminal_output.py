@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from shardplan.cli.app import app
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.workload import Workload
 from shardplan.tools.cost.calibration import calibration
 from shardplan.tools.planning.rejections import rejection_phrase, rejection_summary
 from shardplan.tools.search.ranking import RankedFigures, near_tie

@@ -11,13 +11,13 @@ from cli_helpers import run_cli
 from mutation_cases import CASES, WORKLOAD, Case, case_dag, format_kill_table, kill_table, trimmed_model
 from mutations import MUTATIONS
 
+from shardplan.contracts.dag import DAG
+from shardplan.contracts.reports import ValidationReport
+from shardplan.contracts.strategy import parse_strategy
 from shardplan.knowledge.rules import get_rule, load_rules
 from shardplan.tools.builder.build import build_dag
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.dag import DAG
-from shardplan.tools.contracts.reports import ValidationReport
-from shardplan.tools.contracts.strategy import parse_strategy
 from shardplan.tools.views.exports import collapse
 from shardplan.validators import schema_check
 from shardplan.validators.index import DagIndex
@@ -301,7 +301,7 @@ def test_cli_validate_exit_codes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("spec", ["tp=2", "prefill:sp=2;decode:adp=2"])
 def test_a_dag_whose_concurrency_the_search_chooses_validates(spec: str) -> None:
     # Workload.batch None means "the search chooses"; every rule must read the sequences in flight instead.
-    from shardplan.tools.contracts.workload import Workload
+    from shardplan.contracts.workload import Workload
 
     model = load_model("meta-llama/Llama-3.1-8B")
     workload = Workload(isl=8192, osl=64)

@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from mutation_cases import drawn_node_size, trimmed_model
 
+from shardplan.contracts.feasibility import strategy_problems
+from shardplan.contracts.reports import ValidationReport
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_dag
 from shardplan.tools.catalogs.gpus import make_cluster
-from shardplan.tools.contracts.feasibility import strategy_problems
-from shardplan.tools.contracts.reports import ValidationReport
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.validators.schema_check import INTERNAL_RULE, validate_json
 from shardplan.validators.validate import validate
 

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import pytest
 from mutation_cases import drawn_node_size, trimmed_model
 
+from shardplan.contracts.dag import DAG, CommNode, ComputeNode, Edge
+from shardplan.contracts.feasibility import strategy_problems
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_dag
 from shardplan.tools.catalogs.gpus import make_cluster
-from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, Edge
-from shardplan.tools.contracts.feasibility import strategy_problems
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.validators.validate import validate
 
 # (bundled model, layers kept, family): DeepSeek-V3 keeps 4 layers so that one MoE layer follows its

@@ -11,7 +11,7 @@ from __future__ import annotations
 from itertools import compress
 from operator import itemgetter
 
-from shardplan.tools.contracts.common import DTYPE_BYTES
+from shardplan.contracts.common import DTYPE_BYTES
 from shardplan.validators.derived import COLLECTIVE_KINDS, bulk_get, gemm_shapes
 from shardplan.validators.index import DagIndex
 

@@ -8,8 +8,8 @@ edges, and memoised on the index because several rules share it.
 
 >>> from shardplan.tools.catalogs.models import load_model
 >>> from shardplan.tools.catalogs.gpus import make_cluster
->>> from shardplan.tools.contracts.strategy import parse_strategy
->>> from shardplan.tools.contracts.workload import Workload
+>>> from shardplan.contracts.strategy import parse_strategy
+>>> from shardplan.contracts.workload import Workload
 >>> from shardplan.tools.builder.build import build_dag
 >>> dag = build_dag(load_model("llama-3.1-8b"), make_cluster("H100", 2), parse_strategy("tp=2"),
 ...                 Workload(isl=64, osl=8, batch=2))

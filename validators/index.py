@@ -9,8 +9,8 @@ however odd its contents.
 
 >>> from shardplan.tools.catalogs.models import load_model
 >>> from shardplan.tools.catalogs.gpus import make_cluster
->>> from shardplan.tools.contracts.strategy import parse_strategy
->>> from shardplan.tools.contracts.workload import Workload
+>>> from shardplan.contracts.strategy import parse_strategy
+>>> from shardplan.contracts.workload import Workload
 >>> from shardplan.tools.builder.build import build_dag
 >>> dag = build_dag(load_model("llama-3.1-8b"), make_cluster("H100", 2), parse_strategy("tp=2"),
 ...                 Workload(isl=64, osl=8, batch=2))
@@ -29,9 +29,9 @@ from itertools import accumulate, compress, repeat
 from operator import attrgetter, is_not, itemgetter, lt, ne
 from typing import Any, TypeAlias
 
-from shardplan.tools.contracts.dag import COMM_KINDS, DAG, CommNode, ComputeNode, StateNode
-from shardplan.tools.contracts.feasibility import Problem, strategy_problems
-from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.contracts.dag import COMM_KINDS, DAG, CommNode, ComputeNode, StateNode
+from shardplan.contracts.feasibility import Problem, strategy_problems
+from shardplan.contracts.strategy import PhaseStrategy
 
 __all__ = ["AnyNode", "DagIndex", "REDUCTION_KINDS", "PHASES"]
 

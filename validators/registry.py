@@ -2,7 +2,7 @@
 
 A check is a plain function from a :class:`~shardplan.validators.index.DagIndex` to the problems it
 finds, each a :class:`Finding` (message, fix, offending nodes and edges). The registry turns findings
-into :class:`~shardplan.tools.contracts.Violation` objects, stamping the rule ID, the severity and the
+into :class:`~shardplan.contracts.Violation` objects, stamping the rule ID, the severity and the
 citation taken from the knowledge base, so no check repeats them::
 
     @rule("DAG-1")
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from shardplan.contracts.reports import Severity, Violation
 from shardplan.knowledge.rules import get_rule
-from shardplan.tools.contracts.reports import Severity, Violation
 from shardplan.validators.index import DagIndex
 
 __all__ = [
@@ -148,7 +148,7 @@ def rule(rule_id: str, *, full_graph: bool = False) -> Callable[[Check], Check]:
 
 
 def from_problems(ix: DagIndex, rule_id: str) -> Iterator[Finding]:
-    """Findings for the strategy problems (:func:`~shardplan.tools.contracts.feasibility.strategy_problems`) that
+    """Findings for the strategy problems (:func:`~shardplan.contracts.feasibility.strategy_problems`) that
     break ``rule_id``: the DAG is checked against the same feasibility rules as the builder."""
     for problem in ix.problems:
         if problem.rule == rule_id:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shardplan.tools.contracts.dag import category_of
+from shardplan.contracts.dag import category_of
 from shardplan.validators.derived import kv_consumers, kv_states
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import Finding, rule, sample

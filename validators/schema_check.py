@@ -20,11 +20,12 @@ from typing import Any
 from jsonschema import Draft202012Validator, ValidationError
 from pydantic import ValidationError as PydanticError
 
+from shardplan.contracts.dag import DAG
+from shardplan.contracts.reports import ValidationReport, Violation
+from shardplan.contracts.schemas import json_schema
+from shardplan.contracts.units import rename_old_fields
 from shardplan.errors import InputError
 from shardplan.reading import load_json_strict
-from shardplan.tools.contracts.dag import DAG
-from shardplan.tools.contracts.reports import ValidationReport, Violation
-from shardplan.tools.contracts.units import rename_old_fields
 from shardplan.validators.validate import validate
 
 __all__ = [
@@ -83,8 +84,6 @@ def parse_json(text: str | bytes) -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
-    from shardplan.tools.catalogs.schemas import json_schema
-
     return Draft202012Validator(json_schema("dag"))
 
 

@@ -10,8 +10,8 @@ import gc
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from shardplan.tools.contracts.dag import DAG
-from shardplan.tools.contracts.reports import ValidationReport
+from shardplan.contracts.dag import DAG
+from shardplan.contracts.reports import ValidationReport
 from shardplan.validators import (
     rules_decode,
     rules_ep,
@@ -76,8 +76,8 @@ def validate(dag: DAG, only: Iterable[str] | None = None) -> ValidationReport:
 
     >>> from shardplan.tools.catalogs.models import load_model
     >>> from shardplan.tools.catalogs.gpus import make_cluster
-    >>> from shardplan.tools.contracts.strategy import parse_strategy
-    >>> from shardplan.tools.contracts.workload import Workload
+    >>> from shardplan.contracts.strategy import parse_strategy
+    >>> from shardplan.contracts.workload import Workload
     >>> from shardplan.tools.builder.build import build_dag
     >>> dag = build_dag(load_model("llama-3.1-8b"), make_cluster("H100", 2), parse_strategy("tp=2"),
     ...                 Workload(isl=64, osl=8, batch=2))

@@ -2,7 +2,7 @@
 "PP across nodes", "use expert parallelism", "DP only", "tp<=8", "8 GPUs per replica", "on vLLM".
 
 Each phrase becomes one constraint in the text form of
-:mod:`shardplan.tools.contracts.constraints` (``pp=1``, ``tp-in-node``, ``ep>=2`` ...), recorded under
+:mod:`shardplan.contracts.constraints` (``pp=1``, ``tp-in-node``, ``ep>=2`` ...), recorded under
 the ``constraints`` field. Serving (colocated or disaggregated) stays with the disaggregation reader.
 """
 

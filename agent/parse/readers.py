@@ -23,11 +23,12 @@ from shardplan.agent.parse.text import (
     _squash,
     _tokens,
 )
+from shardplan.contracts.common import DType, Objective
 from shardplan.errors import InputError
+from shardplan.tools.catalogs.bundled import bundled_models
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.model_names import alias_note
-from shardplan.tools.catalogs.models import bundled_models, resolve_model_name
-from shardplan.tools.contracts.common import DType, Objective
+from shardplan.tools.catalogs.models import resolve_model_name
 
 # ---------------------------------------------------------------------------------------------------------
 # Intent

@@ -45,13 +45,13 @@ from shardplan.agent.parse.readers import (
 )
 from shardplan.agent.parse.targets import read_targets
 from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
+from shardplan.contracts.common import DType, Objective
+from shardplan.contracts.constraints import parse_constraints
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import check_context, load_model
-from shardplan.tools.contracts.common import DType, Objective
-from shardplan.tools.contracts.constraints import parse_constraints
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.planning.assumptions import request_assumptions
 
 __all__ = [

@@ -61,10 +61,10 @@ from typing import Any
 
 import yaml
 
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Batching, Workload
 from shardplan.tools.catalogs.gpus import gpu_catalog, make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.contracts.strategy import parse_strategy
-from shardplan.tools.contracts.workload import Batching, Workload
 from shardplan.tools.serving.placement import worker_cluster
 from shardplan.tools.serving.steady import ServingPoint, continuous_point, static_point
 from shardplan.tools.serving.steps import StepPricer

@@ -32,9 +32,9 @@ import yaml  # noqa: E402
 from fit import CALIBRATION_YAML, apply, fit, rms, search_1d, sse  # noqa: E402
 from kernel_samples import Sample, compute_node, kernel_time_s  # noqa: E402
 
+from shardplan.contracts.dag import CommNode  # noqa: E402
 from shardplan.tools.builder import ops  # noqa: E402
 from shardplan.tools.catalogs.gpus import make_cluster  # noqa: E402
-from shardplan.tools.contracts.dag import CommNode  # noqa: E402
 from shardplan.tools.cost import op_time  # noqa: E402
 from shardplan.tools.cost.calibration import Calibration, calibration  # noqa: E402
 from shardplan.tools.cost.measured.database import measured_tables  # noqa: E402
@@ -205,7 +205,6 @@ def fit_gpu(gpu: str, base: Calibration) -> tuple[dict[str, Any], dict[str, floa
     cal = with_engine_allreduce(cal, round(step_us(bw_eff), 2), bw_eff)
     moe_rows = moe_samples(gpu)
     if moe_rows:
-
         def imbalance(m_half: float) -> float:
             return search_1d(lambda f: sse(moe_rows, with_moe(cal, f, m_half)), 0.0, 3.0, steps=20)
 

@@ -33,11 +33,11 @@ sys.path.insert(0, str(HERE))
 
 from aic_reference import Layout, aic_estimate  # noqa: E402
 
+from shardplan.contracts.strategy import parse_strategy  # noqa: E402
+from shardplan.contracts.workload import Workload  # noqa: E402
 from shardplan.tools.builder.build import build_dag  # noqa: E402
 from shardplan.tools.catalogs.gpus import make_cluster  # noqa: E402
 from shardplan.tools.catalogs.models import load_model  # noqa: E402
-from shardplan.tools.contracts.strategy import parse_strategy  # noqa: E402
-from shardplan.tools.contracts.workload import Workload  # noqa: E402
 from shardplan.tools.cost.estimate import estimate_cost  # noqa: E402
 
 DENSE = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-32B", "meta-llama/Llama-3.1-70B"]

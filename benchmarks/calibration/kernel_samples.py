@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shardplan.contracts.dag import CommNode, ComputeNode
+from shardplan.contracts.hardware import Cluster
 from shardplan.tools.builder import ops
 from shardplan.tools.catalogs.gpus import gpu_catalog, make_cluster
-from shardplan.tools.contracts.dag import CommNode, ComputeNode
-from shardplan.tools.contracts.hardware import Cluster
 from shardplan.tools.cost import op_time
 
 __all__ = [

@@ -6,12 +6,14 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from shardplan.contracts.common import DType, Objective, ServingEngine
+from shardplan.contracts.constraints import parse_constraints
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.workload import Batching, Workload
 from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE
 from shardplan.tools.api.guards import SEARCH_DEPTH, check_path
-from shardplan.tools.contracts.common import DType, Objective, ServingEngine
-from shardplan.tools.contracts.constraints import parse_constraints
-from shardplan.tools.contracts.plan import PlanRequest
-from shardplan.tools.contracts.workload import Batching, Workload
+from shardplan.tools.catalogs.gpus import load_cluster
+from shardplan.tools.planning.assumptions import request_assumptions
 
 
 class Args(BaseModel):
@@ -117,7 +119,6 @@ class RequestArgs(Args):
         Raises:
             InputError: a path outside the allowed roots, an unreadable constraint, an unknown model.
         """
-        from shardplan.tools.planning.assumptions import request_assumptions
 
         check_path(self.model, "model")
         if self.cluster:
@@ -139,7 +140,6 @@ class RequestArgs(Args):
         gpu = self.gpu
         if self.cluster and "gpu" not in self.model_fields_set:
             # The cluster file names its GPU: the default must not contradict it.
-            from shardplan.tools.catalogs.gpus import load_cluster
 
             gpu = load_cluster(self.cluster).gpu.name
         request = PlanRequest(

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardplan.contracts.dag import DAG
+from shardplan.contracts.model_math import describe, summary
+from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError
+from shardplan.knowledge.retriever import search
+from shardplan.knowledge.rules import get_rule as lookup
 from shardplan.tools.api.arguments import (
     BuildArgs,
     CostArgs,
@@ -31,7 +36,16 @@ from shardplan.tools.api.results import (
     StrategyCheck,
 )
 from shardplan.tools.api.shared import _brief_cost, _brief_violations, _misses, _r, evaluate_strategy, search_request
-from shardplan.tools.contracts.dag import DAG
+from shardplan.tools.builder.build import build_dag as build
+from shardplan.tools.catalogs.bundled import bundled_models
+from shardplan.tools.catalogs.gpus import gpu_catalog
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.cost.estimate import estimate_cost as run_cost
+from shardplan.tools.planning.evaluation import price_on_budget
+from shardplan.tools.planning.planner import plan as run_plan
+from shardplan.tools.planning.planner import resolve_request
+from shardplan.tools.search.deployments import SearchResult
+from shardplan.validators.schema_check import validate_json
 
 # ---------------------------------------------------------------------------------------------- capabilities
 
@@ -39,7 +53,6 @@ from shardplan.tools.contracts.dag import DAG
 @capability(KnowledgeQuery)
 def search_knowledge(args: KnowledgeQuery) -> list[dict[str, Any]]:
     """Search the knowledge base of inference-parallelism rules; returns sections with their rule IDs."""
-    from shardplan.knowledge.retriever import search
 
     return [
         {
@@ -56,7 +69,6 @@ def search_knowledge(args: KnowledgeQuery) -> list[dict[str, Any]]:
 @capability(RuleArgs)
 def get_rule(args: RuleArgs) -> dict[str, Any]:
     """One knowledge rule by ID (e.g. DEC-1): its severity, statement and where it is written."""
-    from shardplan.knowledge.rules import get_rule as lookup
 
     try:
         return lookup(args.rule_id).model_dump()
@@ -67,8 +79,6 @@ def get_rule(args: RuleArgs) -> dict[str, Any]:
 @capability(NoArgs)
 def list_models(args: NoArgs) -> list[dict[str, Any]]:
     """The bundled models with architecture, size and whether they are mixture-of-experts."""
-    from shardplan.tools.catalogs.models import bundled_models, load_model
-    from shardplan.tools.contracts.model_math import summary
 
     return [summary(load_model(repo)) for repo in bundled_models()]
 
@@ -76,7 +86,6 @@ def list_models(args: NoArgs) -> list[dict[str, Any]]:
 @capability(NoArgs)
 def list_gpus(args: NoArgs) -> list[dict[str, Any]]:
     """The GPU catalog: memory, bandwidths and peak dense TFLOP/s per GPU."""
-    from shardplan.tools.catalogs.gpus import gpu_catalog
 
     return [
         {
@@ -96,8 +105,6 @@ def list_gpus(args: NoArgs) -> list[dict[str, Any]]:
 @capability(ModelArgs)
 def describe_model(args: ModelArgs) -> dict[str, Any]:
     """A model's architecture and derived sizes: parameters, layers, heads, experts, KV bytes per token."""
-    from shardplan.tools.catalogs.models import load_model
-    from shardplan.tools.contracts.model_math import describe
 
     check_path(args.model, "model")
     return describe(load_model(args.model))
@@ -120,8 +127,6 @@ def _candidate_brief(c: Any) -> CandidateBrief:
 
 
 def _summarize_search(result: Any, objective: str, top: int, detail: bool = False) -> SearchSummary:
-    from shardplan.tools.search.deployments import SearchResult
-
     if not isinstance(result, SearchResult):
         return SearchSummary(feasible=False, objective=objective, min_gpus=result.min_gpus, hints=result.hints,
                              message=str(result))
@@ -164,9 +169,6 @@ def propose_strategy(args: StrategyArgs) -> StrategyCheck:
 
 
 def _check_dag(source: str | dict[str, Any], *, price: bool, detail: bool = False) -> DagCheck:
-    from shardplan.tools.cost.estimate import estimate_cost as run_cost
-    from shardplan.validators.schema_check import validate_json
-
     obj = read_dag_json(source)
     report = validate_json(obj)
     dag_obj = obj.get("dag") if isinstance(obj, dict) and "dag" in obj and "nodes" not in obj else obj
@@ -207,10 +209,6 @@ def validate_dag(args: DagArgs) -> DagCheck:
 def estimate_cost(args: CostArgs) -> CostSummary:
     """Price a DAG (dag_json) or a strategy for a request: TTFT, TPOT, throughput, memory per GPU. A strategy that
     uses fewer GPUs than ``gpus`` is priced on the GPUs it uses (``gpus`` is a budget, as for ``plan``)."""
-    from shardplan.tools.contracts.strategy import parse_strategy
-    from shardplan.tools.cost.estimate import estimate_cost as run_cost
-    from shardplan.tools.planning.evaluation import price_on_budget
-    from shardplan.tools.planning.planner import resolve_request
 
     if args.dag_json is not None:
         report = _check_dag(args.dag_json, price=False)
@@ -235,9 +233,6 @@ def build_dag(args: BuildArgs) -> BuildSummary:
     """Build the parallel strategy DAG of a strategy; a summary, or the whole DAG with include_dag."""
     from collections import Counter
 
-    from shardplan.tools.builder.build import build_dag as build
-    from shardplan.tools.contracts.strategy import parse_strategy
-    from shardplan.tools.planning.planner import resolve_request
 
     request = args.to_request()
     model, cluster = resolve_request(request)
@@ -259,7 +254,6 @@ def plan(args: PlanArgs) -> PlanSummary:
     Returns a compact summary (strategy, deployment, figures, verdict, first runners-up, explanation); with
     detail=true the whole plan too, under ``plan``.
     """
-    from shardplan.tools.planning.planner import plan as run_plan
 
     result = run_plan(args.to_request())
     if not args.include_dag:

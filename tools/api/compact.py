@@ -12,10 +12,10 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
+from shardplan.contracts.plan import Alternative, Deployment, FitHint, NearTie, Plan, PlanRequest, PlanStatus
+from shardplan.contracts.reports import CostReport, ValidationReport
 from shardplan.tools.api.results import CostSummary, MemoryBrief, PhaseBrief, Result, ViolationBrief
 from shardplan.tools.api.shared import _brief_cost, _brief_violations, _misses, _r
-from shardplan.tools.contracts.plan import Alternative, Deployment, FitHint, NearTie, Plan, PlanRequest, PlanStatus
-from shardplan.tools.contracts.reports import CostReport, ValidationReport
 
 __all__ = ["PlanSummary", "ValidationBrief", "plan_summary", "cost_summary", "MAX_ALTERNATIVES", "MAX_FRONTIER"]
 

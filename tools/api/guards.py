@@ -10,7 +10,9 @@ from typing import Any
 
 from shardplan.errors import InputError
 from shardplan.limits import MAX_DAG_CHARS, MAX_DAG_NODES
-from shardplan.reading import one_line
+from shardplan.text import one_line
+from shardplan.tools.catalogs.models import resolve_model_name
+from shardplan.validators.schema_check import parse_json
 
 MAX_VIOLATIONS = 10
 """Violations listed one by one in a compact result; the rest are counted."""
@@ -60,8 +62,6 @@ def _looks_like_path(value: str) -> bool:
 
 
 def _is_bundled_name(value: str) -> bool:
-    from shardplan.tools.catalogs.models import resolve_model_name
-
     try:
         resolve_model_name(value)
     except InputError:
@@ -103,7 +103,6 @@ def check_path(value: str, field: str, *, always: bool = False) -> None:
 
 def read_dag_json(source: str | dict[str, Any]) -> Any:
     """Parse and size-check DAG JSON before any schema work."""
-    from shardplan.validators.schema_check import parse_json
 
     if isinstance(source, str):
         if len(source) > MAX_DAG_CHARS:

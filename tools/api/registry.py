@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from shardplan.errors import InfeasibleError, InputError
-from shardplan.reading import one_line
+from shardplan.errors import InfeasibleError, InputError, field_error
+from shardplan.text import one_line
 from shardplan.tools.api.arguments import Args
 
 # --------------------------------------------------------------------------------------------- registry
@@ -28,17 +28,6 @@ class Capability:
     args: type[Args]
     description: str
     func: Callable[..., Any]
-
-
-def field_error(exc: ValidationError) -> InputError:
-    """A pydantic ValidationError as one InputError naming the first bad field (up to three listed)."""
-    errors = exc.errors()
-    places = [".".join(str(p) for p in e["loc"]) or "arguments" for e in errors]
-    text = "; ".join(f"{one_line(where, 80)}: {one_line(e['msg'], 200)}"
-                     for where, e in zip(places, errors[:3], strict=False))
-    if len(errors) > 3:
-        text += f" (and {len(errors) - 3} more)"
-    return InputError(text, field=places[0], fix=f"correct '{one_line(places[0], 80)}' and call again")
 
 
 def parse_args(model: type[A], values: dict[str, Any]) -> A:

@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shardplan.tools.contracts.plan import FitHint
-from shardplan.tools.contracts.reports import CostReport, PricingReport, ValidationReport
+from shardplan.contracts.plan import FitHint
+from shardplan.contracts.reports import CostReport, PricingReport, ValidationReport
 
 # ------------------------------------------------------------------------------------------------ results
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from shardplan.contracts.plan import Alternative, PlanRequest
+from shardplan.contracts.reports import CostReport, ValidationReport
+from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InfeasibleError
 from shardplan.tools.api.guards import MAX_VIOLATIONS, SEARCH_DEPTH
 from shardplan.tools.api.results import CostBrief, StrategyCheck, ViolationBrief
-from shardplan.tools.contracts.plan import Alternative, PlanRequest
-from shardplan.tools.contracts.reports import CostReport, ValidationReport
+from shardplan.tools.planning.deployment import deployment_problems, evaluate_deployment
+from shardplan.tools.planning.planner import alternatives_from, resolve_request
+from shardplan.tools.search.constraint_checks import strategy_violations
+from shardplan.tools.search.deployments import Candidate, SearchResult, search
 
 
 def _r(value: float) -> float:
@@ -46,8 +51,6 @@ def _misses(cost: CostReport) -> list[str]:
 
 
 def _constraint_misses(request: PlanRequest, strategy: Any, gpus_per_node: int) -> list[str]:
-    from shardplan.tools.search.constraint_checks import strategy_violations
-
     if request.constraints is None:
         return []
     broken = strategy_violations(strategy, request.constraints, gpus_per_node)
@@ -64,10 +67,6 @@ def _request_key(request: PlanRequest) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _evaluate(request_json: str, spec: str) -> StrategyCheck:
-    from shardplan.tools.contracts.strategy import parse_strategy
-    from shardplan.tools.planning.deployment import deployment_problems, evaluate_deployment
-    from shardplan.tools.planning.planner import resolve_request
-
     request = PlanRequest.model_validate_json(request_json)
     strategy = parse_strategy(spec)
     model, cluster = resolve_request(request)
@@ -111,9 +110,6 @@ def evaluate_strategy(request: PlanRequest, strategy: str) -> StrategyCheck:
 
 @functools.lru_cache(maxsize=8)
 def _search(request_json: str) -> Any:
-    from shardplan.tools.planning.planner import resolve_request
-    from shardplan.tools.search.deployments import search
-
     request = PlanRequest.model_validate_json(request_json)
     model, cluster = resolve_request(request)
     try:
@@ -129,16 +125,12 @@ def search_request(request: PlanRequest) -> Any:
 
 def alternatives_for(request: PlanRequest, chosen: StrategyCheck, limit: int = 4) -> list[Alternative]:
     """The runners-up of the search for ``request`` against ``chosen``, each with why it lost."""
-    from shardplan.tools.planning.planner import alternatives_from
-    from shardplan.tools.search.deployments import Candidate, SearchResult
 
     result = search_request(request)
     if not isinstance(result, SearchResult):
         return []
     match = next((c for c in result.candidates if c.spec == chosen.strategy), None)
     if match is None and chosen.cost is not None:
-        from shardplan.tools.contracts.strategy import parse_strategy
-
         c = chosen.cost
         match = Candidate(
             strategy=parse_strategy(chosen.strategy),

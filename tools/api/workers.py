@@ -11,6 +11,11 @@ caller's working directory and ``SHARDPLAN_*`` variables, so path rules are the 
 the moment the forkserver started.
 
 >>> import anyio
+from pydantic import ValidationError
+
+from shardplan.errors import ShardplanError
+from shardplan.tools.api.capabilities import CAPABILITIES
+from shardplan.tools.api.registry import dump, error_dict
 >>> workers = CapabilityWorkers()
 >>> anyio.run(workers.call, "get_rule", {"rule_id": "DEC-1"}, 30.0)[1]["id"]
 'DEC-1'
@@ -26,13 +31,18 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 import anyio
+from pydantic import ValidationError
+
+from shardplan.errors import ShardplanError
+from shardplan.tools.api.capabilities import CAPABILITIES
+from shardplan.tools.api.registry import dump, error_dict
 
 __all__ = ["CapabilityWorkers", "MAX_WORKERS", "timeout_error"]
 
 MAX_WORKERS = 4
 """Calls run at once; further calls wait for a free worker (their time limit starts when they run)."""
 _KEEP_IDLE = 2
-_PRELOAD = ["shardplan.tools.api", "shardplan.tools.planning.planner", "shardplan.validators"]
+_PRELOAD = ["shardplan.tools.api.capabilities", "shardplan.tools.planning.planner", "shardplan.validators.validate"]
 
 
 def timeout_error(name: str, seconds: float) -> dict[str, Any]:
@@ -49,12 +59,6 @@ def _stopped(name: str) -> dict[str, Any]:
 
 def _serve(conn: Connection) -> None:
     """A worker's loop: run each (name, arguments, context) it receives and send back (ok, data)."""
-    from pydantic import ValidationError
-
-    from shardplan.errors import ShardplanError
-    from shardplan.tools.api.capabilities import CAPABILITIES
-    from shardplan.tools.api.registry import dump, error_dict
-
     # Under the stdio transport the server's stdout is the protocol: nothing a capability prints may reach it.
     os.dup2(2, 1)
     while True:

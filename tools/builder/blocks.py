@@ -9,10 +9,10 @@ dispatch, expert compute per expert rank, combine (EP-1).
 
 from __future__ import annotations
 
+from shardplan.contracts.common import DTYPE_BYTES
+from shardplan.contracts.model_math import kv_width
 from shardplan.tools.builder import ops
 from shardplan.tools.builder.phase import PhaseBuilder, Site, Unit
-from shardplan.tools.contracts.common import DTYPE_BYTES
-from shardplan.tools.contracts.model_math import kv_width
 
 __all__ = ["attention_block", "dense_ffn", "moe_ffn"]
 

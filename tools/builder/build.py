@@ -19,18 +19,19 @@ from __future__ import annotations
 
 import math
 
+from shardplan.contracts.common import DTYPE_BYTES
+from shardplan.contracts.dag import DAG, DAGMeta
+from shardplan.contracts.feasibility import split_layers, strategy_problems
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.model_math import kv_width
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import StrategyError
 from shardplan.tools.builder.graph import GraphBuffer
 from shardplan.tools.builder.phase import PhaseBuilder, decode_context
 from shardplan.tools.builder.ranks import RankLayout
-from shardplan.tools.contracts.common import DTYPE_BYTES
-from shardplan.tools.contracts.dag import DAG, DAGMeta
-from shardplan.tools.contracts.feasibility import split_layers, strategy_problems
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.model_math import kv_width
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
-from shardplan.tools.contracts.workload import Workload
+from shardplan.tools.builder.skeleton import emit_phase
 
 __all__ = ["build_dag", "build_phase_sample", "decode_context", "representative_layers"]
 
@@ -55,7 +56,7 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
 
     prefill_start = _boundary(g, "prefill/start", "prefill start", "prefill", "step_start", prefill_layout)
     prefill = PhaseBuilder(g, model, "prefill", strategy.prefill, prefill_layout, workload)
-    prefill.build(prefill_start)
+    emit_phase(prefill, prefill_start)
     prefill_end = _boundary(
         g, "prefill/end", "prefill end", "prefill", "step_end", prefill_layout, stage=strategy.prefill.pp - 1
     )
@@ -67,7 +68,7 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
     else:
         g.edge(prefill_end, decode_start, "sync")
     decode = PhaseBuilder(g, model, "decode", strategy.decode, decode_layout, workload)
-    decode.build(decode_start)
+    emit_phase(decode, decode_start)
     # Step t+1 waits for every sampler and every KV-cache write of step t (DEC-1, DEC-5).
     next_step = _boundary(
         g,
@@ -188,5 +189,5 @@ def build_phase_sample(
     start = _boundary(g, f"{phase_name}/sample_start", "start", phase_name, "step_start", layout)
     builder = PhaseBuilder(g, model, phase_name, phase, layout, workload)
     picks = representative_layers(model, builder.stages)
-    builder.build(start, microbatches=1, only_layers=set(picks))
+    emit_phase(builder, start, microbatches=1, only_layers=set(picks))
     return g, picks, builder.stages

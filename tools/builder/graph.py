@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardplan.tools.contracts.dag import CommNode, ComputeNode, Edge, EdgeKind, StateNode, category_of
-from shardplan.tools.contracts.hardware import Cluster
+from shardplan.contracts.dag import CommNode, ComputeNode, Edge, EdgeKind, StateNode, category_of
+from shardplan.contracts.hardware import Cluster
 
 __all__ = ["GraphBuffer"]
 

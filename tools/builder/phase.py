@@ -1,4 +1,5 @@
-"""One phase's nodes: the skeleton (embedding, layers, pipeline hops, head) and the helpers every block uses.
+"""One phase's node emitter: the helpers every block uses, and the embedding, pipeline hops and head around the
+layers (:mod:`.skeleton` walks a phase and assembles each layer from :mod:`.blocks`).
 
 A *unit* is one tensor-parallel group of a stage: attention-DP group ``g`` and sequence shard ``k``.
 Per-unit work is one node on the unit's TP ranks; work spanning a stage (MoE dispatch and experts) is
@@ -11,14 +12,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from shardplan.contracts.common import DTYPE_BYTES
+from shardplan.contracts.feasibility import split_layers
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.builder import ops
 from shardplan.tools.builder.graph import GraphBuffer
 from shardplan.tools.builder.ranks import RankLayout
-from shardplan.tools.contracts.common import DTYPE_BYTES
-from shardplan.tools.contracts.feasibility import split_layers
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy
-from shardplan.tools.contracts.workload import Workload
 
 __all__ = ["Site", "Unit", "PhaseBuilder", "decode_context"]
 
@@ -231,25 +232,6 @@ class PhaseBuilder:
             outs[unit] = node
         return outs
 
-    def layer(self, mb: int, layer: int, stage: int, inputs: dict[Unit, str]) -> dict[Unit, str]:
-        from shardplan.tools.builder.blocks import attention_block, dense_ffn, moe_ffn
-
-        site = Site(mb, layer, stage)
-        attn = attention_block(self, site, inputs)
-        ffn_parts: dict[Unit, list[str]]
-        if self.m.is_moe_layer(layer):
-            ffn_parts = moe_ffn(self, site, {u: attn[u][1] for u in self.units()})
-        else:
-            ffn_parts = {u: [dense_ffn(self, site.at(u), attn[u][1])] for u in self.units()}
-        outs = {}
-        for unit in self.units():
-            work = ops.memory_op(self.shard_tokens(), self.m.hidden_size, self.ab, reads=1 + len(ffn_parts[unit]))
-            add = self.compute(site.at(unit), "ffn.residual_add", "elementwise", work)
-            self.g.edges_from(ffn_parts[unit], add)
-            self.g.edge(attn[unit][0], add)
-            outs[unit] = add
-        return outs
-
     def pipeline_hop(self, mb: int, layer: int, stage: int, outs: dict[Unit, str]) -> dict[Unit, str]:
         """Send the residual stream of stage ``stage`` to stage ``stage + 1`` (PP-3)."""
         size = self.shard_tokens() * self.m.hidden_size * self.ab
@@ -295,16 +277,3 @@ class PhaseBuilder:
                 site, "sampler", "sampler", ops.memory_op(rows, m.vocab_size, 4.0, flops_per_element=4), src=head
             )
             self.ends.append(sampler)
-
-    def build(self, boundary_in: str, *, microbatches: int | None = None, only_layers: set[int] | None = None) -> None:
-        """Emit the phase. ``microbatches`` and ``only_layers`` restrict it to a sample, for fast estimates."""
-        self.boundary_in = boundary_in
-        for mb in range(self.s.mb if microbatches is None else microbatches):
-            current = self.embedding(mb)
-            for stage, layers in enumerate(self.stages):
-                for layer in layers:
-                    if only_layers is None or layer in only_layers:
-                        current = self.layer(mb, layer, stage, current)
-                if stage + 1 < len(self.stages):
-                    current = self.pipeline_hop(mb, layers[-1], stage, current)
-            self.head(mb, current)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.contracts.strategy import PhaseStrategy
 
 __all__ = ["RankLayout"]
 

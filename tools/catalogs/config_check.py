@@ -17,7 +17,7 @@ from typing import Any
 
 from shardplan.errors import InputError
 from shardplan.limits import MAX_CONFIG_INT, MAX_LAYERS
-from shardplan.reading import one_line
+from shardplan.text import one_line
 
 __all__ = ["check_config_types", "INT_KEYS", "LAYER_KEYS"]
 

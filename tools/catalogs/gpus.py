@@ -10,11 +10,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shardplan.contracts.hardware import GPU, Cluster
+from shardplan.contracts.units import rename_old_fields
 from shardplan.errors import InputError
 from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NODES, check_count
-from shardplan.reading import one_line, parse_yaml_text, read_text
-from shardplan.tools.contracts.hardware import GPU, Cluster
-from shardplan.tools.contracts.units import rename_old_fields
+from shardplan.reading import parse_yaml_text, read_text
+from shardplan.text import one_line
 
 __all__ = ["gpu_catalog", "get_gpu", "make_cluster", "load_cluster", "cluster_for"]
 

@@ -1,7 +1,5 @@
 """Names people give models: release and format variants of a bundled model, architecture-identical
 models (DeepSeek-R1 is DeepSeek-V3's architecture), and the closest bundled model for one that is not bundled.
-
-Catalog lookups import :mod:`shardplan.tools.catalogs.models` when called, since that module resolves names with these.
 """
 
 from __future__ import annotations
@@ -9,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from shardplan.tools.contracts.common import DType
+from shardplan.contracts.common import DType
+from shardplan.tools.catalogs.bundled import bundled_models
 
 __all__ = ["resolve_alias", "alias_note", "not_bundled_fix"]
 
@@ -67,8 +66,6 @@ def resolve_alias(name: str) -> tuple[str, DType | None] | None:
     >>> resolve_alias("meta-llama/Meta-Llama-3.1-70B-Instruct-FP8")
     ('meta-llama/Llama-3.1-70B', 'fp8')
     """
-    from shardplan.tools.catalogs.models import bundled_models
-
     squashed, dtype = _strip_release(name)
     if squashed in _SAME_ARCHITECTURE:
         return _SAME_ARCHITECTURE[squashed], dtype
@@ -80,8 +77,6 @@ def resolve_alias(name: str) -> tuple[str, DType | None] | None:
 
 def alias_note(name: str) -> str | None:
     """One line saying that ``name`` is planned as another bundled model, or None when it is a bundled name."""
-    from shardplan.tools.catalogs.models import bundled_models
-
     if name.strip().lower() in {r.lower() for r in bundled_models()} or "/" in name and Path(name).exists():
         return None
     found = resolve_alias(name)
@@ -98,8 +93,6 @@ def alias_note(name: str) -> str | None:
 
 def not_bundled_fix(name: str, suggestions: list[str]) -> str:
     """The fix for an unknown model: the closest bundled one, and how to plan the model itself."""
-    from shardplan.tools.catalogs.models import bundled_models
-
     squashed = _strip_release(name)[0]
     family = next((f for f in _CLOSEST if squashed.startswith(f)), None)
     if family:

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import difflib
-import json
 import os
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from shardplan.contracts.common import DTYPE_BYTES, DType
+from shardplan.contracts.model import AttentionKind, MLASpec, ModelSpec, MoESpec
 from shardplan.errors import InputError
-from shardplan.reading import one_line, parse_json_text, read_text
+from shardplan.reading import parse_json_text, read_text
+from shardplan.text import one_line
+from shardplan.tools.catalogs.bundled import bundled_config, bundled_models
 from shardplan.tools.catalogs.config_check import check_config_types
 from shardplan.tools.catalogs.model_names import not_bundled_fix, resolve_alias
-from shardplan.tools.contracts.common import DTYPE_BYTES, DType
-from shardplan.tools.contracts.model import AttentionKind, MLASpec, ModelSpec, MoESpec
 
 __all__ = [
-    "bundled_models",
     "load_model",
     "model_from_config",
     "resolve_model_name",
@@ -43,24 +41,6 @@ _DTYPE_ALIASES: dict[str, DType] = {
     "mxfp4": "fp4",
     "nvfp4": "fp4",
 }
-
-
-def _bundled_dir() -> Any:
-    return resources.files("shardplan.tools") / "data" / "models"
-
-
-@lru_cache(maxsize=1)
-def bundled_models() -> dict[str, str]:
-    """Bundled Hugging Face repository ids mapped to their file names.
-
-    >>> "deepseek-ai/DeepSeek-V3" in bundled_models()
-    True
-    """
-    names = {}
-    for entry in _bundled_dir().iterdir():
-        if entry.name.endswith(".json"):
-            names[entry.name[: -len(".json")].replace("__", "/")] = entry.name
-    return dict(sorted(names.items()))
 
 
 def check_context(model: ModelSpec, isl: int, osl: int) -> None:
@@ -134,7 +114,7 @@ def load_model(name_or_path: str, *, weight_dtype: DType | None = None, kv_dtype
         label = str(path)
     else:
         repo = resolve_model_name(name_or_path)
-        config = json.loads((_bundled_dir() / bundled_models()[repo]).read_text())
+        config = bundled_config(repo)
         label = repo
         alias = resolve_alias(name_or_path)
         if weight_dtype is None and alias is not None and alias[0] == repo:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from shardplan.contracts.dag import DAG, CommNode
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.reports import CostReport, PathStep, PhaseCost, PricingReport
+from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
-from shardplan.tools.contracts.dag import DAG, CommNode
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.reports import CostReport, PathStep, PhaseCost, PricingReport
-from shardplan.tools.contracts.strategy import Strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.calibration import calibration
 from shardplan.tools.cost.memory import memory_reports
 from shardplan.tools.cost.op_time import bytes_on_wire

@@ -16,9 +16,9 @@ experts' reduction moves nothing.
 
 from __future__ import annotations
 
-from shardplan.tools.contracts.dag import CommNode
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.contracts.dag import CommNode
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy
 
 __all__ = ["engine_exchange"]
 
@@ -28,7 +28,7 @@ def engine_exchange(node: CommNode, model: ModelSpec, phase: PhaseStrategy, gpus
     priced as drawn. A dispatch that moves nothing comes back with ``message_bytes=0``.
 
     >>> from shardplan.tools.catalogs.models import load_model
-    >>> from shardplan.tools.contracts.strategy import parse_strategy
+    >>> from shardplan.contracts.strategy import parse_strategy
     >>> model = load_model("Qwen/Qwen3-30B-A3B")
     >>> node = CommNode(id="c", name="combine", phase="decode", ranks=[0, 1], kind="all_to_all",
     ...                 purpose="ep_combine", message_bytes=65536.0)

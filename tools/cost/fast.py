@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_phase_sample
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.pricing import Backend, make_pricer
 from shardplan.tools.cost.schedule import schedule_graph
 

@@ -7,14 +7,14 @@ from collections.abc import Callable
 from typing import Literal
 
 from shardplan.bisection import largest_passing
-from shardplan.tools.contracts.common import DTYPE_BYTES
-from shardplan.tools.contracts.feasibility import split_layers
-from shardplan.tools.contracts.hardware import GPU
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.model_math import attention_params, dense_mlp_params, expert_params, kv_width
-from shardplan.tools.contracts.reports import MemoryReport
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.common import DTYPE_BYTES
+from shardplan.contracts.feasibility import split_layers
+from shardplan.contracts.hardware import GPU
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.model_math import attention_params, dense_mlp_params, expert_params, kv_width
+from shardplan.contracts.reports import MemoryReport
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.cost.calibration import calibration
 
 __all__ = [

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from shardplan.tools.contracts.dag import CommNode, ComputeNode, StateNode
-from shardplan.tools.contracts.hardware import GPU, Cluster
+from shardplan.contracts.dag import CommNode, ComputeNode, StateNode
+from shardplan.contracts.hardware import GPU, Cluster
 from shardplan.tools.cost.calibration import calibration
 from shardplan.tools.cost.profiles import profile_for
 

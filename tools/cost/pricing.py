@@ -13,13 +13,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from shardplan.tools.contracts.common import ServingEngine
-from shardplan.tools.contracts.dag import CommNode, ComputeNode, StateNode
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.contracts.common import ServingEngine
+from shardplan.contracts.dag import CommNode, ComputeNode, StateNode
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.tools.cost.exchange import engine_exchange
 from shardplan.tools.cost.measured.database import MeasuredTables, measured_available, measured_tables, system_for_gpu
+from shardplan.tools.cost.measured.lookup import lookup_seconds
+from shardplan.tools.cost.measured.queries import node_query, other_fp8_scaling
 from shardplan.tools.cost.op_time import expert_load_factor, node_time_s
 
 __all__ = ["Backend", "Pricer", "make_pricer", "pricing_backend"]
@@ -49,8 +51,6 @@ class Pricer:
         """Look up every node the measured tables price (batched; answers are cached process-wide)."""
         if self.tables is None or self.model is None:
             return
-        from shardplan.tools.cost.measured.lookup import lookup_seconds
-        from shardplan.tools.cost.measured.queries import node_query, other_fp8_scaling
 
         wanted = {}
         for node in nodes:

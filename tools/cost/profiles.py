@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from shardplan.tools.contracts.hardware import GPU
+from shardplan.contracts.hardware import GPU
+from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.cost.calibration import Calibration, ProfileCal, calibration
 
 __all__ = ["gpu_profile", "profile_for"]
@@ -22,8 +23,6 @@ PUBLIC_KERNELS = "public-kernel"
 
 @lru_cache(maxsize=64)
 def _profile_name(gpu_name: str, bf16_flops: float, bandwidth_gb_per_s: float) -> tuple[str, str | None]:
-    from shardplan.tools.catalogs.gpus import gpu_catalog
-
     profiles = calibration().profiles
     for name, profile in profiles.items():
         if gpu_name in profile.gpus:

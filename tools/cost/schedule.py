@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
-from shardplan.tools.contracts.hardware import Cluster
+from shardplan.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
+from shardplan.contracts.hardware import Cluster
 from shardplan.tools.cost.op_time import node_time_s
 
 if TYPE_CHECKING:

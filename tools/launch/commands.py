@@ -8,9 +8,9 @@ deployment's placement gives it (:func:`shardplan.tools.serving.place_workers`),
 concurrency limit taken from the deployment. One module per engine holds its flags and the documentation
 they were checked against.
 
->>> from shardplan.tools.contracts.plan import PlanRequest
->>> from shardplan.tools.contracts.workload import Workload
->>> from shardplan.tools.contracts.strategy import parse_strategy
+>>> from shardplan.contracts.plan import PlanRequest
+>>> from shardplan.contracts.workload import Workload
+>>> from shardplan.contracts.strategy import parse_strategy
 >>> from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
 >>> request = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=2, workload=Workload(isl=512, osl=64, batch=4))
 >>> model, cluster = resolve_request(request)
@@ -24,8 +24,8 @@ from collections import defaultdict
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shardplan.contracts.plan import Plan
 from shardplan.errors import InputError
-from shardplan.tools.contracts.plan import Plan
 from shardplan.tools.launch import sglang, trtllm, vllm
 from shardplan.tools.launch.servers import ENGINES, Engine, FlagValue, plan_servers, plan_target
 from shardplan.tools.launch.shell import instance_lines, script, shell_word

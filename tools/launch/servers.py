@@ -10,8 +10,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from shardplan.tools.contracts.plan import Plan
-from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.contracts.plan import Plan
+from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.tools.catalogs.gpus import cluster_for
+from shardplan.tools.planning.planner import resolve_request
+from shardplan.tools.serving.placement import place_workers
 
 __all__ = [
     "Engine",
@@ -80,14 +83,10 @@ class Server:
 
 
 def plan_target(plan: Plan) -> Target:
-    from shardplan.tools.catalogs.gpus import cluster_for
-
     workload = plan.request.workload
     if plan.dag is not None:
         spec = plan.dag.meta.model
     else:
-        from shardplan.tools.planning.planner import resolve_request
-
         spec, _ = resolve_request(plan.request)
     # The DAG sits on one replica's GPUs; servers are placed on the nodes of the whole request.
     request = plan.request
@@ -119,7 +118,6 @@ def fold_sp(phase: PhaseStrategy, role: str, notes: list[str]) -> PhaseStrategy:
 def worker_starts(phases: list[PhaseStrategy], target: Target) -> list[list[int]]:
     """Where each phase's processes go: the search's own placement (serving.place_workers), else one after
     another when a hand-written strategy does not pack."""
-    from shardplan.tools.serving.placement import place_workers
 
     pools = [(phase.dp, phase.replica_gpus) for phase in phases]
     placed = place_workers(pools, max(target.gpus, sum(d * g for d, g in pools)), target.gpus_per_node)

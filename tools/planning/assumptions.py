@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from shardplan.tools.contracts.plan import PlanRequest
+from shardplan.contracts.plan import PlanRequest
+from shardplan.tools.catalogs.gpus import get_gpu
+from shardplan.tools.catalogs.model_names import alias_note
+from shardplan.tools.catalogs.models import load_model
 
 __all__ = ["request_assumptions"]
 
@@ -18,14 +21,11 @@ def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[st
     ``objective``, ``gpu``, ``gpus_per_node``, ``weight_dtype``, ``kv_dtype``) and so was defaulted, plus
     the model name read as another bundled architecture.
 
-    >>> from shardplan.tools.contracts.workload import Workload
+    >>> from shardplan.contracts.workload import Workload
     >>> r = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=1, workload=Workload(isl=512, osl=256))
     >>> request_assumptions(r, {"isl", "gpu", "batch", "objective", "weight_dtype", "kv_dtype"})
     ['output length 256 tokens: not given']
     """
-    from shardplan.tools.catalogs.gpus import get_gpu
-    from shardplan.tools.catalogs.model_names import alias_note
-    from shardplan.tools.catalogs.models import load_model
 
     w = request.workload
     lines = []

@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shardplan.tools.contracts.feasibility import Problem, strategy_problems
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.plan import Deployment, FrontierPoint, WorkerPool
-from shardplan.tools.contracts.reports import CostReport, MemoryReport
-from shardplan.tools.contracts.strategy import Strategy
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.feasibility import Problem, strategy_problems
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.plan import Deployment, FrontierPoint, WorkerPool
+from shardplan.contracts.reports import CostReport, MemoryReport
+from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.cost.estimate import target_misses
 from shardplan.tools.planning.evaluation import Evaluation, evaluate
 from shardplan.tools.search.deployments import Candidate

@@ -11,14 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from shardplan.contracts.dag import DAG
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.reports import CostReport, ValidationReport
+from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_dag
-from shardplan.tools.contracts.dag import DAG
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.reports import CostReport, ValidationReport
-from shardplan.tools.contracts.strategy import Strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.estimate import estimate_cost
+from shardplan.tools.serving.placement import occupied_cluster
+from shardplan.validators.validate import validate
 
 __all__ = ["Evaluation", "evaluate", "price_on_budget"]
 
@@ -34,8 +36,6 @@ class Evaluation:
     @property
     def validation(self) -> ValidationReport:
         if self._validation is None:
-            from shardplan.validators.validate import validate
-
             self._validation = validate(self.dag)
         return self._validation
 
@@ -68,7 +68,6 @@ def price_on_budget(model: ModelSpec, cluster: Cluster, strategy: Strategy, work
     Raises:
         StrategyError: the strategy cannot be built (more GPUs than the cluster, degrees that do not divide).
     """
-    from shardplan.tools.serving.placement import occupied_cluster
 
     used = occupied_cluster(cluster, strategy)
     report = estimate_cost(build_dag(model, used, strategy, workload), used)

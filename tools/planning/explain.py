@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from shardplan.tools.contracts.dag import DAG, CommNode
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.plan import Alternative, Deployment
-from shardplan.tools.contracts.reports import CostReport
-from shardplan.tools.contracts.strategy import Strategy
+from shardplan.contracts.dag import DAG, CommNode
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.plan import Alternative, Deployment
+from shardplan.contracts.reports import CostReport
+from shardplan.contracts.strategy import Strategy
 
 __all__ = ["explain", "collectives_by_group"]
 

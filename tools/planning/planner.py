@@ -7,15 +7,15 @@ plain function so the agent, the MCP server and the CLI share it.
 from __future__ import annotations
 
 from shardplan import __version__
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.plan import Alternative, NearTie, Plan, PlanRequest, PlanStatus
+from shardplan.contracts.reports import CostReport
+from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError, StrategyError
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.catalogs.models import check_context, load_model
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.plan import Alternative, NearTie, Plan, PlanRequest, PlanStatus
-from shardplan.tools.contracts.reports import CostReport
-from shardplan.tools.contracts.strategy import Strategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.planning.deployment import deployment_problems, deployment_section, evaluate_deployment
 from shardplan.tools.planning.explain import explain
 from shardplan.tools.planning.rejections import rejection_summary

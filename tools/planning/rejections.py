@@ -7,6 +7,8 @@ A rule ID the search does not name here still reads well: the phrase then quotes
 
 from __future__ import annotations
 
+from shardplan.knowledge.rules import get_rule
+
 __all__ = ["REASONS", "rejection_phrase", "rejection_summary"]
 
 REASONS: dict[str, str] = {
@@ -29,8 +31,6 @@ def rejection_phrase(key: str, count: int) -> str:
     if key.startswith("constraint "):
         return f"{count} broke the constraint {key.removeprefix('constraint ')}"
     if _is_rule_id(key):
-        from shardplan.knowledge.rules import get_rule
-
         try:
             statement = get_rule(key).text.rstrip(".")
         except KeyError:

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
+from shardplan.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
 from shardplan.tools.report.svg import esc, kind_colour, kind_fill, legend_items, svg_open, text
 from shardplan.tools.views.collapse import collapse
 from shardplan.tools.views.exports import rank_ranges

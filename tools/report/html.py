@@ -9,7 +9,8 @@ the page cites. An infeasible plan gets a page that says why nothing fits.
 
 from __future__ import annotations
 
-from shardplan.tools.contracts.plan import Plan
+from shardplan.contracts.plan import Plan
+from shardplan.tools.cost.calibration import calibration
 from shardplan.tools.report.dagview import dag_section
 from shardplan.tools.report.panels import (
     cited_rules,
@@ -171,8 +172,8 @@ def _infeasible(plan: Plan, known: set[str]) -> str:
 def render_report(plan: Plan) -> str:
     """The HTML page for ``plan`` (see the module docstring); text only, no I/O.
 
-    >>> from shardplan.tools.contracts.plan import Plan, PlanRequest
-    >>> from shardplan.tools.contracts.workload import Workload
+    >>> from shardplan.contracts.plan import Plan, PlanRequest
+    >>> from shardplan.contracts.workload import Workload
     >>> request = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=1, workload=Workload(isl=8, osl=8))
     >>> page = render_report(Plan(shardplan_version="0", request=request, status="infeasible", strategy=None,
     ...                           explanation="does not fit (MEM-1)", min_gpus=2))
@@ -237,7 +238,6 @@ def _feasible_sections(plan: Plan, known: set[str]) -> str:
 
 def _stated_error(plan: Plan) -> tuple[float, float] | None:
     """The model's stated error on tokens/s per user (TPOT's) and per GPU, for the backend that priced the plan."""
-    from shardplan.tools.cost.calibration import calibration
 
     if plan.cost is None or plan.cost.pricing is None:
         return None

@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from shardplan.contracts.plan import Plan
+from shardplan.contracts.reports import CostReport, MemoryReport, PhaseCost, ValidationReport
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.errors import InputError
-from shardplan.tools.contracts.plan import Plan
-from shardplan.tools.contracts.reports import CostReport, MemoryReport, PhaseCost, ValidationReport
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.knowledge.rules import get_rule
+from shardplan.tools.launch.commands import ENGINES, launch_command
 from shardplan.tools.report.svg import CATEGORY_COLOURS, category_of, esc, fmt_ms, fmt_num, svg_open, text, text_width
 from shardplan.tools.views.phase_columns import PHASE_COLUMNS, column_label
 
@@ -269,7 +271,6 @@ def validation_html(report: ValidationReport, known: set[str]) -> str:
 
 def knowledge_html(rule_ids: Iterable[str]) -> str:
     """The knowledge rules the page cites, grouped by document and section, each with an anchor."""
-    from shardplan.knowledge.rules import get_rule
 
     grouped: dict[tuple[str, str], list[str]] = {}
     missing: list[str] = []
@@ -298,7 +299,6 @@ def knowledge_html(rule_ids: Iterable[str]) -> str:
 
 def launch_html(plan: Plan) -> str:
     """The launch command for each engine, with what the engine cannot express."""
-    from shardplan.tools.launch.commands import ENGINES, launch_command
 
     names = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
     parts = []

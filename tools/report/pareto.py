@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardplan.tools.contracts.plan import Plan
+from shardplan.contracts.plan import Plan
 from shardplan.tools.report.svg import esc, fmt_num, nice_ticks, svg_open, text
 
 __all__ = ["Point", "plan_points", "pareto_front", "pareto_svg"]

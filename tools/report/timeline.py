@@ -17,8 +17,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shardplan.tools.contracts.dag import DAG
-from shardplan.tools.contracts.plan import Plan
+from shardplan.contracts.dag import DAG
+from shardplan.contracts.plan import Plan
 from shardplan.tools.cost.schedule import Schedule, busy_overlap, schedule_dag
 from shardplan.tools.report.svg import esc, fmt_ms, kind_colour, legend_items, nice_ticks, svg_open, text
 from shardplan.tools.views.exports import rank_ranges

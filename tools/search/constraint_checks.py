@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from shardplan.tools.contracts.constraints import Constraints, parse_constraint
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.constraints import Constraints, parse_constraint
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
 
 __all__ = ["phase_violations", "strategy_violations", "satisfies", "allowed_layouts", "unsatisfiable"]
 
@@ -33,7 +33,7 @@ def phase_violations(phase_name: str, phase: PhaseStrategy, constraints: Constra
     ``phase_name`` is ``prefill`` or ``decode``. A bound on ``sp`` for both phases bounds prefill only,
     since decode has no sequence parallelism.
 
-    >>> from shardplan.tools.contracts.constraints import parse_constraints
+    >>> from shardplan.contracts.constraints import parse_constraints
     >>> phase_violations("decode", PhaseStrategy(tp=16), parse_constraints(["tp<=8", "tp-in-node"]), 8)
     ['tp<=8', 'tp-in-node']
     """
@@ -64,8 +64,8 @@ def phase_violations(phase_name: str, phase: PhaseStrategy, constraints: Constra
 def strategy_violations(strategy: Strategy, constraints: Constraints, gpus_per_node: int) -> list[str]:
     """The constraints (text form, each once) that a strategy breaks; empty when it respects them all.
 
-    >>> from shardplan.tools.contracts.constraints import parse_constraints
-    >>> from shardplan.tools.contracts.strategy import parse_strategy
+    >>> from shardplan.contracts.constraints import parse_constraints
+    >>> from shardplan.contracts.strategy import parse_strategy
     >>> strategy_violations(parse_strategy("pp=4,tp=8"), parse_constraints(["pp=1", "colocated"]), 8)
     ['pp=1']
     """
@@ -106,8 +106,8 @@ def unsatisfiable(candidates: Iterable[Strategy], constraints: Constraints, gpus
     """The constraints to blame when no candidate is allowed: each one that alone rules out every
     candidate; when none does alone, all of them (they rule everything out together).
 
-    >>> from shardplan.tools.contracts.constraints import parse_constraints
-    >>> from shardplan.tools.contracts.strategy import parse_strategy
+    >>> from shardplan.contracts.constraints import parse_constraints
+    >>> from shardplan.contracts.strategy import parse_strategy
     >>> unsatisfiable([parse_strategy("tp=8")], parse_constraints(["tp<=4", "pp=1"]), 8)
     ['tp<=4']
     """

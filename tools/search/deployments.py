@@ -19,16 +19,16 @@ from itertools import takewhile
 
 from pydantic import Field
 
+from shardplan.contracts.common import Contract
+from shardplan.contracts.constraints import Constraints
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.model_math import weight_bytes
+from shardplan.contracts.plan import NearTie
+from shardplan.contracts.reports import CostReport
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.workload import Batching, Workload
 from shardplan.errors import InfeasibleError
-from shardplan.tools.contracts.common import Contract
-from shardplan.tools.contracts.constraints import Constraints
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.model_math import weight_bytes
-from shardplan.tools.contracts.plan import NearTie
-from shardplan.tools.contracts.reports import CostReport
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
-from shardplan.tools.contracts.workload import Batching, Workload
 from shardplan.tools.cost.estimate import stated_error_pct, target_misses
 from shardplan.tools.cost.memory import memory_reports
 from shardplan.tools.cost.pricing import pricing_backend

@@ -8,12 +8,12 @@ roomiest layout that makes it fit.
 
 from __future__ import annotations
 
+from shardplan.contracts.common import DTYPE_BYTES
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.plan import FitHint
+from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.gpus import make_cluster
-from shardplan.tools.contracts.common import DTYPE_BYTES
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.plan import FitHint
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.memory import kv_bytes_per_sequence_per_gpu, largest_fitting
 from shardplan.tools.search.fitting import Fit, PhaseFilter, any_layout, best_fit, fits
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.gpus import make_cluster
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy
-from shardplan.tools.contracts.workload import Workload
 from shardplan.tools.cost.memory import weight_bytes_per_gpu
 from shardplan.tools.search.layouts import replica_layouts
 from shardplan.tools.serving.aggregated import replica_capacity

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shardplan.tools.contracts.feasibility import phase_problems
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.feasibility import phase_problems
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.serving.placement import max_workers, packs
 
 __all__ = ["SP_MIN_PROMPT", "phase_layouts", "replica_layouts", "enumerate_strategies"]

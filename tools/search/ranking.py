@@ -10,9 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
-from shardplan.tools.contracts.plan import Alternative, NearTie
-from shardplan.tools.contracts.strategy import Strategy
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.plan import Alternative, NearTie
+from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.workload import Workload
+from shardplan.tools.cost.estimate import stated_error_pct
 
 __all__ = [
     "Ranked",
@@ -163,7 +164,6 @@ def near_tie(
     names them in the note
     (``{top}``: how many; ``{others}``: how many besides the first).
     """
-    from shardplan.tools.cost.estimate import stated_error_pct
 
     ordered = sorted(ranked, key=rank_key(workload.objective, workload))
     if len(ordered) < 2:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 from shardplan.bisection import largest_passing
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.cost.estimate import target_misses
 from shardplan.tools.cost.memory import memory_report
 from shardplan.tools.serving.options import DeploymentOption, concurrency_grid

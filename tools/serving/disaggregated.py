@@ -26,10 +26,10 @@ import math
 from dataclasses import dataclass
 
 from shardplan.bisection import largest_passing
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.cost.estimate import target_misses
 from shardplan.tools.cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
 from shardplan.tools.serving.options import DeploymentOption, concurrency_grid

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardplan.tools.contracts.strategy import Strategy
+from shardplan.contracts.strategy import Strategy
 
 __all__ = ["DeploymentOption", "concurrency_grid"]
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.workload import Workload
 from shardplan.tools.serving.steps import StepPricer
 
 __all__ = [

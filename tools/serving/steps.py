@@ -36,11 +36,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from shardplan.tools.contracts.common import ServingEngine
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.common import ServingEngine
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.cost.fast import PhaseTimes, phase_times
 from shardplan.tools.cost.pricing import Backend
 

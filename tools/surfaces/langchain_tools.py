@@ -19,7 +19,7 @@ from typing import Any
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import ValidationError
 
-from shardplan.errors import ShardplanError
+from shardplan.errors import InputError, ShardplanError
 from shardplan.tools.api import registry
 from shardplan.tools.api.capabilities import CAPABILITIES
 
@@ -62,8 +62,6 @@ def shardplan_tools(names: Iterable[str] | None = None) -> list[StructuredTool]:
     wanted = list(names) if names is not None else list(CAPABILITIES)
     unknown = [n for n in wanted if n not in CAPABILITIES]
     if unknown:
-        from shardplan.errors import InputError
-
         raise InputError(f"unknown tool {', '.join(unknown)}", field="names",
                          fix=f"choose among {', '.join(CAPABILITIES)}")
     return [

@@ -52,7 +52,9 @@ from mcp_types import CallToolResult, ContentBlock, ResourceLink, TextContent, T
 from pydantic import ConfigDict, Field
 
 from shardplan import __version__
+from shardplan.contracts.schemas import SCHEMA_NAMES, json_schema
 from shardplan.errors import InputError
+from shardplan.knowledge.rules import doc_files
 from shardplan.limits import MAX_STORED_RESULTS, tool_call_seconds
 from shardplan.tools.api import capabilities, guards, registry
 from shardplan.tools.api.result_store import RESULT_URI, ResultStore, result_uri
@@ -77,7 +79,7 @@ JSON string, so the capability's own clear message answers oversized DAGs rather
 KNOWLEDGE_URI = "shardplan://knowledge/{doc}"
 """URI of a knowledge document; ``doc`` is its file name, the ``doc`` of search_knowledge results."""
 SCHEMA_URI = "shardplan://schemas/{name}"
-"""URI of a published JSON Schema; ``name`` is one of :data:`~shardplan.tools.catalogs.schemas.SCHEMA_NAMES`."""
+"""URI of a published JSON Schema; ``name`` is one of :data:`~shardplan.contracts.schemas.SCHEMA_NAMES`."""
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -223,8 +225,6 @@ def _text_reader(path: Traversable) -> Callable[[], str]:
 
 def _schema_reader(name: str) -> Callable[[], str]:
     def read() -> str:
-        from shardplan.tools.catalogs.schemas import json_schema
-
         return json.dumps(json_schema(name), indent=2, sort_keys=True)
 
     return read
@@ -232,7 +232,6 @@ def _schema_reader(name: str) -> Callable[[], str]:
 
 def _knowledge_resources() -> list[FunctionResource]:
     """One resource per knowledge document, titled by its first heading."""
-    from shardplan.knowledge.rules import doc_files
 
     resources = []
     for path in doc_files():
@@ -247,7 +246,6 @@ def _knowledge_resources() -> list[FunctionResource]:
 
 def _schema_resources() -> list[FunctionResource]:
     """One resource per published JSON Schema of the contracts."""
-    from shardplan.tools.catalogs.schemas import SCHEMA_NAMES
 
     return [FunctionResource.from_function(
         _schema_reader(name), uri=SCHEMA_URI.format(name=name), name=f"{name}.schema.json",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
+from shardplan.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
 
 __all__ = ["collapse", "layer_span"]
 
@@ -72,8 +72,8 @@ def collapse(dag: DAG) -> DAG:
 
     >>> from shardplan.tools.catalogs.models import load_model
     >>> from shardplan.tools.catalogs.gpus import make_cluster
-    >>> from shardplan.tools.contracts.strategy import parse_strategy
-    >>> from shardplan.tools.contracts.workload import Workload
+    >>> from shardplan.contracts.strategy import parse_strategy
+    >>> from shardplan.contracts.workload import Workload
     >>> from shardplan.tools.builder.build import build_dag
     >>> dag = build_dag(load_model("llama-3.1-8b"), make_cluster("H100", 4), parse_strategy("tp=2,pp=2"),
     ...                 Workload(isl=512, osl=64))

@@ -13,7 +13,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
-from shardplan.tools.contracts.dag import DAG, CommNode, ComputeNode, StateNode
+from shardplan.contracts.dag import DAG, CommNode, ComputeNode, StateNode
 from shardplan.tools.views.collapse import collapse, layer_span
 
 __all__ = ["AUTO_COLLAPSE_NODES", "to_json", "to_mermaid", "to_dot", "collapse", "summarize", "rank_ranges"]

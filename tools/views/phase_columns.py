@@ -18,7 +18,7 @@ __all__ = ["PhaseColumn", "PHASE_COLUMNS", "column_label", "phase_columns_help"]
 
 @dataclass(frozen=True)
 class PhaseColumn:
-    """One figure of :class:`~shardplan.tools.contracts.PhaseCost` as shown to people."""
+    """One figure of :class:`~shardplan.contracts.PhaseCost` as shown to people."""
 
     field: str
     """The PhaseCost field it shows."""

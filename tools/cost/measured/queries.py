@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardplan.tools.contracts.dag import CommNode, ComputeNode, StateNode
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy
+from shardplan.contracts.dag import CommNode, ComputeNode, StateNode
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.tools.cost.exchange import engine_exchange
 
 __all__ = ["Query", "node_query", "other_fp8_scaling", "POWER_LAW_ALPHA"]

@@ -7,8 +7,8 @@ dense FFNs, the shared experts and top-k routed experts, the LM head), not the e
 
 from __future__ import annotations
 
-from shardplan.tools.contracts.common import DTYPE_BYTES
-from shardplan.tools.contracts.model import ModelSpec
+from shardplan.contracts.common import DTYPE_BYTES
+from shardplan.contracts.model import ModelSpec
 
 __all__ = [
     "attention_params",

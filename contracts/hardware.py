@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from shardplan.tools.contracts.common import Contract
-from shardplan.tools.contracts.units import GBPerSecond, rename_old_fields
+from shardplan.contracts.common import Contract
+from shardplan.contracts.units import GBPerSecond, rename_old_fields
 
 __all__ = ["GPU", "Cluster", "LinkScope"]
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from shardplan.tools.contracts.common import Contract, DType
+from shardplan.contracts.common import Contract, DType
 
 __all__ = ["ModelSpec", "MoESpec", "MLASpec", "AttentionKind"]
 
@@ -47,7 +47,7 @@ class ModelSpec(Contract):
     """A decoder-only transformer, read from a Hugging Face ``config.json``.
 
     Sizes follow the Hugging Face names; derived quantities (parameters, KV bytes, FLOPs) are plain
-    functions in :mod:`shardplan.tools.contracts.model_math`.
+    functions in :mod:`shardplan.contracts.model_math`.
     """
 
     name: str = Field(description="Hugging Face repository id or the path the config was read from.")

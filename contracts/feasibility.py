@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import PhaseStrategy, Strategy
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.workload import Workload
 
 __all__ = ["Problem", "phase_problems", "strategy_problems", "split_layers", "idle_decode_groups"]
 
@@ -178,8 +178,8 @@ def strategy_problems(
     4-GPU prefill worker and an 8-GPU decode worker span 16 GPUs of 8-GPU nodes.
 
     >>> from shardplan.tools.catalogs.models import load_model
-    >>> from shardplan.tools.contracts.strategy import parse_strategy
-    >>> from shardplan.tools.contracts.workload import Workload
+    >>> from shardplan.contracts.strategy import parse_strategy
+    >>> from shardplan.contracts.workload import Workload
     >>> llama = load_model("llama-3.1-8b")
     >>> [p.rule for p in strategy_problems(llama, parse_strategy("tp=3"), Workload(isl=8, osl=8), 3)]
     ['TP-3', 'TP-3', 'TP-3']
@@ -237,8 +237,8 @@ def strategy_problems(
 def idle_decode_groups(strategy: Strategy, workload: Workload) -> int:
     """Attention-DP groups per decode replica that hold no sequence (0 when the batch fills them all).
 
-    >>> from shardplan.tools.contracts.strategy import parse_strategy
-    >>> from shardplan.tools.contracts.workload import Workload
+    >>> from shardplan.contracts.strategy import parse_strategy
+    >>> from shardplan.contracts.workload import Workload
     >>> idle_decode_groups(parse_strategy("sp=4"), Workload(isl=8192, osl=64, batch=1))
     3
     """

@@ -26,8 +26,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from shardplan.contracts.common import Contract
 from shardplan.errors import InputError
-from shardplan.tools.contracts.common import Contract
 
 __all__ = [
     "BoundDim",

@@ -1,7 +1,7 @@
 """JSON Schemas of the public contracts, generated from the pydantic models.
 
 The committed copies in ``schemas/`` are what other agents consume; a test fails when they drift.
-Regenerate with ``python -m shardplan.tools.catalogs.schemas schemas/``.
+Regenerate with ``python -m shardplan.contracts.schemas schemas/``.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shardplan.contracts.dag import DAG
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.plan import Plan
+from shardplan.contracts.reports import CostReport, ValidationReport
+from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
-from shardplan.tools.contracts.dag import DAG
-from shardplan.tools.contracts.hardware import Cluster
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.plan import Plan
-from shardplan.tools.contracts.reports import CostReport, ValidationReport
-from shardplan.tools.contracts.strategy import Strategy
-from shardplan.tools.contracts.workload import Workload
 
 __all__ = ["SCHEMA_NAMES", "json_schema", "write_schemas"]
 

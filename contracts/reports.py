@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from shardplan.tools.contracts.common import Contract
+from shardplan.contracts.common import Contract
 
 __all__ = [
     "Severity",

@@ -14,11 +14,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from shardplan.tools.contracts.common import Contract, DType, Phase
-from shardplan.tools.contracts.hardware import Cluster, LinkScope
-from shardplan.tools.contracts.model import ModelSpec
-from shardplan.tools.contracts.strategy import Strategy
-from shardplan.tools.contracts.workload import Workload
+from shardplan.contracts.common import Contract, DType, Phase
+from shardplan.contracts.hardware import Cluster, LinkScope
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.workload import Workload
 
 __all__ = [
     "ComputeNode",

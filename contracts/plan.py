@@ -6,12 +6,12 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from shardplan.tools.contracts.common import Contract, DType
-from shardplan.tools.contracts.constraints import Constraints
-from shardplan.tools.contracts.dag import DAG
-from shardplan.tools.contracts.reports import CostReport, ValidationReport
-from shardplan.tools.contracts.strategy import Strategy
-from shardplan.tools.contracts.workload import Batching, Workload
+from shardplan.contracts.common import Contract, DType
+from shardplan.contracts.constraints import Constraints
+from shardplan.contracts.dag import DAG
+from shardplan.contracts.reports import CostReport, ValidationReport
+from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.workload import Batching, Workload
 
 __all__ = [
     "PlanRequest",

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from shardplan.tools.contracts.common import Contract, Objective, ServingEngine
+from shardplan.contracts.common import Contract, Objective, ServingEngine
 
 __all__ = ["Workload", "Batching"]
 

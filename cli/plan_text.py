@@ -1,0 +1,123 @@
+"""A plan as a person reads it in the terminal: the request, the deployment, the strategy, the figures, the verdict,
+the runners-up and the explanation; the fit hints of a request that does not fit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from shardplan.cli.app import console
+from shardplan.cli.rankings import print_alternatives, print_frontier
+
+__all__ = ["print_plan", "print_deployment", "print_fit_hints", "hint_options"]
+
+
+def _request_line(plan: Any) -> str:
+    req = plan.request
+    w = req.workload
+    return (
+        f"[bold]shardplan[/bold] {req.model} on up to {req.gpus} x {req.gpu} - isl {w.isl}, osl {w.osl}, "
+        + (f"{w.batch} sequences in flight" if w.batch else "concurrency chosen by the search")
+        + (f", {w.rate:g} requests/s" if w.rate else "")
+        + f", {w.batching} batching"
+        + (f" (prefill {w.prefill_batch} at a time)" if w.prefill_batch else "")
+        + f", objective {w.objective}"
+        + (f", TTFT <= {w.ttft_ms:g} ms" if w.ttft_ms else "")
+        + (f", TPOT <= {w.tpot_ms:g} ms" if w.tpot_ms else "")
+    )
+
+
+def print_deployment(plan: Any) -> None:
+    """The deployment: replicas x layout (or each pool), concurrency, GPUs used of the budget, memory per pool."""
+    d = plan.deployment
+    if d is None:
+        return
+    out = console()
+    kind = f"disaggregated {d.prefill_workers}P{d.decode_workers}D" if d.prefill_workers else "aggregated"
+    out.print(
+        f"[bold]deployment[/bold]: {kind}, {d.concurrency} sequences in flight, {d.requests_per_s:.2f} requests/s, "
+        f"{d.gpus_used} of {d.gpu_budget} GPUs used"
+        + (f", {d.idle_gpus} idle ({d.idle_reason})" if d.idle_gpus else "")
+    )
+    table = Table("pool", "workers x layout", "GPUs", "seqs/worker", "max seqs", "GB/GPU", "weights", "KV")
+    for pool in d.pools:
+        table.add_row(
+            pool.role,
+            f"{pool.workers} x {pool.layout}",
+            str(pool.workers * pool.gpus_per_worker),
+            str(pool.concurrency_per_worker),
+            str(pool.max_concurrency_per_worker),
+            f"{pool.memory_per_gpu_gb:.1f} of {pool.capacity_gb:g}",
+            f"{pool.weights_gb:.1f}",
+            f"{pool.kv_cache_gb:.1f}",
+        )
+    out.print(table)
+
+
+def hint_options(hint: Any, request: Any) -> str:
+    """The command-line options that apply a fit hint to ``request``."""
+    if hint.change == "gpus":
+        return f"--gpus {hint.value}" if request.cluster is None else f"a cluster file of {hint.value} GPUs"
+    if hint.change == "context":
+        batch = " --batch 1" if request.workload.batch else ""
+        return f"--isl {int(hint.value) - request.workload.osl}{batch}"
+    return f"--{hint.change.replace('_', '-')} {hint.value}"
+
+
+def print_fit_hints(hints: list[Any], request: Any) -> None:
+    """What would make an infeasible request fit, one change a line with the options that make it."""
+    if not hints:
+        return
+    out = console()
+    out.print("it would fit with any one of:")
+    for hint in hints:
+        out.print(f"  [bold]{hint_options(hint, request)}[/bold]: {hint.text}")
+
+
+def print_plan(plan: Any) -> None:
+    """The plan as a person reads it: deployment, strategy per phase, figures, validation, runners-up, explanation."""
+    out = console()
+    out.print(_request_line(plan))
+    req = plan.request
+    if req.constraints is not None:
+        out.print("constraints: " + ", ".join(req.constraints.to_texts()))
+    for line in plan.assumptions:
+        out.print(f"[dim]assumed: {line}[/dim]")
+    if plan.strategy is None:
+        out.print(f"[bold red]infeasible[/bold red]: {plan.explanation}")
+        print_fit_hints(plan.hints, plan.request)
+        if plan.min_gpus and not any(hint.change == "gpus" for hint in plan.hints):
+            out.print(f"minimum GPUs that fit: {plan.min_gpus}")
+        return
+    print_deployment(plan)
+    table = Table("phase", "strategy", "GPUs", title="strategy (dp: replicas or pool workers)")
+    s = plan.strategy
+    table.add_row("prefill", s.prefill.to_spec(), str(s.prefill.gpus))
+    table.add_row("decode", s.decode.to_spec(), str(s.decode.gpus))
+    out.print(table)
+    c, v = plan.cost, plan.validation
+    mem = max(c.memory, key=lambda m: m.total_gb)
+    out.print(
+        f"TTFT {c.ttft_ms:.1f} ms | TPOT {c.tpot_ms:.2f} ms | {c.tokens_per_s:,.0f} tok/s "
+        f"({c.tokens_per_s_per_gpu:.1f}/GPU, {c.tokens_per_s_per_user:.1f}/user) | memory {mem.total_gb:.1f} of "
+        f"{mem.capacity_gb:g} GB per GPU (weights {mem.weights_gb:.1f}, KV {mem.kv_cache_gb:.1f})"
+    )
+    errors = [x for x in v.violations if x.severity == "error"]
+    verdict = "[green]valid[/green]" if v.valid else f"[red]{len(errors)} violations[/red]"
+    out.print(
+        f"validation: {verdict} ({len(v.rules_checked)} rules, {v.nodes} nodes, {v.edges} edges) | "
+        f"decode: {c.decode.collectives} collectives/step, {c.decode.inter_node_collectives} across nodes | "
+        f"status: {plan.status}"
+    )
+    for note in c.notes:
+        if note.startswith(("model error", "priced ")):
+            out.print(f"[dim]{note}[/dim]")
+    if plan.status == "targets_missed":
+        shown = "the reviewed strategy" if any(m.startswith("reviewing") for m in plan.messages) else "best deployment"
+        out.print(f"[red]infeasible for the targets[/red] ({shown} shown): " + "; ".join(c.target_misses))
+    for item in errors[:5]:
+        out.print(f"  [red]{item.rule}[/red] {item.message} -> {item.fix}")
+    print_alternatives(plan)
+    print_frontier(plan)
+    out.print(plan.explanation)
