@@ -12,8 +12,8 @@ import re
 from pydantic import Field
 
 from shardplan.contracts.common import Contract
-from shardplan.contracts.packing import place_workers
 from shardplan.errors import InputError
+from shardplan.packing import place_workers
 
 __all__ = ["PhaseStrategy", "Strategy", "parse_strategy", "DEGREE_KEYS"]
 
@@ -90,7 +90,7 @@ class Strategy(Contract):
     def decode_offset(self, per_node: int | None = None) -> int:
         """First global rank of the decode pool when the DAG draws it after the prefill pool (0 colocated).
 
-        The pools are placed as deployments place them (:func:`shardplan.contracts.packing.place_workers`, prefill
+        The pools are placed as deployments place them (:func:`shardplan.packing.place_workers`, prefill
         first): the decode worker follows the prefill worker directly when it fits in what is left of the
         prefill worker's last node (or both fill whole nodes), else it starts on the next node, so that no
         worker's groups straddle a node boundary. ``per_node`` None: no node boundaries.

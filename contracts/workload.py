@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from shardplan.contracts.common import Contract, Objective, ServingEngine
+from shardplan.contracts.targets import Targets
 
 __all__ = ["Workload", "Batching"]
 
@@ -75,6 +76,11 @@ class Workload(Contract):
         if value is not None and batch is not None and value > batch:
             raise ValueError(f"prefill_batch={value} exceeds batch={batch}")
         return value
+
+    @property
+    def targets(self) -> Targets:
+        """The bounds the deployment must meet: TTFT, TPOT and the request rate."""
+        return Targets(ttft_ms=self.ttft_ms, tpot_ms=self.tpot_ms, rate=self.rate)
 
     @property
     def sequences(self) -> int:

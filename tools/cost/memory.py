@@ -22,6 +22,7 @@ __all__ = [
     "kv_bytes_per_sequence_per_gpu",
     "memory_report",
     "memory_reports",
+    "peak_memory",
     "largest_fitting",
 ]
 
@@ -124,6 +125,29 @@ def _activations(
     return activations
 
 
+def _pool_account(
+    spec: ModelSpec,
+    gpu: GPU,
+    phase: PhaseStrategy,
+    workload: Workload,
+    pool: Literal["shared", "prefill", "decode"],
+    kv_tokens: int,
+    prefill_phase: PhaseStrategy | None,
+) -> tuple[float, float, Callable[[Workload], tuple[float, float]]]:
+    """A pool's fixed bytes per GPU (weights, workspace) and its account of a sized workload (KV, activations)."""
+    weights = weight_bytes_per_gpu(spec, phase)
+    kv_seq = kv_bytes_per_sequence_per_gpu(spec, phase, kv_tokens)
+    # The engine leaves (1 - gpu_memory_utilization) of the GPU alone; inside its share the runtime, NCCL
+    # buffers and CUDA graphs take a fixed amount.
+    workspace = calibration().workspace.fixed_gb * GB + (1 - workload.gpu_memory_utilization) * gpu.memory_gb * GB
+
+    def account(sized: Workload) -> tuple[float, float]:
+        kv = math.ceil(sized.phase_batch(pool) / (phase.dp * phase.adp)) * kv_seq
+        return kv, _activations(spec, phase, sized, pool, prefill_phase)
+
+    return weights, workspace, account
+
+
 def memory_report(
     spec: ModelSpec,
     gpu: GPU,
@@ -139,15 +163,7 @@ def memory_report(
     largest batch for which this same account still fits, so it never disagrees with ``fits``.
     """
     capacity = gpu.memory_gb * GB
-    weights = weight_bytes_per_gpu(spec, phase)
-    kv_seq = kv_bytes_per_sequence_per_gpu(spec, phase, kv_tokens)
-    # The engine leaves (1 - gpu_memory_utilization) of the GPU alone; inside its share the runtime, NCCL
-    # buffers and CUDA graphs take a fixed amount.
-    workspace = calibration().workspace.fixed_gb * GB + (1 - workload.gpu_memory_utilization) * capacity
-
-    def account(sized: Workload) -> tuple[float, float]:
-        kv = math.ceil(sized.phase_batch(pool) / (phase.dp * phase.adp)) * kv_seq
-        return kv, _activations(spec, phase, sized, pool, prefill_phase)
+    weights, workspace, account = _pool_account(spec, gpu, phase, workload, pool, kv_tokens, prefill_phase)
 
     def fits_at(batch: int) -> bool:
         # A prefill pool's load is the prompts of its step; elsewhere the batch in flight.
@@ -183,12 +199,29 @@ def largest_fitting(fits_at: Callable[[int], bool], limit: int = 1 << 20) -> int
     return largest_passing(low, min(high, limit + 1), fits_at)
 
 
-def memory_reports(spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload) -> list[MemoryReport]:
-    """One report per GPU pool: shared by both phases, or prefill and decode pools when disaggregated."""
+def _pools(
+    strategy: Strategy, workload: Workload
+) -> list[tuple[PhaseStrategy, Literal["shared", "prefill", "decode"], int, PhaseStrategy | None]]:
+    """Each GPU pool of ``strategy``: its layout, its name, the KV tokens a sequence keeps there, and the prefill
+    layout whose activations it also holds when both phases share it."""
     full = workload.isl + workload.osl
     if strategy.disaggregated:
-        return [
-            memory_report(spec, gpu, strategy.prefill, workload, "prefill", workload.isl),
-            memory_report(spec, gpu, strategy.decode, workload, "decode", full),
-        ]
-    return [memory_report(spec, gpu, strategy.decode, workload, "shared", full, prefill_phase=strategy.prefill)]
+        return [(strategy.prefill, "prefill", workload.isl, None), (strategy.decode, "decode", full, None)]
+    return [(strategy.decode, "shared", full, strategy.prefill)]
+
+
+def memory_reports(spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload) -> list[MemoryReport]:
+    """One report per GPU pool: shared by both phases, or prefill and decode pools when disaggregated."""
+    pools = _pools(strategy, workload)
+    return [memory_report(spec, gpu, phase, workload, pool, kv, also) for phase, pool, kv, also in pools]
+
+
+def peak_memory(spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload) -> tuple[float, bool]:
+    """The worst GPU's memory in GB across the pools of ``strategy``, and whether every pool fits: the account of
+    :func:`memory_reports` without searching each pool's largest batch (the search prices hundreds of deployments)."""
+    worst, fits = 0.0, True
+    for phase, pool, kv_tokens, also in _pools(strategy, workload):
+        weights, workspace, account = _pool_account(spec, gpu, phase, workload, pool, kv_tokens, also)
+        total = weights + workspace + sum(account(workload))
+        worst, fits = max(worst, total), fits and total <= gpu.memory_gb * GB
+    return worst / GB, fits

@@ -1,14 +1,14 @@
 """Where replicas and workers go: the GPUs a replica or worker pair occupies and one replica of a deployment.
 The node-packing arithmetic itself (which sizes pack, how many fit, where each worker starts) is in
-:mod:`shardplan.contracts.packing`, re-exported here."""
+:mod:`shardplan.packing`, re-exported here."""
 
 from __future__ import annotations
 
 import math
 
 from shardplan.contracts.hardware import Cluster
-from shardplan.contracts.packing import max_workers, packs, place_workers, pools_pack
 from shardplan.contracts.strategy import Strategy
+from shardplan.packing import max_workers, packs, place_workers, pools_pack
 
 __all__ = [
     "packs",
