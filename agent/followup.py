@@ -16,7 +16,7 @@ from shardplan.knowledge.retriever import search
 from shardplan.tools.api import shared
 from shardplan.tools.catalogs.models import load_model
 from shardplan.tools.planning.planner import why_not
-from shardplan.tools.search.deployments import Candidate, SearchResult
+from shardplan.tools.search.deployments import SearchResult
 from shardplan.tools.search.layouts import SP_MIN_PROMPT
 
 __all__ = ["answer_follow_up", "uses"]
@@ -68,7 +68,8 @@ def _not_applicable(about: str, plan: Plan) -> str:
 
 def _why_not(about: str, plan: Plan) -> str:
     name = _NAMES.get(about, about.upper())
-    assert plan.strategy is not None and plan.cost is not None
+    mine = plan.priced()
+    assert plan.strategy is not None and mine is not None
     chosen = plan.strategy.to_spec()
     if uses(chosen, about):
         return f"The plan already uses {name}: {chosen}."
@@ -86,12 +87,6 @@ def _why_not(about: str, plan: Plan) -> str:
     if rival is None:
         return (f"No strategy with {name} ranks among the {len(result.candidates)} best of the {result.evaluated} "
                 f"priced for this request; {chosen} does better{_rule_hint(about)}.")
-    cost = plan.cost
-    mine = next((c for c in result.candidates if c.spec == chosen), None) or Candidate(
-        strategy=plan.strategy, spec=chosen, ttft_ms=cost.ttft_ms, tpot_ms=cost.tpot_ms, tokens_per_s=cost.tokens_per_s,
-        tokens_per_s_per_gpu=cost.tokens_per_s_per_gpu, tokens_per_s_per_user=cost.tokens_per_s_per_user,
-        memory_per_gpu_gb=cost.memory_per_gpu_gb, fits=cost.fits, meets_targets=cost.meets_targets,
-        target_misses=cost.target_misses, scored_by="schedule")
     return (f"The best strategy with {name}, {rival.spec}, lost to {chosen}: "
             f"{why_not(rival, mine, plan.request.workload.objective)}{_rule_hint(about)}.")
 
@@ -102,7 +97,7 @@ def answer_follow_up(intent: str, about: str | None, plan_data: dict[str, Any]) 
     ``intent`` is ``why_not``, ``explain`` or ``compare``; ``about`` names the technique(s), comma-separated.
     """
     plan = Plan.model_validate(plan_data)
-    if plan.strategy is None or plan.cost is None:
+    if plan.priced() is None:
         return f"There is no strategy to discuss: {plan.explanation}"
     topics = [t.strip() for t in (about or "").split(",") if t.strip()]
     if intent == "explain" or not topics:

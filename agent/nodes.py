@@ -25,6 +25,7 @@ from shardplan.knowledge.rules import load_rules
 from shardplan.tools.api import arguments, registry, results, shared
 from shardplan.tools.catalogs.models import load_model
 from shardplan.tools.planning.planner import infeasible_plan, plan_for_strategy, resolve_request
+from shardplan.tools.search.ranking import rank_key
 
 __all__ = ["Limits", "Nodes", "AGENT_TOOLS", "assumed_lines", "turn_items", "turn_messages", "last_ai"]
 
@@ -95,14 +96,26 @@ def _rules_of(rule_ids: list[str]) -> list[dict[str, Any]]:
 
 
 def _score(check: results.StrategyCheck, request: PlanRequest) -> list[float]:
-    """How far the targets are missed, then the objective, as the strategy search ranks them."""
-    if check.cost is None:
+    """The search's own rank key of the proposal's figures (target misses first, then the objective)."""
+    if check.figures is None:
         return [float("inf")]
-    w, c = request.workload, check.cost
-    gap = sum(max(0.0, actual / target - 1) for actual, target in ((c.ttft_ms, w.ttft_ms), (c.tpot_ms, w.tpot_ms))
-              if target)
-    e2e = c.ttft_ms + (w.osl - 1) * c.tpot_ms
-    return [gap, e2e, -c.tokens_per_s_per_gpu] if w.objective == "latency" else [gap, -c.tokens_per_s_per_gpu, e2e]
+    return list(rank_key(request.workload)(check.figures))
+
+
+def _tool_check(reply: ToolMessage) -> results.StrategyCheck | None:
+    """The check the propose_strategy tool already made, read from its result in the state (None when the text
+    was cut to fit the conversation: the checker then asks the memoised evaluation again)."""
+    if not isinstance(reply.content, str):
+        return None
+    try:
+        return results.StrategyCheck.model_validate_json(reply.content)
+    except ValueError:
+        return None
+
+
+def _reasons(rec: dict[str, Any]) -> list[str]:
+    """What a proposal record misses, in words: its missed targets, then the constraints it breaks."""
+    return [m["message"] for m in rec.get("misses", [])] + list(rec.get("constraint_breaks", []))
 
 
 def _feedback(records: list[dict[str, Any]], notes: list[str]) -> str:
@@ -113,12 +126,12 @@ def _feedback(records: list[dict[str, Any]], notes: list[str]) -> str:
             lines.append(f"Checker: {rec['strategy']} is valid and meets the targets.")
             continue
         if rec["valid"]:
-            lines.append(f"Checker: {rec['strategy']} is valid but misses: {'; '.join(rec['misses'])}.")
+            lines.append(f"Checker: {rec['strategy']} is valid but misses: {'; '.join(_reasons(rec))}.")
         else:
             errors = [v for v in rec["violations"] if v["severity"] == "error"] or rec["violations"]
             lines.append(f"Checker: {rec['strategy']} is invalid ({rec['violations_total']} violations):")
             lines += [f"- {v['rule']}: {v['message']}" + (f" Fix: {v['fix']}" if v["fix"] else "") for v in errors[:6]]
-            lines += [f"- misses: {m}" for m in rec["misses"]]
+            lines += [f"- misses: {m}" for m in _reasons(rec)]
     lines += notes
     lines.append("Propose a corrected strategy with propose_strategy, or answer if you cannot do better.")
     return "\n".join(lines)
@@ -259,7 +272,7 @@ class Nodes:
         records, notes = self._check_proposals(state, ai, messages, request)
         if records:
             latest = records[-1]
-            update.update(proposals=records, best_plan=min(records, key=proposal_rank), cost=latest["cost"],
+            update.update(proposals=records, best_plan=min(records, key=proposal_rank), figures=latest["figures"],
                           validation={k: latest[k] for k in ("strategy", "valid", "violations", "violations_total")},
                           rules=self._rules_for(latest["strategy"], request))
             if not (latest["valid"] and latest["meets_targets"]):
@@ -298,7 +311,8 @@ class Nodes:
                 notes.append(f"Note: your call set {', '.join(differing)} unlike the request; the checker used the "
                              "request's values.")
             try:
-                check = shared.evaluate_strategy(request, str(spec))
+                check = _tool_check(reply) if call["name"] == "propose_strategy" and not differing else None
+                check = check or shared.evaluate_strategy(request, str(spec))
             except InputError:
                 continue
             records.append({**check.model_dump(mode="json"), "turn": state["turn"],
@@ -328,7 +342,7 @@ class Nodes:
         proposals = turn_items(state, "proposals")
         errors = [e["message"] for e in turn_items(state, "errors")]
         best = state.get("best_plan")
-        if not (best and best.get("turn") == turn and best["valid"] and (best.get("cost") or {}).get("fits")):
+        if not (best and best.get("turn") == turn and best["valid"] and (best.get("figures") or {}).get("fits")):
             return self._no_plan(state, request, proposals, errors)
         fields = results.StrategyCheck.model_fields
         chosen = results.StrategyCheck.model_validate({k: v for k, v in best.items() if k in fields})
@@ -338,13 +352,15 @@ class Nodes:
         still_wrong = [f"stopped early: {e}." for e in errors]
         if not chosen.meets_targets:
             still_wrong.append(f"No strategy met every target within the bounds; the best valid one is shown, and it "
-                               f"misses {'; '.join(chosen.misses)}.")
+                               f"misses {'; '.join(_reasons(best))}.")
         searched = shared.search_request(request)
         if not isinstance(searched, InfeasibleError) and searched.simpler_preferred and searched.candidates:
             notes += [searched.simpler_preferred] if searched.candidates[0].spec == chosen.strategy else []
+        # The deployment the proposal's tool call evaluated (its DAG, report and priced option), not a second one.
         plan = plan_for_strategy(request, model, cluster, parse_strategy(chosen.strategy),
-                                 shared.alternatives_for(request, chosen), notes + still_wrong[:len(errors)],
-                                 None if isinstance(searched, InfeasibleError) else searched.frontier)
+                                 shared.alternatives_for(request, chosen.strategy), notes + still_wrong[:len(errors)],
+                                 None if isinstance(searched, InfeasibleError) else searched.frontier,
+                                 evaluated=shared.evaluated_strategy(request, chosen.strategy))
         plan.explanation += self._checked_sentence(state, plan)
         text = " ".join([*still_wrong, plan.explanation]) + assumed_lines(plan)
         return {"plan": plan.model_dump(mode="json", exclude={"dag"}), "messages": [AIMessage(content=text)]}
@@ -371,7 +387,7 @@ class Nodes:
             last = proposals[-1]
             wrong.append(f"the last proposal {last['strategy']} "
                          + ("violates " + ", ".join(sorted({v['rule'] for v in last['violations']}))
-                            if not last["valid"] else "misses " + "; ".join(last["misses"])))
+                            if not last["valid"] else "misses " + "; ".join(_reasons(last))))
         why = unusable_replies(turn_messages(state), proposals) + wrong
         reason = errors[0] if errors else (f"no valid strategy after {state.get('iterations', 0)} model call(s)"
                                            + (f": {'; '.join(why)}" if why else ""))

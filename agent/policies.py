@@ -172,7 +172,8 @@ class BuiltinPlanner(BaseChatModel):
         valid = [data for _, data in proposals if data["valid"]]
         if valid:
             return AIMessage(content=f"{valid[0]['strategy']} is the best valid strategy I found; "
-                                     + ("; ".join(valid[0]["misses"]) or "it meets the targets") + ".")
+                                     + ("; ".join(m["message"] for m in valid[0]["misses"]) or "it meets the targets")
+                                     + ".")
         return AIMessage(content="No candidate strategy passed the checks.")
 
     @staticmethod

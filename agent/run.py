@@ -14,8 +14,7 @@ from shardplan.agent.policies import PolicyError, redact
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.tools.api.guards import trusting
-from shardplan.tools.planning.deployment import evaluate_deployment
-from shardplan.tools.planning.planner import resolve_request
+from shardplan.tools.api.shared import evaluated_strategy
 
 __all__ = ["run_plan", "stream_turn", "describe_update", "plan_from_state", "request_message", "show_on_stderr",
            "progress_line"]
@@ -102,19 +101,20 @@ def describe_update(node: str, update: dict[str, Any]) -> list[str]:
 
 
 def _proposal_line(record: dict[str, Any]) -> str:
-    cost = record.get("cost")
+    found = record.get("figures")
     figures = (
         (
-            f" | TTFT {cost['ttft_ms']:.1f} ms, TPOT {cost['tpot_ms']:.2f} ms, {cost['tokens_per_s_per_gpu']:.1f} "
-            f"tok/s/GPU, {cost['memory_per_gpu_gb']:.1f} GB/GPU"
+            f" | TTFT {found['ttft_ms']:.1f} ms, TPOT {found['tpot_ms']:.2f} ms, {found['tokens_per_s_per_gpu']:.1f} "
+            f"tok/s/GPU, {found['memory_per_gpu_gb']:.1f} GB/GPU"
         )
-        if cost
+        if found
         else ""
     )
     if not record["valid"]:
         rules = sorted({v["rule"] for v in record["violations"] if v["severity"] == "error"})
         return f"check: {record['strategy']} violates {', '.join(rules)}{figures}"
-    misses = "" if record["meets_targets"] else " | misses " + "; ".join(record["misses"])
+    reasons = [m["message"] for m in record["misses"]] + record.get("constraint_breaks", [])
+    misses = "" if record["meets_targets"] else " | misses " + "; ".join(reasons)
     return f"check: {record['strategy']} valid{figures}{misses}"
 
 
@@ -151,8 +151,9 @@ def plan_from_state(state: dict[str, Any]) -> Plan:
         raise PolicyError(errors[-1] if errors else "the planner ended without a plan")
     plan = Plan.model_validate(data)
     if plan.strategy is not None and plan.dag is None:
-        model, cluster = resolve_request(plan.request)
-        plan.dag = evaluate_deployment(model, cluster, plan.strategy, plan.request.workload).evaluation.dag
+        # The evaluation the turn's proposal made (the same memo), so the DAG is not built a second time.
+        evaluated = evaluated_strategy(plan.request, plan.strategy.to_spec())
+        plan.dag = evaluated.evaluation.dag if evaluated is not None else None
     return plan
 
 

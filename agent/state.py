@@ -50,8 +50,8 @@ def append_items(left: list[Record] | None, right: list[Record] | Record | None)
 def proposal_rank(proposal: Record) -> tuple[float, ...]:
     """Sort key of a proposal, best first: valid, then fitting in memory, then on target, then by ``score``
     (a list of numbers, lower is better; missing means worst)."""
-    cost = proposal.get("cost") or {}
-    flags = (not proposal.get("valid", False), not cost.get("fits", False), not proposal.get("meets_targets", False))
+    figures = proposal.get("figures") or {}
+    flags = (not proposal.get("valid", False), not figures.get("fits", False), not proposal.get("meets_targets", False))
     return (*(float(flag) for flag in flags), *(float(x) for x in proposal.get("score") or [float("inf")]))
 
 
@@ -104,8 +104,8 @@ class AgentState(TypedDict, total=False):
     """Every proposal checked, in order, across turns."""
     validation: Record | None
     """The latest proposal's verdict: ``strategy``, ``valid``, ``violations``."""
-    cost: Record | None
-    """The latest proposal's headline figures, or None when it could not be built."""
+    figures: Record | None
+    """The latest proposal's figures, or None when it could not be built."""
     best_plan: Annotated[Record | None, keep_best]
     """The best proposal of the current turn (see :func:`proposal_rank`)."""
     infeasible: Record | None

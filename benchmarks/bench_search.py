@@ -60,7 +60,7 @@ def main() -> None:
             f", TTFT<={work.ttft_ms:g}" if work.ttft_ms else "") + (f", TPOT<={work.tpot_ms:g}" if work.tpot_ms else "")
         print(
             f"| {name} | {gpus} x {gpu} | {asked} | {result.evaluated} | {first:.2f} | {seconds:.2f} | `{best.spec}` "
-            f"| {best.concurrency} | {best.gpus_used} | {best.tokens_per_s_per_gpu:.1f} |"
+            f"| {best.concurrency} | {best.figures.gpus_used} | {best.figures.tokens_per_s_per_gpu:.1f} |"
         )
     exe = shutil.which("shardplan") or str(Path(sys.executable).parent / "shardplan")
     command = [

@@ -95,9 +95,9 @@ def read_pick(plan: dict[str, Any]) -> Pick:
     budget = int(plan["request"]["gpus"])
     workload = plan["request"]["workload"]
     strategy = plan.get("strategy")
-    cost = plan.get("cost") or {}
+    figures = plan.get("figures") or {}
     status = str(plan.get("status", "ok"))
-    if not strategy or not cost:
+    if not strategy or not figures:
         reason = "; ".join(plan.get("messages") or []) or status
         return Pick(status, "-", None, "-", math.nan, math.nan, 0.0, (f"no strategy: {reason}",))
     deployment_info = plan.get("deployment") or {}
@@ -138,7 +138,7 @@ def read_pick(plan: dict[str, Any]) -> Pick:
             notes.append("AIC's agg mode prices the decode layout for both phases")
         spec = f"{replicas}x {_spec({**decode, 'dp': 1})}"
     gpus_used = int(deployment_info.get("gpus_used") or deployment.gpus_used)
-    own_per_budget = float(cost["tokens_per_s_per_gpu"]) * gpus_used / budget
+    own_per_budget = float(figures["tokens_per_s_per_gpu"]) * gpus_used / budget
     prefill_batch = workload.get("prefill_batch")
     batching = deployment_info.get("batching") or (f"prefill-batch {prefill_batch}" if prefill_batch else "static")
     return Pick(
@@ -146,8 +146,8 @@ def read_pick(plan: dict[str, Any]) -> Pick:
         spec=f"{spec} c={concurrency}",
         deployment=deployment,
         batching=str(batching),
-        ttft_ms=float(cost["ttft_ms"]),
-        tpot_ms=float(cost["tpot_ms"]),
+        ttft_ms=float(figures["ttft_ms"]),
+        tpot_ms=float(figures["tpot_ms"]),
         tokens_per_s_per_gpu=own_per_budget,
         notes=tuple(notes),
         beyond_aic=tuple(beyond),

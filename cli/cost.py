@@ -13,6 +13,8 @@ from shardplan.cli.app import app, console, emit_json, fail
 from shardplan.cli.common import JsonFlag, request_options
 from shardplan.cli.files import read_dag, require_valid
 from shardplan.cli.progress import working
+from shardplan.contracts.figures import headline
+from shardplan.contracts.reports import CostReport
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.tools.cost.estimate import estimate_cost
 from shardplan.tools.planning.evaluation import price_on_budget
@@ -51,13 +53,10 @@ def cost_command(
     print_cost(report)
 
 
-def print_cost(report: Any) -> None:
+def print_cost(report: CostReport) -> None:
     """A cost report as tables: headline figures, per-phase schedule, memory, critical path summary."""
     out = console()
-    out.print(
-        f"TTFT {report.ttft_ms:.1f} ms | TPOT {report.tpot_ms:.2f} ms | {report.tokens_per_s:,.0f} tok/s "
-        f"({report.tokens_per_s_per_gpu:.1f}/GPU, {report.tokens_per_s_per_user:.1f}/user) | fits: {report.fits}"
-    )
+    out.print(f"{headline(report.figures)} | fits: {report.figures.fits}")
     phases = Table("phase", *(column_label(c) for c in PHASE_COLUMNS), title="schedule (columns: see --help)")
     for name in ("prefill", "decode"):
         p = getattr(report, name)
@@ -92,7 +91,7 @@ def print_cost(report: Any) -> None:
             by_kind[step.kind] += step.ms
         top = ", ".join(f"{k} {v:.2f} ms" for k, v in by_kind.most_common(5))
         out.print(f"{name} critical path: {top}")
-    for miss in report.target_misses:
-        out.print(f"[red]misses[/red] {miss}")
+    for miss in report.misses:
+        out.print(f"[red]misses[/red] {miss.message}")
     for note in report.notes:
         out.print(f"[dim]note: {note}[/dim]")

@@ -3,17 +3,18 @@ the runners-up and the explanation; the fit hints of a request that does not fit
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.table import Table
 
 from shardplan.cli.app import console
 from shardplan.cli.rankings import print_alternatives, print_frontier
+from shardplan.contracts.figures import headline
+from shardplan.contracts.plan import FitHint, Plan, PlanRequest
+from shardplan.contracts.targets import miss_texts
 
 __all__ = ["print_plan", "print_deployment", "print_fit_hints", "hint_options"]
 
 
-def _request_line(plan: Any) -> str:
+def _request_line(plan: Plan) -> str:
     req = plan.request
     w = req.workload
     return (
@@ -28,15 +29,16 @@ def _request_line(plan: Any) -> str:
     )
 
 
-def print_deployment(plan: Any) -> None:
+def print_deployment(plan: Plan) -> None:
     """The deployment: replicas x layout (or each pool), concurrency, GPUs used of the budget, memory per pool."""
     d = plan.deployment
     if d is None:
         return
     out = console()
+    rate = plan.figures.requests_per_s if plan.figures is not None else 0.0
     kind = f"disaggregated {d.prefill_workers}P{d.decode_workers}D" if d.prefill_workers else "aggregated"
     out.print(
-        f"[bold]deployment[/bold]: {kind}, {d.concurrency} sequences in flight, {d.requests_per_s:.2f} requests/s, "
+        f"[bold]deployment[/bold]: {kind}, {d.concurrency} sequences in flight, {rate:.2f} requests/s, "
         f"{d.gpus_used} of {d.gpu_budget} GPUs used"
         + (f", {d.idle_gpus} idle ({d.idle_reason})" if d.idle_gpus else "")
     )
@@ -55,7 +57,7 @@ def print_deployment(plan: Any) -> None:
     out.print(table)
 
 
-def hint_options(hint: Any, request: Any) -> str:
+def hint_options(hint: FitHint, request: PlanRequest) -> str:
     """The command-line options that apply a fit hint to ``request``."""
     if hint.change == "gpus":
         return f"--gpus {hint.value}" if request.cluster is None else f"a cluster file of {hint.value} GPUs"
@@ -65,7 +67,7 @@ def hint_options(hint: Any, request: Any) -> str:
     return f"--{hint.change.replace('_', '-')} {hint.value}"
 
 
-def print_fit_hints(hints: list[Any], request: Any) -> None:
+def print_fit_hints(hints: list[FitHint], request: PlanRequest) -> None:
     """What would make an infeasible request fit, one change a line with the options that make it."""
     if not hints:
         return
@@ -75,7 +77,7 @@ def print_fit_hints(hints: list[Any], request: Any) -> None:
         out.print(f"  [bold]{hint_options(hint, request)}[/bold]: {hint.text}")
 
 
-def print_plan(plan: Any) -> None:
+def print_plan(plan: Plan) -> None:
     """The plan as a person reads it: deployment, strategy per phase, figures, validation, runners-up, explanation."""
     out = console()
     out.print(_request_line(plan))
@@ -96,13 +98,10 @@ def print_plan(plan: Any) -> None:
     table.add_row("prefill", s.prefill.to_spec(), str(s.prefill.gpus))
     table.add_row("decode", s.decode.to_spec(), str(s.decode.gpus))
     out.print(table)
-    c, v = plan.cost, plan.validation
+    c, v, f = plan.dag_cost, plan.validation, plan.figures
+    assert c is not None and v is not None and f is not None
     mem = max(c.memory, key=lambda m: m.total_gb)
-    out.print(
-        f"TTFT {c.ttft_ms:.1f} ms | TPOT {c.tpot_ms:.2f} ms | {c.tokens_per_s:,.0f} tok/s "
-        f"({c.tokens_per_s_per_gpu:.1f}/GPU, {c.tokens_per_s_per_user:.1f}/user) | memory {mem.total_gb:.1f} of "
-        f"{mem.capacity_gb:g} GB per GPU (weights {mem.weights_gb:.1f}, KV {mem.kv_cache_gb:.1f})"
-    )
+    out.print(f"{headline(f)} (weights {mem.weights_gb:.1f}, KV {mem.kv_cache_gb:.1f})")
     errors = [x for x in v.violations if x.severity == "error"]
     verdict = "[green]valid[/green]" if v.valid else f"[red]{len(errors)} violations[/red]"
     out.print(
@@ -115,7 +114,7 @@ def print_plan(plan: Any) -> None:
             out.print(f"[dim]{note}[/dim]")
     if plan.status == "targets_missed":
         shown = "the reviewed strategy" if any(m.startswith("reviewing") for m in plan.messages) else "best deployment"
-        out.print(f"[red]infeasible for the targets[/red] ({shown} shown): " + "; ".join(c.target_misses))
+        out.print(f"[red]infeasible for the targets[/red] ({shown} shown): " + "; ".join(miss_texts(plan.misses)))
     for item in errors[:5]:
         out.print(f"  [red]{item.rule}[/red] {item.message} -> {item.fix}")
     print_alternatives(plan)

@@ -8,24 +8,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.table import Table
+
 from shardplan.cli.app import console
+from shardplan.contracts.plan import Plan
 from shardplan.tools.cost.estimate import stated_error_pct
 from shardplan.tools.planning.rejections import rejection_summary
+from shardplan.tools.search.deployments import SearchResult
 from shardplan.tools.search.ranking import leading_within, near_tie_note
 
 __all__ = ["print_alternatives", "print_frontier", "print_search", "frontier_note"]
 
 
 def frontier_note(per_gpu: list[float], backend: str) -> str | None:
-    """The line under a frontier whose points with the most tokens/s/GPU are within the model's stated error of
-    each other, or None when the first two already differ by more."""
-
+    """The line under a frontier whose points with the most tokens/s per GPU of the budget are within the model's
+    stated error of each other, or None when the first two already differ by more."""
     error = stated_error_pct(backend, "tokens/s")
     top, spread = leading_within(sorted(per_gpu, reverse=True), error)
     if top < 2:
         return None
-    return near_tie_note(f"the {top} frontier points with the most tokens/s/GPU", spread, error, "tokens/s/GPU",
-                         backend)
+    return near_tie_note(f"the {top} frontier points with the most tokens/s per budget GPU", spread, error,
+                         "tokens/s per budget GPU", backend)
 
 
 def _note(out: Any, text: str | None) -> None:
@@ -33,11 +36,9 @@ def _note(out: Any, text: str | None) -> None:
         out.print(f"[yellow]note[/yellow]: {text}")
 
 
-def print_alternatives(plan: Any) -> None:
+def print_alternatives(plan: Plan) -> None:
     """A plan's runners-up; in a review, the strategies that beat the reviewed one and what it has against each
     (said once under the table when it is the same for all)."""
-    from rich.table import Table
-
     if not plan.alternatives:
         return
     out = console()
@@ -53,13 +54,14 @@ def print_alternatives(plan: Any) -> None:
     title = f"strategies that beat the reviewed strategy {reviewed}" if reviewing else "alternatives"
     table = Table(*columns, title=title)
     for a in plan.alternatives:
+        f = a.figures
         cells = [
             a.strategy,
             str(a.concurrency or "-"),
-            str(a.gpus_used or "-"),
-            f"{a.ttft_ms:.1f}",
-            f"{a.tpot_ms:.2f}",
-            f"{a.tokens_per_s_per_gpu:.1f}",
+            str(f.gpus_used),
+            f"{f.ttft_ms:.1f}",
+            f"{f.tpot_ms:.2f}",
+            f"{f.tokens_per_s_per_gpu:.1f}",
         ]
         why = "" if a.why_not == shared else a.why_not
         table.add_row(*cells, *([why] if len(columns) > len(cells) else []))
@@ -70,10 +72,9 @@ def print_alternatives(plan: Any) -> None:
     _note(out, plan.near_tie.note if plan.near_tie is not None else None)
 
 
-def print_frontier(plan: Any, limit: int = 12) -> None:
-    """The Pareto frontier of tokens/s/GPU against tokens/s/user, the chosen deployment marked."""
-    from rich.table import Table
-
+def print_frontier(plan: Plan, limit: int = 12) -> None:
+    """The Pareto frontier of tokens/s per GPU of the budget against tokens/s/user, the chosen deployment marked;
+    tokens/s per GPU used beside it."""
     d = plan.deployment
     if d is None or not d.frontier:
         return
@@ -85,9 +86,11 @@ def print_frontier(plan: Any, limit: int = 12) -> None:
         "TTFT ms",
         "TPOT ms",
         "tok/s/user",
-        "tok/s/GPU",
+        "tok/s/budget GPU",
+        "tok/s/GPU used",
         "targets",
-        title="Pareto frontier (tokens/s/GPU against tokens/s/user)",
+        title="Pareto frontier (tokens/s per GPU of the budget, what the throughput objective ranks, against "
+        "tokens/s/user)",
     )
     points = d.frontier
     if len(points) > limit:  # keep the ends, the chosen point and evenly spaced ones between
@@ -95,28 +98,28 @@ def print_frontier(plan: Any, limit: int = 12) -> None:
         keep = {round(i * step) for i in range(limit)} | {i for i, p in enumerate(points) if p.chosen}
         points = [p for i, p in enumerate(points) if i in keep]
     for p in points:
+        f = p.figures
         table.add_row(
             "*" if p.chosen else "",
             p.strategy,
             str(p.concurrency),
-            str(p.gpus_used),
-            f"{p.ttft_ms:.0f}",
-            f"{p.tpot_ms:.2f}",
-            f"{p.tokens_per_s_per_user:.1f}",
-            f"{p.tokens_per_s_per_gpu:.1f}",
+            str(f.gpus_used),
+            f"{f.ttft_ms:.0f}",
+            f"{f.tpot_ms:.2f}",
+            f"{f.tokens_per_s_per_user:.1f}",
+            f"{f.tokens_per_s_per_budget_gpu:.1f}",
+            f"{f.tokens_per_s_per_gpu:.1f}",
             "met" if p.meets_targets else "missed",
         )
     out = console()
     out.print(table)
-    backend = plan.cost.pricing.backend if plan.cost is not None and plan.cost.pricing is not None else "roofline"
-    _note(out, frontier_note([p.tokens_per_s_per_gpu for p in d.frontier], backend))
+    cost = plan.dag_cost
+    backend = cost.pricing.backend if cost is not None and cost.pricing is not None else "roofline"
+    _note(out, frontier_note([p.figures.tokens_per_s_per_budget_gpu for p in d.frontier], backend))
 
 
-def print_search(result: Any, backend: str) -> None:
+def print_search(result: SearchResult, backend: str) -> None:
     """The search's ranking, its Pareto frontier and what it set aside before pricing, in words."""
-    from rich.table import Table
-
-
     out = console()
     table = Table(
         "#",
@@ -128,29 +131,32 @@ def print_search(result: Any, backend: str) -> None:
         "tok/s/GPU",
         "tok/s/user",
         "GB/GPU",
-        "priced by",
+        "figures",
         title=f"{result.evaluated} deployments in {result.seconds:.2f} s, objective {result.objective}",
     )
     for i, c in enumerate(result.candidates, 1):
+        f = c.figures
         table.add_row(
             str(i),
             c.spec,
             str(c.concurrency),
-            f"{c.gpus_used} of {c.gpus_used + c.idle_gpus}",
-            f"{c.ttft_ms:.1f}",
-            f"{c.tpot_ms:.2f}",
-            f"{c.tokens_per_s_per_gpu:.1f}",
-            f"{c.tokens_per_s_per_user:.1f}",
-            f"{c.memory_per_gpu_gb:.1f}",
-            c.scored_by + ("" if c.meets_targets else " (misses)"),
+            f"{f.gpus_used} of {f.gpu_budget}",
+            f"{f.ttft_ms:.1f}",
+            f"{f.tpot_ms:.2f}",
+            f"{f.tokens_per_s_per_gpu:.1f}",
+            f"{f.tokens_per_s_per_user:.1f}",
+            f"{f.memory_per_gpu_gb:.1f}",
+            f.source.replace("_", " ") + ("" if c.meets_targets else " (misses)"),
         )
     out.print(table)
     _note(out, result.near_tie.note if result.near_tie is not None else None)
-    _note(out, getattr(result, "simpler_preferred", None))
-    front = Table("deployment", "seqs", "tok/s/user", "tok/s/GPU", title="Pareto frontier")
+    _note(out, result.simpler_preferred)
+    front = Table("deployment", "seqs", "tok/s/user", "tok/s/budget GPU", "tok/s/GPU used", title="Pareto frontier")
     for c in result.frontier:
-        front.add_row(c.spec, str(c.concurrency), f"{c.tokens_per_s_per_user:.1f}", f"{c.tokens_per_s_per_gpu:.1f}")
+        f = c.figures
+        front.add_row(c.spec, str(c.concurrency), f"{f.tokens_per_s_per_user:.1f}",
+                      f"{f.tokens_per_s_per_budget_gpu:.1f}", f"{f.tokens_per_s_per_gpu:.1f}")
     out.print(front)
-    _note(out, frontier_note([c.tokens_per_s_per_gpu for c in result.frontier], backend))
+    _note(out, frontier_note([c.figures.tokens_per_s_per_budget_gpu for c in result.frontier], backend))
     if result.rejected:
         out.print(f"layouts set aside before pricing: {rejection_summary(result.rejected)}")

@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field
 
 from shardplan.contracts.common import Contract
 
-__all__ = ["FiguresSource", "LatencyMetric", "Percentiles", "Figures", "make_figures"]
+__all__ = ["FiguresSource", "LatencyMetric", "Percentiles", "Figures", "make_figures", "headline"]
 
 FiguresSource = Literal["static_batch", "steady_state", "simulation"]
 """Where figures come from: ``static_batch``, one batch of the DAG scheduled (its prefill, then its decode
@@ -100,4 +100,20 @@ def make_figures(
         fits=fits,
         gpus_used=gpus_used,
         gpu_budget=max(gpu_budget, gpus_used),
+    )
+
+
+def headline(figures: Figures) -> str:
+    """The figures in one line, as the terminal, the tool results and the agent print them.
+
+    >>> f = make_figures("steady_state", ttft_ms=410, tpot_ms=27.13, osl=256, tokens_per_s=3552, requests_per_s=13.9,
+    ...                  memory_per_gpu_gb=100.4, gpu_memory_gb=141, fits=True, gpus_used=14, gpu_budget=16)
+    >>> headline(f)
+    'TTFT 410.0 ms | TPOT 27.13 ms | 3,552 tok/s (253.7/GPU, 36.9/user) | memory 100.4 of 141 GB per GPU'
+    """
+    return (
+        f"TTFT {figures.ttft_ms:.1f} ms | TPOT {figures.tpot_ms:.2f} ms | {figures.tokens_per_s:,.0f} tok/s "
+        f"({figures.tokens_per_s_per_gpu:.1f}/GPU, {figures.tokens_per_s_per_user:.1f}/user) | memory "
+        f"{figures.memory_per_gpu_gb:.1f} of {figures.gpu_memory_gb:g} GB per GPU"
+        + ("" if figures.fits else " (does not fit)")
     )

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from shardplan.contracts.common import Contract, DType
 from shardplan.contracts.constraints import Constraints
 from shardplan.contracts.dag import DAG
+from shardplan.contracts.figures import Figures
+from shardplan.contracts.old_plans import read_old_plan
 from shardplan.contracts.reports import CostReport, ValidationReport
 from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.targets import Miss, Targets, misses
 from shardplan.contracts.workload import Batching, Workload
 
 __all__ = [
     "PlanRequest",
+    "PricedDeployment",
     "Alternative",
     "Plan",
     "PlanStatus",
@@ -50,16 +54,48 @@ class PlanRequest(Contract):
     )
 
 
-class Alternative(Contract):
-    """A strategy that was considered and not chosen."""
+class PricedDeployment(Contract):
+    """One way to serve the workload and what it delivers: replicas of a layout, or prefill and decode pools
+    (``dp`` counts them), with the sequences in flight, its figures and the targets it misses."""
 
-    strategy: str = Field(description="SPEC text.")
-    ttft_ms: float = Field(ge=0, description="Predicted TTFT.")
-    tpot_ms: float = Field(ge=0, description="Predicted TPOT.")
-    tokens_per_s_per_gpu: float = Field(ge=0, description="Predicted throughput per GPU.")
-    tokens_per_s_per_user: float = Field(ge=0, description="Predicted per-user speed.")
+    strategy: Strategy = Field(description="Degrees per phase; dp counts replicas (or the workers of each pool).")
+    concurrency: int = Field(ge=1, description="Sequences in flight across the deployment.")
+    worker_concurrency: int = Field(
+        ge=1, description="Sequences in flight on one replica (aggregated) or one decode worker (disaggregated)."
+    )
+    prefill_prompts: int = Field(default=0, ge=0, description="Prompts a prefill worker's step takes (split only).")
+    kv_transfer_ms: float = Field(default=0.0, ge=0, description="KV-cache transfer per request between pools.")
+    figures: Figures = Field(description="What it delivers.")
+    misses: list[Miss] = Field(default_factory=list, description="The targets it misses, with the gaps.")
+    meets_targets: bool = Field(default=True, description="No target missed (derived from misses).")
+
+    @model_validator(mode="after")
+    def _derive_meets(self) -> PricedDeployment:
+        self.meets_targets = not self.misses
+        return self
+
+    @property
+    def spec(self) -> str:
+        """The strategy as SPEC text."""
+        return self.strategy.to_spec()
+
+    def judged(self, targets: Targets) -> PricedDeployment:
+        """This deployment judged against ``targets`` (its figures unchanged)."""
+        found = misses(self.figures, targets)
+        return self.model_copy(update={"misses": found, "meets_targets": not found})
+
+    @property
+    def replicas(self) -> int:
+        """Independent copies serving the traffic (for disaggregated deployments: decode workers)."""
+        return self.strategy.decode.dp
+
+
+class Alternative(Contract):
+    """A deployment that was considered and not chosen."""
+
+    strategy: str = Field(description="SPEC text (dp counts replicas or pool workers).")
     concurrency: int | None = Field(default=None, ge=1, description="Sequences in flight at its best concurrency.")
-    gpus_used: int | None = Field(default=None, ge=1, description="GPUs it uses.")
+    figures: Figures = Field(description="What it delivers.")
     why_not: str = Field(
         description="Why it lost to the chosen one; in a review, what the reviewed strategy has against it."
     )
@@ -122,15 +158,11 @@ class WorkerPool(Contract):
 
 
 class FrontierPoint(Contract):
-    """A deployment on the Pareto frontier of tokens/s/GPU against tokens/s/user."""
+    """A deployment on the Pareto frontier of tokens/s per GPU of the budget against tokens/s/user."""
 
     strategy: str = Field(description="SPEC text (dp counts replicas or pool workers).")
     concurrency: int = Field(ge=1, description="Sequences in flight across the deployment.")
-    gpus_used: int = Field(ge=1, description="GPUs it uses.")
-    ttft_ms: float = Field(ge=0, description="Predicted TTFT.")
-    tpot_ms: float = Field(ge=0, description="Predicted TPOT.")
-    tokens_per_s_per_gpu: float = Field(ge=0, description="Output tokens/s per GPU used.")
-    tokens_per_s_per_user: float = Field(ge=0, description="1000 / TPOT.")
+    figures: Figures = Field(description="What it delivers.")
     meets_targets: bool = Field(description="TTFT, TPOT (and rate) targets met.")
     chosen: bool = Field(default=False, description="True for the plan's own deployment.")
 
@@ -147,18 +179,18 @@ class Deployment(Contract):
     decode_workers: int | None = Field(default=None, ge=1, description="Decode workers (disaggregated only).")
     gpu_budget: int = Field(ge=1, description="GPUs the request made available.")
     idle_reason: str = Field(default="", description="Why GPUs stay idle, when some do.")
-    requests_per_s: float = Field(ge=0, description="Requests per second served in steady state.")
     kv_transfer_ms: float = Field(default=0.0, ge=0, description="KV-cache transfer per request between pools.")
     pools: list[WorkerPool] = Field(description="Each kind of worker with its layout and memory.")
     frontier: list[FrontierPoint] = Field(
         default_factory=list,
-        description="Pareto frontier of the searched deployments meeting the targets (all when none does), by "
-        "tokens/s/user, with the chosen one always included.",
+        description="Pareto frontier (tokens/s per GPU of the budget against tokens/s/user) of the searched "
+        "deployments meeting the targets (all when none does), by tokens/s/user, the chosen one always included.",
     )
 
 
 class Plan(Contract):
-    """The answer: strategy per phase, its DAG, the validators' verdict and the cost model's figures."""
+    """The answer: the deployment and its figures, the strategy per phase, its DAG with the validators' verdict
+    and the cost model's report of one batch of it."""
 
     shardplan_version: str = Field(description="Version that wrote the plan.")
     request: PlanRequest = Field(description="The request.")
@@ -173,9 +205,18 @@ class Plan(Contract):
     strategy: Strategy | None = Field(
         description="Chosen strategy (dp counts replicas, or each pool's workers); None when infeasible."
     )
+    figures: Figures | None = Field(
+        default=None,
+        description="What the deployment delivers in steady state (the serving model); None when infeasible.",
+    )
+    misses: list[Miss] = Field(default_factory=list, description="The targets the figures miss, with the gaps.")
     dag: DAG | None = Field(default=None, description="The DAG of one replica (or one prefill and one decode worker).")
     validation: ValidationReport | None = Field(default=None, description="Validators' verdict on the DAG.")
-    cost: CostReport | None = Field(default=None, description="Cost model's figures.")
+    dag_cost: CostReport | None = Field(
+        default=None,
+        description="The cost model's report of one batch of the DAG (figures from source static_batch), with the "
+        "per-phase schedule, memory per pool and how it was priced.",
+    )
     alternatives: list[Alternative] = Field(
         default_factory=list,
         description="Runners-up, best first; in a review, the searched strategies that beat the reviewed one.",
@@ -199,6 +240,22 @@ class Plan(Contract):
         description="Every value that was defaulted or guessed rather than given, one line each (the request's "
         "assumptions first).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_old_keys(cls, data: Any) -> Any:
+        return read_old_plan(data)
+
+    def priced(self) -> PricedDeployment | None:
+        """The plan's own deployment as a priced deployment (None when infeasible), to set beside the searched ones."""
+        if self.strategy is None or self.figures is None or self.deployment is None:
+            return None
+        d = self.deployment
+        per_worker = next((p.concurrency_per_worker for p in d.pools if p.role != "prefill"), d.concurrency)
+        prompts = next((p.concurrency_per_worker for p in d.pools if p.role == "prefill"), 0)
+        return PricedDeployment(strategy=self.strategy, concurrency=d.concurrency, worker_concurrency=per_worker,
+                                prefill_prompts=prompts, kv_transfer_ms=d.kv_transfer_ms, figures=self.figures,
+                                misses=self.misses)
 
     @model_validator(mode="after")
     def _derive_feasible(self) -> Plan:

@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import Field
 
 from shardplan.contracts.common import Contract
+from shardplan.contracts.figures import Figures
+from shardplan.contracts.targets import Miss
 
 __all__ = [
     "Severity",
@@ -114,22 +116,15 @@ class PricingReport(Contract):
 
 
 class CostReport(Contract):
-    """Predicted latency, throughput and memory of a strategy."""
+    """What one batch of a DAG costs: its figures (source ``static_batch``), the per-phase schedule, memory per
+    pool, and how it was priced."""
 
-    ttft_ms: float = Field(ge=0, description="Time to first token: the prefill makespan.")
-    tpot_ms: float = Field(ge=0, description="Time per output token: one decode step.")
-    e2e_ms: float = Field(ge=0, description="TTFT plus (osl - 1) decode steps.")
-    tokens_per_s: float = Field(ge=0, description="Output tokens per second of the whole deployment.")
-    tokens_per_s_per_gpu: float = Field(ge=0, description="Output tokens per second per GPU.")
-    tokens_per_s_per_user: float = Field(ge=0, description="Output tokens per second one sequence sees (1000 / TPOT).")
-    memory_per_gpu_gb: float = Field(ge=0, description="Worst GPU's memory use.")
-    fits: bool = Field(description="Whether every GPU's memory holds its share.")
+    figures: Figures = Field(description="TTFT (the prefill makespan), TPOT (one decode step), throughput, memory.")
+    misses: list[Miss] = Field(default_factory=list, description="The targets these figures miss, with the gaps.")
     memory: list[MemoryReport] = Field(default_factory=list, description="Breakdown per pool.")
     prefill: PhaseCost = Field(description="Prefill schedule.")
     decode: PhaseCost = Field(description="One decode step's schedule.")
     kv_transfer_ms: float = Field(default=0.0, ge=0, description="KV handoff time in disaggregated serving.")
-    meets_targets: bool = Field(default=True, description="TTFT and TPOT targets met (true when none are set).")
-    target_misses: list[str] = Field(default_factory=list, description="Each missed target with the gap.")
     notes: list[str] = Field(default_factory=list, description="Assumptions that shaped the figures.")
     pricing: PricingReport | None = Field(
         default=None, description="Which backend priced the figures, on which data, with its measured error."

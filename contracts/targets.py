@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field
 from shardplan.contracts.common import Contract
 from shardplan.contracts.figures import Figures
 
-__all__ = ["TOLERANCE", "Metric", "Targets", "Miss", "misses", "meets", "shortfall", "miss_texts"]
+__all__ = ["TOLERANCE", "Metric", "Targets", "Miss", "misses", "meets", "shortfall", "within", "miss_texts"]
 
 TOLERANCE = 1e-9
 """Relative slack on every bound, for floating-point rounding only: a target is a bound, and how far the
@@ -42,12 +42,25 @@ class Miss(Contract):
     metric: Metric = Field(description="ttft, tpot, rate, or memory (the worst GPU against its capacity).")
     value: float = Field(description="The figure: ms for ttft and tpot, requests/s for rate, GB for memory.")
     target: float = Field(description="The bound it misses, in the same unit.")
-    gap: float = Field(gt=0, description="How far past the bound, relative to it: 0.2 is 20% over (under, for rate).")
+    gap: float = Field(gt=0, description="How far past the bound, relative: 0.2 is 20% over (under, for rate).")
     message: str = Field(description="The miss in words, with the numbers.")
 
 
-def _over(metric: Metric, value: float, bound: float, message: str) -> Miss | None:
-    if value <= bound * (1 + TOLERANCE):
+def within(metric: Literal["ttft", "tpot"], value_ms: float, targets: Targets) -> bool:
+    """Whether a latency of ``value_ms`` is within its target (True when there is none): the bound :func:`misses`
+    applies, for screening a worker's step before a deployment is priced.
+
+    >>> within("tpot", 30.0, Targets(tpot_ms=30)), within("ttft", 501.0, Targets(ttft_ms=500))
+    (True, False)
+    >>> within("ttft", 9e9, Targets())
+    True
+    """
+    bound = targets.ttft_ms if metric == "ttft" else targets.tpot_ms
+    return bound is None or value_ms <= bound * (1 + TOLERANCE)
+
+
+def _over(metric: Literal["ttft", "tpot"], value: float, bound: float, message: str) -> Miss | None:
+    if within(metric, value, Targets(**{f"{metric}_ms": bound})):
         return None
     return Miss(metric=metric, value=value, target=bound, gap=value / bound - 1, message=message)
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardplan.contracts.plan import Plan, PlanRequest
+from shardplan.contracts.targets import miss_texts
 from shardplan.contracts.workload import Workload
 from shardplan.evals.cases import Case
+from shardplan.tools.api.results import StrategyCheck
 
 __all__ = ["CHECKS", "CaseRun", "CheckResult", "Score", "relative_gap", "run_checks", "plan_score", "reference_score",
            "GAP_SLACK"]
@@ -62,10 +64,10 @@ def relative_gap(score: Score, best: Score, workload: Workload) -> float:
 
 def plan_score(plan: Plan | None) -> Score | None:
     """The plan's figures, or None when it has no strategy or cost."""
-    if plan is None or plan.strategy is None or plan.cost is None:
+    if plan is None or plan.strategy is None or plan.figures is None:
         return None
-    c = plan.cost
-    return Score(plan.strategy.to_spec(), c.ttft_ms, c.tpot_ms, c.tokens_per_s_per_gpu, c.meets_targets and c.fits)
+    f = plan.figures
+    return Score(plan.strategy.to_spec(), f.ttft_ms, f.tpot_ms, f.tokens_per_s_per_gpu, not plan.misses)
 
 
 @dataclass
@@ -82,7 +84,7 @@ class CaseRun:
     """What the prompt said both ways (plain-language cases)."""
     best: Score | None = None
     """The exhaustive search's best strategy; None when nothing fits or the search failed."""
-    reference: Any = None
+    reference: StrategyCheck | None = None
     """The reference strategy's StrategyCheck (built, validated, priced), when the case has one."""
     reference_error: str | None = None
     error: str | None = None
@@ -149,17 +151,17 @@ def check_valid(run: CaseRun, expected: bool) -> Verdict:
 
 def check_fits(run: CaseRun, expected: bool) -> Verdict:
     """The plan fits in GPU memory."""
-    if run.plan is None or run.plan.cost is None:
+    if run.plan is None or run.plan.figures is None:
         return (not expected), f"fits: expected {_text(expected)}, {run.why_no_plan()}"
-    return _compare("fits", expected, run.plan.cost.fits)
+    return _compare("fits", expected, run.plan.figures.fits)
 
 
 def check_meets_targets(run: CaseRun, expected: bool) -> Verdict:
     """The plan meets the TTFT and TPOT targets."""
-    if run.plan is None or run.plan.cost is None:
+    if run.plan is None or run.plan.figures is None:
         return (not expected), f"meets_targets: expected {_text(expected)}, {run.why_no_plan()}"
-    passed, message = _compare("meets_targets", expected, run.plan.cost.meets_targets)
-    misses = run.plan.cost.target_misses
+    misses = miss_texts(run.plan.misses)
+    passed, message = _compare("meets_targets", expected, not misses)
     return passed, message + (f" ({'; '.join(misses)})" if misses and not passed else "")
 
 
@@ -280,7 +282,7 @@ def _reference_ok(run: CaseRun) -> tuple[bool, str]:
     if not ref.valid:
         rules = ", ".join(sorted({v.rule for v in ref.violations if v.severity == "error"})) or "?"
         return False, f"{ref.strategy} breaks {rules}"
-    if ref.cost is None or not ref.cost.fits:
+    if ref.figures is None or not ref.figures.fits:
         return False, f"{ref.strategy} does not fit in memory"
     return True, f"{ref.strategy} builds, validates and fits"
 
@@ -294,10 +296,10 @@ def check_reference_valid(run: CaseRun, expected: bool) -> Verdict:
 def reference_score(run: CaseRun) -> Score | None:
     """The reference strategy's figures, when it was priced."""
     ref = run.reference
-    if ref is None or ref.cost is None:
+    if ref is None or ref.figures is None:
         return None
-    c = ref.cost
-    return Score(ref.strategy, c.ttft_ms, c.tpot_ms, c.tokens_per_s_per_gpu, bool(ref.meets_targets and c.fits))
+    f = ref.figures
+    return Score(ref.strategy, f.ttft_ms, f.tpot_ms, f.tokens_per_s_per_gpu, bool(ref.meets_targets and f.fits))
 
 
 def check_within_reference(run: CaseRun, expected: float) -> Verdict:

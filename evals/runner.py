@@ -201,7 +201,8 @@ class Baselines:
             if isinstance(result, Exception) or not result.candidates:
                 return None
             c = result.candidates[0]
-            return Score(c.spec, c.ttft_ms, c.tpot_ms, c.tokens_per_s_per_gpu, c.meets_targets and c.fits)
+            f = c.figures
+            return Score(c.spec, f.ttft_ms, f.tpot_ms, f.tokens_per_s_per_gpu, c.meets_targets)
 
         state, value = self._once("search:" + request.model_copy(update={"policy": "builtin"}).model_dump_json(),
                                   compute)
@@ -303,7 +304,7 @@ def run_case(case: Case, policy: str, baselines: Baselines | None = None) -> dic
         "expectations_met": len(checks) - len(failures),
         "passed": not failures,
         "failures": failures,
-        "targets_met": (bool(plan.cost.meets_targets) if plan is not None and plan.cost is not None
+        "targets_met": (not plan.misses if plan is not None and plan.figures is not None
                         and workload is not None and (workload.ttft_ms or workload.tpot_ms) else None),
         "objective": workload.objective if workload else None,
         "metric": round(score.value(workload), 6) if score and workload else None,
@@ -315,9 +316,10 @@ def run_case(case: Case, policy: str, baselines: Baselines | None = None) -> dic
         "best_strategy": run.best.strategy if run.best else None,
         "best_metric": round(run.best.value(workload), 6) if run.best and workload else None,
         "cost_gap": round(gap, 6) if gap is not None else None,
-        "ttft_ms": round(plan.cost.ttft_ms, 4) if plan is not None and plan.cost else None,
-        "tpot_ms": round(plan.cost.tpot_ms, 4) if plan is not None and plan.cost else None,
-        "tokens_per_s_per_gpu": round(plan.cost.tokens_per_s_per_gpu, 4) if plan is not None and plan.cost else None,
+        "ttft_ms": round(plan.figures.ttft_ms, 4) if plan is not None and plan.figures else None,
+        "tpot_ms": round(plan.figures.tpot_ms, 4) if plan is not None and plan.figures else None,
+        "tokens_per_s_per_gpu": round(plan.figures.tokens_per_s_per_gpu, 4) if plan is not None and plan.figures
+        else None,
         "min_gpus": plan.min_gpus if plan is not None else None,
         "iterations": meter.model_calls if used_model else None,
         "tool_calls": meter.tool_calls if used_model else None,

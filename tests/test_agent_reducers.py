@@ -7,7 +7,7 @@ from shardplan.agent.state import append_items, keep_best, merge_rules, proposal
 
 def _proposal(turn: int, valid: bool = True, fits: bool = True, meets: bool = True, score: list[float] | None = None,
               name: str = "x") -> dict:
-    return {"turn": turn, "strategy": name, "valid": valid, "meets_targets": meets, "cost": {"fits": fits},
+    return {"turn": turn, "strategy": name, "valid": valid, "meets_targets": meets, "figures": {"fits": fits},
             "score": score if score is not None else [0.0, 10.0]}
 
 

@@ -150,7 +150,7 @@ def test_cli_reads_old_names_with_one_warning_line_and_the_same_figures(tmp_path
     assert "warning:" not in from_new.stderr
     figures = ("ttft_ms", "tpot_ms", "tokens_per_s")
     old_cost, new_cost = json.loads(from_old.stdout), json.loads(from_new.stdout)
-    assert [old_cost[k] for k in figures] == [new_cost[k] for k in figures]
+    assert [old_cost["figures"][k] for k in figures] == [new_cost["figures"][k] for k in figures]
 
 
 def test_cli_refuses_a_bad_bandwidth_string_with_exit_2(tmp_path: Path) -> None:

@@ -142,7 +142,7 @@ def _plan(strategy: dict, deployment: dict | None = None, batch: int = 1) -> dic
             "decode": {**phase, **strategy.get("decode", strategy)},
             "disaggregated": strategy.get("disaggregated", False),
         },
-        "cost": {"ttft_ms": 100.0, "tpot_ms": 10.0, "tokens_per_s_per_gpu": 500.0},
+        "figures": {"ttft_ms": 100.0, "tpot_ms": 10.0, "tokens_per_s_per_gpu": 500.0},
     }
     if deployment is not None:
         plan["deployment"] = deployment

@@ -143,7 +143,7 @@ def test_a_budget_that_a_constrained_layout_does_not_divide_leaves_gpus_idle() -
     result = search(model, cluster, Workload(isl=512, osl=64), constraints=parse_constraints(["pp=3"]))
     for candidate in result.candidates:
         assert candidate.strategy.decode.pp == 3
-        assert candidate.gpus_used % 3 == 0 and candidate.gpus_used <= 6
+        assert candidate.figures.gpus_used % 3 == 0 and candidate.figures.gpus_used <= 6
 
 
 def test_cli_405b_on_four_nodes_with_pp4_tp8() -> None:
@@ -170,7 +170,7 @@ def test_tools_take_constraints_and_state_assumptions() -> None:
     summary = capabilities.search_strategies(**args, constraints=["tp=2"])
     assert summary.candidates and all("tp=2" in c.strategy for c in summary.candidates)
     check = capabilities.propose_strategy(**args, constraints=["tp=2"], strategy="tp=4")
-    assert "breaks the constraint tp=2" in check.misses and not check.meets_targets
+    assert "breaks the constraint tp=2" in check.constraint_breaks and not check.meets_targets
     planned = capabilities.plan(**args, batch=4, constraints=["pp=1", "tp<=1"], detail=True)  # 4 replicas: 4 sequences
     assert planned.plan is not None and planned.plan.strategy is not None and planned.plan.strategy.decode.tp == 1
     assert not any(line.startswith("batch") for line in planned.assumptions)

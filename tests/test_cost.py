@@ -29,7 +29,7 @@ def test_seed_001_pp2_beats_tp2_across_two_nodes_at_batch_1() -> None:
     """gpt-oss-120b (36 layers) on two single-GPU nodes: PP=2 decodes faster than TP=2 (seed 001)."""
     tp = cost_of("openai/gpt-oss-120b", 2, "tp=2", per_node=1)
     pp = cost_of("openai/gpt-oss-120b", 2, "pp=2", per_node=1)
-    assert pp.tpot_ms < tp.tpot_ms
+    assert pp.figures.tpot_ms < tp.figures.tpot_ms
     # Why: under TP every reduction of the real layer structure crosses the network. Two per layer
     # (attention output, MoE output), plus the embedding all-reduce and the logits all-gather: 2*36 + 2.
     assert tp.decode.inter_node_collectives == tp.decode.collectives == 2 * 36 + 2
@@ -43,7 +43,7 @@ def test_tp_inside_a_node_beats_tp_across_nodes() -> None:
     across = cost_of("meta-llama/Llama-3.1-70B", 16, "tp=16")
     assert inside.decode.inter_node_collectives <= 1
     assert across.decode.inter_node_collectives > 100
-    assert inside.tpot_ms < across.tpot_ms
+    assert inside.figures.tpot_ms < across.figures.tpot_ms
 
 
 def test_decode_of_a_dense_model_is_bound_by_weight_bytes() -> None:
@@ -51,14 +51,14 @@ def test_decode_of_a_dense_model_is_bound_by_weight_bytes() -> None:
     spec = load_model("meta-llama/Llama-3.1-8B")
     report = cost_of("meta-llama/Llama-3.1-8B", 1, "tp=1")
     floor_ms = weight_bytes(spec) / (3350e9) * 1e3
-    assert floor_ms < report.tpot_ms < 2.0 * floor_ms
+    assert floor_ms < report.figures.tpot_ms < 2.0 * floor_ms
 
 
 def test_prefill_grows_superlinearly_with_prompt_length_and_decode_with_context() -> None:
     short = cost_of("meta-llama/Llama-3.1-8B", 1, "tp=1", Workload(isl=4096, osl=64, batch=1))
     long = cost_of("meta-llama/Llama-3.1-8B", 1, "tp=1", Workload(isl=32768, osl=64, batch=1))
-    assert long.ttft_ms > 8 * short.ttft_ms  # 8x the tokens, plus the quadratic attention
-    assert long.tpot_ms > short.tpot_ms  # more KV bytes read per step
+    assert long.figures.ttft_ms > 8 * short.figures.ttft_ms  # 8x the tokens, plus the quadratic attention
+    assert long.figures.tpot_ms > short.figures.tpot_ms  # more KV bytes read per step
 
 
 def test_gemm_efficiency_rises_with_rows() -> None:
@@ -93,7 +93,7 @@ def test_no_overlap_across_decode_steps() -> None:
 def test_microbatches_pipeline_through_stages_in_prefill() -> None:
     one = cost_of("meta-llama/Llama-3.1-8B", 4, "tp=2,pp=2", Workload(isl=2048, osl=16, batch=8))
     four = cost_of("meta-llama/Llama-3.1-8B", 4, "tp=2,pp=2,mb=4", Workload(isl=2048, osl=16, batch=8))
-    assert four.ttft_ms < one.ttft_ms
+    assert four.figures.ttft_ms < one.figures.ttft_ms
     assert four.prefill.bubble_fraction < one.prefill.bubble_fraction
 
 
@@ -120,9 +120,9 @@ def test_mla_latent_cache_is_not_split_by_tp_but_is_by_attention_dp() -> None:
 
 def test_cost_report_figures_are_consistent() -> None:
     report = cost_of("Qwen/Qwen3-30B-A3B", 4, "tp=2,ep=2,adp=2", Workload(isl=1024, osl=64, batch=8))
-    assert report.tokens_per_s_per_user == pytest.approx(1000 / report.tpot_ms)
-    assert report.tokens_per_s_per_gpu == pytest.approx(report.tokens_per_s / 4)
-    assert report.e2e_ms == pytest.approx(report.ttft_ms + 63 * report.tpot_ms)
+    assert report.figures.tokens_per_s_per_user == pytest.approx(1000 / report.figures.tpot_ms)
+    assert report.figures.tokens_per_s_per_gpu == pytest.approx(report.figures.tokens_per_s / 4)
+    assert report.figures.e2e_ms == pytest.approx(report.figures.ttft_ms + 63 * report.figures.tpot_ms)
     assert report.decode.critical_path[-1].node == "decode/step_t+1"
     assert 0 <= report.decode.overlap_fraction <= 1
 
@@ -142,11 +142,11 @@ def test_prefill_batch_models_continuous_batching_admission() -> None:
     """Prefilling 4 of 32 prompts at a time shortens TTFT; the whole batch still shares each decode step."""
     static = cost_of("meta-llama/Llama-3.1-8B", 2, "tp=2", Workload(isl=2048, osl=128, batch=32))
     admitted = cost_of("meta-llama/Llama-3.1-8B", 2, "tp=2", Workload(isl=2048, osl=128, batch=32, prefill_batch=4))
-    assert admitted.ttft_ms < static.ttft_ms / 4
-    assert admitted.tpot_ms == pytest.approx(static.tpot_ms)
+    assert admitted.figures.ttft_ms < static.figures.ttft_ms / 4
+    assert admitted.figures.tpot_ms == pytest.approx(static.figures.tpot_ms)
     # 8 rounds of prefill plus 127 decode steps serve the 32 sequences.
-    expected = 32 * 128 / (8 * admitted.ttft_ms + 127 * admitted.tpot_ms) * 1e3
-    assert admitted.tokens_per_s == pytest.approx(expected)
+    expected = 32 * 128 / (8 * admitted.figures.ttft_ms + 127 * admitted.figures.tpot_ms) * 1e3
+    assert admitted.figures.tokens_per_s == pytest.approx(expected)
 
 
 def test_prefill_batch_cannot_exceed_the_batch() -> None:

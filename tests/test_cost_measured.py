@@ -44,12 +44,12 @@ def aic_tpot_ms(model: str, tp: int) -> float:
 def test_qwen3_32b_tp8_beats_tp4_at_batch_1_and_matches_the_measured_estimate() -> None:
     tp8 = cost_of("Qwen/Qwen3-32B", "H200", 8, "tp=8")
     tp4 = cost_of("Qwen/Qwen3-32B", "H200", 4, "tp=4")
-    assert tp8.tpot_ms < tp4.tpot_ms
+    assert tp8.figures.tpot_ms < tp4.figures.tpot_ms
     assert tp8.pricing is not None and tp8.pricing.backend == "measured"
     assert tp8.pricing.decode_measured_share > 0.5
     assert "h200_sxm/vllm" in (tp8.pricing.data or "")
     reference = aic_tpot_ms("Qwen/Qwen3-32B", 8)
-    assert abs(tp8.tpot_ms / reference - 1) < 0.15
+    assert abs(tp8.figures.tpot_ms / reference - 1) < 0.15
 
 
 @needs_tables
@@ -58,7 +58,7 @@ def test_the_engine_selects_its_own_tables() -> None:
     trtllm = cost_of("Qwen/Qwen3-32B", "H200", 8, "tp=8", QWEN32.model_copy(update={"engine": "trtllm"}))
     assert vllm.pricing is not None and trtllm.pricing is not None
     assert "/trtllm " in (trtllm.pricing.data or "") and "/vllm " in (vllm.pricing.data or "")
-    assert trtllm.tpot_ms != vllm.tpot_ms
+    assert trtllm.figures.tpot_ms != vllm.figures.tpot_ms
 
 
 @needs_tables
@@ -82,7 +82,7 @@ def test_without_the_package_everything_is_priced_by_the_roofline(monkeypatch: p
         measured_tables.cache_clear()
     assert report.pricing is not None and report.pricing.backend == "roofline"
     assert "not installed" in report.pricing.why_roofline
-    assert report.pricing.decode_measured_share == 0.0 and report.tpot_ms > 0
+    assert report.pricing.decode_measured_share == 0.0 and report.figures.tpot_ms > 0
 
 
 def test_a_gpu_outside_the_database_inherits_the_closest_profile_and_says_so() -> None:

@@ -27,13 +27,13 @@ def _plan(spec: str, gpus: int, per_node: int, model: str = "meta-llama/Llama-3.
 
 def test_explanation_says_a_tp_group_crosses_nodes_with_its_collective_count() -> None:
     crossing = _plan("tp=2", gpus=2, per_node=1)
-    assert crossing.dag is not None and crossing.cost is not None
+    assert crossing.dag is not None and crossing.dag_cost is not None
     total, across = collectives_by_group(crossing.dag)["tp"]
     assert across == total > 0
     assert f"TP=2 groups cross nodes (each spans 2 nodes) (TP-5); {across} of its {total} collectives" \
         in crossing.explanation
     assert "stay inside one node" not in crossing.explanation
-    assert crossing.cost.decode.inter_node_collectives >= across
+    assert crossing.dag_cost.decode.inter_node_collectives >= across
 
 
 def test_explanation_says_a_tp_group_stays_in_its_node() -> None:
@@ -78,10 +78,10 @@ def test_a_fixed_batch_the_prefill_pool_cannot_feed_runs_the_largest_it_can_and_
                           workload=Workload(isl=2048, osl=256, batch=64))
     model, cluster = resolve_request(request)
     plan = plan_for_strategy(request, model, cluster, parse_strategy("prefill:dp=2,tp=4;decode:tp=8;disagg"))
-    assert plan.deployment is not None and plan.cost is not None
+    assert plan.deployment is not None and plan.figures is not None
     fed = plan.deployment.pools[1].concurrency_per_worker
     assert 1 < fed < 64
-    assert any("cannot feed 64 sequences" in n and n.endswith(f"batch they feed, {fed}") for n in plan.cost.notes)
+    assert any("cannot feed 64 sequences" in n and n.endswith(f"batch they feed, {fed}") for n in plan.messages)
 
 
 def test_split_pools_that_cannot_share_the_nodes_are_refused() -> None:
@@ -99,8 +99,9 @@ def test_plan_chooses_the_concurrency_for_the_70b_request(tmp_path: Path) -> Non
     d = plan["deployment"]
     assert d["concurrency"] > 1 and d["gpus_used"] <= 8 and d["batching"] == "continuous"
     assert {"concurrency", "replicas", "gpus_used", "idle_gpus", "batching"} <= set(d)
-    assert {"request", "strategy", "cost", "validation"} <= set(plan)
-    assert plan["status"] == "ok" and plan["cost"]["tpot_ms"] <= 40 and plan["cost"]["ttft_ms"] <= 1500
+    assert {"request", "strategy", "figures", "misses", "dag_cost", "validation"} <= set(plan)
+    assert plan["status"] == "ok" and plan["figures"]["tpot_ms"] <= 40 and plan["figures"]["ttft_ms"] <= 1500
+    assert plan["figures"]["source"] == "steady_state" and plan["dag_cost"]["figures"]["source"] == "static_batch"
     assert re.search(rf"deployment: .*{d['concurrency']} sequences in flight.*{d['gpus_used']} of 8 GPUs used",
                      result.stdout)
 
@@ -113,7 +114,7 @@ def test_the_12_gpu_latency_request_uses_a_small_layout_inside_one_node(tmp_path
     plan = json.loads(out.read_text())
     d = plan["deployment"]
     assert d["gpus_used"] < 12 or d["replicas"] > 1
-    assert plan["cost"]["decode"]["inter_node_collectives"] == 0
+    assert plan["dag_cost"]["decode"]["inter_node_collectives"] == 0
     tp = plan["strategy"]["decode"]["tp"]
     if tp > 1:
         assert f"TP={tp} groups stay inside one node" in plan["explanation"]
@@ -138,7 +139,8 @@ def test_a_rate_the_budget_cannot_serve_is_targets_missed_with_numbers() -> None
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["status"] == "targets_missed" and not plan["feasible"]
-    assert any("rate 5000" in miss for miss in plan["cost"]["target_misses"])
+    rate = next(miss for miss in plan["misses"] if miss["metric"] == "rate")
+    assert rate["target"] == 5000 and rate["value"] < 5000 and "rate 5000" in rate["message"]
 
 
 def test_search_command_lists_deployments_with_their_concurrency() -> None:
@@ -148,7 +150,7 @@ def test_search_command_lists_deployments_with_their_concurrency() -> None:
     data = json.loads(result.stdout)
     assert data["objective"] == "throughput" and data["candidates"]
     for c in data["candidates"]:
-        assert c["gpus_used"] + c["idle_gpus"] == 4 and c["concurrency"] >= c["replicas"] >= 1
+        assert c["figures"]["gpu_budget"] == 4 and c["concurrency"] >= c["strategy"]["decode"]["dp"] >= 1
     assert all(f["meets_targets"] for f in data["frontier"])
 
 
@@ -166,7 +168,7 @@ def test_prefill_sp_that_becomes_decode_dp_on_shared_gpus_is_one_replica() -> No
     model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 4)
     evaluated = evaluate_deployment(model, cluster, strategy, Workload(isl=32768, osl=256, batch=4))
     assert evaluated.evaluation.validation.valid
-    assert evaluated.option is not None and evaluated.option.gpus_used == 4
+    assert evaluated.option is not None and evaluated.option.figures.gpus_used == 4
 
 
 def test_cost_of_a_strategy_smaller_than_the_budget_prices_the_gpus_it_uses() -> None:
@@ -177,7 +179,7 @@ def test_cost_of_a_strategy_smaller_than_the_budget_prices_the_gpus_it_uses() ->
                     "--batch", "1", "--json")
     assert on_budget.returncode == exact.returncode == 0, on_budget.stderr
     budget, two = json.loads(on_budget.stdout), json.loads(exact.stdout)
-    assert budget["tpot_ms"] == two["tpot_ms"] and budget["tokens_per_s_per_gpu"] == two["tokens_per_s_per_gpu"]
+    assert budget["figures"] == two["figures"]
     assert any("priced on the 2 of 8 GPUs" in note for note in budget["notes"])
     too_big = run_cli("cost", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "2", "-s", "tp=4")
     assert too_big.returncode == 2 and "HIER-2" in too_big.stderr

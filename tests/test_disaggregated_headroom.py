@@ -46,9 +46,9 @@ def test_pools_never_run_the_prefill_workers_at_or_past_saturation() -> None:
         busy = decode.requests_per_s / prefill.requests_per_s
         step = prefill.step_at(busy)
         least = busy * step / 2 + mdc_wait(busy, prefill.step_s / prefill.prompts) + step
-        assert option.requests_per_s == pytest.approx(decode.requests_per_s)
-        assert least * 1e3 <= option.ttft_ms < least * 1e3 + 50  # the rest is the KV transfer
-        assert option.tpot_ms == pytest.approx(decode.step_s * 1e3)
+        assert option.figures.requests_per_s == pytest.approx(decode.requests_per_s)
+        assert least * 1e3 <= option.figures.ttft_ms < least * 1e3 + 50  # the rest is the KV transfer
+        assert option.figures.tpot_ms == pytest.approx(decode.step_s * 1e3)
 
 
 def test_a_given_rate_past_the_prefill_pools_capacity_is_not_served() -> None:
@@ -72,7 +72,7 @@ def test_a_fixed_batch_the_prefill_pool_cannot_feed_runs_the_batch_it_can() -> N
     option = best_option(LLAMA_8B, H100_2, strategy, WORK.model_copy(update={"batch": 170}))
     assert option is not None
     assert option.worker_concurrency < 170
-    assert option.requests_per_s < prefill.requests_per_s
+    assert option.figures.requests_per_s < prefill.requests_per_s
 
 
 def test_a_pool_of_prefill_workers_queues_as_one_queue_of_several_servers() -> None:
@@ -96,6 +96,6 @@ def test_a_pool_of_prefill_workers_queues_as_one_queue_of_several_servers() -> N
     step = prefill.step_at(busy)
     pool = waiting_probability(3, busy) * step / 4 + mdc_wait(busy, prefill.step_s / prefill.prompts, 3) + step
     transfer_ms = three.kv_transfer_ms or 0.0
-    assert three.ttft_ms == pytest.approx(pool * 1e3 + transfer_ms)
-    assert three.ttft_ms < one.ttft_ms - 0.5 * mdc_wait(busy, prefill.step_s / prefill.prompts) * 1e3
-    assert three.requests_per_s == pytest.approx(3 * one.requests_per_s)
+    assert three.figures.ttft_ms == pytest.approx(pool * 1e3 + transfer_ms)
+    assert three.figures.ttft_ms < one.figures.ttft_ms - 0.5 * mdc_wait(busy, prefill.step_s / prefill.prompts) * 1e3
+    assert three.figures.requests_per_s == pytest.approx(3 * one.figures.requests_per_s)

@@ -119,8 +119,9 @@ def test_plan_gives_the_same_valid_plan_as_the_capability(server: Any) -> None:
     result = talk(server, lambda c: c.call_tool("plan", SMALL))
     plan = ok(result)
     assert plan["status"] == "ok" and plan["validation"]["valid"] is True and plan["plan"] is None
-    headline = plan["cost"]["headline"]
-    assert headline["ttft_ms"] > 0 and headline["tpot_ms"] > 0 and headline["fits"]
+    figures = plan["figures"]
+    assert figures["ttft_ms"] > 0 and figures["tpot_ms"] > 0 and figures["fits"] and figures["source"] == "steady_state"
+    assert plan["dag_cost"]["figures"]["source"] == "static_batch"
     direct = capabilities.plan(**SMALL)
     assert direct.strategy is not None and plan["strategy"] == direct.strategy
     assert plan["request"]["model"] == "llama-3.1-8b"
@@ -155,7 +156,7 @@ def test_validates_a_built_dag_and_names_the_rule_a_bypassed_all_reduce_breaks(s
     tp2 = next(v for v in broken["violations"] if v["rule"] == "TP-2")
     assert tp2["severity"] == "error" and tp2["fix"]
     assert any(node.startswith(reduce.removesuffix(".all_reduce")) for node in tp2["nodes"])
-    assert priced["headline"]["ttft_ms"] > 0 and priced["decode"]["collectives"] > 0
+    assert priced["figures"]["ttft_ms"] > 0 and priced["decode"]["collectives"] > 0
 
 
 def test_search_cost_and_knowledge_tools(server: Any) -> None:
@@ -171,7 +172,7 @@ def test_search_cost_and_knowledge_tools(server: Any) -> None:
     search, cost, knowledge, rule = talk(server, scenario)
     assert search["feasible"] and 1 <= len(search["candidates"]) <= 3
     assert search["candidates"][0]["strategy"] == capabilities.search_strategies(**SMALL, top=1).candidates[0].strategy
-    assert cost["headline"]["tpot_ms"] > 0 and cost["memory"][0]["fits"]
+    assert cost["figures"]["tpot_ms"] > 0 and cost["memory"][0]["fits"]
     assert any(rid.startswith("SP-") for hit in knowledge["result"] for rid in hit["rule_ids"])
     assert rule["id"] == "DEC-1" and rule["doc"] == "10-decode-constraints.md"
 

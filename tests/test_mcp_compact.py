@@ -11,6 +11,7 @@ from mcp import Client, MCPError
 from mcp_types import CallToolResult, ResourceLink, TextContent
 from test_mcp import SMALL, talk
 
+from shardplan.contracts.figures import make_figures
 from shardplan.contracts.plan import Deployment, FrontierPoint, Plan, WorkerPool
 from shardplan.contracts.reports import ValidationReport, Violation
 from shardplan.tools.api.compact import MAX_ALTERNATIVES, MAX_FRONTIER, _thin_frontier, validation_brief
@@ -55,7 +56,7 @@ def test_a_deepseek_plan_is_compact_by_default_and_whole_on_request(server: Any)
     assert wire_bytes(compact) < COMPACT_BYTES, wire_bytes(compact)
     assert summary["status"] == "ok" and summary["plan"] is None
     assert summary["validation"]["valid"] is True and summary["validation"]["failing_rules"] == []
-    assert summary["deployment"]["gpus_used"] <= 16 and summary["cost"]["headline"]["tpot_ms"] > 0
+    assert summary["deployment"]["gpus_used"] <= 16 and summary["figures"]["tpot_ms"] > 0
     assert len(summary["alternatives"]) <= MAX_ALTERNATIVES <= summary["alternatives_total"]
     assert "critical_path" not in json.dumps(summary)
 
@@ -69,10 +70,10 @@ def test_a_deepseek_plan_is_compact_by_default_and_whole_on_request(server: Any)
     # detail=true: the whole plan, critical paths included, consistent with the summary.
     _, with_detail, _ = parts(detailed)
     whole = Plan.model_validate(with_detail["plan"])
-    assert whole.cost is not None and whole.validation is not None and whole.strategy is not None
-    assert whole.cost.prefill.critical_path and whole.cost.decode.critical_path
+    assert whole.dag_cost is not None and whole.validation is not None and whole.strategy is not None
+    assert whole.dag_cost.prefill.critical_path and whole.dag_cost.decode.critical_path
     assert whole.strategy.to_spec() == summary["strategy"] == with_detail["strategy"]
-    assert round(whole.cost.tpot_ms, 3) == summary["cost"]["headline"]["tpot_ms"]
+    assert whole.figures is not None and round(whole.figures.tpot_ms, 3) == summary["figures"]["tpot_ms"]
     assert len(whole.validation.rules_checked) == summary["validation"]["rules_checked_total"]
     assert len(whole.alternatives) == summary["alternatives_total"]
     assert wire_bytes(detailed) > 10 * wire_bytes(compact)
@@ -81,7 +82,7 @@ def test_a_deepseek_plan_is_compact_by_default_and_whole_on_request(server: Any)
     [body] = kept.contents
     assert body.mime_type == "application/json" and link.size == len(body.text.encode())
     stored = Plan.model_validate_json(body.text)
-    assert stored.cost is not None and stored.cost.decode.critical_path
+    assert stored.dag_cost is not None and stored.dag_cost.decode.critical_path
     assert stored.model_dump(exclude={"messages"}) == whole.model_dump(exclude={"messages"})
 
 
@@ -122,7 +123,7 @@ def test_an_infeasible_plan_and_a_result_no_longer_kept(server: Any) -> None:
 
     infeasible, refused = talk(server, scenario)
     text, summary, link = parts(infeasible)
-    assert summary["status"] == "infeasible" and summary["cost"] is None and summary["min_gpus"] >= 8
+    assert summary["status"] == "infeasible" and summary["figures"] is None and summary["min_gpus"] >= 8
     assert text.startswith("plan infeasible") and str(summary["min_gpus"]) in text
     assert link is not None  # the whole (infeasible) plan is kept too
     assert "0123456789abcdef" in refused and "detail=true" in refused
@@ -148,8 +149,10 @@ def test_the_store_forgets_the_least_recently_read_first_and_keeps_its_bound() -
 
 
 def _point(i: int, chosen: bool) -> FrontierPoint:
-    return FrontierPoint(strategy=f"dp={i + 1}", concurrency=i + 1, gpus_used=1, ttft_ms=1, tpot_ms=1,
-                         tokens_per_s_per_gpu=20 - i, tokens_per_s_per_user=i + 1, meets_targets=True, chosen=chosen)
+    figures = make_figures("steady_state", ttft_ms=1, tpot_ms=1000 / (i + 1), osl=2, tokens_per_s=20 - i,
+                           requests_per_s=1, memory_per_gpu_gb=1, gpu_memory_gb=80, fits=True, gpus_used=1,
+                           gpu_budget=1)
+    return FrontierPoint(strategy=f"dp={i + 1}", concurrency=i + 1, figures=figures, meets_targets=True, chosen=chosen)
 
 
 @pytest.mark.parametrize("chosen", [0, 7, 14])
@@ -158,11 +161,11 @@ def test_a_long_frontier_is_thinned_around_its_ends_and_the_chosen_point(chosen:
                       max_concurrency_per_worker=1, memory_per_gpu_gb=1, weights_gb=1, kv_cache_gb=0, capacity_gb=80)
     frontier = [_point(i, i == chosen) for i in range(15)]
     deployment = Deployment(concurrency=1, replicas=1, gpus_used=1, idle_gpus=0, batching="continuous", gpu_budget=1,
-                            requests_per_s=1, pools=[pool], frontier=frontier)
+                            pools=[pool], frontier=frontier)
     kept = _thin_frontier(deployment).frontier
     assert len(kept) <= MAX_FRONTIER and [p for p in kept if p.chosen] == [frontier[chosen]]
     assert kept[0] == frontier[0] and kept[-1] == frontier[-1]
-    assert kept == sorted(kept, key=lambda p: p.tokens_per_s_per_user)
+    assert kept == sorted(kept, key=lambda p: p.figures.tokens_per_s_per_user)
     short = deployment.model_copy(update={"frontier": frontier[:MAX_FRONTIER]})
     assert _thin_frontier(short) == short
 

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import ROOT, run_cli
 
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.reports import ValidationReport, Violation
@@ -241,14 +241,17 @@ _LAYOUT_PROBE = (
 def _crowded(plan: Plan) -> Plan:
     """``plan`` as an H200 plan would read where the issue saw clipping and zoom: memory labels as long as
     "135.9 / 141 GB", and alternatives within 1-4% of the chosen deployment on both axes (no frontier)."""
-    assert plan.cost is not None and plan.deployment is not None
+    assert plan.dag_cost is not None and plan.deployment is not None and plan.figures is not None
     memory = [m.model_copy(update={"capacity_gb": 141.0, "total_gb": 135.9 - i})
-              for i, m in enumerate(plan.cost.memory)]
-    near = [a.model_copy(update={"tokens_per_s_per_gpu": plan.cost.tokens_per_s_per_gpu * (0.99 - 0.01 * i),
-                                 "tokens_per_s_per_user": plan.cost.tokens_per_s_per_user * (1.01 + 0.01 * i)})
+              for i, m in enumerate(plan.dag_cost.memory)]
+    f = plan.figures
+    near = [a.model_copy(update={"figures": a.figures.model_copy(update={
+        "tokens_per_s_per_budget_gpu": f.tokens_per_s_per_budget_gpu * (0.99 - 0.01 * i),
+        "tokens_per_s_per_user": f.tokens_per_s_per_user * (1.01 + 0.01 * i)})})
             for i, a in enumerate(plan.alternatives[:3])]
     assert near, "the plan should keep alternatives"
-    return plan.model_copy(update={"cost": plan.cost.model_copy(update={"memory": memory}), "alternatives": near,
+    return plan.model_copy(update={"dag_cost": plan.dag_cost.model_copy(update={"memory": memory}),
+                                   "alternatives": near,
                                    "deployment": plan.deployment.model_copy(update={"frontier": []})})
 
 
@@ -303,3 +306,37 @@ def test_pareto_plot_shows_the_searched_frontier_with_the_chosen_deployment(real
         assert not any(q.per_user > p.per_user and q.per_gpu > p.per_gpu for q in points)
     page = render_report(real_plan)
     assert "chosen" in page and f"@{d.concurrency}" in page
+
+
+# Counts, as laid out by the browser, the Pareto plot's points that sit above and right of the chosen one: a point
+# that beats the chosen deployment on both plotted axes.
+_DOMINANCE_PROBE = (
+    "<script>(function () { var plot = document.querySelector('svg.pareto');"
+    "function centre(c) { var b = c.getBBox(); return [b.x + b.width / 2, b.y + b.height / 2]; }"
+    "var chosen = centre(plot.querySelector('circle.chosen-dot'));"
+    "var others = [].slice.call(plot.querySelectorAll('circle.dot')).filter(function (c) {"
+    "  return !c.classList.contains('chosen-dot'); });"
+    "var beating = others.filter(function (c) { var p = centre(c);"
+    "  return p[0] > chosen[0] + 0.5 && p[1] < chosen[1] - 0.5; });"
+    "document.body.setAttribute('data-pareto-points', others.length);"
+    "document.body.setAttribute('data-pareto-beating', beating.length);"
+    "})();</script>"
+)
+
+
+def test_the_first_commands_report_draws_no_point_that_beats_the_chosen_deployment(tmp_path: Path) -> None:
+    """The README's first command: the throughput objective ranks tokens/s per GPU of the budget, and the plot's
+    vertical axis is that figure, so no point sits above and right of the chosen deployment."""
+    out = tmp_path / "plan.json"
+    cluster = str(ROOT / "tools" / "data" / "clusters" / "h200-2x8-ib.yaml")
+    planned = run_cli("plan", "--model", "Qwen/Qwen3-235B-A22B", "--cluster", cluster,
+                      "--isl", "2048", "--osl", "256", "--ttft-ms", "2000", "--tpot-ms", "30", "-o", str(out))
+    assert planned.returncode == 0, planned.stderr
+    page = render_report(Plan.model_validate_json(out.read_text()))
+    path = tmp_path / "report.html"
+    path.write_text(page.replace("</body>", _DOMINANCE_PROBE + "</body>", 1))
+    result = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", path.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    points = int(re.search(r'data-pareto-points="(\d+)"', result.stdout).group(1))  # type: ignore[union-attr]
+    assert points >= 3, "the plot should show the searched frontier beside the chosen deployment"
+    assert 'data-pareto-beating="0"' in result.stdout

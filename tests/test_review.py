@@ -13,7 +13,6 @@ from shardplan.contracts.workload import Workload
 from shardplan.errors import StrategyError
 from shardplan.tools.planning.deployment import evaluate_deployment
 from shardplan.tools.planning.planner import resolve_request, review
-from shardplan.tools.search.deployments import candidate_from_cost
 from shardplan.tools.search.ranking import rank_key
 
 REQUEST = PlanRequest(model="meta-llama/Llama-3.1-70B", gpu="H100", gpus=16,
@@ -27,14 +26,14 @@ def test_a_cross_node_tp_layout_is_priced_and_beaten_by_the_searched_ones() -> N
     assert any(v.rule == "TP-5" and v.severity == "warning" for v in plan.validation.violations)
     assert plan.alternatives, "a layout whose TP crosses nodes should be beaten"
     model, cluster = resolve_request(REQUEST)
-    given = candidate_from_cost(plan.strategy, REQUEST.workload, plan.cost)  # type: ignore[arg-type]
-    key = rank_key(REQUEST.workload.objective, REQUEST.workload)
+    assert plan.figures is not None
+    key = rank_key(REQUEST.workload)
     # The reason is what the reviewed strategy has against each, without a preamble repeated on every row.
     assert f"Beaten by {plan.alternatives[0].strategy}" in plan.explanation and "Runner-up" not in plan.explanation
     for alt in plan.alternatives:
         assert alt.why_not and not alt.why_not.startswith("beats")
-        priced = evaluate_deployment(model, cluster, parse_strategy(alt.strategy), REQUEST.workload).cost
-        assert key(candidate_from_cost(parse_strategy(alt.strategy), REQUEST.workload, priced)) <= key(given)
+        priced = evaluate_deployment(model, cluster, parse_strategy(alt.strategy), REQUEST.workload).option
+        assert priced is not None and key(priced.figures) <= key(plan.figures)
 
 
 def test_the_best_strategy_has_nothing_that_beats_it() -> None:

@@ -33,8 +33,8 @@ def test_latency_search_keeps_tp_inside_a_node() -> None:
     result = search(load_model("meta-llama/Llama-3.1-70B"), make_cluster("H100", 16), Workload(isl=1024, osl=128))
     best = result.candidates[0]
     assert best.strategy.decode.tp <= 8
-    assert best.scored_by == "serving" and best.concurrency == 1 and best.replicas == 1
-    assert best.gpus_used + best.idle_gpus == 16
+    assert best.figures.source == "steady_state" and best.concurrency == 1 and best.replicas == 1
+    assert best.figures.gpu_budget == 16
 
 
 def test_seed_001_pp_beats_tp_across_two_nodes() -> None:
@@ -42,15 +42,15 @@ def test_seed_001_pp_beats_tp_across_two_nodes() -> None:
     work = Workload(isl=1024, osl=128, batch=1)
     pp, tp = (best_option(model, cluster, parse_strategy(spec), work) for spec in ("pp=2", "tp=2"))
     assert pp is not None and tp is not None
-    assert pp.e2e_ms < tp.e2e_ms
+    assert pp.figures.e2e_ms < tp.figures.e2e_ms
 
 
 def test_search_uses_up_to_the_budget_and_says_what_is_idle() -> None:
     """12 GPUs, 3 per node, Llama-3.1-8B at batch 1: a small layout inside one node, the rest idle."""
     model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 12, 3)
     best = search(model, cluster, Workload(isl=1024, osl=128, batch=1)).candidates[0]
-    assert best.gpus_used <= 3 and best.idle_gpus == 12 - best.gpus_used
-    assert best.strategy.decode.pp * best.strategy.decode.tp == best.gpus_used
+    assert best.figures.gpus_used <= 3 and best.figures.gpu_budget == 12
+    assert best.strategy.decode.pp * best.strategy.decode.tp == best.figures.gpus_used
 
 
 def test_throughput_search_chooses_concurrency_within_the_budget() -> None:
@@ -60,11 +60,12 @@ def test_throughput_search_chooses_concurrency_within_the_budget() -> None:
     best = result.candidates[0]
     assert best.meets_targets and best.concurrency > 1
     assert best.replicas == best.strategy.decode.dp
-    assert best.gpus_used == best.replicas * best.strategy.decode.replica_gpus <= 8
-    assert best.idle_gpus == 8 - best.gpus_used
+    assert best.figures.gpus_used == best.replicas * best.strategy.decode.replica_gpus <= 8
+    assert best.figures.gpu_budget == 8
     assert best.concurrency % best.replicas == 0
     # Every other priced deployment meeting the targets delivers fewer tokens/s per GPU.
-    assert all(c.tokens_per_s_per_gpu <= best.tokens_per_s_per_gpu for c in result.candidates if c.meets_targets)
+    meeting = [c for c in result.candidates if c.meets_targets]
+    assert all(c.figures.tokens_per_s_per_gpu <= best.figures.tokens_per_s_per_gpu for c in meeting)
 
 
 def test_rate_objective_uses_the_fewest_gpus_that_serve_it() -> None:
@@ -72,21 +73,21 @@ def test_rate_objective_uses_the_fewest_gpus_that_serve_it() -> None:
     base = Workload(isl=1024, osl=256, tpot_ms=30, rate=2.0)
     small = search(model, cluster, base, disaggregated=False).candidates[0]
     large = search(model, cluster, base.model_copy(update={"rate": 20.0}), disaggregated=False).candidates[0]
-    assert small.meets_targets and small.requests_per_s >= 2.0
-    assert large.requests_per_s >= 20.0 or not large.meets_targets
-    assert small.gpus_used <= large.gpus_used
+    assert small.meets_targets and small.figures.requests_per_s >= 2.0
+    assert large.figures.requests_per_s >= 20.0 or not large.meets_targets
+    assert small.figures.gpus_used <= large.figures.gpus_used
 
 
 def test_a_rate_beyond_the_budget_is_missed_with_the_numbers() -> None:
     model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 2)
     best = search(model, cluster, Workload(isl=1024, osl=256, rate=10_000.0)).candidates[0]
-    assert not best.meets_targets and "10000" in best.target_misses[-1]
+    assert not best.meets_targets and "10000" in best.misses[-1].message
 
 
 def test_throughput_objective_ranks_by_tokens_per_gpu() -> None:
     result = search(load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 4),
                     Workload(isl=1024, osl=256, batch=64, objective="throughput"))
-    rates = [c.tokens_per_s_per_gpu for c in result.candidates]
+    rates = [c.figures.tokens_per_s_per_gpu for c in result.candidates]
     assert rates == sorted(rates, reverse=True)
 
 
@@ -96,7 +97,7 @@ def test_goodput_prefers_strategies_meeting_targets() -> None:
     model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 4)
     assert search(model, cluster, loose).candidates[0].meets_targets
     missed = search(model, cluster, tight).candidates[0]
-    assert not missed.meets_targets and "TPOT" in missed.target_misses[0]
+    assert not missed.meets_targets and "TPOT" in missed.misses[0].message
 
 
 def test_pareto_front_is_non_dominated() -> None:
@@ -105,8 +106,9 @@ def test_pareto_front_is_non_dominated() -> None:
     front = result.frontier
     assert front
     for a in front:
-        assert not any(b.tokens_per_s_per_user > a.tokens_per_s_per_user and
-                       b.tokens_per_s_per_gpu > a.tokens_per_s_per_gpu for b in result.candidates)
+        assert not any(b.figures.tokens_per_s_per_user > a.figures.tokens_per_s_per_user and
+                       b.figures.tokens_per_s_per_budget_gpu > a.figures.tokens_per_s_per_budget_gpu
+                       for b in result.candidates)
     assert pareto_front(front) == front
 
 
@@ -125,5 +127,5 @@ def test_a_fixed_batch_screens_layouts_at_that_batch_for_the_latency_objective()
     model, cluster = load_model("deepseek-ai/DeepSeek-V3"), make_cluster("H200", 8)
     workload = Workload(isl=2048, osl=256, batch=8)
     best = search(model, cluster, workload, top=1).candidates[0]
-    tp8 = evaluate_deployment(model, cluster, parse_strategy("tp=8"), workload).cost
-    assert best.ttft_ms + 255 * best.tpot_ms <= tp8.e2e_ms * 1.001
+    tp8 = evaluate_deployment(model, cluster, parse_strategy("tp=8"), workload).option
+    assert tp8 is not None and best.figures.e2e_ms <= tp8.figures.e2e_ms * 1.001

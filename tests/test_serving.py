@@ -134,17 +134,18 @@ def test_split_pools_count_every_gpu_and_serve_the_slower_pools_rate() -> None:
     assert options
     for option in options:
         x, y = option.strategy.prefill.dp, option.strategy.decode.dp
-        assert option.gpus_used == 4 * x + 4 * y <= 8
-        assert option.requests_per_s == pytest.approx(min(x * prefill.requests_per_s, y * decode.requests_per_s))
-        assert option.tokens_per_s_per_gpu == pytest.approx(option.tokens_per_s / option.gpus_used)
-        assert option.kv_transfer_ms > 0 and option.ttft_ms > prefill.step_s * 1e3
+        assert option.figures.gpus_used == 4 * x + 4 * y <= 8
+        f = option.figures
+        assert f.requests_per_s == pytest.approx(min(x * prefill.requests_per_s, y * decode.requests_per_s))
+        assert f.tokens_per_s_per_gpu == pytest.approx(f.tokens_per_s / f.gpus_used)
+        assert option.kv_transfer_ms > 0 and option.figures.ttft_ms > prefill.step_s * 1e3
 
 
 def test_the_serving_modules_examples_hold() -> None:
     import doctest
 
-    from shardplan import bisection
-    from shardplan.contracts import packing, strategy
+    from shardplan import bisection, packing
+    from shardplan.contracts import strategy
     from shardplan.tools.cost import memory
     from shardplan.tools.serving import options, placement, steady, steps
 

@@ -3,10 +3,10 @@ a lead the model cannot resolve."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
+from shardplan.contracts.figures import make_figures
+from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import PhaseStrategy, Strategy, parse_strategy
 from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.gpus import make_cluster
@@ -19,27 +19,23 @@ from shardplan.tools.serving.steps import StepPricer
 LLAMA_8B = load_model("meta-llama/Llama-3.1-8B")
 
 
-@dataclass(frozen=True)
-class Priced:
-    strategy: Strategy
-    tokens_per_s: float
-    ttft_ms: float = 100.0
-    tpot_ms: float = 20.0
-    gpus_used: int = 8
-    requests_per_s: float = 1.0
-
-    @property
-    def tokens_per_s_per_gpu(self) -> float:
-        return self.tokens_per_s / self.gpus_used
-
-
 SPLIT = parse_strategy("prefill:tp=2,dp=2;decode:tp=4;disagg")
 AGG = parse_strategy("tp=4,dp=2")
 TARGETS = Workload(isl=2048, osl=256, ttft_ms=1000, tpot_ms=30, objective="throughput")
 
 
+def priced(strategy: Strategy, tokens_per_s: float, ttft_ms: float = 100.0, tpot_ms: float = 20.0) -> PricedDeployment:
+    """A deployment with these figures, judged against TARGETS' latency bounds."""
+    figures = make_figures("steady_state", ttft_ms=ttft_ms, tpot_ms=tpot_ms, osl=256, tokens_per_s=tokens_per_s,
+                           requests_per_s=tokens_per_s / 256, memory_per_gpu_gb=40.0, gpu_memory_gb=80.0, fits=True,
+                           gpus_used=8, gpu_budget=8)
+    return PricedDeployment(strategy=strategy, concurrency=8, worker_concurrency=8, figures=figures).judged(
+        TARGETS.targets
+    )
+
+
 def test_a_split_lead_inside_the_stated_error_goes_to_the_aggregated_deployment() -> None:
-    ordered = [Priced(SPLIT, 1050.0), Priced(AGG, 1000.0)]
+    ordered = [priced(SPLIT, 1050.0), priced(AGG, 1000.0)]
     reordered, note = prefer_aggregated(ordered, TARGETS, error_pct=10.0)
     assert [o.strategy for o in reordered] == [AGG, SPLIT]
     assert note is not None and "4.8%" in note and SPLIT.to_spec() in note and AGG.to_spec() in note
@@ -48,14 +44,14 @@ def test_a_split_lead_inside_the_stated_error_goes_to_the_aggregated_deployment(
 @pytest.mark.parametrize(
     ("ordered", "workload"),
     [
-        ([Priced(SPLIT, 1200.0), Priced(AGG, 1000.0)], TARGETS),  # a lead beyond the error stands
-        ([Priced(SPLIT, 1050.0), Priced(AGG, 1000.0, tpot_ms=31.0)], TARGETS),  # the aggregated one misses TPOT
-        ([Priced(SPLIT, 1050.0, ttft_ms=1200.0), Priced(AGG, 1000.0)], TARGETS),  # so does the split one
-        ([Priced(SPLIT, 1050.0), Priced(AGG, 1000.0)], TARGETS.model_copy(update={"rate": 1.0})),  # fewest GPUs
-        ([Priced(AGG, 1050.0), Priced(SPLIT, 1000.0)], TARGETS),  # already aggregated
+        ([priced(SPLIT, 1200.0), priced(AGG, 1000.0)], TARGETS),  # a lead beyond the error stands
+        ([priced(SPLIT, 1050.0), priced(AGG, 1000.0, tpot_ms=31.0)], TARGETS),  # the aggregated one misses TPOT
+        ([priced(SPLIT, 1050.0, ttft_ms=1200.0), priced(AGG, 1000.0)], TARGETS),  # so does the split one
+        ([priced(SPLIT, 1050.0), priced(AGG, 1000.0)], TARGETS.model_copy(update={"rate": 1.0})),  # fewest GPUs
+        ([priced(AGG, 1050.0), priced(SPLIT, 1000.0)], TARGETS),  # already aggregated
     ],
 )
-def test_the_order_stands_otherwise(ordered: list[Priced], workload: Workload) -> None:
+def test_the_order_stands_otherwise(ordered: list[PricedDeployment], workload: Workload) -> None:
     reordered, note = prefer_aggregated(ordered, workload, error_pct=10.0)
     assert reordered == ordered and note is None
 
@@ -78,8 +74,8 @@ def test_the_pool_frontier_refines_the_batch_the_prefill_pool_feeds_between_grid
     assert largest_on_grid < largest < above
     # ... and the refined batch is a steady state: its prefill worker is not saturated.
     best = max(refined, key=lambda o: o.worker_concurrency)
-    assert best.requests_per_s < prefill.requests_per_s
-    assert best.tokens_per_s > max(o.tokens_per_s for o in on_grid)
+    assert best.figures.requests_per_s < prefill.requests_per_s
+    assert best.figures.tokens_per_s > max(o.figures.tokens_per_s for o in on_grid)
 
 
 def test_the_pool_frontier_leaves_the_tpot_limit_on_the_grid() -> None:
@@ -94,7 +90,7 @@ def test_the_pool_frontier_leaves_the_tpot_limit_on_the_grid() -> None:
     prefill = prefill_worker(LLAMA_8B, cluster, layout, tight)
     assert prefill is not None
     options = pool_frontier(LLAMA_8B, cluster, prefill, grid, tight, budget=8, pricer=pricer, counts=(4, 1))
-    meeting = [o.worker_concurrency for o in options if o.tpot_ms <= tight.tpot_ms]
+    meeting = [o.worker_concurrency for o in options if o.figures.tpot_ms <= tight.tpot_ms]
     assert max(meeting) == low.sequences
 
 
@@ -109,7 +105,7 @@ def test_a_plan_says_why_it_passed_over_the_split_deployment() -> None:
     assert chosen.strategy is not None and not chosen.strategy.disaggregated
     (said,) = [m for m in chosen.messages if m.startswith("the split deployment")]
     split = [a for a in chosen.alternatives if "disagg" in a.strategy]
-    assert split and split[0].tokens_per_s_per_gpu > chosen.cost.tokens_per_s_per_gpu
-    lead = 1 - chosen.cost.tokens_per_s_per_gpu / split[0].tokens_per_s_per_gpu
+    assert split and split[0].figures.tokens_per_s_per_gpu > chosen.figures.tokens_per_s_per_gpu
+    lead = 1 - chosen.figures.tokens_per_s_per_gpu / split[0].figures.tokens_per_s_per_gpu
     assert f"leads by {lead:.1%}" in split[0].why_not
     assert f"{lead * 100:.1f}%" in said and f"{stated_error_pct('measured', 'tokens/s'):.1f}%" in said

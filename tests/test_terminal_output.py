@@ -13,11 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from shardplan.cli.app import app
+from shardplan.contracts.figures import Figures, make_figures
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.workload import Workload
 from shardplan.tools.cost.calibration import calibration
 from shardplan.tools.planning.rejections import rejection_phrase, rejection_summary
-from shardplan.tools.search.ranking import RankedFigures, near_tie
+from shardplan.tools.search.ranking import near_tie
 from shardplan.tools.views.phase_columns import PHASE_COLUMNS, column_label
 
 LLAMA_8 = ["-m", "llama-3.1-70b", "--gpus", "8"]
@@ -107,8 +108,11 @@ def test_review_says_its_shared_reason_once_and_titles_the_reviewed_strategy(cli
 # ------------------------------------------------------------------------------------------ near ties
 
 
-def _figures(*tokens_per_s: float, tpot_ms: float = 20.0) -> list[RankedFigures]:
-    return [RankedFigures(100.0, tpot_ms, t, t / 8, 8, t / 256) for t in tokens_per_s]
+def _figures(*tokens_per_s: float, tpot_ms: float = 20.0, gpus: int = 8) -> list[Figures]:
+    return [make_figures("steady_state", ttft_ms=100.0, tpot_ms=tpot_ms, osl=256, tokens_per_s=t,
+                         requests_per_s=t / 256,
+                         memory_per_gpu_gb=40.0, gpu_memory_gb=80.0, fits=True, gpus_used=gpus, gpu_budget=16)
+            for t in tokens_per_s]
 
 
 def test_near_tie_counts_the_leaders_within_the_stated_error() -> None:
@@ -126,7 +130,7 @@ def test_near_tie_stops_where_the_targets_or_the_gpu_count_split_the_ranking() -
     workload = Workload(isl=1024, osl=256, objective="throughput", tpot_ms=25)
     meets, misses = _figures(1000.0)[0], _figures(1001.0, tpot_ms=30)[0]
     assert near_tie([meets, misses], workload, "measured") is None
-    larger = RankedFigures(100.0, 20.0, 999.0, 999.0 / 16, 16, 999.0 / 256)
+    larger = _figures(999.0, gpus=16)[0]
     assert near_tie([meets, larger], workload, "measured") is None
 
 
@@ -134,13 +138,13 @@ def test_search_and_plan_flag_their_near_ties(cli: Any) -> None:
     data = json.loads(cli("search", *LLAMA_8, "--tpot-ms", "40", "--json").stdout)
     tie = data["near_tie"]
     assert tie is not None, "the best deployments of this request are a few percent apart"
-    best = data["candidates"][0]["tokens_per_s"]
+    best = data["candidates"][0]["figures"]["tokens_per_s"]
     for c in data["candidates"][: tie["top"]]:
-        assert abs(1 - c["tokens_per_s"] / best) * 100 <= tie["model_error_pct"]
+        assert abs(1 - c["figures"]["tokens_per_s"] / best) * 100 <= tie["model_error_pct"]
     assert tie["note"] in _flat(cli("search", *LLAMA_8, "--tpot-ms", "40").stdout)
     plan = json.loads(cli("plan", *LLAMA_8, "--tpot-ms", "40", "--json").stdout)
     assert plan["near_tie"] is not None and plan["near_tie"]["top"] <= 1 + len(plan["alternatives"])
-    assert plan["near_tie"]["backend"] == plan["cost"]["pricing"]["backend"]
+    assert plan["near_tie"]["backend"] == plan["dag_cost"]["pricing"]["backend"]
 
 
 # ------------------------------------------------------------------------------------------ progress

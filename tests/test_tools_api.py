@@ -43,14 +43,15 @@ def test_arguments_are_checked_before_the_body_runs() -> None:
 
 def test_propose_strategy_is_compact_and_names_rules_and_fixes() -> None:
     good = capabilities.propose_strategy(**SMALL, strategy="tp=2")
-    assert good.valid and good.buildable and good.meets_targets and good.cost is not None
-    assert good.cost.fits and good.cost.tpot_ms > 0
+    assert good.valid and good.buildable and good.meets_targets and good.figures is not None
+    assert good.figures.fits and good.figures.tpot_ms > 0 and good.figures.source == "steady_state"
     bad = capabilities.propose_strategy(**SMALL, strategy="tp=3")
-    assert not bad.valid and not bad.buildable and bad.cost is None
+    assert not bad.valid and not bad.buildable and bad.figures is None
     assert {v.rule for v in bad.violations} == {"TP-3", "HIER-2"}
     assert all(v.fix for v in bad.violations)
     missed = capabilities.propose_strategy(**{**SMALL, "tpot_ms": 0.01}, strategy="tp=2")
-    assert missed.valid and not missed.meets_targets and "TPOT" in missed.misses[0]
+    assert missed.valid and not missed.meets_targets and "TPOT" in missed.misses[0].message
+    assert missed.misses[0].metric == "tpot" and missed.misses[0].value > missed.misses[0].target
     assert len(json.dumps(good.model_dump())) < 2000  # an LLM reads it
 
 
@@ -66,13 +67,13 @@ def test_dags_round_trip_through_build_submit_validate_and_cost() -> None:
     assert built.dag is not None and built.nodes == len(built.dag["nodes"])
     assert capabilities.build_dag(**SMALL, strategy="tp=2").dag is None  # no whole DAG unless asked
     submitted = capabilities.submit_dag(dag_json=json.dumps(built.dag))
-    assert submitted.valid and submitted.strategy == "tp=2" and submitted.cost is not None
+    assert submitted.valid and submitted.strategy == "tp=2" and submitted.figures is not None
     from_dag = capabilities.estimate_cost(dag_json=built.dag)
     from_strategy = capabilities.estimate_cost(**SMALL, strategy="tp=2")
-    assert from_dag.headline == from_strategy.headline == submitted.cost
+    assert from_dag.figures == from_strategy.figures == submitted.figures
     broken = dict(built.dag, nodes=built.dag["nodes"][:10])
     verdict = capabilities.validate_dag(dag_json=broken)
-    assert not verdict.valid and verdict.violations and verdict.cost is None
+    assert not verdict.valid and verdict.violations and verdict.figures is None
     with pytest.raises(InputError, match="give either dag_json"):
         capabilities.estimate_cost(model="llama-3.1-8b")
 
@@ -80,7 +81,7 @@ def test_dags_round_trip_through_build_submit_validate_and_cost() -> None:
 def test_a_strategy_smaller_than_the_budget_is_priced_on_the_gpus_it_uses() -> None:
     on_budget = capabilities.estimate_cost(**dict(SMALL, gpus=8), strategy="tp=2", detail=True)
     exact = capabilities.estimate_cost(**SMALL, strategy="tp=2", detail=True)
-    assert on_budget.headline == exact.headline  # the same two GPUs, the same figures
+    assert on_budget.figures == exact.figures  # the same two GPUs, the same figures
     assert on_budget.report is not None and any("priced on the 2 of 8 GPUs" in n for n in on_budget.report.notes)
     with pytest.raises(StrategyError, match="HIER-2"):
         capabilities.estimate_cost(**dict(SMALL, gpus=2), strategy="tp=4")

@@ -85,13 +85,13 @@ def price(model: str, gpu: str, layout: Layout, shape: tuple[int, int, int]) -> 
         return f"not buildable: {exc}"
     reports = {backend: estimate_cost(dag, cluster, "auto" if backend == "measured" else "roofline")
                for backend in BACKENDS}
-    if not reports["measured"].fits:
+    if not reports["measured"].figures.fits:
         return "does not fit in memory"
     reference = aic_estimate(model, gpu, "vllm", layout, isl, osl, batch)
     if reference is None:
         return "AIConfigurator cannot price it"
     return Row(model, gpu, layout.spec, isl, osl, batch, reference[0], reference[1],
-               {b: r.ttft_ms for b, r in reports.items()}, {b: r.tpot_ms for b, r in reports.items()})
+               {b: r.figures.ttft_ms for b, r in reports.items()}, {b: r.figures.tpot_ms for b, r in reports.items()})
 
 
 def error_pct(predicted: float, reference: float) -> float:

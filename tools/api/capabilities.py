@@ -6,8 +6,9 @@ from typing import Any
 
 from shardplan.contracts.dag import DAG
 from shardplan.contracts.model_math import describe, summary
+from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import parse_strategy
-from shardplan.errors import InputError
+from shardplan.errors import InfeasibleError, InputError
 from shardplan.knowledge.retriever import search
 from shardplan.knowledge.rules import get_rule as lookup
 from shardplan.tools.api.arguments import (
@@ -35,7 +36,7 @@ from shardplan.tools.api.results import (
     SearchSummary,
     StrategyCheck,
 )
-from shardplan.tools.api.shared import _brief_cost, _brief_violations, _misses, _r, evaluate_strategy, search_request
+from shardplan.tools.api.shared import _brief_violations, _r, evaluate_strategy, rounded, search_request
 from shardplan.tools.builder.build import build_dag as build
 from shardplan.tools.catalogs.bundled import bundled_models
 from shardplan.tools.catalogs.gpus import gpu_catalog
@@ -110,23 +111,14 @@ def describe_model(args: ModelArgs) -> dict[str, Any]:
     return describe(load_model(args.model))
 
 
-def _candidate_brief(c: Any) -> CandidateBrief:
-    return CandidateBrief(
-        strategy=c.spec,
-        ttft_ms=_r(c.ttft_ms),
-        tpot_ms=_r(c.tpot_ms),
-        tokens_per_s_per_gpu=_r(c.tokens_per_s_per_gpu),
-        tokens_per_s_per_user=_r(c.tokens_per_s_per_user),
-        memory_per_gpu_gb=_r(c.memory_per_gpu_gb),
-        meets_targets=c.meets_targets,
-        misses=c.target_misses,
-        concurrency=c.concurrency,
-        gpus_used=c.gpus_used,
-        requests_per_s=_r(c.requests_per_s),
-    )
+def _candidate_brief(c: PricedDeployment) -> CandidateBrief:
+    return CandidateBrief(strategy=c.spec, concurrency=c.concurrency, figures=rounded(c.figures),
+                          meets_targets=c.meets_targets, misses=c.misses)
 
 
-def _summarize_search(result: Any, objective: str, top: int, detail: bool = False) -> SearchSummary:
+def _summarize_search(
+    result: SearchResult | InfeasibleError, objective: str, top: int, detail: bool = False
+) -> SearchSummary:
     if not isinstance(result, SearchResult):
         return SearchSummary(feasible=False, objective=objective, min_gpus=result.min_gpus, hints=result.hints,
                              message=str(result))
@@ -187,8 +179,8 @@ def _check_dag(source: str | dict[str, Any], *, price: bool, detail: bool = Fals
     check.strategy = dag.meta.strategy.to_spec()
     if price:
         cost = run_cost(dag)
-        check.cost = _brief_cost(cost)
-        check.misses = _misses(cost)
+        check.figures = rounded(cost.figures)
+        check.misses = cost.misses
         check.meets_targets = not check.misses
     return check
 

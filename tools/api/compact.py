@@ -8,14 +8,16 @@ asked for (``detail=true``).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import Alternative, Deployment, FitHint, NearTie, Plan, PlanRequest, PlanStatus
 from shardplan.contracts.reports import CostReport, ValidationReport
+from shardplan.contracts.targets import Miss
 from shardplan.tools.api.results import CostSummary, MemoryBrief, PhaseBrief, Result, ViolationBrief
-from shardplan.tools.api.shared import _brief_cost, _brief_violations, _misses, _r
+from shardplan.tools.api.shared import _brief_violations, _r, rounded
 
 __all__ = ["PlanSummary", "ValidationBrief", "plan_summary", "cost_summary", "MAX_ALTERNATIVES", "MAX_FRONTIER"]
 
@@ -57,8 +59,11 @@ class PlanSummary(Result):
         description=f"Replicas or pools, concurrency and GPUs used, as in the plan, with at most {MAX_FRONTIER} "
         "frontier points (the chosen one among them); None when infeasible."
     )
-    cost: CostSummary | None = Field(description="Headline figures, per-phase schedule and memory, without the "
-                                                 "critical paths; None when infeasible.")
+    figures: Figures | None = Field(description="What the deployment delivers in steady state (rounded); None "
+                                                "when infeasible.")
+    misses: list[Miss] = Field(default_factory=list, description="The targets the figures miss, with the gaps.")
+    dag_cost: CostSummary | None = Field(description="One batch of the DAG: figures, per-phase schedule and memory, "
+                                                     "without the critical paths; None when infeasible.")
     validation: ValidationBrief | None = Field(description="The validators' verdict; None when infeasible.")
     alternatives: list[Alternative] = Field(description=f"The first {MAX_ALTERNATIVES} runners-up, best first, "
                                                         "each with why it lost.")
@@ -79,24 +84,6 @@ class PlanSummary(Result):
     )
 
 
-M = TypeVar("M", bound=BaseModel)
-
-
-def _round_floats(value: Any) -> Any:
-    if isinstance(value, float):
-        return _r(value)
-    if isinstance(value, dict):
-        return {k: _round_floats(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_round_floats(v) for v in value]
-    return value
-
-
-def _rounded(model: M) -> M:
-    """``model`` with every float to three decimals, as the other compact figures are: 168.939, not 168.93871657."""
-    return type(model).model_validate(_round_floats(model.model_dump()))
-
-
 def _phase_brief(cost: CostReport, name: Literal["prefill", "decode"]) -> PhaseBrief:
     p = cost.prefill if name == "prefill" else cost.decode
     return PhaseBrief(
@@ -111,7 +98,7 @@ def _phase_brief(cost: CostReport, name: Literal["prefill", "decode"]) -> PhaseB
 def cost_summary(cost: CostReport, *, detail: bool = False) -> CostSummary:
     """``cost`` without its critical paths; the whole report under ``report`` with ``detail``."""
     return CostSummary(
-        headline=_brief_cost(cost),
+        figures=rounded(cost.figures),
         prefill=_phase_brief(cost, "prefill"),
         decode=_phase_brief(cost, "decode"),
         memory=[
@@ -120,8 +107,8 @@ def cost_summary(cost: CostReport, *, detail: bool = False) -> CostSummary:
             for m in cost.memory
         ],
         kv_transfer_ms=_r(cost.kv_transfer_ms),
-        meets_targets=cost.meets_targets and cost.fits,
-        misses=_misses(cost),
+        meets_targets=not cost.misses,
+        misses=cost.misses,
         pricing=cost.pricing,
         report=cost if detail else None,
     )
@@ -163,10 +150,12 @@ def plan_summary(plan: Plan, *, detail: bool = False) -> PlanSummary:
         feasible=plan.feasible,
         request=plan.request.model_copy(update={"assumptions": []}),
         strategy=plan.strategy.to_spec() if plan.strategy is not None else None,
-        deployment=_rounded(_thin_frontier(plan.deployment)) if plan.deployment is not None else None,
-        cost=cost_summary(plan.cost) if plan.cost is not None else None,
+        deployment=rounded(_thin_frontier(plan.deployment)) if plan.deployment is not None else None,
+        figures=rounded(plan.figures) if plan.figures is not None else None,
+        misses=plan.misses,
+        dag_cost=cost_summary(plan.dag_cost) if plan.dag_cost is not None else None,
         validation=validation_brief(plan.validation) if plan.validation is not None else None,
-        alternatives=[_rounded(a) for a in plan.alternatives[:MAX_ALTERNATIVES]],
+        alternatives=[rounded(a) for a in plan.alternatives[:MAX_ALTERNATIVES]],
         alternatives_total=len(plan.alternatives),
         explanation=plan.explanation,
         min_gpus=plan.min_gpus,

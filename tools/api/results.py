@@ -10,8 +10,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import FitHint
 from shardplan.contracts.reports import CostReport, PricingReport, ValidationReport
+from shardplan.contracts.targets import Miss
 
 # ------------------------------------------------------------------------------------------------ results
 
@@ -35,18 +37,6 @@ class ViolationBrief(Result):
     nodes: list[str] = Field(default_factory=list, description="First offending nodes.")
 
 
-class CostBrief(Result):
-    """Headline figures of the cost model."""
-
-    ttft_ms: float
-    tpot_ms: float
-    tokens_per_s: float
-    tokens_per_s_per_gpu: float
-    tokens_per_s_per_user: float
-    memory_per_gpu_gb: float
-    fits: bool = Field(description="Memory fits on every GPU.")
-
-
 class StrategyCheck(Result):
     """A strategy built, validated and priced for a request."""
 
@@ -56,9 +46,15 @@ class StrategyCheck(Result):
     valid: bool = Field(description="Buildable and no error-severity violation.")
     violations: list[ViolationBrief] = Field(default_factory=list, description="First violations, errors first.")
     violations_total: int = Field(default=0, description="All violations found.")
-    cost: CostBrief | None = Field(default=None, description="Predicted figures; None when not buildable.")
-    meets_targets: bool = Field(default=False, description="TTFT/TPOT targets met and memory fits.")
-    misses: list[str] = Field(default_factory=list, description="Missed targets and memory overflow, with the gaps.")
+    concurrency: int | None = Field(default=None, description="Sequences in flight at its best concurrency.")
+    figures: Figures | None = Field(
+        default=None, description="The deployment's steady-state figures; None when not buildable or nothing fits."
+    )
+    meets_targets: bool = Field(default=False, description="TTFT/TPOT (and rate) targets met and memory fits.")
+    misses: list[Miss] = Field(
+        default_factory=list, description="Missed targets and memory overflow, each with its gap and a sentence."
+    )
+    constraint_breaks: list[str] = Field(default_factory=list, description="Constraints of the request it breaks.")
 
     @property
     def acceptable(self) -> bool:
@@ -67,19 +63,13 @@ class StrategyCheck(Result):
 
 
 class CandidateBrief(Result):
-    """One ranked strategy of a search."""
+    """One ranked deployment of a search."""
 
-    strategy: str
-    ttft_ms: float
-    tpot_ms: float
-    tokens_per_s_per_gpu: float
-    tokens_per_s_per_user: float
-    memory_per_gpu_gb: float
+    strategy: str = Field(description="SPEC (dp counts replicas or pool workers).")
+    concurrency: int = Field(description="Sequences in flight across the deployment.")
+    figures: Figures = Field(description="What it delivers.")
     meets_targets: bool
-    misses: list[str] = Field(default_factory=list)
-    concurrency: int = Field(default=1, description="Sequences in flight across the deployment.")
-    gpus_used: int = Field(default=0, description="GPUs the deployment uses; 0 when not recorded.")
-    requests_per_s: float = Field(default=0.0, description="Requests per second served.")
+    misses: list[Miss] = Field(default_factory=list)
 
 
 class SearchDetail(Result):
@@ -123,9 +113,9 @@ class DagCheck(Result):
     violations: list[ViolationBrief] = Field(default_factory=list)
     violations_total: int = 0
     rules_checked: int = 0
-    cost: CostBrief | None = None
+    figures: Figures | None = Field(default=None, description="One batch of the DAG priced (when submitted).")
     meets_targets: bool | None = None
-    misses: list[str] = Field(default_factory=list)
+    misses: list[Miss] = Field(default_factory=list)
     report: ValidationReport | None = Field(
         default=None, description="The whole validation report (every violation, every rule ID); only with detail=true."
     )
@@ -157,13 +147,13 @@ class CostSummary(Result):
 
     DETAIL_FIELD: ClassVar[str | None] = "report"
 
-    headline: CostBrief
+    figures: Figures = Field(description="One batch of the DAG: TTFT, TPOT, throughput, memory (static_batch).")
     prefill: PhaseBrief
     decode: PhaseBrief
     memory: list[MemoryBrief]
     kv_transfer_ms: float
     meets_targets: bool
-    misses: list[str] = Field(default_factory=list)
+    misses: list[Miss] = Field(default_factory=list)
     pricing: PricingReport | None = Field(
         default=None, description="Which backend priced the figures, on which data, with its measured error."
     )

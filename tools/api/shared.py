@@ -1,24 +1,44 @@
-"""What several capabilities share: one memoised evaluation per strategy, one memoised search per request."""
+"""What several capabilities share: one memoised evaluation per strategy, one memoised search per request, and
+the rounding of compact results."""
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from shardplan.contracts.plan import Alternative, PlanRequest
-from shardplan.contracts.reports import CostReport, ValidationReport
+from shardplan.contracts.reports import ValidationReport
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InfeasibleError
 from shardplan.tools.api.guards import MAX_VIOLATIONS, SEARCH_DEPTH
-from shardplan.tools.api.results import CostBrief, StrategyCheck, ViolationBrief
-from shardplan.tools.planning.deployment import deployment_problems, evaluate_deployment
+from shardplan.tools.api.results import StrategyCheck, ViolationBrief
+from shardplan.tools.planning.deployment import DeploymentEvaluation, deployment_problems, evaluate_deployment
 from shardplan.tools.planning.planner import alternatives_from, resolve_request
 from shardplan.tools.search.constraint_checks import strategy_violations
-from shardplan.tools.search.deployments import Candidate, SearchResult, search
+from shardplan.tools.search.deployments import SearchResult, search
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def _r(value: float) -> float:
     return round(float(value), 3)
+
+
+def _round_floats(value: Any) -> Any:
+    if isinstance(value, float):
+        return _r(value)
+    if isinstance(value, dict):
+        return {k: _round_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_round_floats(v) for v in value]
+    return value
+
+
+def rounded(model: M) -> M:
+    """``model`` with every float to three decimals, as compact results show figures: 168.939, not 168.93871657."""
+    return type(model).model_validate(_round_floats(model.model_dump()))
 
 
 def _brief_violations(report: ValidationReport) -> list[ViolationBrief]:
@@ -26,35 +46,6 @@ def _brief_violations(report: ValidationReport) -> list[ViolationBrief]:
         ViolationBrief(rule=v.rule, severity=v.severity, message=v.message, fix=v.fix, nodes=v.nodes[:3])
         for v in report.violations[:MAX_VIOLATIONS]
     ]
-
-
-def _brief_cost(cost: CostReport) -> CostBrief:
-    return CostBrief(
-        ttft_ms=_r(cost.ttft_ms),
-        tpot_ms=_r(cost.tpot_ms),
-        tokens_per_s=_r(cost.tokens_per_s),
-        tokens_per_s_per_gpu=_r(cost.tokens_per_s_per_gpu),
-        tokens_per_s_per_user=_r(cost.tokens_per_s_per_user),
-        memory_per_gpu_gb=_r(cost.memory_per_gpu_gb),
-        fits=cost.fits,
-    )
-
-
-def _misses(cost: CostReport) -> list[str]:
-    misses = list(cost.target_misses)
-    for pool in cost.memory:
-        if not pool.fits:
-            misses.append(
-                f"memory ({pool.pool}): {pool.total_gb:.1f} GB per GPU exceeds {pool.capacity_gb:g} GB (MEM-1)"
-            )
-    return misses
-
-
-def _constraint_misses(request: PlanRequest, strategy: Any, gpus_per_node: int) -> list[str]:
-    if request.constraints is None:
-        return []
-    broken = strategy_violations(strategy, request.constraints, gpus_per_node)
-    return [f"breaks the constraint {text}" for text in broken]
 
 
 # -------------------------------------------------------------------------------------- shared evaluation
@@ -66,7 +57,7 @@ def _request_key(request: PlanRequest) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _evaluate(request_json: str, spec: str) -> StrategyCheck:
+def _evaluate(request_json: str, spec: str) -> tuple[StrategyCheck, DeploymentEvaluation | None]:
     request = PlanRequest.model_validate_json(request_json)
     strategy = parse_strategy(spec)
     model, cluster = resolve_request(request)
@@ -75,7 +66,7 @@ def _evaluate(request_json: str, spec: str) -> StrategyCheck:
     if problems:
         briefs = [ViolationBrief(rule=p.rule, severity="error", message=p.message, fix=p.fix) for p in problems]
         # The given text, not to_spec(): a plain list with sp would read back differently in decode.
-        return StrategyCheck(
+        unbuildable = StrategyCheck(
             strategy=spec,
             gpus_used=strategy.gpus,
             buildable=False,
@@ -83,20 +74,32 @@ def _evaluate(request_json: str, spec: str) -> StrategyCheck:
             violations=briefs[:MAX_VIOLATIONS],
             violations_total=len(briefs),
         )
+        return unbuildable, None
     evaluated = evaluate_deployment(model, cluster, strategy, request.workload)
-    report, cost = evaluated.evaluation.validation, evaluated.cost
-    misses = _misses(cost) + _constraint_misses(request, strategy, cluster.gpus_per_node)
-    return StrategyCheck(
+    report, option = evaluated.evaluation.validation, evaluated.option
+    # With no concurrency that fits, the one batch of its DAG says by how much (its figures name their source).
+    figures = option.figures if option is not None else evaluated.evaluation.cost.figures
+    misses = option.misses if option is not None else evaluated.evaluation.cost.misses
+    breaks = (
+        [f"breaks the constraint {text}" for text in strategy_violations(strategy, request.constraints,
+                                                                         cluster.gpus_per_node)]
+        if request.constraints is not None
+        else []
+    )
+    check = StrategyCheck(
         strategy=strategy.to_spec(),
         gpus_used=strategy.gpus,
         buildable=True,
         valid=report.valid,
         violations=_brief_violations(report),
         violations_total=len(report.violations),
-        cost=_brief_cost(cost),
-        meets_targets=not misses,
+        concurrency=option.concurrency if option is not None else None,
+        figures=rounded(figures),
+        meets_targets=option is not None and not misses and not breaks,
         misses=misses,
+        constraint_breaks=breaks,
     )
+    return check, evaluated
 
 
 def evaluate_strategy(request: PlanRequest, strategy: str) -> StrategyCheck:
@@ -105,11 +108,21 @@ def evaluate_strategy(request: PlanRequest, strategy: str) -> StrategyCheck:
     Raises:
         InputError: unreadable strategy text, unknown model or GPU.
     """
-    return _evaluate(_request_key(request), strategy.strip()).model_copy(deep=True)
+    return _evaluate(_request_key(request), strategy.strip())[0].model_copy(deep=True)
+
+
+def evaluated_strategy(request: PlanRequest, strategy: str) -> DeploymentEvaluation | None:
+    """The evaluation behind :func:`evaluate_strategy` (the same memo): the deployment's priced option, its DAG
+    and report; None when the strategy cannot be deployed. Callers treat it as read-only.
+
+    Raises:
+        InputError: unreadable strategy text, unknown model or GPU.
+    """
+    return _evaluate(_request_key(request), strategy.strip())[1]
 
 
 @functools.lru_cache(maxsize=8)
-def _search(request_json: str) -> Any:
+def _search(request_json: str) -> SearchResult | InfeasibleError:
     request = PlanRequest.model_validate_json(request_json)
     model, cluster = resolve_request(request)
     try:
@@ -118,35 +131,16 @@ def _search(request_json: str) -> Any:
         return exc
 
 
-def search_request(request: PlanRequest) -> Any:
+def search_request(request: PlanRequest) -> SearchResult | InfeasibleError:
     """The strategy search for ``request`` (memoised): a SearchResult, or the InfeasibleError it raised."""
     return _search(_request_key(request))
 
 
-def alternatives_for(request: PlanRequest, chosen: StrategyCheck, limit: int = 4) -> list[Alternative]:
-    """The runners-up of the search for ``request`` against ``chosen``, each with why it lost."""
-
+def alternatives_for(request: PlanRequest, strategy: str, limit: int = 4) -> list[Alternative]:
+    """The runners-up of the search for ``request`` against the deployment of ``strategy``, each with why it lost."""
     result = search_request(request)
-    if not isinstance(result, SearchResult):
+    evaluated = evaluated_strategy(request, strategy)
+    if not isinstance(result, SearchResult) or evaluated is None or evaluated.option is None:
         return []
-    match = next((c for c in result.candidates if c.spec == chosen.strategy), None)
-    if match is None and chosen.cost is not None:
-        c = chosen.cost
-        match = Candidate(
-            strategy=parse_strategy(chosen.strategy),
-            spec=chosen.strategy,
-            ttft_ms=c.ttft_ms,
-            tpot_ms=c.tpot_ms,
-            tokens_per_s=c.tokens_per_s,
-            tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
-            tokens_per_s_per_user=c.tokens_per_s_per_user,
-            memory_per_gpu_gb=c.memory_per_gpu_gb,
-            fits=c.fits,
-            meets_targets=chosen.meets_targets,
-            target_misses=chosen.misses,
-            scored_by="schedule",
-        )
-    if match is None:
-        return []
-    return alternatives_from(result, match, request.workload.objective, limit)
-
+    chosen = next((c for c in result.candidates if c.spec == evaluated.option.spec), evaluated.option)
+    return alternatives_from(result, chosen, request.workload.objective, limit)

@@ -14,11 +14,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from shardplan.contracts.figures import headline
+from shardplan.contracts.targets import miss_texts
 from shardplan.tools.api.compact import PlanSummary
 from shardplan.tools.api.results import (
     BuildSummary,
     CandidateBrief,
-    CostBrief,
     CostSummary,
     DagCheck,
     SearchSummary,
@@ -28,30 +29,19 @@ from shardplan.tools.api.results import (
 __all__ = ["summary_text"]
 
 
-def _figures(c: CostBrief, capacity_gb: float | None = None) -> str:
-    of = f" of {capacity_gb:g}" if capacity_gb else ""
-    return (f"TTFT {c.ttft_ms:.1f} ms | TPOT {c.tpot_ms:.2f} ms | {c.tokens_per_s:,.0f} tok/s "
-            f"({c.tokens_per_s_per_gpu:.1f}/GPU, {c.tokens_per_s_per_user:.1f}/user) | "
-            f"memory {c.memory_per_gpu_gb:.1f}{of} GB per GPU{'' if c.fits else ' (does not fit)'}")
-
-
-def _capacity(c: CostSummary) -> float | None:
-    return min((m.capacity_gb for m in c.memory), default=None)
-
-
 def _plan(p: PlanSummary) -> str:
     gpu = f"{p.request.gpus} x {p.request.gpu}"
-    if p.status == "infeasible" or p.cost is None:
+    if p.status == "infeasible" or p.figures is None:
         fewest = f" (at least {p.min_gpus} GPUs would fit)" if p.min_gpus else ""
         return f"plan infeasible: {p.request.model} on {gpu}{fewest}\n{p.explanation}"
     lines = [f"plan {p.status}: {p.request.model} as {p.strategy} on {gpu}"]
     if p.deployment is not None:
         d = p.deployment
         sequences = "1 sequence" if d.concurrency == 1 else f"{d.concurrency} sequences"
-        lines[0] += f", {d.gpus_used} GPUs used, {sequences} in flight, {d.requests_per_s:.2f} requests/s"
-    lines.append(_figures(p.cost.headline, _capacity(p.cost)))
-    if p.cost.misses:
-        lines.append("missed: " + "; ".join(p.cost.misses))
+        lines[0] += f", {d.gpus_used} GPUs used, {sequences} in flight, {p.figures.requests_per_s:.2f} requests/s"
+    lines.append(headline(p.figures))
+    if p.misses:
+        lines.append("missed: " + "; ".join(miss_texts(p.misses)))
     if p.validation is not None:
         v = p.validation
         failing = ", ".join(v.failing_rules) or "none"
@@ -65,11 +55,11 @@ def _plan(p: PlanSummary) -> str:
 
 
 def _cost(c: CostSummary) -> str:
-    lines = [_figures(c.headline, _capacity(c)),
+    lines = [headline(c.figures),
              f"prefill {c.prefill.latency_ms:.1f} ms ({c.prefill.exposed_communication_ms:.1f} ms exposed "
              f"communication); decode step {c.decode.latency_ms:.2f} ms ({c.decode.collectives} collectives, "
              f"{c.decode.inter_node_collectives} across nodes)",
-             "targets met" if c.meets_targets else "missed: " + "; ".join(c.misses)]
+             "targets met" if c.meets_targets else "missed: " + "; ".join(miss_texts(c.misses))]
     if c.pricing is not None:
         lines.append(f"priced by the {c.pricing.backend} backend ({c.pricing.engine})")
     return "\n".join(lines)
@@ -77,8 +67,9 @@ def _cost(c: CostSummary) -> str:
 
 def _candidate(i: int, c: CandidateBrief) -> str:
     met = "" if c.meets_targets else " (misses targets)"
-    return (f"{i}. {c.strategy}: TTFT {c.ttft_ms:.1f} ms, TPOT {c.tpot_ms:.2f} ms, "
-            f"{c.tokens_per_s_per_gpu:.1f} tok/s/GPU, {c.memory_per_gpu_gb:.1f} GB/GPU{met}")
+    f = c.figures
+    return (f"{i}. {c.strategy} @{c.concurrency}: TTFT {f.ttft_ms:.1f} ms, TPOT {f.tpot_ms:.2f} ms, "
+            f"{f.tokens_per_s_per_gpu:.1f} tok/s/GPU, {f.memory_per_gpu_gb:.1f} GB/GPU{met}")
 
 
 def _search(s: SearchSummary) -> str:
@@ -95,19 +86,23 @@ def _dag(d: DagCheck) -> str:
         text = f"{d.strategy} {text}"
     if d.violations:
         text += f"; {d.violations_total} violations, first: {d.violations[0].rule} {d.violations[0].message}"
-    if d.cost is not None:
-        text += "\n" + _figures(d.cost)
+    if d.figures is not None:
+        text += "\n" + headline(d.figures)
     return text
 
 
 def _strategy(s: StrategyCheck) -> str:
     verdict = "valid" if s.valid else ("INVALID" if s.buildable else "cannot be built")
     lines = [f"{s.strategy} on {s.gpus_used} GPUs: {verdict}, "
-             f"{'meets its targets' if s.meets_targets else 'misses: ' + '; '.join(s.misses or ['-'])}"]
-    if s.cost is not None:
-        lines.append(_figures(s.cost))
+             f"{'meets its targets' if s.meets_targets else 'misses: ' + '; '.join(_reasons(s) or ['-'])}"]
+    if s.figures is not None:
+        lines.append(headline(s.figures))
     lines += [f"{v.rule} ({v.severity}): {v.message}" for v in s.violations[:3]]
     return "\n".join(lines)
+
+
+def _reasons(s: StrategyCheck) -> list[str]:
+    return miss_texts(s.misses) + s.constraint_breaks
 
 
 def _build(b: BuildSummary) -> str:

@@ -6,9 +6,11 @@ import math
 from typing import Literal
 
 from shardplan.contracts.dag import DAG, CommNode
+from shardplan.contracts.figures import make_figures
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.reports import CostReport, PathStep, PhaseCost, PricingReport
 from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.targets import misses
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.cost.calibration import calibration
@@ -21,7 +23,6 @@ from shardplan.tools.cost.schedule import Schedule, busy_overlap, schedule_dag
 __all__ = [
     "estimate_cost",
     "throughput",
-    "target_misses",
     "model_error_note",
     "stated_error_pct",
     "pricing_report",
@@ -101,21 +102,6 @@ def throughput(strategy: Strategy, workload: Workload, ttft_ms: float, tpot_ms: 
     return batch * osl / max(rounds * ttft_ms + (osl - 1) * tpot_ms, 1e-9) * 1e3
 
 
-def target_misses(workload: Workload, ttft_ms: float, tpot_ms: float, requests_per_s: float | None = None) -> list[str]:
-    """Each TTFT/TPOT target the figures miss, with the gap; and the request rate, when it is given."""
-    misses = []
-    if workload.ttft_ms is not None and ttft_ms > workload.ttft_ms:
-        misses.append(f"TTFT {ttft_ms:.1f} ms > target {workload.ttft_ms:g} ms (+{ttft_ms - workload.ttft_ms:.1f} ms)")
-    if workload.tpot_ms is not None and tpot_ms > workload.tpot_ms:
-        misses.append(f"TPOT {tpot_ms:.2f} ms > target {workload.tpot_ms:g} ms (+{tpot_ms - workload.tpot_ms:.2f} ms)")
-    if workload.rate is not None and requests_per_s is not None and requests_per_s < workload.rate * 0.999:
-        misses.append(
-            f"serves {requests_per_s:.2f} requests/s < rate {workload.rate:g} "
-            f"(-{workload.rate - requests_per_s:.2f} requests/s)"
-        )
-    return misses
-
-
 def _phase_cost(dag: DAG, sched: Schedule, phase: str, first: str, last: str, cluster: Cluster) -> PhaseCost:
     lo, hi = sched.finish[first], sched.finish[last]
     span = max(hi - lo, 1e-12)
@@ -188,7 +174,19 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None, backend: Backend = "
     strategy, workload = meta.strategy, meta.workload
     tokens = throughput(strategy, workload, ttft, tpot)
     memory = memory_reports(meta.model, cluster.gpu, strategy, workload)
-    misses = target_misses(workload, ttft, tpot)
+    figures = make_figures(
+        "static_batch",
+        ttft_ms=ttft,
+        tpot_ms=tpot,
+        osl=workload.osl,
+        tokens_per_s=tokens,
+        requests_per_s=tokens / workload.osl,
+        memory_per_gpu_gb=max(m.total_gb for m in memory),
+        gpu_memory_gb=cluster.gpu.memory_gb,
+        fits=all(m.fits for m in memory),
+        gpus_used=strategy.gpus,
+        gpu_budget=strategy.gpus,
+    )
     pricing = pricing_report(pricer)
     notes = [
         pricing_note(pricing),
@@ -204,20 +202,12 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None, backend: Backend = "
         pricing.error,
     ]
     return CostReport(
-        ttft_ms=ttft,
-        tpot_ms=tpot,
-        e2e_ms=ttft + (workload.osl - 1) * tpot,
-        tokens_per_s=tokens,
-        tokens_per_s_per_gpu=tokens / strategy.gpus,
-        tokens_per_s_per_user=1e3 / tpot if tpot > 0 else 0.0,
-        memory_per_gpu_gb=max(m.total_gb for m in memory),
-        fits=all(m.fits for m in memory),
+        figures=figures,
+        misses=misses(figures, workload.targets),
         memory=memory,
         prefill=prefill,
         decode=decode,
         kv_transfer_ms=handoff * 1e3 if strategy.disaggregated else 0.0,
-        meets_targets=not misses,
-        target_misses=misses,
         notes=notes,
         pricing=pricing,
     )

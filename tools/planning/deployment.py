@@ -1,10 +1,10 @@
 """One deployment, evaluated: its best concurrency for a given strategy, the DAG of one replica, its figures.
 
 A strategy's ``dp`` counts replicas (or, disaggregated, each pool's workers). The serving model prices
-the deployment in steady state; the DAG is built, validated and scheduled for one replica (or one
-prefill and one decode worker) on the GPUs it occupies, at its own share of the concurrency. The plan's
-headline figures are the deployment's; the DAG's per-phase schedule stays in ``cost.prefill`` and
-``cost.decode``.
+the deployment in steady state (:mod:`shardplan.tools.serving.deployments`): the plan's ``figures``. The DAG
+is built, validated and scheduled for one replica (or one prefill and one decode worker) on the GPUs it
+occupies, at its own share of the concurrency: the plan's ``dag_cost``, one static batch, a record of its
+own beside the deployment's figures.
 """
 
 from __future__ import annotations
@@ -15,25 +15,15 @@ from dataclasses import dataclass
 from shardplan.contracts.feasibility import Problem, strategy_problems
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
-from shardplan.contracts.plan import Deployment, FrontierPoint, WorkerPool
-from shardplan.contracts.reports import CostReport, MemoryReport
+from shardplan.contracts.plan import Deployment, FrontierPoint, PricedDeployment, WorkerPool
+from shardplan.contracts.reports import MemoryReport
 from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.workload import Workload
-from shardplan.tools.cost.estimate import target_misses
+from shardplan.packing import max_workers, packs, pools_pack
 from shardplan.tools.planning.evaluation import Evaluation, evaluate
-from shardplan.tools.search.deployments import Candidate
-from shardplan.tools.search.ranking import rank_key
-from shardplan.tools.serving.aggregated import aggregated_options
-from shardplan.tools.serving.disaggregated import (
-    decode_worker,
-    decode_workers,
-    pool_frontier,
-    pool_options,
-    prefill_worker,
-)
-from shardplan.tools.serving.options import DeploymentOption
-from shardplan.tools.serving.placement import max_workers, occupied_cluster, packs, pools_pack, replica_strategy
-from shardplan.tools.serving.steps import StepPricer
+from shardplan.tools.search.ranking import ranked
+from shardplan.tools.serving.deployments import given_deployment
+from shardplan.tools.serving.placement import occupied_cluster, replica_strategy
 
 __all__ = [
     "DeploymentEvaluation",
@@ -83,60 +73,30 @@ def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, 
     return problems
 
 
-def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> DeploymentOption | None:
-    """The best concurrency for exactly this deployment (its replicas or pool sizes fixed) under the
-    workload's objective; None when no concurrency fits its memory."""
-    budget = max(cluster.world_size, strategy.gpus)  # a given deployment is priced on the GPUs it uses
-    if not strategy.disaggregated:
-        replicas = strategy.decode.dp
-        options = aggregated_options(model, cluster, strategy.decode, workload, budget=budget, replicas=replicas)
-    else:
-        replica = replica_strategy(strategy)
-        x, y = strategy.prefill.dp, strategy.decode.dp
-        pricer = StepPricer.for_workload(model, cluster, replica.decode, workload)
-        prefill = prefill_worker(model, cluster, replica.prefill, workload)
-        grid = decode_workers(model, cluster, replica.decode, workload, pricer)
-        if workload.batch is not None:
-            fixed = math.ceil(workload.batch / y)
-            # The batch asked for first; when the prefill pool cannot feed it, the smaller batches it can.
-            decodes = [decode_worker(pricer, fixed, workload)]
-            fallbacks = [d for d in grid if d.sequences < fixed]
-        else:
-            decodes, fallbacks = grid, []
-        options = []
-        if prefill is not None:
-            # Sized for the rate when the pools serve it (as the search prices them), else at full load.
-            for sized in (workload, workload.model_copy(update={"rate": None})):
-                options += pool_frontier(
-                    model, cluster, prefill, decodes, sized, budget=budget, pricer=pricer, counts=(x, y)
-                )
-                if options:
-                    break
-            # The largest batch the prefill pool can feed: the nearest to the one asked for.
-            for decode in sorted(fallbacks, key=lambda d: -d.sequences) if not options else []:
-                options = pool_options(model, cluster, prefill, decode, workload, budget=budget, counts=(x, y))
-                if options:
-                    break
-    if not options:
-        return None
-    return min(options, key=rank_key(workload.objective, workload))
+def best_option(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> PricedDeployment | None:
+    """The best concurrency for exactly this deployment (its replicas or pool sizes fixed) under the workload's
+    objective; None when no concurrency fits its memory."""
+    options = ranked(given_deployment(model, cluster, strategy, workload), workload)
+    return options[0] if options else None
 
 
 @dataclass
 class DeploymentEvaluation:
-    """A deployment's best option, the evaluation of its replica DAG, and its cost report."""
+    """A deployment's best option (its steady-state figures), the evaluation of its replica DAG (one static batch),
+    and what the figures rest on."""
 
-    option: DeploymentOption | None
+    option: PricedDeployment | None
     evaluation: Evaluation
-    cost: CostReport
     cluster: Cluster
     """The GPUs one replica (or one prefill and decode worker pair) occupies."""
+    notes: list[str]
+    """What the deployment's figures rest on, one sentence each."""
 
 
 def evaluate_deployment(
     model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload
 ) -> DeploymentEvaluation:
-    """Price the deployment, build and validate its replica DAG, and merge both into one cost report.
+    """Price the deployment in steady state, and build, validate and price one batch of its replica DAG.
 
     Raises:
         StrategyError: the replica cannot be built.
@@ -151,15 +111,13 @@ def evaluate_deployment(
     sized = workload.at_concurrency(per_worker, prompts)
     occupied = occupied_cluster(cluster, replica)
     evaluation = evaluate(model, occupied, replica, sized)
-    cost = evaluation.cost
+    notes = []
     if option is not None:
-        misses = target_misses(workload, option.ttft_ms, option.tpot_ms, option.requests_per_s)
-        notes = [
+        notes.append(
             f"TTFT, TPOT and throughput are the deployment's steady state under {workload.batching} batching "
             f"at {option.concurrency} sequences in flight ({per_worker} per "
-            f"{'decode worker' if strategy.disaggregated else 'replica'}); the prefill and decode schedules "
-            "below are one replica's DAG"
-        ] + [n for n in cost.notes if n.startswith("model error")]
+            f"{'decode worker' if strategy.disaggregated else 'replica'}); dag_cost is one batch of one replica's DAG"
+        )
         asked = math.ceil(workload.batch / strategy.decode.dp) if workload.batch and strategy.disaggregated else 0
         if option.worker_concurrency < asked:
             notes.append(
@@ -167,21 +125,7 @@ def evaluate_deployment(
                 f"(no steady state: their queue would grow without bound); each decode worker runs the largest "
                 f"batch they feed, {option.worker_concurrency}"
             )
-        cost = cost.model_copy(
-            update={
-                "ttft_ms": option.ttft_ms,
-                "tpot_ms": option.tpot_ms,
-                "e2e_ms": option.e2e_ms,
-                "tokens_per_s": option.tokens_per_s,
-                "tokens_per_s_per_gpu": option.tokens_per_s_per_gpu,
-                "tokens_per_s_per_user": option.tokens_per_s_per_user,
-                "kv_transfer_ms": option.kv_transfer_ms,
-                "meets_targets": not misses,
-                "target_misses": misses,
-                "notes": notes,
-            }
-        )
-    return DeploymentEvaluation(option=option, evaluation=evaluation, cost=cost, cluster=occupied)
+    return DeploymentEvaluation(option=option, evaluation=evaluation, cluster=occupied, notes=notes)
 
 
 def _pool(role: str, workers: int, layout_spec: str, gpus: int, load: int, memory: MemoryReport) -> WorkerPool:
@@ -225,10 +169,11 @@ def deployment_section(
     strategy: Strategy,
     workload: Workload,
     evaluated: DeploymentEvaluation,
-    frontier: list[Candidate] | None = None,
+    frontier: list[PricedDeployment] | None = None,
 ) -> Deployment:
-    """The plan's ``deployment``: replicas or pools, concurrency, GPUs used of the budget, memory per pool."""
-    option, memory = evaluated.option, evaluated.cost.memory
+    """The plan's ``deployment``: replicas or pools, concurrency, GPUs used of the budget, memory per pool, and
+    the frontier of the searched deployments with the chosen one marked."""
+    option, memory = evaluated.option, evaluated.evaluation.cost.memory
     replica = replica_strategy(strategy)
     concurrency = option.concurrency if option else workload.sequences
     per_worker = option.worker_concurrency if option else workload.sequences
@@ -248,11 +193,7 @@ def deployment_section(
         FrontierPoint(
             strategy=c.spec,
             concurrency=c.concurrency,
-            gpus_used=max(c.gpus_used, 1),
-            ttft_ms=c.ttft_ms,
-            tpot_ms=c.tpot_ms,
-            tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
-            tokens_per_s_per_user=c.tokens_per_s_per_user,
+            figures=c.figures,
             meets_targets=c.meets_targets,
             chosen=c.spec == chosen and c.concurrency == concurrency,
         )
@@ -263,16 +204,12 @@ def deployment_section(
             FrontierPoint(
                 strategy=chosen,
                 concurrency=max(concurrency, 1),
-                gpus_used=strategy.gpus,
-                ttft_ms=option.ttft_ms,
-                tpot_ms=option.tpot_ms,
-                tokens_per_s_per_gpu=option.tokens_per_s_per_gpu,
-                tokens_per_s_per_user=option.tokens_per_s_per_user,
-                meets_targets=evaluated.cost.meets_targets,
+                figures=option.figures,
+                meets_targets=option.meets_targets,
                 chosen=True,
             )
         )
-        points.sort(key=lambda p: p.tokens_per_s_per_user)
+        points.sort(key=lambda p: p.figures.tokens_per_s_per_user)
     return Deployment(
         concurrency=max(concurrency, 1),
         replicas=strategy.decode.dp,
@@ -283,7 +220,6 @@ def deployment_section(
         decode_workers=strategy.decode.dp if strategy.disaggregated else None,
         gpu_budget=cluster.world_size,
         idle_reason=_idle_reason(cluster, strategy, workload, idle),
-        requests_per_s=option.requests_per_s if option else 0.0,
         kv_transfer_ms=option.kv_transfer_ms if option else 0.0,
         pools=pools,
         frontier=points,

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections import Counter
 
 from shardplan.contracts.dag import DAG, CommNode
+from shardplan.contracts.figures import Figures
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import Alternative, Deployment
-from shardplan.contracts.reports import CostReport
 from shardplan.contracts.strategy import Strategy
 
 __all__ = ["explain", "collectives_by_group"]
@@ -92,7 +92,7 @@ def _span(cluster: Cluster, ranks: list[int]) -> int:
 def explain(
     model: ModelSpec,
     strategy: Strategy,
-    cost: CostReport,
+    figures: Figures,
     dag: DAG | None,
     deployment: Deployment | None,
     runner_up: Alternative | None,
@@ -130,8 +130,8 @@ def explain(
     if strategy.prefill.sp > 1:
         parts.append(f"SP={strategy.prefill.sp} shards the prompt in prefill only (SP-1, SP-2).")
     parts.append(
-        f"Predicted TTFT {cost.ttft_ms:.1f} ms, TPOT {cost.tpot_ms:.2f} ms, {cost.tokens_per_s_per_gpu:.1f} "
-        f"tokens/s/GPU, {cost.memory_per_gpu_gb:.1f} GB per GPU."
+        f"Predicted TTFT {figures.ttft_ms:.1f} ms, TPOT {figures.tpot_ms:.2f} ms, {figures.tokens_per_s_per_gpu:.1f} "
+        f"tokens/s/GPU, {figures.memory_per_gpu_gb:.1f} GB per GPU."
     )
     if runner_up is not None and reviewing:
         parts.append(f"Beaten by {runner_up.strategy} (against it, the reviewed strategy: {runner_up.why_not}).")

@@ -7,21 +7,28 @@ plain function so the agent, the MCP server and the CLI share it.
 from __future__ import annotations
 
 from shardplan import __version__
+from shardplan.contracts.figures import Figures
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
-from shardplan.contracts.plan import Alternative, NearTie, Plan, PlanRequest, PlanStatus
+from shardplan.contracts.plan import Alternative, NearTie, Plan, PlanRequest, PlanStatus, PricedDeployment
 from shardplan.contracts.reports import CostReport
 from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.targets import miss_texts
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError, StrategyError
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.catalogs.models import check_context, load_model
-from shardplan.tools.planning.deployment import deployment_problems, deployment_section, evaluate_deployment
+from shardplan.tools.planning.deployment import (
+    DeploymentEvaluation,
+    deployment_problems,
+    deployment_section,
+    evaluate_deployment,
+)
 from shardplan.tools.planning.explain import explain
 from shardplan.tools.planning.rejections import rejection_summary
 from shardplan.tools.search.constraint_checks import strategy_violations
-from shardplan.tools.search.deployments import Candidate, SearchResult, candidate_from_cost, search
-from shardplan.tools.search.ranking import RankedFigures, near_tie, rank_key
+from shardplan.tools.search.deployments import SearchResult, search
+from shardplan.tools.search.ranking import near_tie, rank_key
 
 __all__ = [
     "resolve_request",
@@ -29,6 +36,7 @@ __all__ = [
     "infeasible_plan",
     "plan",
     "plan_for_strategy",
+    "deployable",
     "review",
     "explain",
     "why_not",
@@ -68,36 +76,37 @@ def infeasible_plan(request: PlanRequest, exc: InfeasibleError) -> Plan:
     )
 
 
-def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
+def why_not(candidate: PricedDeployment, chosen: PricedDeployment, objective: str) -> str:
     """One line saying why ``candidate`` lost to ``chosen`` under ``objective``."""
-    if candidate.target_misses and not chosen.target_misses:
-        return "misses " + "; ".join(candidate.target_misses)
+    mine, theirs = candidate.figures, chosen.figures
+    if candidate.misses and not chosen.misses:
+        return "misses " + "; ".join(miss_texts(candidate.misses))
     reasons = []
-    if objective in ("throughput", "goodput") and candidate.tokens_per_s_per_gpu < chosen.tokens_per_s_per_gpu:
-        drop = 1 - candidate.tokens_per_s_per_gpu / max(chosen.tokens_per_s_per_gpu, 1e-9)
+    if objective in ("throughput", "goodput") and mine.tokens_per_s_per_gpu < theirs.tokens_per_s_per_gpu:
+        drop = 1 - mine.tokens_per_s_per_gpu / max(theirs.tokens_per_s_per_gpu, 1e-9)
         reasons.append(
             f"{drop:.{0 if drop >= 0.1 else 1}%} fewer tokens/s/GPU "
-            f"({candidate.tokens_per_s_per_gpu:.1f} vs {chosen.tokens_per_s_per_gpu:.1f})"
+            f"({mine.tokens_per_s_per_gpu:.1f} vs {theirs.tokens_per_s_per_gpu:.1f})"
         )
-    if (objective in ("throughput", "goodput") and candidate.gpus_used < chosen.gpus_used
-            and candidate.tokens_per_s < chosen.tokens_per_s):
+    fewer_gpus = mine.gpus_used < theirs.gpus_used and mine.tokens_per_s < theirs.tokens_per_s
+    if objective in ("throughput", "goodput") and fewer_gpus:
         # Throughput ranks the tokens the whole budget serves: fewer GPUs used can lose despite more per GPU.
-        drop = 1 - candidate.tokens_per_s / max(chosen.tokens_per_s, 1e-9)
-        reasons.append(f"{drop:.{0 if drop >= 0.1 else 1}%} fewer tokens/s in all, on {candidate.gpus_used} "
-                       f"GPUs vs {chosen.gpus_used}")
-    if objective == "rate" and candidate.gpus_used > chosen.gpus_used:
-        reasons.append(f"{candidate.gpus_used} GPUs vs {chosen.gpus_used}")
-    if candidate.tpot_ms > chosen.tpot_ms * 1.005:
-        reasons.append(f"TPOT {candidate.tpot_ms:.2f} ms vs {chosen.tpot_ms:.2f} ms")
-    if candidate.ttft_ms > chosen.ttft_ms * 1.005:
-        reasons.append(f"TTFT {candidate.ttft_ms:.1f} ms vs {chosen.ttft_ms:.1f} ms")
+        drop = 1 - mine.tokens_per_s / max(theirs.tokens_per_s, 1e-9)
+        reasons.append(f"{drop:.{0 if drop >= 0.1 else 1}%} fewer tokens/s in all, on {mine.gpus_used} "
+                       f"GPUs vs {theirs.gpus_used}")
+    if objective == "rate" and mine.gpus_used > theirs.gpus_used:
+        reasons.append(f"{mine.gpus_used} GPUs vs {theirs.gpus_used}")
+    if mine.tpot_ms > theirs.tpot_ms * 1.005:
+        reasons.append(f"TPOT {mine.tpot_ms:.2f} ms vs {theirs.tpot_ms:.2f} ms")
+    if mine.ttft_ms > theirs.ttft_ms * 1.005:
+        reasons.append(f"TTFT {mine.ttft_ms:.1f} ms vs {theirs.ttft_ms:.1f} ms")
     if (
         candidate.strategy.disaggregated
         and not chosen.strategy.disaggregated
-        and not candidate.target_misses
-        and candidate.tokens_per_s > chosen.tokens_per_s
+        and not candidate.misses
+        and mine.tokens_per_s > theirs.tokens_per_s
     ):
-        lead = 1 - chosen.tokens_per_s / candidate.tokens_per_s
+        lead = 1 - theirs.tokens_per_s / mine.tokens_per_s
         reasons = [
             f"split, leads by {lead:.1%} in tokens/s, inside the model's stated error: the aggregated deployment "
             f"is preferred (no KV-cache transfer, no pool ratio to keep matched)"
@@ -107,6 +116,21 @@ def why_not(candidate: Candidate, chosen: Candidate, objective: str) -> str:
     return "; ".join(reasons)
 
 
+def deployable(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> DeploymentEvaluation:
+    """The evaluation of a deployment that can run on the cluster.
+
+    Raises:
+        StrategyError: the replica cannot be built, or the deployment exceeds the budget or splits nodes.
+    """
+    problems = deployment_problems(model, cluster, strategy, workload)
+    if problems:
+        reasons = "; ".join(f"{p.message} [{p.rule}]" for p in problems)
+        raise StrategyError(
+            f"strategy {strategy.to_spec()} cannot be deployed: {reasons}", field="strategy", fix=problems[0].fix
+        )
+    return evaluate_deployment(model, cluster, strategy, workload)
+
+
 def plan_for_strategy(
     request: PlanRequest,
     model: ModelSpec,
@@ -114,66 +138,63 @@ def plan_for_strategy(
     strategy: Strategy,
     alternatives: list[Alternative] | None = None,
     messages: list[str] | None = None,
-    frontier: list[Candidate] | None = None,
+    frontier: list[PricedDeployment] | None = None,
     reviewing: bool = False,
+    evaluated: DeploymentEvaluation | None = None,
 ) -> Plan:
-    """A Plan for a given deployment (``dp`` = replicas, or each pool's workers): its best concurrency,
-    the DAG of one replica, validated and priced, and the explanation.
+    """A Plan for a given deployment (``dp`` = replicas, or each pool's workers): its best concurrency and its
+    figures, the DAG of one replica, validated and priced, and the explanation. ``evaluated`` is the deployment's
+    evaluation when the caller already has it.
 
     Raises:
         StrategyError: the replica cannot be built, or the deployment exceeds the budget or splits nodes.
     """
-    problems = deployment_problems(model, cluster, strategy, request.workload)
-    if problems:
-        reasons = "; ".join(f"{p.message} [{p.rule}]" for p in problems)
-        raise StrategyError(
-            f"strategy {strategy.to_spec()} cannot be deployed: {reasons}", field="strategy", fix=problems[0].fix
-        )
-    evaluated = evaluate_deployment(model, cluster, strategy, request.workload)
-    dag, validation, cost = evaluated.evaluation.dag, evaluated.evaluation.validation, evaluated.cost
+    evaluated = evaluated or deployable(model, cluster, strategy, request.workload)
+    option, dag, validation = evaluated.option, evaluated.evaluation.dag, evaluated.evaluation.validation
     alternatives = alternatives or []
-    status: PlanStatus = "ok" if cost.meets_targets and cost.fits and validation.valid else "targets_missed"
-    if not cost.fits or evaluated.option is None:
+    status: PlanStatus = "ok" if option is not None and option.meets_targets and validation.valid else "targets_missed"
+    if option is None or not option.figures.fits:
         status = "infeasible"
     deployment = deployment_section(cluster, strategy, request.workload, evaluated, frontier)
+    figures = option.figures if option is not None else None
+    found = option.misses if option is not None else []
     return Plan(
         shardplan_version=__version__,
         request=request,
         status=status,
         deployment=deployment,
         strategy=strategy,
+        figures=figures,
+        misses=found,
         dag=dag,
         validation=validation,
-        cost=cost,
+        dag_cost=evaluated.evaluation.cost,
         alternatives=alternatives,
-        near_tie=_near_tie(request.workload, cost, deployment.gpus_used if deployment else strategy.gpus, alternatives,
-                           reviewing),
-        explanation=explain(model, strategy, cost, dag, deployment, alternatives[0] if alternatives else None,
-                            reviewing),
-        messages=list(messages or []) + cost.target_misses,
+        near_tie=_near_tie(request.workload, figures, evaluated.evaluation.cost, alternatives, reviewing),
+        explanation=explain(model, strategy, figures or evaluated.evaluation.cost.figures, dag, deployment,
+                            alternatives[0] if alternatives else None, reviewing),
+        messages=list(messages or []) + evaluated.notes + miss_texts(found),
     )
 
 
 def _near_tie(
-    workload: Workload, cost: CostReport, gpus_used: int, alternatives: list[Alternative], reviewing: bool
+    workload: Workload, figures: Figures | None, dag_cost: CostReport, alternatives: list[Alternative], reviewing: bool
 ) -> NearTie | None:
-    """Whether the plan's deployment and its alternatives are within the error its cost report states."""
-    if not alternatives:
+    """Whether the plan's deployment and its alternatives are within the error the model states for the backend
+    that priced them."""
+    if not alternatives or figures is None:
         return None
-    figures = [RankedFigures.of(a, workload.osl) for a in alternatives]
-    chosen = RankedFigures(cost.ttft_ms, cost.tpot_ms, cost.tokens_per_s, cost.tokens_per_s_per_gpu, gpus_used,
-                           cost.tokens_per_s / workload.osl)
-    backend = cost.pricing.backend if cost.pricing is not None else "roofline"
+    backend = dag_cost.pricing.backend if dag_cost.pricing is not None else "roofline"
     subject = (
         "the top {top} of the reviewed strategy and those that beat it"
         if reviewing
         else "the chosen deployment and the first {others} runner(s)-up"
     )
-    return near_tie([chosen, *figures], workload, backend, subject)
+    return near_tie([figures, *(a.figures for a in alternatives)], workload, backend, subject)
 
 
-def runners_up(result: SearchResult, chosen: Candidate, limit: int = 4) -> list[Candidate]:
-    """The best searched candidate of each other layout, best first (at most ``limit``)."""
+def runners_up(result: SearchResult, chosen: PricedDeployment, limit: int = 4) -> list[PricedDeployment]:
+    """The best searched deployment of each other layout, best first (at most ``limit``)."""
     seen = {chosen.spec}
     runners = []
     for c in result.candidates:
@@ -183,21 +204,14 @@ def runners_up(result: SearchResult, chosen: Candidate, limit: int = 4) -> list[
     return runners[:limit]
 
 
-def alternative(c: Candidate, why: str) -> Alternative:
-    """A searched candidate as a plan's alternative, saying ``why`` it lost (or, in a review, won)."""
-    return Alternative(
-        strategy=c.spec,
-        ttft_ms=c.ttft_ms,
-        tpot_ms=c.tpot_ms,
-        tokens_per_s_per_gpu=c.tokens_per_s_per_gpu,
-        tokens_per_s_per_user=c.tokens_per_s_per_user,
-        concurrency=c.concurrency,
-        gpus_used=c.gpus_used or None,
-        why_not=why,
-    )
+def alternative(c: PricedDeployment, why: str) -> Alternative:
+    """A searched deployment as a plan's alternative, saying ``why`` it lost (or, in a review, won)."""
+    return Alternative(strategy=c.spec, concurrency=c.concurrency, figures=c.figures, why_not=why)
 
 
-def alternatives_from(result: SearchResult, chosen: Candidate, objective: str, limit: int = 4) -> list[Alternative]:
+def alternatives_from(
+    result: SearchResult, chosen: PricedDeployment, objective: str, limit: int = 4
+) -> list[Alternative]:
     """The runners-up of a search (one per layout, its best concurrency), each with why it lost."""
     return [alternative(c, why_not(c, chosen, objective)) for c in runners_up(result, chosen, limit)]
 
@@ -240,28 +254,32 @@ def review(request: PlanRequest, strategy: Strategy, limit: int = 4) -> Plan:
         InputError: unknown model or GPU. StrategyError: the strategy cannot be built.
     """
     model, cluster = resolve_request(request)
-    given_plan = plan_for_strategy(request, model, cluster, strategy)  # refuses an unbuildable strategy first
-    assert given_plan.cost is not None
-    given = candidate_from_cost(strategy, request.workload, given_plan.cost)
+    evaluated = deployable(model, cluster, strategy, request.workload)  # refuses an unbuildable strategy first
+    given = evaluated.option
     messages = [f"reviewing the given strategy {strategy.to_spec()}"]
     if request.constraints is not None:
         broken = strategy_violations(strategy, request.constraints, cluster.gpus_per_node)
         messages += [f"the given strategy breaks the constraint {text}" for text in broken]
-    better: list[Candidate] = []
+    better: list[PricedDeployment] = []
     try:
         result = search(model, cluster, request.workload, top=max(limit + 1, 6), constraints=request.constraints)
     except InfeasibleError:
         result = None
     if result is not None:
-        key = rank_key(request.workload.objective, request.workload)
-        better = [c for c in result.candidates if c.spec != given.spec and key(c) < key(given)]
+        key = rank_key(request.workload)
+        better = [c for c in result.candidates
+                  if given is None or c.spec != given.spec and key(c.figures) < key(given.figures)]
         messages.append(
             f"{len(better)} of the {len(result.candidates)} best searched strategies beat it"
             if better
             else f"no searched strategy beats it ({result.evaluated} priced)"
         )
     # Each reason is what the reviewed strategy has against one that beats it (the table words the preamble once).
-    alternatives = [alternative(c, why_not(given, c, request.workload.objective)) for c in better[:limit]]
-    return plan_for_strategy(
-        request, model, cluster, strategy, alternatives, messages, result.frontier if result else None, reviewing=True
-    )
+    alternatives = [
+        alternative(c, why_not(given, c, request.workload.objective) if given else "the reviewed strategy fits "
+                    "in memory at no concurrency")
+        for c in better[:limit]
+    ]
+    frontier = result.frontier if result else None
+    return plan_for_strategy(request, model, cluster, strategy, alternatives, messages, frontier, reviewing=True,
+                             evaluated=evaluated)

@@ -23,7 +23,7 @@ from shardplan.tools.report.panels import (
     time_breakdown_html,
     validation_html,
 )
-from shardplan.tools.report.pareto import pareto_front, pareto_svg, plan_points
+from shardplan.tools.report.pareto import dominates, pareto_front, pareto_svg, plan_points
 from shardplan.tools.report.svg import esc, fmt_ms, fmt_num
 from shardplan.tools.report.timeline import (
     gpu_time_breakdown,
@@ -187,7 +187,7 @@ def render_report(plan: Plan) -> str:
     parts = [header_html(plan)]
     if plan.strategy is None:
         parts.append(_infeasible(plan, known))
-    elif plan.cost is None:
+    elif plan.dag_cost is None:
         parts.append(_card("strategy", "Strategy per phase", strategy_html(plan.strategy)
                            + '<p class="muted">The plan carries no cost report, so there is nothing to time.</p>'))
     else:
@@ -198,8 +198,8 @@ def render_report(plan: Plan) -> str:
 
 
 def _feasible_sections(plan: Plan, known: set[str]) -> str:
-    assert plan.strategy is not None and plan.cost is not None
-    cost = plan.cost
+    assert plan.strategy is not None and plan.dag_cost is not None
+    cost = plan.dag_cost
     sched = planned_schedule(plan)
     dag = plan.dag
     windows = phase_windows(dag, sched) if dag is not None and sched is not None else []
@@ -239,10 +239,20 @@ def _feasible_sections(plan: Plan, known: set[str]) -> str:
 def _stated_error(plan: Plan) -> tuple[float, float] | None:
     """The model's stated error on tokens/s per user (TPOT's) and per GPU, for the backend that priced the plan."""
 
-    if plan.cost is None or plan.cost.pricing is None:
+    if plan.dag_cost is None or plan.dag_cost.pricing is None:
         return None
-    error = calibration().held_out_error[plan.cost.pricing.backend]  # what model_error_note states
+    error = calibration().held_out_error[plan.dag_cost.pricing.backend]  # what model_error_note states
     return (error.tpot_median_pct, error.throughput_median_pct)
+
+
+def _ranked_by(plan: Plan) -> str:
+    """What the request's objective ranks deployments by, in words."""
+    w = plan.request.workload
+    if w.rate is not None:
+        return f"rate objective ({w.rate:g} requests/s on the fewest GPUs)"
+    if w.objective == "latency":
+        return "latency objective (request latency: TTFT + (osl - 1) x TPOT)"
+    return f"{w.objective} objective (tokens/s the budget serves, targets first)"
 
 
 def _pareto_html(plan: Plan) -> str:
@@ -253,15 +263,21 @@ def _pareto_html(plan: Plan) -> str:
         mark = " <b>chosen</b>" if p.chosen else (" <span class=\"muted\">frontier</span>" if p.spec in front else "")
         why = f'<div class="why">{esc(p.why_not)}</div>' if p.why_not else ""
         rows.append(f"<tr><td>{number}</td><td><code>{esc(p.spec)}</code>{mark}{why}</td>"
-                    f"<td>{fmt_num(p.per_gpu)}</td><td>{fmt_num(p.per_user)}</td></tr>")
-    table = ('<table class="figures"><thead><tr><th>#</th><th>strategy</th><th>tok/s/GPU</th><th>tok/s/user</th>'
+                    f"<td>{fmt_num(p.per_gpu)}</td><td>{fmt_num(p.per_gpu_used)}</td><td>{fmt_num(p.per_user)}</td></tr>")
+    table = ('<table class="figures"><thead><tr><th>#</th><th>strategy</th><th>tok/s per budget GPU</th>'
+             "<th>tok/s per GPU used</th><th>tok/s/user</th>"
              f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
     note = "" if len(points) > 1 else '<p class="muted">The planner kept no alternatives.</p>'
     chosen = ""
-    if plan.cost is not None:
-        chosen = (f'<p class="muted">Chosen (1): TTFT {esc(fmt_ms(plan.cost.ttft_ms))}, TPOT '
-                  f"{esc(fmt_ms(plan.cost.tpot_ms))}. Up and right is better; the dashed line joins the Pareto "
-                  "frontier.</p>")
+    if plan.figures is not None:
+        chosen = (f'<p class="muted">Chosen (1): TTFT {esc(fmt_ms(plan.figures.ttft_ms))}, TPOT '
+                  f"{esc(fmt_ms(plan.figures.tpot_ms))}. Up and right is better; the dashed line joins the Pareto "
+                  "frontier. Throughput counts every GPU of the budget, idle ones as zero, as the throughput "
+                  "objective ranks deployments.</p>")
+        ahead = [str(n) for n, p in enumerate(points, 1) if dominates(p, points[0])]
+        if ahead:
+            chosen += (f'<p class="muted">Point{"s" if len(ahead) > 1 else ""} {", ".join(ahead)} beat the chosen one '
+                       f"on both axes; the {esc(_ranked_by(plan))} ranks it first.</p>")
     error = _stated_error(plan)
     band = (f" The shaded box spans the model's stated error around the chosen point (±{error[0]:.1f}% tokens/s per "
             f"user, ±{error[1]:.1f}% tokens/s per GPU): points inside it are not told apart." if error else "")

@@ -73,21 +73,22 @@ def header_html(plan: Plan) -> str:
              f'<p class="muted">input {w.isl:,} tokens · output {w.osl:,} tokens · {_in_flight(plan)} · objective '
              f"{esc(w.objective)}{esc(targets)}{esc(per_node)} · policy {esc(req.policy)} · shardplan "
              f"{esc(plan.shardplan_version)}</p>"]
-    cost = plan.cost
-    if cost is not None and plan.strategy is not None:
-        tiles = [("TTFT", fmt_ms(cost.ttft_ms)), ("TPOT", fmt_ms(cost.tpot_ms)),
-                 ("throughput", f"{fmt_num(cost.tokens_per_s)} tok/s"),
-                 ("per GPU", f"{fmt_num(cost.tokens_per_s_per_gpu)} tok/s"),
-                 ("per user", f"{fmt_num(cost.tokens_per_s_per_user)} tok/s"),
-                 ("memory / GPU", f"{cost.memory_per_gpu_gb:.1f} GB"),
-                 ("GPUs used", f"{plan.strategy.gpus} of {req.gpus}")]
+    f = plan.figures
+    if f is not None and plan.strategy is not None:
+        tiles = [("TTFT", fmt_ms(f.ttft_ms)), ("TPOT", fmt_ms(f.tpot_ms)),
+                 ("throughput", f"{fmt_num(f.tokens_per_s)} tok/s"),
+                 ("per GPU used", f"{fmt_num(f.tokens_per_s_per_gpu)} tok/s"),
+                 ("per budget GPU", f"{fmt_num(f.tokens_per_s_per_budget_gpu)} tok/s"),
+                 ("per user", f"{fmt_num(f.tokens_per_s_per_user)} tok/s"),
+                 ("memory / GPU", f"{f.memory_per_gpu_gb:.1f} GB"),
+                 ("GPUs used", f"{f.gpus_used} of {f.gpu_budget}")]
         if plan.validation is not None:
             errors = sum(1 for v in plan.validation.violations if v.severity == "error")
             tiles.append(("validation", "valid" if plan.validation.valid else f"{errors} errors"))
         parts.append('<div class="tiles">' + "".join(f'<div class="tile"><span>{esc(k)}</span><b>{esc(v)}</b></div>'
                                                      for k, v in tiles) + "</div>")
-        for miss in cost.target_misses:
-            parts.append(f'<p class="miss">misses {esc(miss)}</p>')
+        for miss in plan.misses:
+            parts.append(f'<p class="miss">misses {esc(miss.message)}</p>')
     parts.append("</header>")
     return "".join(parts)
 
@@ -238,8 +239,9 @@ def cited_rules(plan: Plan) -> list[str]:
         for violation in plan.validation.violations:
             ids.append(violation.rule)
             texts += [violation.message, violation.fix, violation.citation]
-    if plan.cost is not None:
-        texts += plan.cost.notes + plan.cost.target_misses
+    texts += [m.message for m in plan.misses]
+    if plan.dag_cost is not None:
+        texts += plan.dag_cost.notes
     for content in texts:
         ids += RULE_ID.findall(content)
     return list(dict.fromkeys(ids))

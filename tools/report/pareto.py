@@ -1,7 +1,11 @@
-"""The chosen deployment among the searched ones: tokens/s per GPU against tokens/s per user, hand-drawn in SVG.
+"""The chosen deployment among the searched ones: tokens/s per GPU of the budget against tokens/s per user,
+hand-drawn in SVG.
 
 The points are the deployment search's Pareto frontier over layouts and concurrency (from the plan's
-``deployment.frontier``), the runners-up, and the chosen deployment.
+``deployment.frontier``), the runners-up, and the chosen deployment. The vertical axis is the figure the
+throughput objective ranks, output tokens/s per GPU of the budget (idle GPUs count as zero), so the
+deployment that objective chooses is never drawn below one that beats it; tokens/s per GPU used is in
+each point's tooltip.
 
 A point is on the Pareto frontier when no other point is at least as good on both axes and better on
 one. The frontier is drawn as a step line; the chosen strategy is ringed and labelled. Both axes start at
@@ -13,10 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import Plan
 from shardplan.tools.report.svg import esc, fmt_num, nice_ticks, svg_open, text
 
-__all__ = ["Point", "plan_points", "pareto_front", "pareto_svg"]
+__all__ = ["Point", "plan_points", "dominates", "pareto_front", "pareto_svg"]
 
 
 @dataclass(frozen=True)
@@ -26,8 +31,10 @@ class Point:
     spec: str
     per_user: float
     per_gpu: float
+    """Tokens/s per GPU of the budget (the plotted figure)."""
     chosen: bool
     why_not: str = ""
+    per_gpu_used: float = 0.0
 
 
 def _label(spec: str, concurrency: int | None) -> str:
@@ -37,18 +44,17 @@ def _label(spec: str, concurrency: int | None) -> str:
 def plan_points(plan: Plan) -> list[Point]:
     """The chosen deployment (first), the searched Pareto frontier and the alternatives of ``plan``, each
     labelled with its layout and sequences in flight; empty when the plan has no cost."""
-    if plan.strategy is None or plan.cost is None:
+    if plan.strategy is None or plan.figures is None:
         return []
     d = plan.deployment
     chosen = _label(plan.strategy.to_spec(), d.concurrency if d else None)
-    points = [Point(chosen, plan.cost.tokens_per_s_per_user, plan.cost.tokens_per_s_per_gpu, True)]
-    for f in d.frontier if d else []:
+    points = [_point(chosen, plan.figures, True)]
+    for frontier_point in d.frontier if d else []:
+        f = frontier_point.figures
         why = f"TTFT {f.ttft_ms:.0f} ms, TPOT {f.tpot_ms:.2f} ms on {f.gpus_used} GPUs" + (
-            "" if f.meets_targets else "; misses the targets")
-        points.append(Point(_label(f.strategy, f.concurrency), f.tokens_per_s_per_user, f.tokens_per_s_per_gpu,
-                            False, why))
-    points += [Point(_label(a.strategy, a.concurrency), a.tokens_per_s_per_user, a.tokens_per_s_per_gpu, False,
-                     a.why_not) for a in plan.alternatives]
+            "" if frontier_point.meets_targets else "; misses the targets")
+        points.append(_point(_label(frontier_point.strategy, frontier_point.concurrency), f, False, why))
+    points += [_point(_label(a.strategy, a.concurrency), a.figures, False, a.why_not) for a in plan.alternatives]
     seen: set[str] = set()
     unique = []
     for point in points:
@@ -58,6 +64,17 @@ def plan_points(plan: Plan) -> list[Point]:
     return unique
 
 
+def _point(spec: str, figures: Figures, chosen: bool, why_not: str = "") -> Point:
+    return Point(spec, figures.tokens_per_s_per_user, figures.tokens_per_s_per_budget_gpu, chosen, why_not,
+                 figures.tokens_per_s_per_gpu)
+
+
+def dominates(q: Point, p: Point) -> bool:
+    """Whether ``q`` is at least as good as ``p`` on both axes and better on one."""
+    return (q.per_user >= p.per_user and q.per_gpu >= p.per_gpu
+            and (q.per_user > p.per_user or q.per_gpu > p.per_gpu))
+
+
 def pareto_front(points: list[Point]) -> list[Point]:
     """The non-dominated points (higher is better on both axes), by increasing tokens/s per user.
 
@@ -65,9 +82,7 @@ def pareto_front(points: list[Point]) -> list[Point]:
     >>> [p.spec for p in front]
     ['a', 'b']
     """
-    front = [p for p in points
-             if not any(q.per_user >= p.per_user and q.per_gpu >= p.per_gpu
-                        and (q.per_user > p.per_user or q.per_gpu > p.per_gpu) for q in points)]
+    front = [p for p in points if not any(dominates(q, p) for q in points)]
     return sorted(front, key=lambda p: (p.per_user, -p.per_gpu))
 
 
@@ -101,7 +116,8 @@ def pareto_svg(
     out.append(f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="frame"/>')
     out.append(text(left + plot_w / 2, height - 8, "tokens/s per user (interactivity) →", size=11, anchor="middle"))
     out.append(f'<text x="14" y="{top + plot_h / 2:.0f}" font-size="11" text-anchor="middle" '
-               f'transform="rotate(-90 14 {top + plot_h / 2:.0f})">tokens/s per GPU (throughput) →</text>')
+               f'transform="rotate(-90 14 {top + plot_h / 2:.0f})">tokens/s per GPU of the budget (throughput) →'
+               "</text>")
     for c in chosen:
         if error_pct is None:
             break
@@ -119,7 +135,8 @@ def pareto_svg(
     on_front = {p.spec for p in front}
     for number, p in sorted(enumerate(points, 1), key=lambda item: item[1].chosen):
         x, y = px(p.per_user), py(p.per_gpu)
-        tip = f"{number}. {p.spec}: {p.per_gpu:.1f} tok/s/GPU, {p.per_user:.1f} tok/s/user" + (
+        tip = (f"{number}. {p.spec}: {p.per_gpu:.1f} tok/s per budget GPU ({p.per_gpu_used:.1f} per GPU used), "
+               f"{p.per_user:.1f} tok/s/user") + (
             " (chosen)" if p.chosen else f" — {p.why_not}")
         if p.chosen:
             out.append(f'<g class="chosen"><circle cx="{x:.1f}" cy="{y:.1f}" r="9" class="ring"/>'

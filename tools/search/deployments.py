@@ -24,65 +24,35 @@ from shardplan.contracts.constraints import Constraints
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.model_math import weight_bytes
-from shardplan.contracts.plan import NearTie
-from shardplan.contracts.reports import CostReport
-from shardplan.contracts.strategy import PhaseStrategy, Strategy
-from shardplan.contracts.workload import Batching, Workload
+from shardplan.contracts.plan import NearTie, PricedDeployment
+from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.contracts.targets import within
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError
-from shardplan.tools.cost.estimate import stated_error_pct, target_misses
-from shardplan.tools.cost.memory import memory_reports
+from shardplan.tools.cost.estimate import stated_error_pct
 from shardplan.tools.cost.pricing import pricing_backend
 from shardplan.tools.search.constraint_checks import phase_violations, satisfies, unsatisfiable
 from shardplan.tools.search.fit_hints import fit_hints
 from shardplan.tools.search.fitting import PhaseFilter, any_layout, layout_capacity, min_gpus_to_fit
 from shardplan.tools.search.layouts import enumerate_strategies, replica_layouts
-from shardplan.tools.search.ranking import near_tie, pareto_front, prefer_aggregated, rank_key, shortfall
+from shardplan.tools.search.ranking import near_tie, pareto_front, prefer_aggregated, ranked
 from shardplan.tools.serving.aggregated import aggregated_options
-from shardplan.tools.serving.disaggregated import decode_workers, pool_frontier, prefill_worker
-from shardplan.tools.serving.options import DeploymentOption
-from shardplan.tools.serving.placement import max_workers, replica_strategy
+from shardplan.tools.serving.deployments import serving_rate_or_most, split_deployments
+from shardplan.tools.serving.disaggregated import decode_workers, prefill_worker
+from shardplan.tools.serving.placement import max_workers
 from shardplan.tools.serving.steps import StepPricer
 
-__all__ = [
-    "Candidate",
-    "SearchResult",
-    "search",
-    "candidate_from_cost",
-    "candidate_from_option",
-]
-
-
-class Candidate(Contract):
-    """One deployment with its predicted figures."""
-
-    strategy: Strategy = Field(description="Degrees per phase; dp counts replicas (or the workers of each pool).")
-    spec: str = Field(description="SPEC text.")
-    ttft_ms: float = Field(description="Predicted TTFT.")
-    tpot_ms: float = Field(description="Predicted TPOT.")
-    tokens_per_s: float = Field(description="Output tokens/s of the deployment.")
-    tokens_per_s_per_gpu: float = Field(description="Output tokens/s per GPU used.")
-    tokens_per_s_per_user: float = Field(description="1000 / TPOT.")
-    memory_per_gpu_gb: float = Field(description="Worst GPU's memory.")
-    fits: bool = Field(description="Memory fits on every GPU.")
-    meets_targets: bool = Field(description="TTFT, TPOT and rate targets met.")
-    target_misses: list[str] = Field(default_factory=list, description="Missed targets with gaps.")
-    scored_by: str = Field(description="'serving' (steady-state serving model) or 'schedule' (full DAG simulation).")
-    concurrency: int = Field(default=1, ge=1, description="Sequences in flight across the deployment.")
-    replicas: int = Field(default=1, ge=1, description="Replicas (aggregated) or decode workers (disaggregated).")
-    gpus_used: int = Field(default=0, ge=0, description="GPUs the deployment uses; 0 when not recorded.")
-    idle_gpus: int = Field(default=0, ge=0, description="GPUs of the budget left unused.")
-    batching: Batching = Field(default="continuous", description="continuous or static batching.")
-    requests_per_s: float = Field(default=0.0, ge=0, description="Requests per second served.")
+__all__ = ["SearchResult", "search"]
 
 
 class SearchResult(Contract):
     """Ranked deployments, best first, and the Pareto frontier of tokens/s/GPU against tokens/s/user."""
 
     objective: str = Field(description="What was optimised.")
-    candidates: list[Candidate] = Field(description="Fitting deployments, best first.")
-    frontier: list[Candidate] = Field(
-        description="Pareto-optimal deployments over every priced concurrency, among those meeting the targets "
-        "(all when none does)."
+    candidates: list[PricedDeployment] = Field(description="Fitting deployments, best first.")
+    frontier: list[PricedDeployment] = Field(
+        description="Pareto-optimal deployments (tokens/s per GPU of the budget against tokens/s/user) over every "
+        "priced concurrency, among those meeting the targets (all when none does), by tokens/s/user."
     )
     evaluated: int = Field(description="Deployments priced.")
     rejected: dict[str, int] = Field(
@@ -99,61 +69,6 @@ class SearchResult(Contract):
         default=None,
         description="Set when an aggregated deployment is ranked first over a split one that leads it by less "
         "than the model's stated error on tokens/s: the sentence naming both and the gap.",
-    )
-
-
-def candidate_from_option(
-    model: ModelSpec, cluster: Cluster, option: DeploymentOption, workload: Workload, budget: int
-) -> Candidate:
-    """The Candidate of a priced deployment, with its memory per GPU at its own concurrency."""
-    strategy = option.strategy
-    replica = replica_strategy(strategy)
-    sized = workload.at_concurrency(
-        option.worker_concurrency, option.prefill_prompts if strategy.disaggregated else None
-    )
-    memory = memory_reports(model, cluster.gpu, replica, sized)
-    misses = target_misses(workload, option.ttft_ms, option.tpot_ms, option.requests_per_s)
-    return Candidate(
-        strategy=strategy,
-        spec=strategy.to_spec(),
-        ttft_ms=option.ttft_ms,
-        tpot_ms=option.tpot_ms,
-        tokens_per_s=option.tokens_per_s,
-        tokens_per_s_per_gpu=option.tokens_per_s_per_gpu,
-        tokens_per_s_per_user=option.tokens_per_s_per_user,
-        memory_per_gpu_gb=max(m.total_gb for m in memory),
-        fits=all(m.fits for m in memory),
-        meets_targets=not misses,
-        target_misses=misses,
-        scored_by="serving",
-        concurrency=option.concurrency,
-        replicas=option.replicas,
-        gpus_used=option.gpus_used,
-        idle_gpus=budget - option.gpus_used,
-        batching=workload.batching,
-        requests_per_s=option.requests_per_s,
-    )
-
-
-def candidate_from_cost(strategy: Strategy, workload: Workload, cost: CostReport) -> Candidate:
-    """A Candidate for a deployment already priced into a cost report."""
-    misses = list(cost.target_misses)
-    return Candidate(
-        strategy=strategy,
-        spec=strategy.to_spec(),
-        ttft_ms=cost.ttft_ms,
-        tpot_ms=cost.tpot_ms,
-        tokens_per_s=cost.tokens_per_s,
-        tokens_per_s_per_gpu=cost.tokens_per_s_per_gpu,
-        tokens_per_s_per_user=cost.tokens_per_s_per_user,
-        memory_per_gpu_gb=cost.memory_per_gpu_gb,
-        fits=cost.fits,
-        meets_targets=not misses,
-        target_misses=misses,
-        scored_by="serving",
-        gpus_used=strategy.gpus,
-        requests_per_s=cost.tokens_per_s / workload.osl,
-        batching=workload.batching,
     )
 
 
@@ -207,8 +122,8 @@ def _aggregated(
     workload: Workload,
     pricers: list[StepPricer],
     allowed: PhaseFilter = any_layout,
-) -> list[DeploymentOption]:
-    options: list[DeploymentOption] = []
+) -> list[PricedDeployment]:
+    options: list[PricedDeployment] = []
     for pricer in pricers:
         if not (allowed("prefill", pricer.layout) and allowed("decode", pricer.layout)):
             continue  # one pool serves both phases with this layout
@@ -223,7 +138,7 @@ def _disaggregated(
     pricers: list[StepPricer],
     allowed: PhaseFilter = any_layout,
     keep: int = 5,
-) -> list[DeploymentOption]:
+) -> list[PricedDeployment]:
     """Pools of the ``keep`` best prefill workers (requests/s per GPU, within the TTFT target) and the ``keep``
     best decode layouts (requests/s per GPU within the TPOT target), each at every batch within that target,
     every sizing of each pair."""
@@ -235,22 +150,22 @@ def _disaggregated(
             continue
         worker = prefill_worker(model, cluster, pricer.layout, workload, pricer)
         # At light load a request rides a step of one prompt: the least TTFT the worker can give.
-        within_ttft = worker is not None and (workload.ttft_ms is None or worker.single_s * 1e3 <= workload.ttft_ms)
+        within_ttft = worker is not None and within("ttft", worker.single_s * 1e3, workload.targets)
         if worker is not None and within_ttft and allowed("prefill", pricer.layout):
             prefills.append(worker)
         grid = decode_workers(model, cluster, pricer.layout, workload, pricer)
         # The step grows with the batch: the batches within the TPOT target are the grid's first ones.
-        meeting = list(takewhile(lambda w: workload.tpot_ms is None or w.step_s * 1e3 <= workload.tpot_ms, grid))
+        meeting = list(takewhile(lambda w: within("tpot", w.step_s * 1e3, workload.targets), grid))
         if meeting and allowed("decode", pricer.layout):
             # Every batch within the TPOT target, not only the fastest: a pool sizing whose prefill workers
             # cannot feed the largest batch is served by a smaller one (see pool_options and pool_frontier).
             decodes.append((pricer, meeting))
     prefills.sort(key=lambda w: -w.requests_per_s / w.layout.replica_gpus)
     decodes.sort(key=lambda item: -max(w.requests_per_s / w.layout.replica_gpus for w in item[1]))
-    options: list[DeploymentOption] = []
+    options: list[PricedDeployment] = []
     for p in prefills[:keep]:
         for decode_pricer, batches in decodes[:keep]:
-            options += pool_frontier(model, cluster, p, batches, workload, budget=budget, pricer=decode_pricer)
+            options += split_deployments(model, cluster, p, decode_pricer, batches, workload, budget=budget)
     return options
 
 
@@ -283,7 +198,6 @@ def search(
         return constraints is None or not phase_violations(phase, layout, constraints, per_node)
 
     pricers = _screen(model, cluster, workload, rejected, allowed)
-    options = [] if split_asked else _aggregated(model, cluster, workload, pricers, allowed)
     split = (
         disaggregated
         and workload.batching == "continuous"
@@ -291,16 +205,19 @@ def search(
         and workload.osl > 1
         and cluster.world_size >= 2
     )
-    if split:
-        options += _disaggregated(model, cluster, workload, pricers, allowed)
-    if constraints is not None:
+
+    def price(sized: Workload) -> list[PricedDeployment]:
+        options = [] if split_asked else _aggregated(model, cluster, sized, pricers, allowed)
+        if split:
+            options += _disaggregated(model, cluster, sized, pricers, allowed)
+        if constraints is None:
+            return options
         kept = [o for o in options if satisfies(o.strategy, constraints, per_node)]
         if len(kept) < len(options):
             rejected["constraints"] = rejected.get("constraints", 0) + len(options) - len(kept)
-        options = kept
-    if not options and workload.rate is not None:
-        # Nothing serves the rate within the budget: show the most the budget serves, and the shortfall.
-        options = _aggregated(model, cluster, workload.model_copy(update={"rate": None}), pricers, allowed)
+        return kept
+
+    options = serving_rate_or_most(price, workload)
     if not options and constraints is not None and any(k.startswith("constraint") for k in rejected):
         _raise_for_constraints(model, cluster, workload, constraints)
     if not options:
@@ -318,23 +235,19 @@ def search(
             min_gpus=need,
             hints=fit_hints(model, cluster, workload, need, allowed),
         )
-    key = rank_key(workload.objective, workload)
-    options.sort(key=key)
     backend = pricing_backend(cluster, workload.engine)
-    options, simpler = prefer_aggregated(options, workload, stated_error_pct(backend, "tokens/s"))
-    budget = cluster.world_size
-    ranked = [candidate_from_option(model, cluster, o, workload, budget) for o in options[: max(top, 1)]]
+    options, simpler = prefer_aggregated(ranked(options, workload), workload, stated_error_pct(backend, "tokens/s"))
+    best = options[: max(top, 1)]
     # The frontier a user can pick from: the deployments meeting the targets (all of them when none does).
-    meeting = [o for o in options if shortfall(workload, o) == 0]
-    frontier_options = pareto_front(meeting or options)
+    meeting = [o for o in options if o.meets_targets]
     return SearchResult(
         objective="rate" if workload.rate is not None else workload.objective,
-        candidates=ranked,
-        frontier=[candidate_from_option(model, cluster, o, workload, budget) for o in frontier_options],
+        candidates=best,
+        frontier=pareto_front(meeting or options),
         evaluated=len(options),
         rejected=rejected,
         seconds=time.perf_counter() - began,
-        near_tie=near_tie(ranked, workload, backend),
+        near_tie=near_tie([o.figures for o in best], workload, backend),
         simpler_preferred=simpler,
     )
 

@@ -1,127 +1,81 @@
-"""How deployments are ranked: target shortfall first, then the objective's metric; the Pareto frontier.
+"""How deployments are ranked: target shortfall first, then the objective's figure; the Pareto frontier.
 
-Plain functions over anything that carries the figures (search candidates, priced serving options), so the
-search, the deployment evaluation and the planner rank alike.
+Plain functions over :class:`~shardplan.contracts.figures.Figures`, the one record every priced deployment
+carries (search candidates, a plan's own deployment, its alternatives), so the search, the deployment
+evaluation and the planner rank alike. Whether figures meet the targets is :mod:`shardplan.contracts.targets`'
+one verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
-from shardplan.contracts.plan import Alternative, NearTie
-from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.figures import Figures
+from shardplan.contracts.plan import NearTie, PricedDeployment
+from shardplan.contracts.targets import shortfall
 from shardplan.contracts.workload import Workload
 from shardplan.tools.cost.estimate import stated_error_pct
 
 __all__ = [
-    "Ranked",
-    "RankedFigures",
-    "shortfall",
     "rank_key",
+    "ranked",
     "pareto_front",
     "leading_within",
     "near_tie",
     "near_tie_note",
+    "prefer_aggregated",
 ]
 
 
-class Ranked(Protocol):
-    """What ranking reads of a deployment (read-only, so frozen options and candidates both qualify)."""
+def rank_key(workload: Workload) -> Callable[[Figures], tuple[float, ...]]:
+    """The sort key of the workload's objective over figures: smaller is better (target misses first, then the
+    objective's figure: fewest GPUs for a rate, request latency for ``latency``, the tokens/s the budget serves
+    otherwise)."""
+    targets = workload.targets
 
-    @property
-    def ttft_ms(self) -> float: ...
-
-    @property
-    def tpot_ms(self) -> float: ...
-
-    @property
-    def tokens_per_s(self) -> float: ...
-
-    @property
-    def tokens_per_s_per_gpu(self) -> float: ...
-
-    @property
-    def gpus_used(self) -> int: ...
-
-    @property
-    def requests_per_s(self) -> float: ...
-
-
-@dataclass(frozen=True)
-class RankedFigures:
-    """The figures ranking reads, for a deployment known only by its reported figures (a plan's own, an
-    alternative's)."""
-
-    ttft_ms: float
-    tpot_ms: float
-    tokens_per_s: float
-    tokens_per_s_per_gpu: float
-    gpus_used: int
-    requests_per_s: float
-
-    @classmethod
-    def of(cls, alternative: Alternative, osl: int) -> RankedFigures:
-        """A plan's alternative, its deployment's tokens/s from its figure per GPU and its GPU count."""
-        gpus = alternative.gpus_used or 1
-        total = alternative.tokens_per_s_per_gpu * gpus
-        return cls(alternative.ttft_ms, alternative.tpot_ms, total, alternative.tokens_per_s_per_gpu, gpus, total / osl)
-
-
-def shortfall(workload: Workload, c: Ranked) -> float:
-    """How far ``c`` misses the targets, as relative gaps summed (0 when it meets them all)."""
-    gap = 0.0
-    if workload.ttft_ms:
-        gap += max(0.0, c.ttft_ms / workload.ttft_ms - 1)
-    if workload.tpot_ms:
-        gap += max(0.0, c.tpot_ms / workload.tpot_ms - 1)
-    if workload.rate:
-        gap += max(0.0, 1 - c.requests_per_s / workload.rate)
-    return gap
-
-
-def rank_key(objective: str, workload: Workload) -> Callable[[Ranked], tuple[float, ...]]:
-    """The sort key of an objective: smaller is better (target misses first, then the objective's metric:
-    fewest GPUs for a rate, end-to-end latency for ``latency``, total tokens/s on the budget otherwise)."""
-
-    def key(c: Ranked) -> tuple[float, ...]:
-        miss = shortfall(workload, c)
-        e2e = c.ttft_ms + (workload.osl - 1) * c.tpot_ms
-        gpus = float(c.gpus_used)
+    def key(f: Figures) -> tuple[float, ...]:
+        miss = shortfall(f, targets)
+        gpus = float(f.gpus_used)
         if workload.rate is not None:
             # Among the fewest GPUs, the lightest load that still serves the rate: its operating point.
-            return (miss, gpus, e2e, -c.tokens_per_s_per_gpu)
-        if objective == "latency":
-            return (miss, e2e, gpus, -c.tokens_per_s_per_gpu)
+            return (miss, gpus, f.e2e_ms, -f.tokens_per_s_per_gpu)
+        if workload.objective == "latency":
+            return (miss, f.e2e_ms, gpus, -f.tokens_per_s_per_gpu)
         # Throughput: the most tokens the budget serves (tokens/s per GPU of the budget, idle ones counting
         # as zero, as AIConfigurator ranks too); among equals the fewest GPUs. Ranking by tokens/s per GPU
         # used would leave GPUs idle for a slightly more efficient but smaller deployment.
-        return (miss, -c.tokens_per_s, gpus, e2e)
+        return (miss, -f.tokens_per_s, gpus, f.e2e_ms)
 
     return key
 
 
-class _Rated(Protocol):
+class _Priced(Protocol):
     @property
-    def tokens_per_s_per_gpu(self) -> float: ...
-
-    @property
-    def tokens_per_s_per_user(self) -> float: ...
+    def figures(self) -> Figures: ...
 
 
-_RatedT = TypeVar("_RatedT", bound=_Rated)
+_PricedT = TypeVar("_PricedT", bound=_Priced)
 
 
-def pareto_front(candidates: list[_RatedT]) -> list[_RatedT]:
-    """Candidates no other beats on both tokens/s/GPU and tokens/s/user, by ascending tokens/s/user."""
-    ordered = sorted(candidates, key=lambda c: (-c.tokens_per_s_per_user, -c.tokens_per_s_per_gpu))
-    front: list[_RatedT] = []
-    best_gpu = -1.0
-    for cand in ordered:
-        if cand.tokens_per_s_per_gpu > best_gpu:
-            front.append(cand)
-            best_gpu = cand.tokens_per_s_per_gpu
+def ranked(items: Sequence[_PricedT], workload: Workload) -> list[_PricedT]:
+    """``items`` best first under the workload's objective (a stable sort: ties keep their order)."""
+    key = rank_key(workload)
+    return sorted(items, key=lambda item: key(item.figures))
+
+
+def pareto_front(items: Sequence[_PricedT]) -> list[_PricedT]:
+    """Items no other beats on both tokens/s per GPU of the budget (what the throughput objective ranks, so the
+    best deployment for it is always on the front) and tokens/s/user, by ascending tokens/s/user."""
+    ordered = sorted(
+        items, key=lambda c: (-c.figures.tokens_per_s_per_user, -c.figures.tokens_per_s_per_budget_gpu)
+    )
+    front: list[_PricedT] = []
+    best = -1.0
+    for item in ordered:
+        if item.figures.tokens_per_s_per_budget_gpu > best:
+            front.append(item)
+            best = item.figures.tokens_per_s_per_budget_gpu
     return front[::-1]
 
 
@@ -148,7 +102,7 @@ def leading_within(values: Sequence[float], error_pct: float, higher_is_better: 
 
 
 def near_tie(
-    ranked: Sequence[Ranked],
+    leading: Sequence[Figures],
     workload: Workload,
     backend: Literal["measured", "roofline"],
     subject: str = "the top {top}",
@@ -164,22 +118,22 @@ def near_tie(
     names them in the note
     (``{top}``: how many; ``{others}``: how many besides the first).
     """
-
-    ordered = sorted(ranked, key=rank_key(workload.objective, workload))
+    ordered = sorted(leading, key=rank_key(workload))
     if len(ordered) < 2:
         return None
     latency = workload.objective == "latency" or workload.rate is not None
     figure: Literal["tokens/s", "request latency"] = "request latency" if latency else "tokens/s"
     error = stated_error_pct(backend, figure, workload.osl)
-    meets = shortfall(workload, ordered[0]) == 0
+    targets = workload.targets
+    meets = shortfall(ordered[0], targets) == 0
     alike = [ordered[0]]
     for c in ordered[1:]:
         # GPU counts are exact, not estimates: more GPUs for a figure within the error is simply worse.
         more_gpus = c.gpus_used != alike[0].gpus_used if workload.rate is not None else c.gpus_used > alike[0].gpus_used
-        if (shortfall(workload, c) == 0) != meets or more_gpus:
+        if (shortfall(c, targets) == 0) != meets or more_gpus:
             break
         alike.append(c)
-    values = [c.ttft_ms + (workload.osl - 1) * c.tpot_ms if latency else c.tokens_per_s for c in alike]
+    values = [c.e2e_ms if latency else c.tokens_per_s for c in alike]
     top, spread = leading_within(values, error, higher_is_better=not latency)
     if top < 2:
         return None
@@ -206,15 +160,9 @@ def near_tie_note(subject: str, spread_pct: float, error_pct: float, figure: str
     )
 
 
-_SplitT = TypeVar("_SplitT", bound="_Split")
-
-
-class _Split(Ranked, Protocol):
-    @property
-    def strategy(self) -> Strategy: ...
-
-
-def prefer_aggregated(ordered: list[_SplitT], workload: Workload, error_pct: float) -> tuple[list[_SplitT], str | None]:
+def prefer_aggregated(
+    ordered: list[PricedDeployment], workload: Workload, error_pct: float
+) -> tuple[list[PricedDeployment], str | None]:
     """``ordered`` (best first) with the best aggregated deployment moved first when the best is a split one
     that leads it by no more than the model's stated error on tokens/s, both meeting the targets; and the
     sentence saying so (None when the order stands).
@@ -228,12 +176,12 @@ def prefer_aggregated(ordered: list[_SplitT], workload: Workload, error_pct: flo
     if not ordered or workload.rate is not None or workload.objective not in ("throughput", "goodput"):
         return ordered, None
     best = ordered[0]
-    if not best.strategy.disaggregated or shortfall(workload, best) > 0:
+    if not best.strategy.disaggregated or not best.meets_targets:
         return ordered, None
     for index, option in enumerate(ordered):
-        if option.strategy.disaggregated or shortfall(workload, option) > 0:
+        if option.strategy.disaggregated or not option.meets_targets:
             continue
-        lead = (best.tokens_per_s - option.tokens_per_s) / best.tokens_per_s * 100
+        lead = (best.figures.tokens_per_s - option.figures.tokens_per_s) / best.figures.tokens_per_s * 100
         if lead > error_pct:
             return ordered, None
         note = (

@@ -7,11 +7,11 @@ import math
 from shardplan.bisection import largest_passing
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
-from shardplan.tools.cost.estimate import target_misses
 from shardplan.tools.cost.memory import memory_report
-from shardplan.tools.serving.options import DeploymentOption, concurrency_grid
+from shardplan.tools.serving.options import concurrency_grid, deployment_memory, priced_deployment
 from shardplan.tools.serving.placement import max_workers
 from shardplan.tools.serving.steady import ServingPoint, serving_point
 from shardplan.tools.serving.steps import StepPricer
@@ -36,7 +36,7 @@ def aggregated_options(
     budget: int,
     replicas: int | None = None,
     pricer: StepPricer | None = None,
-) -> list[DeploymentOption]:
+) -> list[PricedDeployment]:
     """The deployments worth pricing with replicas of ``layout`` on up to ``budget`` GPUs.
 
     With a fixed ``workload.batch``, each replica count shares it; with a ``workload.rate``, each
@@ -64,52 +64,53 @@ def aggregated_options(
         plans = [(counts[0], max(1, floor))]
     else:
         plans = [(most if replicas is None else replicas, c) for c in concurrency_grid(limit, floor)]
-    options: list[DeploymentOption] = []
-    priced: dict[int, ServingPoint | None] = {}
+    options: list[PricedDeployment] = []
+    priced: dict[int, tuple[ServingPoint, tuple[float, bool]] | None] = {}
 
-    def price(count: int, per_replica: int) -> None:
+    def price(count: int, per_replica: int) -> PricedDeployment | None:
         if not floor <= per_replica <= limit:
-            return
+            return None
         if per_replica not in priced:
-            priced[per_replica] = serving_point(pricer, per_replica, workload)
-        point = priced[per_replica]
-        if point is None:
-            return
+            point = serving_point(pricer, per_replica, workload)
+            shared = Strategy(prefill=replica, decode=replica)
+            priced[per_replica] = None if point is None else (
+                point, deployment_memory(model, cluster, shared, workload, per_replica)
+            )
+        entry = priced[per_replica]
+        if entry is None:
+            return None
+        point, memory = entry
         if count == 0:  # serve the rate: as many replicas as it takes, if the budget has them
             count = max(1, math.ceil(workload.rate / point.requests_per_s)) if workload.rate else 1
             if count > most:
-                return
+                return None
         deployed = replica.model_copy(update={"dp": count})
-        options.append(
-            DeploymentOption(
-                strategy=Strategy(prefill=deployed, decode=deployed),
-                concurrency=workload.batch or count * per_replica,
-                worker_concurrency=per_replica,
-                gpus_used=count * replica.gpus,
-                ttft_ms=point.ttft_s * 1e3,
-                tpot_ms=point.tpot_s * 1e3,
-                tokens_per_s=count * point.tokens_per_s,
-                requests_per_s=count * point.requests_per_s,
-                output_tokens=workload.osl,
-            )
+        option = priced_deployment(
+            Strategy(prefill=deployed, decode=deployed),
+            workload,
+            cluster,
+            budget=budget,
+            concurrency=workload.batch or count * per_replica,
+            worker_concurrency=per_replica,
+            ttft_ms=point.ttft_s * 1e3,
+            tpot_ms=point.tpot_s * 1e3,
+            requests_per_s=count * point.requests_per_s,
+            memory=memory,
         )
+        options.append(option)
+        return option
 
     for count, per_replica in plans:
         price(count, per_replica)
     if workload.batch is None and (workload.ttft_ms or workload.tpot_ms):
         count = plans[0][0] if plans else 0
-
-        def meets(per_replica: int) -> bool:
-            price(count, per_replica)
-            point = priced.get(per_replica)
-            return point is not None and _meets(point, workload)
-
-        met = sorted(c for c, p in priced.items() if p is not None and _meets(p, workload))
+        met = sorted({o.worker_concurrency for o in options if o.meets_targets})
         if met:
-            above = [c for c, p in priced.items() if p is not None and c > met[-1] and not _meets(p, workload)]
+            above = [o.worker_concurrency for o in options if o.worker_concurrency > met[-1] and not o.meets_targets]
+
+            def meets(per_replica: int) -> bool:
+                option = price(count, per_replica)
+                return option is not None and option.meets_targets
+
             largest_passing(met[-1], min(above, default=met[-1]), meets, relative=1 / 32)
     return options
-
-
-def _meets(point: ServingPoint, workload: Workload) -> bool:
-    return not target_misses(workload, point.ttft_s * 1e3, point.tpot_s * 1e3)

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from shardplan.bisection import largest_passing
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.targets import within
 from shardplan.contracts.workload import Workload
-from shardplan.tools.cost.estimate import target_misses
 from shardplan.tools.cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
-from shardplan.tools.serving.options import DeploymentOption, concurrency_grid
+from shardplan.tools.serving.options import concurrency_grid, deployment_memory, priced_deployment
 from shardplan.tools.serving.placement import max_workers, pools_pack
 from shardplan.tools.serving.steady import mdc_wait, waiting_probability
 from shardplan.tools.serving.steps import StepPricer
@@ -144,13 +145,15 @@ def pool_options(
     *,
     budget: int,
     counts: tuple[int, int] | None = None,
-) -> list[DeploymentOption]:
+) -> list[PricedDeployment]:
     """Every pool sizing (x prefill, y decode workers) on up to ``budget`` GPUs; ``counts`` fixes (x, y).
 
     With a ``workload.rate`` only sizings that serve it are kept.
     """
     gp, gd = prefill.layout.replica_gpus, decode.layout.replica_gpus
     per_node = cluster.gpus_per_node
+    pair = Strategy(prefill=prefill.layout, decode=decode.layout, disaggregated=True)
+    memory = deployment_memory(model, cluster, pair, workload, decode.sequences, prefill.prompts)
     options = []
     xs = [counts[0]] if counts else range(1, max_workers(budget, per_node, gp) + 1)
     ys = [counts[1]] if counts else range(1, max_workers(budget, per_node, gd) + 1)
@@ -180,21 +183,23 @@ def pool_options(
             ttft = under_way + queue + step + transfer
             tpot = decode.step_s if workload.osl > 1 else 0.0
             in_flight = max(1, math.ceil(served * (ttft + (workload.osl - 1) * tpot)))
+            strategy = Strategy(
+                prefill=prefill.layout.model_copy(update={"dp": x}),
+                decode=decode.layout.model_copy(update={"dp": y}),
+                disaggregated=True,
+            )
             options.append(
-                DeploymentOption(
-                    strategy=Strategy(
-                        prefill=prefill.layout.model_copy(update={"dp": x}),
-                        decode=decode.layout.model_copy(update={"dp": y}),
-                        disaggregated=True,
-                    ),
+                priced_deployment(
+                    strategy,
+                    workload,
+                    cluster,
+                    budget=budget,
                     concurrency=in_flight,
                     worker_concurrency=decode.sequences,
-                    gpus_used=gpus,
                     ttft_ms=ttft * 1e3,
                     tpot_ms=tpot * 1e3,
-                    tokens_per_s=served * workload.osl,
                     requests_per_s=served,
-                    output_tokens=workload.osl,
+                    memory=memory,
                     prefill_prompts=prefill.prompts,
                     kv_transfer_ms=transfer * 1e3,
                 )
@@ -212,7 +217,7 @@ def pool_frontier(
     budget: int,
     pricer: StepPricer,
     counts: tuple[int, int] | None = None,
-) -> list[DeploymentOption]:
+) -> list[PricedDeployment]:
     """:func:`pool_options` at every decode batch of ``grid`` (ascending, from ``pricer``'s layout), and for each
     pool sizing the largest batch between two grid points that its prefill pool still feeds within the targets.
 
@@ -223,22 +228,22 @@ def pool_frontier(
     scheduling; AIConfigurator adds 8% to such a TPOT), which this model does not price, so it is not pushed to
     the last millisecond of the target.
     """
-    options: list[DeploymentOption] = []
+    options: list[PricedDeployment] = []
     fullest: dict[tuple[int, int], int] = {}  # (x, y) -> index in ``grid`` of the largest batch meeting the targets
     for index, decode in enumerate(grid):
         for option in pool_options(model, cluster, prefill, decode, workload, budget=budget, counts=counts):
             options.append(option)
-            if not target_misses(workload, option.ttft_ms, option.tpot_ms):
+            if option.meets_targets:
                 fullest[(option.strategy.prefill.dp, option.strategy.decode.dp)] = index
     for sizing, index in fullest.items():
-        if index + 1 >= len(grid) or target_misses(workload, 0.0, grid[index + 1].step_s * 1e3):
+        if index + 1 >= len(grid) or not within("tpot", grid[index + 1].step_s * 1e3, workload.targets):
             continue
 
         def meets(sequences: int, sizing: tuple[int, int] = sizing) -> bool:
             worker = decode_worker(pricer, sequences, workload)
             found = pool_options(model, cluster, prefill, worker, workload, budget=budget, counts=sizing)
             options.extend(found)
-            return any(not target_misses(workload, o.ttft_ms, o.tpot_ms) for o in found)
+            return any(o.meets_targets for o in found)
 
         largest_passing(grid[index].sequences, grid[index + 1].sequences, meets, relative=1 / 32)
     return options

@@ -1,52 +1,72 @@
-"""A deployment option: one layout, how many workers of it, how many sequences in flight, its figures."""
+"""A priced deployment option: one layout, how many workers of it, how many sequences in flight, its figures."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from shardplan.contracts.figures import make_figures
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.targets import misses
+from shardplan.contracts.workload import Workload
+from shardplan.tools.cost.memory import peak_memory
+from shardplan.tools.serving.placement import replica_strategy
 
-__all__ = ["DeploymentOption", "concurrency_grid"]
+__all__ = ["deployment_memory", "priced_deployment", "concurrency_grid"]
 
 
-@dataclass(frozen=True)
-class DeploymentOption:
-    """One way to serve the workload: ``strategy`` (``dp`` = replicas, or the prefill and decode workers
-    when disaggregated), with ``concurrency`` sequences in flight across it, and its steady-state figures."""
+def deployment_memory(
+    model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload, worker_concurrency: int,
+    prefill_prompts: int = 0,
+) -> tuple[float, bool]:
+    """The worst GPU's memory (GB) of one replica (or one prefill and one decode worker) at its own load, and
+    whether it fits: what every option of that replica and load shares, whatever the number of workers."""
+    sized = workload.at_concurrency(worker_concurrency, prefill_prompts if strategy.disaggregated else None)
+    return peak_memory(model, cluster.gpu, replica_strategy(strategy), sized)
 
-    strategy: Strategy
-    concurrency: int
-    """Sequences in flight across the whole deployment."""
-    worker_concurrency: int
-    """Sequences in flight on one replica (aggregated) or one decode worker (disaggregated)."""
-    gpus_used: int
-    ttft_ms: float
-    tpot_ms: float
-    tokens_per_s: float
-    requests_per_s: float
-    output_tokens: int
-    """Tokens each request produces (osl)."""
-    prefill_prompts: int = 0
-    """Prompts a prefill worker's step takes together (disaggregated only)."""
-    kv_transfer_ms: float = 0.0
 
-    @property
-    def replicas(self) -> int:
-        """Independent copies serving the traffic (for disaggregated deployments: decode workers)."""
-        return self.strategy.decode.dp
+def priced_deployment(
+    strategy: Strategy,
+    workload: Workload,
+    cluster: Cluster,
+    *,
+    budget: int,
+    concurrency: int,
+    worker_concurrency: int,
+    ttft_ms: float,
+    tpot_ms: float,
+    requests_per_s: float,
+    memory: tuple[float, bool],
+    prefill_prompts: int = 0,
+    kv_transfer_ms: float = 0.0,
+) -> PricedDeployment:
+    """A deployment priced by the serving model in steady state, judged against the workload's targets.
 
-    @property
-    def tokens_per_s_per_gpu(self) -> float:
-        return self.tokens_per_s / self.gpus_used
-
-    @property
-    def tokens_per_s_per_user(self) -> float:
-        return 1e3 / self.tpot_ms if self.tpot_ms > 0 else 0.0
-
-    @property
-    def e2e_ms(self) -> float:
-        """Request latency: first token, then one TPOT per further token."""
-        return self.ttft_ms + (self.output_tokens - 1) * self.tpot_ms
+    ``memory`` is :func:`deployment_memory` of its replica at ``worker_concurrency``; ``strategy.gpus`` are the
+    GPUs it uses, of ``budget``.
+    """
+    figures = make_figures(
+        "steady_state",
+        ttft_ms=ttft_ms,
+        tpot_ms=tpot_ms,
+        osl=workload.osl,
+        tokens_per_s=requests_per_s * workload.osl,
+        requests_per_s=requests_per_s,
+        memory_per_gpu_gb=memory[0],
+        gpu_memory_gb=cluster.gpu.memory_gb,
+        fits=memory[1],
+        gpus_used=strategy.gpus,
+        gpu_budget=budget,
+    )
+    return PricedDeployment(
+        strategy=strategy,
+        concurrency=concurrency,
+        worker_concurrency=worker_concurrency,
+        prefill_prompts=prefill_prompts,
+        kv_transfer_ms=kv_transfer_ms,
+        figures=figures,
+        misses=misses(figures, workload.targets),
+    )
 
 
 def concurrency_grid(limit: int, floor: int = 1) -> list[int]:

@@ -1,0 +1,101 @@
+"""Pricing deployments, one way for the search and for a given deployment alike.
+
+The search prices every layout it screens through :func:`split_deployments` (and the aggregated options of
+:mod:`.aggregated`); a plan for a given deployment (``-s SPEC``, a proposal, a review) prices exactly that
+deployment through :func:`given_deployment`, which assembles the same prefill worker, decode workers and pool
+frontier with its worker counts fixed. When nothing serves a requested rate, both price the deployments at
+full load instead and judge them against the rate (:func:`serving_rate_or_most`): the most they serve, and
+the shortfall.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.plan import PricedDeployment
+from shardplan.contracts.strategy import Strategy
+from shardplan.contracts.workload import Workload
+from shardplan.tools.serving.aggregated import aggregated_options
+from shardplan.tools.serving.disaggregated import (
+    DecodeWorker,
+    PrefillWorker,
+    decode_worker,
+    decode_workers,
+    pool_frontier,
+    pool_options,
+    prefill_worker,
+)
+from shardplan.tools.serving.placement import replica_strategy
+from shardplan.tools.serving.steps import StepPricer
+
+__all__ = ["serving_rate_or_most", "split_deployments", "given_deployment"]
+
+
+def serving_rate_or_most(
+    price: Callable[[Workload], list[PricedDeployment]], workload: Workload
+) -> list[PricedDeployment]:
+    """``price(workload)``; when that prices nothing that serves the workload's rate, the deployments priced at
+    full load (no rate) instead, judged against the rate: the most they serve, and the shortfall."""
+    options = price(workload)
+    if options or workload.rate is None:
+        return options
+    return [o.judged(workload.targets) for o in price(workload.model_copy(update={"rate": None}))]
+
+
+def split_deployments(
+    model: ModelSpec,
+    cluster: Cluster,
+    prefill: PrefillWorker,
+    pricer: StepPricer,
+    batches: list[DecodeWorker],
+    workload: Workload,
+    *,
+    budget: int,
+    counts: tuple[int, int] | None = None,
+    fallbacks: Sequence[DecodeWorker] = (),
+) -> list[PricedDeployment]:
+    """The pools of ``prefill`` workers and decode workers of ``pricer``'s layout at each of ``batches``
+    (:func:`~.disaggregated.pool_frontier`); ``counts`` fixes the workers (x, y). When none of ``batches``
+    has a steady state (the prefill pool cannot feed them), the largest of ``fallbacks`` that has one."""
+    options = pool_frontier(model, cluster, prefill, batches, workload, budget=budget, pricer=pricer, counts=counts)
+    for decode in sorted(fallbacks, key=lambda d: -d.sequences) if not options else []:
+        options = pool_options(model, cluster, prefill, decode, workload, budget=budget, counts=counts)
+        if options:
+            break
+    return options
+
+
+def given_deployment(
+    model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload
+) -> list[PricedDeployment]:
+    """Every concurrency worth pricing for exactly this deployment (its replicas or pool sizes fixed); empty when
+    none fits its memory. A given deployment is priced on the GPUs it uses when they exceed the cluster."""
+    budget = max(cluster.world_size, strategy.gpus)
+    if not strategy.disaggregated:
+        layout, replicas = strategy.decode, strategy.decode.dp
+        return serving_rate_or_most(
+            lambda sized: aggregated_options(model, cluster, layout, sized, budget=budget, replicas=replicas), workload
+        )
+    replica = replica_strategy(strategy)
+    x, y = strategy.prefill.dp, strategy.decode.dp
+    pricer = StepPricer.for_workload(model, cluster, replica.decode, workload)
+    prefill = prefill_worker(model, cluster, replica.prefill, workload)
+    if prefill is None:
+        return []
+    grid = decode_workers(model, cluster, replica.decode, workload, pricer)
+    if workload.batch is not None:
+        # The batch asked for first; when the prefill pool cannot feed it, the largest smaller one it can.
+        fixed = math.ceil(workload.batch / y)
+        batches, fallbacks = [decode_worker(pricer, fixed, workload)], [d for d in grid if d.sequences < fixed]
+    else:
+        batches, fallbacks = grid, []
+
+    def price(sized: Workload) -> list[PricedDeployment]:
+        return split_deployments(
+            model, cluster, prefill, pricer, batches, sized, budget=budget, counts=(x, y), fallbacks=fallbacks
+        )
+
+    return serving_rate_or_most(price, workload)
