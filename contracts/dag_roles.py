@@ -23,12 +23,12 @@ BoundaryRole = Literal["prefill_start", "prefill_end", "decode_start", "decode_e
 BOUNDARY_ROLES: tuple[BoundaryRole, ...] = ("prefill_start", "prefill_end", "decode_start", "decode_end")
 
 _FIELDS: dict[BoundaryRole, tuple[str, str]] = {
-    "prefill_start": ("opens prefill", "phase 'prefill', boundary 'step_start'"),
-    "prefill_end": ("closes prefill", "phase 'prefill', boundary 'step_end'"),
-    "decode_start": ("opens decode step t", "phase 'decode', boundary 'step_start', step 0"),
-    "decode_end": ("closes decode step t (step t+1)", "phase 'decode', boundary 'step_end', step 1"),
+    "prefill_start": ("the start of prefill", "phase 'prefill', boundary 'step_start'"),
+    "prefill_end": ("the end of prefill", "phase 'prefill', boundary 'step_end'"),
+    "decode_start": ("the start of decode step t", "phase 'decode', boundary 'step_start', step 0"),
+    "decode_end": ("the end of decode step t (step t+1)", "phase 'decode', boundary 'step_end', step 1"),
 }
-"""Per role, what the boundary does and the fields that give it that role, for error messages."""
+"""Per role, what the boundary marks and the fields that give it that role, for error messages."""
 
 
 def boundary_role(node: ComputeNode | CommNode | StateNode) -> BoundaryRole | None:
@@ -87,17 +87,17 @@ def phase_bounds(nodes: Iterable[ComputeNode | CommNode | StateNode]) -> PhaseBo
     found = step_boundaries(nodes)
     for role in BOUNDARY_ROLES:
         ids = found[role]
-        does, fields = _FIELDS[role]
+        marks, fields = _FIELDS[role]
         if not ids:
             raise InputError(
-                f"the DAG has no step boundary that {does}: no node has kind 'step_boundary' with {fields}",
+                f"the DAG has no step boundary for {marks}: no node has kind 'step_boundary' with {fields}",
                 field="nodes",
                 fix=f"add a step_boundary node with {fields} (shardplan build draws one)",
             )
         if len(ids) > 1:
             shown = ", ".join(ids[:4]) + (", ..." if len(ids) > 4 else "")
             raise InputError(
-                f"the DAG has {len(ids)} step boundaries that {does} ({shown}); exactly one is expected",
+                f"the DAG has {len(ids)} step boundaries for {marks} ({shown}); exactly one is expected",
                 field="nodes",
                 fix=f"keep one step_boundary node with {fields}",
             )
