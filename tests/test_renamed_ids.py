@@ -23,8 +23,14 @@ from test_mcp import error, ok, talk
 from shardplan.contracts import dag_roles
 from shardplan.contracts.dag import DAG
 from shardplan.contracts.dag_roles import BOUNDARY_ROLES, phase_bounds
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.cost.estimate import estimate_cost
+from shardplan.tools.cost.schedule import schedule_dag
+from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
+from shardplan.tools.report.timeline import phase_windows, trace_events
 from shardplan.tools.surfaces.mcp_server import build_server
 
 WORKLOAD = ["--isl", "128", "--osl", "8", "-b", "4"]
@@ -193,3 +199,23 @@ def test_phase_bounds_are_read_from_fields(built: dict[str, dict[str, Any]]) -> 
     with pytest.raises(InputError, match="2 step boundaries for the start of decode step t"):
         phase_bounds(doubled.nodes)
     assert doctest.testmod(dag_roles).failed == 0
+
+
+def test_the_timeline_and_trace_of_a_renamed_plan_mark_the_same_phase_boundaries() -> None:
+    request = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=4, workload=Workload(isl=128, osl=8, batch=4))
+    model, cluster = resolve_request(request)
+    original = plan_for_strategy(request, model, cluster, parse_strategy("prefill:tp=2;decode:tp=2;disagg"))
+    assert original.dag is not None
+    twin_dag, new = renamed(original.dag.model_dump(mode="json"))
+    twin = original.model_copy(update={"dag": DAG.model_validate(twin_dag)})
+    assert twin.dag is not None
+
+    def marks(trace: dict[str, object], names: dict[str, str]) -> list[tuple[str, float]]:
+        events = trace["traceEvents"]
+        assert isinstance(events, list)
+        return [(names.get(e["name"], e["name"]), e["ts"]) for e in events if e["ph"] == "i"]
+
+    expected = marks(trace_events(original), new)
+    assert len(expected) == 4 and marks(trace_events(twin), {}) == expected
+    assert phase_windows(twin.dag, schedule_dag(twin.dag, cluster)) == phase_windows(
+        original.dag, schedule_dag(original.dag, cluster))
