@@ -75,7 +75,11 @@ Purpose = Literal[
     "kv_transfer",
     "adp_gather",
     "adp_scatter",
+    "shared_expert_reduce",
 ]
+"""Why a communication node exists. ``shared_expert_reduce`` is the all-reduce of the shared experts'
+tensor-parallel output: a TP reduction, told apart from ``tp_reduce`` because engines fuse it with the routed
+experts' reduction, which pricing follows."""
 
 
 class _NodeBase(Contract):

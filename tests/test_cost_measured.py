@@ -134,15 +134,15 @@ def test_expert_exchange_follows_what_the_engines_run() -> None:
 
 def test_shared_experts_reduce_with_the_routed_experts_as_the_engines_do() -> None:
     model = load_model("deepseek-ai/DeepSeek-V3")
-    shared = CommNode(id="s", name="shared_experts.all_reduce", phase="decode", ranks=list(range(8)),
-                      kind="all_reduce", purpose="tp_reduce", message_bytes=8 * 7168 * 2.0)
+    shared = CommNode(id="s", name="s", phase="decode", ranks=list(range(8)),
+                      kind="all_reduce", purpose="shared_expert_reduce", message_bytes=8 * 7168 * 2.0)
     fused = engine_exchange(shared, model, parse_strategy("tp=8").decode, 8)
     assert fused is not None and fused.message_bytes == 0.0
     in_node_ep = engine_exchange(shared, model, parse_strategy("tp=8,ep=8").decode, 8)
     assert in_node_ep is not None and in_node_ep.message_bytes == 0.0  # the combine became an all-reduce
     across = shared.model_copy(update={"ranks": list(range(16))})
     assert engine_exchange(across, model, parse_strategy("tp=16,ep=16").decode, 8) is None  # all-to-all combine
-    attention = shared.model_copy(update={"name": "o_proj.all_reduce"})
+    attention = shared.model_copy(update={"name": "shared_experts.all_reduce", "purpose": "tp_reduce"})
     assert engine_exchange(attention, model, parse_strategy("tp=8").decode, 8) is None
 
 

@@ -30,6 +30,7 @@ from operator import attrgetter, is_not, itemgetter, lt, ne
 from typing import Any, TypeAlias
 
 from shardplan.contracts.dag import COMM_KINDS, DAG, CommNode, ComputeNode, StateNode
+from shardplan.contracts.dag_roles import BOUNDARY_ROLES, BoundaryRole, boundary_role
 from shardplan.contracts.feasibility import Problem, strategy_problems
 from shardplan.contracts.strategy import PhaseStrategy
 
@@ -378,22 +379,24 @@ class DagIndex:
         return mask
 
     @cached_property
+    def boundaries(self) -> dict[BoundaryRole, list[int]]:
+        """Step boundaries by the role their fields give them (:func:`boundary_role`), in graph order."""
+        found: dict[BoundaryRole, list[int]] = {role: [] for role in BOUNDARY_ROLES}
+        for i in self.of_kind("step_boundary"):
+            role = boundary_role(self.nodes[i])
+            if role is not None:
+                found[role].append(i)
+        return found
+
+    @property
     def decode_starts(self) -> list[int]:
         """Step boundaries that open the drawn decode step t."""
-        return [
-            i
-            for i in self.of_kind("step_boundary")
-            if self.phase[i] == "decode" and self.attr(i, "boundary") != "step_end" and self.step[i] == 0
-        ]
+        return self.boundaries["decode_start"]
 
-    @cached_property
+    @property
     def decode_ends(self) -> list[int]:
         """Step boundaries that close step t and open step t+1."""
-        return [
-            i
-            for i in self.of_kind("step_boundary")
-            if self.phase[i] == "decode" and (self.attr(i, "boundary") == "step_end" or self.step[i] >= 1)
-        ]
+        return self.boundaries["decode_end"]
 
     @cached_property
     def after_decode_start(self) -> bytearray:

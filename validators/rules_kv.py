@@ -77,12 +77,8 @@ def rule_prefill_kv_committed(ix: DagIndex) -> Iterator[Finding]:
     committed = _committed(ix)
     loose = [ix.ids[i] for i in writes if not committed[i]]
     if loose:
-        ends = [
-            ix.ids[i]
-            for i in ix.of_kind("step_boundary")
-            if ix.phase[i] == "prefill" and ix.attr(i, "boundary") == "step_end"
-        ]
-        end = ends[0] if ends else "the boundary that closes prefill"
+        ends = ix.boundaries["prefill_end"]
+        end = ix.ids[ends[0]] if ends else "the boundary that closes prefill"
         yield Finding(
             message=f"{len(loose)} prefill KV writes are not committed before decode starts at "
             f"{ix.ids[ix.decode_starts[0]]}: {sample(loose)}; decode could read a cache still being filled",

@@ -257,6 +257,6 @@ def moe_ffn(b: PhaseBuilder, site: Site, norms: dict[Unit, str]) -> dict[Unit, l
             b.g.edge(routers[unit], shared, "sync")
             regathered = s.sp > 1 and tp > 1
             b.g.edge(b.node_id(here, "post_attn_norm.all_gather") if regathered else norms[unit], shared)
-            parts.append(b.tp_reduce(here, shared, "shared_experts", b.unit_tokens))
+            parts.append(b.tp_reduce(here, shared, "shared_experts", b.unit_tokens, purpose="shared_expert_reduce"))
         outs[unit] = parts
     return outs

@@ -122,8 +122,8 @@ def _boundary(
 
 def _close(g: GraphBuffer, phase: PhaseBuilder, boundary: str) -> None:
     """Make ``boundary`` wait for the phase's KV writes (state edges) and samplers (sync edges)."""
-    g.edges_from([n for n in phase.ends if "/kv_write" in n], boundary, "state")
-    g.edges_from([n for n in phase.ends if "/kv_write" not in n], boundary, "sync")
+    g.edges_from([n for n in phase.ends if g.kind_of(n) == "kv_write"], boundary, "state")
+    g.edges_from([n for n in phase.ends if g.kind_of(n) != "kv_write"], boundary, "sync")
 
 
 def _kv_handoff(

@@ -46,15 +46,19 @@ class GraphBuffer:
         self.cluster = cluster
         self.nodes: list[AnyNode] = []
         self.edges: list[Edge] = []
-        self._ids: set[str] = set()
+        self._kinds: dict[str, str] = {}
 
     def _register(self, node: AnyNode) -> str:
         node.__dict__["category"] = category_of(node.kind)
-        if node.id in self._ids:
+        if node.id in self._kinds:
             raise ValueError(f"duplicate node id {node.id}")
-        self._ids.add(node.id)
+        self._kinds[node.id] = node.kind
         self.nodes.append(node)
         return node.id
+
+    def kind_of(self, node_id: str) -> str:
+        """The kind of the node written with id ``node_id``."""
+        return self._kinds[node_id]
 
     def compute(self, **fields: Any) -> str:
         fields.setdefault("shape", {})

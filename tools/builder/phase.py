@@ -188,8 +188,11 @@ class PhaseBuilder:
             self.g.edge(src, node)
         return node
 
-    def tp_reduce(self, site: Site, src: str, op: str, tokens: int) -> str:
-        """The explicit reduction of a row-parallel output (TP-2): all-reduce, or reduce-scatter under SP."""
+    def tp_reduce(self, site: Site, src: str, op: str, tokens: int, *, purpose: str = "tp_reduce") -> str:
+        """The explicit reduction of a row-parallel output (TP-2): all-reduce, or reduce-scatter under SP.
+
+        ``purpose`` is the all-reduce's; a reduce-scatter is always ``sp_reduce_scatter``, which the SP rules check.
+        """
         if self.s.tp == 1:
             return src
         under_sp = self.s.sp > 1
@@ -197,7 +200,7 @@ class PhaseBuilder:
             site,
             f"{op}.reduce_scatter" if under_sp else f"{op}.all_reduce",
             "reduce_scatter" if under_sp else "all_reduce",
-            "sp_reduce_scatter" if under_sp else "tp_reduce",
+            "sp_reduce_scatter" if under_sp else purpose,
             tokens * self.m.hidden_size * self.ab,
             src=src,
         )

@@ -6,6 +6,7 @@ import math
 from typing import Literal
 
 from shardplan.contracts.dag import DAG, CommNode
+from shardplan.contracts.dag_roles import phase_bounds
 from shardplan.contracts.figures import make_figures
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.reports import CostReport, PathStep, PhaseCost, PricingReport
@@ -151,7 +152,8 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None, backend: Backend = "
     cover them, by the GPU's roofline profile otherwise (``backend="roofline"``: everything).
 
     Raises:
-        InputError: no cluster is given and the DAG does not carry one.
+        InputError: no cluster is given and the DAG does not carry one, or it lacks a step boundary that opens
+            or closes prefill or decode step t (or has two of one).
     """
     cluster = cluster or dag.meta.cluster
     if cluster is None:
@@ -166,9 +168,10 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None, backend: Backend = "
     )
     pricer.prepare(dag.nodes)
     sched = schedule_dag(dag, cluster, pricer)
-    prefill = _phase_cost(dag, sched, "prefill", "prefill/start", "prefill/end", cluster)
-    handoff = sched.finish["decode/step_t"] - sched.finish["prefill/end"]
-    decode = _phase_cost(dag, sched, "decode", "decode/step_t", "decode/step_t+1", cluster)
+    bounds = phase_bounds(dag.nodes)
+    prefill = _phase_cost(dag, sched, "prefill", bounds.prefill_start, bounds.prefill_end, cluster)
+    handoff = sched.finish[bounds.decode_start] - sched.finish[bounds.prefill_end]
+    decode = _phase_cost(dag, sched, "decode", bounds.decode_start, bounds.decode_end, cluster)
     ttft = prefill.latency_ms + handoff * 1e3
     tpot = decode.latency_ms
     strategy, workload = meta.strategy, meta.workload

@@ -8,10 +8,10 @@ token, so the dispatch moves nothing and the combine is one all-reduce of the la
 nodes the exchange stays an all-to-all (DeepEP-style), as drawn.
 
 Shared experts (DeepSeek-V3) are tensor-parallel like the attention. The DAG reduces their output with
-an all-reduce of its own, but the engines add the shared experts' partial output to the routed
-experts' before the layer's one reduction (vLLM's and SGLang's DeepSeek MoE blocks all-reduce
-``routed + shared`` once), so when the routed output is all-reduced over the same ranks the shared
-experts' reduction moves nothing.
+an all-reduce of its own (purpose ``shared_expert_reduce``), but the engines add the shared experts'
+partial output to the routed experts' before the layer's one reduction (vLLM's and SGLang's DeepSeek MoE
+blocks all-reduce ``routed + shared`` once), so when the routed output is all-reduced over the same ranks
+the shared experts' reduction moves nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def engine_exchange(node: CommNode, model: ModelSpec, phase: PhaseStrategy, gpus
     if moe is None:
         return None
     one_node = len({r // gpus_per_node for r in node.ranks}) == 1
-    if node.name == "shared_experts.all_reduce" and node.kind == "all_reduce":
+    if node.purpose == "shared_expert_reduce" and node.kind == "all_reduce":
         # The routed output is all-reduced over these ranks when the experts are tensor-parallel (no EP),
         # or when EP inside one node turns the combine into an all-reduce (one attention unit).
         fused = phase.adp * phase.sp == 1 and (phase.ep == 1 or one_node)

@@ -19,8 +19,9 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_phase_sample
+from shardplan.tools.builder.graph import GraphBuffer
 from shardplan.tools.cost.pricing import Backend, make_pricer
-from shardplan.tools.cost.schedule import schedule_graph
+from shardplan.tools.cost.schedule import Schedule, schedule_graph
 
 __all__ = ["PhaseTimes", "phase_times"]
 
@@ -59,7 +60,7 @@ def phase_times(
                 attention[node.layer] = max(attention[node.layer], took)
     makespan = max(sched.finish.values())
     stage_of = {layer: index for index, layers in enumerate(stages) for layer in layers}
-    previous = max((sched.finish[n.id] for n in graph.nodes if "/embed/" in n.id), default=0.0)
+    previous = _embedding_done(graph, sched)
     stage_time: dict[int, float] = defaultdict(float)
     extra = 0.0
     for layer in sorted(picks):
@@ -71,3 +72,13 @@ def phase_times(
     total = one_microbatch + (phase.mb - 1) * max(stage_time.values(), default=0.0)
     return PhaseTimes(total, sum(picks[layer] * took for layer, took in attention.items()))
 
+
+def _embedding_done(graph: GraphBuffer, sched: Schedule) -> float:
+    """When the sample's token embedding is complete: its lookups, and the all-reduce that completes a
+    vocabulary-parallel lookup (a node the lookup feeds that is still outside the layers)."""
+    lookups = {n.id for n in graph.nodes if n.kind == "embedding"}
+    completing = {e.dst for e in graph.edges if e.src in lookups and e.kind == "data"}
+    return max(
+        (sched.finish[n.id] for n in graph.nodes if n.id in lookups or (n.id in completing and n.layer is None)),
+        default=0.0,
+    )

@@ -20,6 +20,7 @@ __all__ = ["explain", "collectives_by_group"]
 
 _GROUPS = {
     "tp_reduce": "tp",
+    "shared_expert_reduce": "tp",
     "vocab_gather": "tp",
     "ep_dispatch": "ep",
     "ep_combine": "ep",

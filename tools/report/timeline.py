@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from shardplan.contracts.dag import DAG
+from shardplan.contracts.dag_roles import BOUNDARY_ROLES, BoundaryRole, step_boundaries
 from shardplan.contracts.plan import Plan
 from shardplan.tools.cost.schedule import Schedule, busy_overlap, schedule_dag
 from shardplan.tools.report.svg import esc, fmt_ms, kind_colour, legend_items, nice_ticks, svg_open, text
@@ -27,7 +28,11 @@ __all__ = ["PhaseWindow", "Bar", "planned_schedule", "phase_windows", "node_lane
            "merge_bars", "timeline_svg", "timeline_legend", "trace_events"]
 
 LANES = ("compute", "comm", "wait")
-_PHASE_BOUNDS = {"prefill": ("prefill/start", "prefill/end"), "decode": ("decode/step_t", "decode/step_t+1")}
+_PHASE_BOUNDS: dict[str, tuple[BoundaryRole, BoundaryRole]] = {
+    "prefill": ("prefill_start", "prefill_end"),
+    "decode": ("decode_start", "decode_end"),
+}
+"""Per phase, the roles of the boundaries that open and close it."""
 
 
 @dataclass(frozen=True)
@@ -66,19 +71,22 @@ def planned_schedule(plan: Plan) -> Schedule | None:
 def phase_windows(dag: DAG, sched: Schedule) -> list[PhaseWindow]:
     """Prefill (with the KV handoff of disaggregated serving) and the decode step, as the cost model bounds them.
 
-    A phase starts when its opening boundary finishes and ends when its closing boundary does; a DAG
-    without those boundaries is bounded by its nodes.
+    A phase starts when its opening boundary finishes and ends when its closing boundary does (the
+    boundaries found by their fields, :func:`step_boundaries`); a DAG without those boundaries is bounded
+    by its nodes.
     """
     windows: list[PhaseWindow] = []
+    found = step_boundaries(dag.nodes)
     for phase in ("prefill", "decode"):
         members = [n for n in dag.nodes if n.phase == phase or (phase == "prefill" and n.phase == "handoff")]
         if not members:
             continue
-        first, last = _PHASE_BOUNDS[phase]
-        lo = sched.finish[first] if first in sched.finish else min(sched.start[n.id] for n in members)
+        opening, closing = _PHASE_BOUNDS[phase]
+        opened = [sched.finish[b] for b in found[opening]]
+        lo = min(opened) if opened else min(sched.start[n.id] for n in members)
         hi = max(sched.finish[n.id] for n in members)
-        if phase == "decode" and last in sched.finish:
-            hi = sched.finish[last]
+        if phase == "decode" and found[closing]:
+            hi = max(sched.finish[b] for b in found[closing])
         ranks = tuple(sorted({r for n in members for r in n.ranks}))
         handoff = any(n.phase == "handoff" for n in members)
         title = "prefill and KV handoff" if handoff else phase if phase == "prefill" else "one decode step"
@@ -334,8 +342,9 @@ def trace_events(plan: Plan) -> dict[str, object]:
             events.append({"name": node.id, "cat": f"{node.phase},{node.kind}", "ph": "X",
                            "ts": round(start * 1e6, 4), "dur": round((end - start) * 1e6, 4),
                            "pid": rank, "tid": tids[lanes[node.id]], "args": args})
-    for boundary in ("prefill/start", "prefill/end", "decode/step_t", "decode/step_t+1"):
-        if boundary in sched.finish:
+    found = step_boundaries(dag.nodes)
+    for role in BOUNDARY_ROLES:
+        for boundary in found[role]:
             events.append({"name": boundary, "ph": "i", "s": "g", "ts": round(sched.finish[boundary] * 1e6, 4),
                            "pid": ranks[0] if ranks else 0, "tid": 0})
     meta = dag.meta
