@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from shardplan.agent.graph import build_graph, recursion_limit
 from shardplan.agent.policies import PolicyError, redact
+from shardplan.contracts.figures import Figures, headline
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.tools.api.guards import trusting
@@ -102,14 +103,7 @@ def describe_update(node: str, update: dict[str, Any]) -> list[str]:
 
 def _proposal_line(record: dict[str, Any]) -> str:
     found = record.get("figures")
-    figures = (
-        (
-            f" | TTFT {found['ttft_ms']:.1f} ms, TPOT {found['tpot_ms']:.2f} ms, {found['tokens_per_s_per_gpu']:.1f} "
-            f"tok/s/GPU, {found['memory_per_gpu_gb']:.1f} GB/GPU"
-        )
-        if found
-        else ""
-    )
+    figures = f" | {headline(Figures.model_validate(found))}" if found else ""
     if not record["valid"]:
         rules = sorted({v["rule"] for v in record["violations"] if v["severity"] == "error"})
         return f"check: {record['strategy']} violates {', '.join(rules)}{figures}"

@@ -49,7 +49,8 @@ COMMANDS: dict[str, Command] = {
     "mcp": Command("mcp", "Serve plan, build_dag, validate_dag, estimate_cost and the other tools as an MCP server."),
     "kb": Command("kb", "Search the knowledge base and read its rules."),
 }
-"""Every top-level command, in help order: its module in :mod:`shardplan.cli` and its help line (a test holds each
+"""Every top-level command, in help order: its module in :mod:`shardplan.cli.commands` and its help line (a test
+holds each
 line to the start of the command's own help)."""
 
 
@@ -64,7 +65,7 @@ class _LazyCommands(TyperGroup):
         if entry is None:
             return None
         # Importing the module registers its commands on ``app``; typer then builds them as click commands.
-        importlib.import_module(f"shardplan.cli.{entry.module}")
+        importlib.import_module(f"shardplan.cli.commands.{entry.module}")
         return typer.main.get_group(app).commands.get(cmd_name)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from shardplan.contracts.dag import DAG
+from shardplan.contracts.plan import dag_part
 from shardplan.errors import InputError
 from shardplan.limits import MAX_DAG_CHARS, MAX_DAG_NODES
 from shardplan.reading import parse_json_text, read_text
@@ -37,9 +38,7 @@ def read_dag(path: Path) -> DAG:
     Raises:
         InputError: unreadable file, or JSON that is not a DAG; the message names the first bad field.
     """
-    data = read_json(path)
-    if isinstance(data, dict) and "dag" in data and "nodes" not in data:
-        data = data["dag"]
+    data = dag_part(read_json(path))
     if data is None:
         raise InputError(f"{path} holds no DAG (an infeasible plan?)", field="dag", fix="give a plan with a strategy")
     try:

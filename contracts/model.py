@@ -47,7 +47,7 @@ class ModelSpec(Contract):
     """A decoder-only transformer, read from a Hugging Face ``config.json``.
 
     Sizes follow the Hugging Face names; derived quantities (parameters, KV bytes, FLOPs) are plain
-    functions in :mod:`shardplan.contracts.model_math`.
+    functions in :mod:`shardplan.contracts.arithmetic.model_math`.
     """
 
     name: str = Field(description="Hugging Face repository id or the path the config was read from.")

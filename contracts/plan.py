@@ -17,6 +17,7 @@ from shardplan.contracts.targets import Miss, Targets, misses
 from shardplan.contracts.workload import Batching, Workload
 
 __all__ = [
+    "dag_part",
     "PlanRequest",
     "PricedDeployment",
     "Alternative",
@@ -31,6 +32,18 @@ __all__ = [
 ]
 
 PlanStatus = Literal["ok", "targets_missed", "infeasible"]
+
+
+def dag_part(document: Any) -> Any:
+    """The DAG of a JSON document that is either a plan (its ``dag``, None when the plan has none) or a bare DAG
+    (the document itself); anything else is returned as it is, for the schema check to name.
+
+    >>> dag_part({"dag": {"nodes": []}}), dag_part({"nodes": []}), dag_part({"status": "infeasible", "dag": None})
+    ({'nodes': []}, {'nodes': []}, None)
+    """
+    if isinstance(document, dict) and "dag" in document and "nodes" not in document:
+        return document["dag"]
+    return document
 
 
 class PlanRequest(Contract):

@@ -1,3 +1,3 @@
 """shardplan: parallel strategy DAGs for LLM inference."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -47,7 +47,7 @@ def _number(text: str) -> float:
 
 
 def load_json_strict(text: str | bytes, *, what: str = "the input", field: str | None = None,
-                     fix: str = "give finite numbers of at most 19 digits") -> Any:
+                     fix: str = "give valid JSON with finite numbers of at most 19 digits") -> Any:
     """``json.loads`` that refuses ``NaN``, ``Infinity``, ``1e999`` and integers over
     :data:`~shardplan.limits.MAX_INT_DIGITS` digits; other errors (JSONDecodeError, RecursionError) pass.
 
@@ -62,10 +62,10 @@ def load_json_strict(text: str | bytes, *, what: str = "the input", field: str |
         raise InputError(f"{what} is not valid JSON: {exc}", field=field, fix=fix) from None
 
 
-def parse_json_text(text: str, *, what: str, field: str,
-                    fix: str = "give finite numbers of at most 19 digits") -> Any:
-    """Parsed JSON of ``text`` (named ``what`` in messages); refuses non-finite numbers, integers over
-    :data:`~shardplan.limits.MAX_INT_DIGITS` digits and nesting Python cannot recurse into.
+def parse_json_text(text: str | bytes, *, what: str, field: str,
+                    fix: str = "give valid JSON with finite numbers of at most 19 digits") -> Any:
+    """Parsed JSON of ``text`` (UTF-8 when bytes; named ``what`` in messages); refuses non-finite numbers,
+    integers over :data:`~shardplan.limits.MAX_INT_DIGITS` digits and nesting Python cannot recurse into.
 
     Raises:
         InputError: ``field`` names what was given; the message says where the text is broken.
@@ -73,12 +73,17 @@ def parse_json_text(text: str, *, what: str, field: str,
     import json
 
     try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
         return load_json_strict(text, what=what, field=field, fix=fix)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start})", field=field,
+                         fix="save it as UTF-8 JSON") from None
     except RecursionError:
         raise InputError(f"{what} is nested too deeply", field=field, fix="give a flat JSON document") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
-                         field=field, fix="give a JSON file") from None
+                         field=field, fix=fix) from None
     except InputError:
         raise
     except ValueError as exc:  # int() past Python's digit limit, and similar conversions

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from shardplan.contracts.arithmetic.feasibility import strategy_problems
 from shardplan.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
-from shardplan.contracts.feasibility import strategy_problems
 
 __all__ = ["Mutation", "MUTATIONS", "mutation"]
 

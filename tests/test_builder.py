@@ -17,8 +17,8 @@ import networkx as nx
 import pytest
 from cli_helpers import run_cli
 
+from shardplan.contracts.arithmetic.feasibility import split_layers
 from shardplan.contracts.dag import DAG, CommNode, ComputeNode, StateNode
-from shardplan.contracts.feasibility import split_layers
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy, parse_strategy
 from shardplan.contracts.workload import Workload

@@ -13,9 +13,9 @@ from shardplan.cli.app import COMMANDS, app
 
 def test_every_listed_command_lives_in_its_module_and_is_helped_as_listed() -> None:
     for name, entry in COMMANDS.items():
-        importlib.import_module(f"shardplan.cli.{entry.module}")
+        importlib.import_module(f"shardplan.cli.commands.{entry.module}")
         command = typer.main.get_group(app).commands.get(name)
-        assert command is not None, f"{name} is not registered by shardplan.cli.{entry.module}"
+        assert command is not None, f"{name} is not registered by shardplan.cli.commands.{entry.module}"
         own = " ".join((command.help or "").split())
         assert own.startswith(entry.help.rstrip(".")), f"{name}: the table says {entry.help!r}, the command {own!r}"
 
@@ -27,4 +27,4 @@ def test_help_imports_no_command_module() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('shardplan.') and m.count('.') >= 1))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = eval(out.strip().splitlines()[-1])  # noqa: S307  (our own subprocess prints a list literal)
-    assert "shardplan.cli.plan" not in loaded and not any(m.startswith("shardplan.tools") for m in loaded), loaded
+    assert not any(m.startswith(("shardplan.cli.commands.", "shardplan.tools")) for m in loaded), loaded

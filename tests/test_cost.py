@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from shardplan.contracts.arithmetic.model_math import weight_bytes
 from shardplan.contracts.dag import CommNode
-from shardplan.contracts.model_math import weight_bytes
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_dag

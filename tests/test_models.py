@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shardplan.contracts.model_math import (
+from shardplan.contracts.arithmetic.model_math import (
     embedding_params,
     expert_params,
     flops_per_token,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli
 
-from shardplan.contracts.model_math import params_active, params_total
+from shardplan.contracts.arithmetic.model_math import params_active, params_total
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shardplan.contracts.feasibility import strategy_problems
+from shardplan.contracts.arithmetic.feasibility import strategy_problems
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from mutation_cases import drawn_node_size, trimmed_model
 
-from shardplan.contracts.feasibility import strategy_problems
+from shardplan.contracts.arithmetic.feasibility import strategy_problems
 from shardplan.contracts.reports import ValidationReport
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import pytest
 from mutation_cases import drawn_node_size, trimmed_model
 
+from shardplan.contracts.arithmetic.feasibility import strategy_problems
 from shardplan.contracts.dag import DAG, CommNode, ComputeNode, Edge
-from shardplan.contracts.feasibility import strategy_problems
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload

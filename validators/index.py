@@ -29,9 +29,9 @@ from itertools import accumulate, compress, repeat
 from operator import attrgetter, is_not, itemgetter, lt, ne
 from typing import Any, TypeAlias
 
+from shardplan.contracts.arithmetic.feasibility import Problem, strategy_problems
 from shardplan.contracts.dag import COMM_KINDS, DAG, CommNode, ComputeNode, StateNode
 from shardplan.contracts.dag_roles import BOUNDARY_ROLES, BoundaryRole, boundary_role
-from shardplan.contracts.feasibility import Problem, strategy_problems
 from shardplan.contracts.strategy import PhaseStrategy
 
 __all__ = ["AnyNode", "DagIndex", "REDUCTION_KINDS", "PHASES"]

@@ -148,7 +148,7 @@ def rule(rule_id: str, *, full_graph: bool = False) -> Callable[[Check], Check]:
 
 
 def from_problems(ix: DagIndex, rule_id: str) -> Iterator[Finding]:
-    """Findings for the strategy problems (:func:`~shardplan.contracts.feasibility.strategy_problems`) that
+    """Findings for the strategy problems (:func:`~shardplan.contracts.arithmetic.feasibility.strategy_problems`) that
     break ``rule_id``: the DAG is checked against the same feasibility rules as the builder."""
     for problem in ix.problems:
         if problem.rule == rule_id:

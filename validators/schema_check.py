@@ -12,7 +12,6 @@ malformed input gets a report, not an exception.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -21,11 +20,12 @@ from jsonschema import Draft202012Validator, ValidationError
 from pydantic import ValidationError as PydanticError
 
 from shardplan.contracts.dag import DAG
+from shardplan.contracts.plan import dag_part
 from shardplan.contracts.reports import ValidationReport, Violation
 from shardplan.contracts.schemas import json_schema
 from shardplan.contracts.units import rename_old_fields
 from shardplan.errors import InputError
-from shardplan.reading import load_json_strict
+from shardplan.reading import parse_json_text
 from shardplan.validators.validate import validate
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "INTERNAL_RULE",
     "MAX_NODES",
     "MAX_SCHEMA_VIOLATIONS",
-    "parse_json",
     "validate_json",
     "schema_violations",
 ]
@@ -49,40 +48,10 @@ MAX_SCHEMA_VIOLATIONS = 200
 
 _CITATION = "schemas/dag.schema.json (shardplan schema dag)"
 _SCHEMA_FIX = "make the document match the DAG JSON Schema (shardplan schema dag)"
+_JSON_FIX = "give a DAG or plan JSON file (shardplan build -o, plan -o) with finite numbers of at most 19 digits"
 _MESSAGE_CHARS = 240
 
 
-def parse_json(text: str | bytes) -> Any:
-    """Parse JSON text.
-
-    Raises:
-        InputError: the text is not UTF-8 or not JSON; the message gives the line and column.
-    """
-    try:
-        if isinstance(text, bytes):
-            text = text.decode("utf-8")
-        return load_json_strict(text, fix="give a DAG or plan JSON file with finite numbers of at most 19 digits")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"the input is not UTF-8 text ({exc.reason} at byte {exc.start})",
-            fix="save the file as UTF-8 JSON",
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"the input is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-            fix="give a DAG or plan JSON file, e.g. from shardplan build -o dag.json",
-        ) from None
-    except RecursionError:
-        raise InputError(
-            "the input nests too deeply to be read as JSON", fix="give a DAG or plan JSON file"
-        ) from None
-    except InputError:
-        raise
-    except ValueError as exc:  # an integer past Python's digit limit
-        raise InputError(f"the input is not JSON: {exc}", fix="give a DAG or plan JSON file") from None
-
-
-@functools.lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
     return Draft202012Validator(json_schema("dag"))
 
@@ -210,12 +179,12 @@ def _renamed_cluster_fields(dag: Any) -> Any:
 def _validate_json(source: Any) -> ValidationReport:
     if isinstance(source, (str, bytes)):
         try:
-            source = parse_json(source)
+            source = parse_json_text(source, what="the input", field="dag", fix=_JSON_FIX)
         except InputError as exc:
             return _report([_schema_error(str(exc), fix=exc.fix or _SCHEMA_FIX)])
-    obj, prefix = source, "$"
-    if isinstance(obj, dict) and "dag" in obj and "nodes" not in obj:
-        obj, prefix = obj["dag"], "$.dag"
+    obj, prefix = dag_part(source), "$"
+    if obj is not source:
+        prefix = "$.dag"
         if obj is None:
             return _report(
                 [

@@ -12,38 +12,38 @@ from contextlib import contextmanager
 
 from shardplan.contracts.dag import DAG
 from shardplan.contracts.reports import ValidationReport
-from shardplan.validators import (
-    rules_decode,
-    rules_ep,
-    rules_flow,
-    rules_hierarchy,
-    rules_kv,
-    rules_microbatch,
-    rules_overlap,
-    rules_phases,
-    rules_pp,
-    rules_sp,
-    rules_structure,
-    rules_tp,
-)
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import RULES
+from shardplan.validators.rules import (
+    decode,
+    ep,
+    flow,
+    hierarchy,
+    kv,
+    microbatch,
+    overlap,
+    phases,
+    pp,
+    sp,
+    structure,
+    tp,
+)
 
 __all__ = ["RULE_MODULES", "validate"]
 
 RULE_MODULES = (
-    rules_decode,
-    rules_ep,
-    rules_flow,
-    rules_hierarchy,
-    rules_kv,
-    rules_microbatch,
-    rules_overlap,
-    rules_phases,
-    rules_pp,
-    rules_sp,
-    rules_structure,
-    rules_tp,
+    decode,
+    ep,
+    flow,
+    hierarchy,
+    kv,
+    microbatch,
+    overlap,
+    phases,
+    pp,
+    sp,
+    structure,
+    tp,
 )
 """The modules whose import registers the checks, one per family of rules."""
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardplan.contracts.arithmetic.model_math import describe, summary
 from shardplan.contracts.dag import DAG
-from shardplan.contracts.model_math import describe, summary
-from shardplan.contracts.plan import PricedDeployment
+from shardplan.contracts.plan import PricedDeployment, dag_part
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InfeasibleError, InputError
 from shardplan.knowledge.retriever import search
@@ -163,7 +163,7 @@ def propose_strategy(args: StrategyArgs) -> StrategyCheck:
 def _check_dag(source: str | dict[str, Any], *, price: bool, detail: bool = False) -> DagCheck:
     obj = read_dag_json(source)
     report = validate_json(obj)
-    dag_obj = obj.get("dag") if isinstance(obj, dict) and "dag" in obj and "nodes" not in obj else obj
+    dag_obj = dag_part(obj)
     check = DagCheck(
         valid=report.valid,
         nodes=report.nodes,
@@ -210,7 +210,7 @@ def estimate_cost(args: CostArgs) -> CostSummary:
             raise InputError(f"dag_json {what}: {first.message}", field="dag_json",
                              fix=first.fix or "validate it with validate_dag and send a valid DAG")
         obj = read_dag_json(args.dag_json)
-        dag = DAG.model_validate(obj.get("dag") if "dag" in obj and "nodes" not in obj else obj)
+        dag = DAG.model_validate(dag_part(obj))
         cost = run_cost(dag)
     else:
         values = args.model_dump(exclude={"dag_json", "strategy", "detail"})

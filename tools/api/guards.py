@@ -8,16 +8,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from shardplan.contracts.plan import dag_part
 from shardplan.errors import InputError
 from shardplan.limits import MAX_DAG_CHARS, MAX_DAG_NODES
+from shardplan.reading import parse_json_text
 from shardplan.text import one_line
 from shardplan.tools.catalogs.models import resolve_model_name
-from shardplan.validators.schema_check import parse_json
 
 MAX_VIOLATIONS = 10
 """Violations listed one by one in a compact result; the rest are counted."""
 SEARCH_DEPTH = 20
 """Candidates kept per cached search; ``top`` slices them."""
+_DAG_JSON_FIX = "send a DAG or plan as JSON (build_dag with include_dag) with finite numbers of at most 19 digits"
 
 
 def allowed_roots() -> list[Path]:
@@ -120,8 +122,8 @@ def read_dag_json(source: str | dict[str, Any]) -> Any:
                 field="dag_json",
                 fix="send a smaller DAG (fewer GPUs or microbatches)",
             )
-        source = parse_json(source)
-    obj = source.get("dag") if isinstance(source, dict) and "dag" in source and "nodes" not in source else source
+        source = parse_json_text(source, what="dag_json", field="dag_json", fix=_DAG_JSON_FIX)
+    obj = dag_part(source)
     nodes = obj.get("nodes") if isinstance(obj, dict) else None
     if isinstance(nodes, list) and len(nodes) > MAX_DAG_NODES:
         raise InputError(

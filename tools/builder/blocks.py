@@ -9,8 +9,8 @@ dispatch, expert compute per expert rank, combine (EP-1).
 
 from __future__ import annotations
 
+from shardplan.contracts.arithmetic.model_math import kv_width
 from shardplan.contracts.common import DTYPE_BYTES
-from shardplan.contracts.model_math import kv_width
 from shardplan.tools.builder import ops
 from shardplan.tools.builder.phase import PhaseBuilder, Site, Unit
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import math
 
+from shardplan.contracts.arithmetic.feasibility import split_layers, strategy_problems
+from shardplan.contracts.arithmetic.model_math import kv_width
 from shardplan.contracts.common import DTYPE_BYTES
 from shardplan.contracts.dag import DAG, DAGMeta
-from shardplan.contracts.feasibility import split_layers, strategy_problems
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
-from shardplan.contracts.model_math import kv_width
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
 from shardplan.errors import StrategyError

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shardplan.contracts.arithmetic.model_math import attention_flops, expert_params
 from shardplan.contracts.common import DTYPE_BYTES
 from shardplan.contracts.model import ModelSpec
-from shardplan.contracts.model_math import attention_flops, expert_params
 
 __all__ = ["Work", "gemm", "memory_op", "qkv_projection", "attention", "expert_ffn", "activated_experts"]
 

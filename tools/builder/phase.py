@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from shardplan.contracts.arithmetic.feasibility import split_layers
 from shardplan.contracts.common import DTYPE_BYTES
-from shardplan.contracts.feasibility import split_layers
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.contracts.workload import Workload

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Literal
 
 from shardplan.bisection import largest_passing
+from shardplan.contracts.arithmetic.feasibility import split_layers
+from shardplan.contracts.arithmetic.model_math import attention_params, dense_mlp_params, expert_params, kv_width
 from shardplan.contracts.common import DTYPE_BYTES
-from shardplan.contracts.feasibility import split_layers
 from shardplan.contracts.hardware import GPU
 from shardplan.contracts.model import ModelSpec
-from shardplan.contracts.model_math import attention_params, dense_mlp_params, expert_params, kv_width
 from shardplan.contracts.reports import MemoryReport
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload

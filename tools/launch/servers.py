@@ -12,9 +12,9 @@ from typing import Literal, get_args
 
 from shardplan.contracts.plan import Plan
 from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.packing import place_workers
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.planning.planner import resolve_request
-from shardplan.tools.serving.placement import place_workers
 
 __all__ = [
     "Engine",

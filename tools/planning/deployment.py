@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shardplan.contracts.feasibility import Problem, strategy_problems
+from shardplan.contracts.arithmetic.feasibility import Problem, strategy_problems
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import Deployment, FrontierPoint, PricedDeployment, WorkerPool

@@ -19,16 +19,17 @@ from itertools import takewhile
 
 from pydantic import Field
 
+from shardplan.contracts.arithmetic.model_math import weight_bytes
 from shardplan.contracts.common import Contract
 from shardplan.contracts.constraints import Constraints
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
-from shardplan.contracts.model_math import weight_bytes
 from shardplan.contracts.plan import NearTie, PricedDeployment
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.contracts.targets import within
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError
+from shardplan.packing import max_workers
 from shardplan.tools.cost.estimate import stated_error_pct
 from shardplan.tools.cost.pricing import pricing_backend
 from shardplan.tools.search.constraint_checks import phase_violations, satisfies, unsatisfiable
@@ -39,7 +40,6 @@ from shardplan.tools.search.ranking import near_tie, pareto_front, prefer_aggreg
 from shardplan.tools.serving.aggregated import aggregated_options
 from shardplan.tools.serving.deployments import serving_rate_or_most, split_deployments
 from shardplan.tools.serving.disaggregated import decode_workers, prefill_worker
-from shardplan.tools.serving.placement import max_workers
 from shardplan.tools.serving.steps import StepPricer
 
 __all__ = ["SearchResult", "search"]

@@ -14,11 +14,11 @@ from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.contracts.workload import Workload
+from shardplan.packing import max_workers
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.cost.memory import weight_bytes_per_gpu
 from shardplan.tools.search.layouts import replica_layouts
 from shardplan.tools.serving.aggregated import replica_capacity
-from shardplan.tools.serving.placement import max_workers
 
 __all__ = ["PhaseFilter", "any_layout", "Fit", "layout_capacity", "best_fit", "fits", "min_gpus_to_fit"]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shardplan.contracts.feasibility import phase_problems
+from shardplan.contracts.arithmetic.feasibility import phase_problems
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
-from shardplan.tools.serving.placement import max_workers, packs
+from shardplan.packing import max_workers, packs
 
 __all__ = ["SP_MIN_PROMPT", "phase_layouts", "replica_layouts", "enumerate_strategies"]
 

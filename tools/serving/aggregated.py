@@ -9,10 +9,11 @@ from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.targets import within
 from shardplan.contracts.workload import Workload
+from shardplan.packing import max_workers
 from shardplan.tools.cost.memory import memory_report
 from shardplan.tools.serving.options import concurrency_grid, deployment_memory, priced_deployment
-from shardplan.tools.serving.placement import max_workers
 from shardplan.tools.serving.steady import ServingPoint, serving_point
 from shardplan.tools.serving.steps import StepPricer
 
@@ -103,14 +104,23 @@ def aggregated_options(
     for count, per_replica in plans:
         price(count, per_replica)
     if workload.batch is None and (workload.ttft_ms or workload.tpot_ms):
+        # The load the latency targets allow: the largest concurrency within them, between two grid points. A
+        # replica's steady state decides it, whether or not the budget holds the replicas a rate needs there.
         count = plans[0][0] if plans else 0
-        met = sorted({o.worker_concurrency for o in options if o.meets_targets})
+        targets = workload.targets
+
+        def within_latency(per_replica: int) -> bool:
+            entry = priced.get(per_replica)
+            return entry is not None and within("ttft", entry[0].ttft_s * 1e3, targets) and within(
+                "tpot", entry[0].tpot_s * 1e3, targets
+            )
+
+        def priced_within_latency(per_replica: int) -> bool:
+            price(count, per_replica)
+            return within_latency(per_replica)
+
+        met = sorted(c for c in priced if within_latency(c))
         if met:
-            above = [o.worker_concurrency for o in options if o.worker_concurrency > met[-1] and not o.meets_targets]
-
-            def meets(per_replica: int) -> bool:
-                option = price(count, per_replica)
-                return option is not None and option.meets_targets
-
-            largest_passing(met[-1], min(above, default=met[-1]), meets, relative=1 / 32)
+            above = [c for c in priced if c > met[-1] and priced[c] is not None and not within_latency(c)]
+            largest_passing(met[-1], min(above, default=met[-1]), priced_within_latency, relative=1 / 32)
     return options

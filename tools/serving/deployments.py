@@ -3,9 +3,9 @@
 The search prices every layout it screens through :func:`split_deployments` (and the aggregated options of
 :mod:`.aggregated`); a plan for a given deployment (``-s SPEC``, a proposal, a review) prices exactly that
 deployment through :func:`given_deployment`, which assembles the same prefill worker, decode workers and pool
-frontier with its worker counts fixed. When nothing serves a requested rate, both price the deployments at
-full load instead and judge them against the rate (:func:`serving_rate_or_most`): the most they serve, and
-the shortfall.
+frontier with its worker counts fixed. When nothing meets the targets at a requested rate, both also price the
+deployments at full load and judge them against the rate (:func:`serving_rate_or_most`): the most they serve,
+and the shortfall.
 """
 
 from __future__ import annotations
@@ -37,12 +37,13 @@ __all__ = ["serving_rate_or_most", "split_deployments", "given_deployment"]
 def serving_rate_or_most(
     price: Callable[[Workload], list[PricedDeployment]], workload: Workload
 ) -> list[PricedDeployment]:
-    """``price(workload)``; when that prices nothing that serves the workload's rate, the deployments priced at
-    full load (no rate) instead, judged against the rate: the most they serve, and the shortfall."""
+    """``price(workload)``; when none of those meets every target of a workload with a rate, the deployments priced
+    at full load (no rate) too, judged against the rate: the most they serve, and the shortfall, so that the
+    ranking weighs a rate missed by a little against a latency missed by a little."""
     options = price(workload)
-    if options or workload.rate is None:
+    if workload.rate is None or any(o.meets_targets for o in options):
         return options
-    return [o.judged(workload.targets) for o in price(workload.model_copy(update={"rate": None}))]
+    return options + [o.judged(workload.targets) for o in price(workload.model_copy(update={"rate": None}))]
 
 
 def split_deployments(

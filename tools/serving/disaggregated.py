@@ -32,9 +32,9 @@ from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.targets import within
 from shardplan.contracts.workload import Workload
+from shardplan.packing import max_workers, pools_pack
 from shardplan.tools.cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
 from shardplan.tools.serving.options import concurrency_grid, deployment_memory, priced_deployment
-from shardplan.tools.serving.placement import max_workers, pools_pack
 from shardplan.tools.serving.steady import mdc_wait, waiting_probability
 from shardplan.tools.serving.steps import StepPricer
 

@@ -1,6 +1,6 @@
 """Where replicas and workers go: the GPUs a replica or worker pair occupies and one replica of a deployment.
-The node-packing arithmetic itself (which sizes pack, how many fit, where each worker starts) is in
-:mod:`shardplan.packing`, re-exported here."""
+The node-packing arithmetic itself (which sizes pack, how many fit, where each worker starts) is
+:mod:`shardplan.packing`."""
 
 from __future__ import annotations
 
@@ -8,17 +8,8 @@ import math
 
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.strategy import Strategy
-from shardplan.packing import max_workers, packs, place_workers, pools_pack
 
-__all__ = [
-    "packs",
-    "max_workers",
-    "worker_cluster",
-    "place_workers",
-    "pools_pack",
-    "occupied_cluster",
-    "replica_strategy",
-]
+__all__ = ["worker_cluster", "occupied_cluster", "replica_strategy"]
 
 
 def worker_cluster(cluster: Cluster, gpus: int) -> Cluster:

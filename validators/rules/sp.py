@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import repeat
 
-from shardplan.contracts.feasibility import idle_decode_groups
+from shardplan.contracts.arithmetic.feasibility import idle_decode_groups
 from shardplan.validators.derived import attention_shapes, covering_ranks, min_context
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import Finding, from_problems, rule, sample

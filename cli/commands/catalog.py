@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from shardplan.cli.app import app, console, emit_json
-from shardplan.contracts.model_math import describe, summary
+from shardplan.contracts.arithmetic.model_math import describe, summary
 from shardplan.contracts.schemas import json_schema
 from shardplan.tools.catalogs.bundled import bundled_models
 from shardplan.tools.catalogs.gpus import gpu_catalog

@@ -11,11 +11,11 @@ from typing import Annotated
 
 import typer
 
-from shardplan.cli.app import app, console, emit_json, fail
+from shardplan.cli.app import app, console, emit_json
+from shardplan.cli.files import read_json
 from shardplan.cli.progress import working
 from shardplan.contracts.reports import ValidationReport
-from shardplan.errors import InputError
-from shardplan.validators.schema_check import parse_json, validate_json
+from shardplan.validators.schema_check import validate_json
 
 __all__ = ["validate_command"]
 
@@ -31,14 +31,7 @@ def validate_command(
 ) -> None:
     """Check a DAG (or the DAG of a plan) against the JSON Schema and every knowledge rule."""
 
-    try:
-        text = file.read_bytes()
-    except OSError as exc:
-        fail(f"cannot read {file}: {exc.strerror or exc}; give the path of a DAG or plan JSON file")
-    try:
-        document = parse_json(text)
-    except InputError as exc:
-        fail(f"{file}: {exc}")
+    document = read_json(file)
     with working(f"checking {file} against every rule", quiet=as_json):
         report = validate_json(document)
     if as_json:
