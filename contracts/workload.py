@@ -8,6 +8,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from shardplan.contracts.common import Contract, Objective, ServingEngine
 from shardplan.contracts.targets import Targets
+from shardplan.contracts.traffic import Traffic
 
 __all__ = ["Workload", "Batching"]
 
@@ -62,6 +63,11 @@ class Workload(Contract):
         ge=1,
         description="Tokens one continuous-batching step may carry, decode tokens and prefill chunk together "
         "(vLLM's max_num_batched_tokens).",
+    )
+    traffic: Traffic | None = Field(
+        default=None,
+        description="How requests are drawn and arrive (length distributions or a trace, the arrival process); "
+        "None: every request isl and osl tokens long, Poisson arrivals. isl and osl are the means either way.",
     )
     engine: ServingEngine = Field(
         default="vllm",
