@@ -217,7 +217,9 @@ def search(
             rejected["constraints"] = rejected.get("constraints", 0) + len(options) - len(kept)
         return kept
 
-    options = serving_rate_or_most(price, workload)
+    # Deployments priced twice (two batches of a grid that a rate loads alike) are kept once.
+    options = list({(o.spec, o.concurrency, o.worker_concurrency): o for o in serving_rate_or_most(price, workload)}
+                   .values())
     if not options and constraints is not None and any(k.startswith("constraint") for k in rejected):
         _raise_for_constraints(model, cluster, workload, constraints)
     if not options:

@@ -13,6 +13,7 @@ from shardplan.contracts.targets import within
 from shardplan.contracts.workload import Workload
 from shardplan.packing import max_workers
 from shardplan.tools.cost.memory import memory_report
+from shardplan.tools.serving.at_rate import load_for_rate
 from shardplan.tools.serving.options import concurrency_grid, deployment_memory, priced_deployment
 from shardplan.tools.serving.steady import ServingPoint, serving_point
 from shardplan.tools.serving.steps import StepPricer
@@ -40,10 +41,10 @@ def aggregated_options(
 ) -> list[PricedDeployment]:
     """The deployments worth pricing with replicas of ``layout`` on up to ``budget`` GPUs.
 
-    With a fixed ``workload.batch``, each replica count shares it; with a ``workload.rate``, each
-    concurrency gets the replicas that serve the rate; otherwise the latency objective serves one sequence
-    on one replica and the others fill the budget with replicas at every concurrency that fits. ``replicas``
-    fixes the replica count (a given strategy's ``dp``).
+    With a fixed ``workload.batch``, each replica count shares it; with a ``workload.rate``, each replica count
+    that serves the rate does so at the load the rate puts on it (figures at the rate itself); otherwise the
+    latency objective serves one sequence on one replica and the others fill the budget with replicas at every
+    concurrency that fits. ``replicas`` fixes the replica count (a given strategy's ``dp``).
     """
     replica = layout.model_copy(update={"dp": 1})
     most = max_workers(budget, cluster.gpus_per_node, replica.gpus)
@@ -56,11 +57,11 @@ def aggregated_options(
     pricer = pricer or StepPricer.for_workload(model, cluster, replica, workload)
     limit = min(capacity, workload.max_batched_tokens - 1) if workload.batching == "continuous" else capacity
     counts = [replicas] if replicas is not None else list(range(1, most + 1))
+    if workload.rate is not None and workload.batch is None:
+        return _at_rate(model, cluster, replica, workload, pricer, counts, limit, budget)
     plans: list[tuple[int, int]] = []  # (replicas, concurrency per replica)
     if workload.batch is not None:
         plans = [(r, math.ceil(workload.batch / r)) for r in counts if r <= workload.batch]
-    elif workload.rate is not None:
-        plans = [(replicas or 0, c) for c in concurrency_grid(limit, floor)]
     elif workload.objective == "latency":
         plans = [(counts[0], max(1, floor))]
     else:
@@ -81,10 +82,6 @@ def aggregated_options(
         if entry is None:
             return None
         point, memory = entry
-        if count == 0:  # serve the rate: as many replicas as it takes, if the budget has them
-            count = max(1, math.ceil(workload.rate / point.requests_per_s)) if workload.rate else 1
-            if count > most:
-                return None
         deployed = replica.model_copy(update={"dp": count})
         option = priced_deployment(
             Strategy(prefill=deployed, decode=deployed),
@@ -104,9 +101,8 @@ def aggregated_options(
     for count, per_replica in plans:
         price(count, per_replica)
     if workload.batch is None and (workload.ttft_ms or workload.tpot_ms):
-        # The load the latency targets allow: the largest concurrency within them, between two grid points. A
-        # replica's steady state decides it, whether or not the budget holds the replicas a rate needs there.
-        count = plans[0][0] if plans else 0
+        # The load the latency targets allow: the largest concurrency within them, between two grid points.
+        count = plans[0][0] if plans else 1
         targets = workload.targets
 
         def within_latency(per_replica: int) -> bool:
@@ -123,4 +119,52 @@ def aggregated_options(
         if met:
             above = [c for c in priced if c > met[-1] and priced[c] is not None and not within_latency(c)]
             largest_passing(met[-1], min(above, default=met[-1]), priced_within_latency, relative=1 / 32)
+    return options
+
+
+def _at_rate(
+    model: ModelSpec,
+    cluster: Cluster,
+    replica: PhaseStrategy,
+    workload: Workload,
+    pricer: StepPricer,
+    counts: list[int],
+    limit: int,
+    budget: int,
+) -> list[PricedDeployment]:
+    """One deployment per replica count that serves the workload's rate: each replica at the load that rate puts
+    on it (:func:`~.at_rate.load_for_rate`), its figures those of that load, its requests/s the rate itself."""
+    assert workload.rate is not None
+    shared = Strategy(prefill=replica, decode=replica)
+
+    def at(load: float) -> ServingPoint | None:
+        # Static batching runs whole batches; continuous batching's mean load need not be a whole number.
+        return serving_point(pricer, math.ceil(load) if workload.batching == "static" else load, workload)
+
+    def served(load: float) -> float | None:
+        point = at(load)
+        return point.requests_per_s if point is not None else None
+
+    options = []
+    for count in counts:
+        load = load_for_rate(served, workload.rate / count, 1.0, float(limit))
+        point = at(load) if load is not None else None
+        if load is None or point is None:
+            continue  # this many replicas cannot serve the rate
+        running = math.ceil(load)
+        deployed = replica.model_copy(update={"dp": count})
+        options.append(
+            priced_deployment(
+                Strategy(prefill=deployed, decode=deployed),
+                workload,
+                cluster,
+                budget=budget,
+                concurrency=max(1, math.ceil(count * load)),
+                worker_concurrency=running,
+                ttft_ms=point.ttft_s * 1e3,
+                tpot_ms=point.tpot_s * 1e3,
+                requests_per_s=workload.rate,
+                memory=deployment_memory(model, cluster, shared, workload, running),
+            )
+        )
     return options

@@ -63,7 +63,7 @@ def split_deployments(
     has a steady state (the prefill pool cannot feed them), the largest of ``fallbacks`` that has one."""
     options = pool_frontier(model, cluster, prefill, batches, workload, budget=budget, pricer=pricer, counts=counts)
     for decode in sorted(fallbacks, key=lambda d: -d.sequences) if not options else []:
-        options = pool_options(model, cluster, prefill, decode, workload, budget=budget, counts=counts)
+        options = pool_options(model, cluster, prefill, decode, workload, budget=budget, counts=counts, pricer=pricer)
         if options:
             break
     return options

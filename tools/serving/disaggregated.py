@@ -34,6 +34,7 @@ from shardplan.contracts.targets import within
 from shardplan.contracts.workload import Workload
 from shardplan.packing import max_workers, pools_pack
 from shardplan.tools.cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
+from shardplan.tools.serving.at_rate import load_for_rate
 from shardplan.tools.serving.options import concurrency_grid, deployment_memory, priced_deployment
 from shardplan.tools.serving.steady import mdc_wait, waiting_probability
 from shardplan.tools.serving.steps import StepPricer
@@ -145,10 +146,12 @@ def pool_options(
     *,
     budget: int,
     counts: tuple[int, int] | None = None,
+    pricer: StepPricer | None = None,
 ) -> list[PricedDeployment]:
     """Every pool sizing (x prefill, y decode workers) on up to ``budget`` GPUs; ``counts`` fixes (x, y).
 
-    With a ``workload.rate`` only sizings that serve it are kept.
+    With a ``workload.rate`` only sizings that serve it are kept, and with the decode layout's ``pricer`` each
+    decode worker runs the batch the rate puts on it (at most ``decode``'s), its TPOT that batch's step.
     """
     gp, gd = prefill.layout.replica_gpus, decode.layout.replica_gpus
     per_node = cluster.gpus_per_node
@@ -181,7 +184,8 @@ def pool_options(
             under_way = waiting_probability(x, busy) * step / (x + 1)
             queue = mdc_wait(busy, prefill.step_s / prefill.prompts, servers=x)
             ttft = under_way + queue + step + transfer
-            tpot = decode.step_s if workload.osl > 1 else 0.0
+            running, step_s = _decode_load(decode, served / y, workload, pricer)
+            tpot = step_s if workload.osl > 1 else 0.0
             in_flight = max(1, math.ceil(served * (ttft + (workload.osl - 1) * tpot)))
             strategy = Strategy(
                 prefill=prefill.layout.model_copy(update={"dp": x}),
@@ -195,7 +199,7 @@ def pool_options(
                     cluster,
                     budget=budget,
                     concurrency=in_flight,
-                    worker_concurrency=decode.sequences,
+                    worker_concurrency=math.ceil(running),
                     ttft_ms=ttft * 1e3,
                     tpot_ms=tpot * 1e3,
                     requests_per_s=served,
@@ -231,7 +235,8 @@ def pool_frontier(
     options: list[PricedDeployment] = []
     fullest: dict[tuple[int, int], int] = {}  # (x, y) -> index in ``grid`` of the largest batch meeting the targets
     for index, decode in enumerate(grid):
-        for option in pool_options(model, cluster, prefill, decode, workload, budget=budget, counts=counts):
+        for option in pool_options(model, cluster, prefill, decode, workload, budget=budget, counts=counts,
+                                   pricer=pricer):
             options.append(option)
             if option.meets_targets:
                 fullest[(option.strategy.prefill.dp, option.strategy.decode.dp)] = index
@@ -241,9 +246,24 @@ def pool_frontier(
 
         def meets(sequences: int, sizing: tuple[int, int] = sizing) -> bool:
             worker = decode_worker(pricer, sequences, workload)
-            found = pool_options(model, cluster, prefill, worker, workload, budget=budget, counts=sizing)
+            found = pool_options(model, cluster, prefill, worker, workload, budget=budget, counts=sizing, pricer=pricer)
             options.extend(found)
             return any(o.meets_targets for o in found)
 
         largest_passing(grid[index].sequences, grid[index + 1].sequences, meets, relative=1 / 32)
     return options
+
+
+def _decode_load(
+    decode: DecodeWorker, rate: float, workload: Workload, pricer: StepPricer | None
+) -> tuple[float, float]:
+    """The sequences a decode worker runs when it takes ``rate`` requests/s, and its step: its own batch and step
+    at full load, else (asked for a rate, with its layout's pricer) the batch whose steps finish requests at that
+    rate (Little's law over the decode steps)."""
+    if pricer is None or workload.rate is None or workload.osl <= 1:
+        return float(decode.sequences), decode.step_s
+    steps = workload.osl - 1
+    load = load_for_rate(lambda b: b / (steps * pricer.step_s(b, 0)), rate, 1.0, float(decode.sequences))
+    if load is None:
+        return float(decode.sequences), decode.step_s
+    return load, pricer.step_s(load, 0)

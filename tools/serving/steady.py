@@ -97,7 +97,8 @@ def queue_wait(utilisation: float, service: float) -> float:
 class ServingPoint:
     """One replica serving ``concurrency`` sequences in steady state."""
 
-    concurrency: int
+    concurrency: float
+    """Sequences in flight on the replica (a mean: a rate's load need not be a whole number)."""
     ttft_s: float
     tpot_s: float
     requests_per_s: float
@@ -114,7 +115,7 @@ class ServingPoint:
         return self.requests_per_s * self.output_tokens
 
 
-def continuous_point(pricer: StepPricer, concurrency: int, workload: Workload) -> ServingPoint | None:
+def continuous_point(pricer: StepPricer, concurrency: float, workload: Workload) -> ServingPoint | None:
     """Steady state of continuous batching with chunked prefill at ``concurrency`` sequences per replica.
 
     Returns None when the step budget cannot carry one token for every running sequence plus some prompt
@@ -162,8 +163,9 @@ def static_point(pricer: StepPricer, concurrency: int, workload: Workload) -> Se
     return ServingPoint(concurrency, ttft, tpot, rate, float(concurrency), 0.0, workload.osl)
 
 
-def serving_point(pricer: StepPricer, concurrency: int, workload: Workload) -> ServingPoint | None:
-    """The steady state of the workload's batching mode at ``concurrency`` sequences per replica."""
+def serving_point(pricer: StepPricer, concurrency: float, workload: Workload) -> ServingPoint | None:
+    """The steady state of the workload's batching mode at ``concurrency`` sequences per replica (a whole number
+    of them under static batching)."""
     if workload.batching == "static":
-        return static_point(pricer, concurrency, workload)
+        return static_point(pricer, math.ceil(concurrency), workload)
     return continuous_point(pricer, concurrency, workload)
