@@ -78,6 +78,12 @@ class PricedDeployment(Contract):
     )
     prefill_prompts: int = Field(default=0, ge=0, description="Prompts a prefill worker's step takes (split only).")
     kv_transfer_ms: float = Field(default=0.0, ge=0, description="KV-cache transfer per request between pools.")
+    running_cap: int | None = Field(
+        default=None,
+        ge=1,
+        description="Set when more sequences are in flight per worker than its KV cache (or step budget) holds: "
+        "the engine runs this many and queues the rest, whose wait is in TTFT.",
+    )
     figures: Figures = Field(description="What it delivers.")
     misses: list[Miss] = Field(default_factory=list, description="The targets it misses, with the gaps.")
     meets_targets: bool = Field(default=True, description="No target missed (derived from misses).")

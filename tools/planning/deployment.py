@@ -106,7 +106,8 @@ def evaluate_deployment(
     # A shared-GPU replica may hold several decode replicas of the priced layout (see replica_strategy).
     groups = 1 if strategy.disaggregated else replica.decode.dp
     floor = max(replica.decode.dp * replica.decode.adp * replica.decode.mb, replica.prefill.adp * replica.prefill.mb)
-    per_worker = max((option.worker_concurrency * groups) if option else workload.sequences, floor)
+    running = option.running_cap or option.worker_concurrency if option else workload.sequences
+    per_worker = max(running * groups if option else running, floor)
     prompts = min(option.prefill_prompts, per_worker) if option and strategy.disaggregated else None
     sized = workload.at_concurrency(per_worker, prompts)
     occupied = occupied_cluster(cluster, replica)
@@ -118,6 +119,12 @@ def evaluate_deployment(
             f"at {option.concurrency} sequences in flight ({per_worker} per "
             f"{'decode worker' if strategy.disaggregated else 'replica'}); dag_cost is one batch of one replica's DAG"
         )
+        if option.running_cap is not None:
+            notes.append(
+                f"{option.worker_concurrency} sequences per replica are more than its KV cache and step budget hold "
+                f"({option.running_cap}): the engine runs {option.running_cap} and queues the rest, so TTFT includes "
+                "their wait (Little's law over the closed loop)"
+            )
         asked = math.ceil(workload.batch / strategy.decode.dp) if workload.batch and strategy.disaggregated else 0
         if option.worker_concurrency < asked:
             notes.append(

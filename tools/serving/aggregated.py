@@ -70,18 +70,25 @@ def aggregated_options(
     priced: dict[int, tuple[ServingPoint, tuple[float, bool]] | None] = {}
 
     def price(count: int, per_replica: int) -> PricedDeployment | None:
-        if not floor <= per_replica <= limit:
+        # Past what the KV cache (or the step budget) holds, a continuous-batching engine runs the most it can
+        # and queues the rest (a fixed concurrency is a closed loop); static batching has no such queue.
+        running = min(per_replica, limit) if workload.batching == "continuous" else per_replica
+        if not floor <= running <= limit:
             return None
-        if per_replica not in priced:
-            point = serving_point(pricer, per_replica, workload)
+        if running not in priced:
+            point = serving_point(pricer, running, workload)
             shared = Strategy(prefill=replica, decode=replica)
-            priced[per_replica] = None if point is None else (
-                point, deployment_memory(model, cluster, shared, workload, per_replica)
+            priced[running] = None if point is None else (
+                point, deployment_memory(model, cluster, shared, workload, running)
             )
-        entry = priced[per_replica]
+        entry = priced[running]
         if entry is None:
             return None
         point, memory = entry
+        ttft_s = point.ttft_s
+        if running < per_replica:
+            # Little's law over the whole closed loop: per_replica = rate x (wait + TTFT + (osl - 1) TPOT).
+            ttft_s = max(ttft_s, per_replica / point.requests_per_s - (workload.osl - 1) * point.tpot_s)
         deployed = replica.model_copy(update={"dp": count})
         option = priced_deployment(
             Strategy(prefill=deployed, decode=deployed),
@@ -90,10 +97,11 @@ def aggregated_options(
             budget=budget,
             concurrency=workload.batch or count * per_replica,
             worker_concurrency=per_replica,
-            ttft_ms=point.ttft_s * 1e3,
+            ttft_ms=ttft_s * 1e3,
             tpot_ms=point.tpot_s * 1e3,
             requests_per_s=count * point.requests_per_s,
             memory=memory,
+            running_cap=running if running < per_replica else None,
         )
         options.append(option)
         return option

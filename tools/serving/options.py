@@ -39,6 +39,7 @@ def priced_deployment(
     memory: tuple[float, bool],
     prefill_prompts: int = 0,
     kv_transfer_ms: float = 0.0,
+    running_cap: int | None = None,
 ) -> PricedDeployment:
     """A deployment priced by the serving model in steady state, judged against the workload's targets.
 
@@ -64,6 +65,7 @@ def priced_deployment(
         worker_concurrency=worker_concurrency,
         prefill_prompts=prefill_prompts,
         kv_transfer_ms=kv_transfer_ms,
+        running_cap=running_cap,
         figures=figures,
         misses=misses(figures, workload.targets),
     )
