@@ -90,11 +90,14 @@ def test_a_long_context_on_one_gpu_gets_the_longest_context_that_fits() -> None:
 
 
 def test_too_many_sequences_get_the_most_that_fit() -> None:
-    request = _request("meta-llama/Llama-3.1-8B", "L40S", 1, Workload(isl=120000, osl=1000, batch=4))
+    # A static batch must fit whole; under continuous batching the engine would queue the sequences it cannot hold.
+    request = _request("meta-llama/Llama-3.1-8B", "L40S", 1, Workload(isl=16000, osl=1000, batch=64, batching="static"))
+    assert _outcome(request.model_copy(update={"workload": request.workload.model_copy(
+        update={"batching": "continuous"})})) is None
     exc = _outcome(request)
     assert exc is not None
     batch = next(hint for hint in exc.hints if hint.change == "batch")
-    assert 1 <= int(batch.value) < 4
+    assert 1 <= int(batch.value) < 64
     assert _outcome(_applied(request, batch)) is None
     assert _outcome(_applied(request, batch.model_copy(update={"value": int(batch.value) + 1}))) is not None
 
