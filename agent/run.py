@@ -176,7 +176,8 @@ def run_plan(
         "given_request": request.model_dump(mode="json"),
     }
     config = {"recursion_limit": recursion_limit()}
-    with trusting(request.model, request.cluster):  # the caller's own files; the model's paths stay confined
+    trace = request.workload.traffic.trace if request.workload.traffic else None
+    with trusting(request.model, request.cluster, trace):  # the caller's own files; the model's paths stay confined
         return plan_from_state(stream_turn(graph, payload, config, (show or show_on_stderr) if progress else None))
 
 

@@ -30,6 +30,7 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "models": Command("catalog", "List the bundled models (Hugging Face ids) with their size."),
     "gpus": Command("catalog", "List the GPU catalog with datasheet figures."),
+    "traces": Command("catalog", "List the bundled request traces (--workload NAME) with their lengths and rate."),
     "show-model": Command("catalog", "Show a model's architecture and derived sizes (parameters, KV bytes per token)."),
     "schema": Command("catalog", "Print the JSON Schema of a contract."),
     "plan": Command("plan", "Plan a deployment: search, build the DAG, validate it, price it, explain the choice."),

@@ -25,6 +25,7 @@ from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.assumptions import request_assumptions
 from shardplan.tools.planning.planner import resolve_request
+from shardplan.tools.traffic.sizing import parse_traffic, workload_fields
 
 __all__ = ["build_request", "request_options", "resolve_target", "JsonFlag"]
 
@@ -96,6 +97,57 @@ _REQUEST_PARAMETERS = [
         _KW,
         default=None,
         annotation=Annotated[int | None, typer.Option("--osl", help="Output tokens [default: 256, stated].")],
+    ),
+    inspect.Parameter(
+        "isl_dist",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                "--isl-dist",
+                help="Prompt lengths drawn from a distribution: lognormal:mean=2048,cv=0.8[,low=L,high=H], "
+                "uniform:256,4096 or fixed:2048; --isl defaults to its mean.",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "osl_dist",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option("--osl-dist", help="Output lengths drawn from a distribution (as --isl-dist); --osl "
+                         "defaults to its mean."),
+        ],
+    ),
+    inspect.Parameter(
+        "workload",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                "--workload",
+                help="A request trace, one request a row: a CSV or JSON Lines file (input and output tokens, "
+                "optional arrival time and prefix group) or a bundled trace (azure-code, azure-conv; see "
+                "shardplan traces); --isl and --osl default to its means.",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "arrival",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                "--arrival",
+                help="How requests arrive: poisson (default), gamma:cv=3 (bursty), closed:N (N clients, each "
+                "sending its next request when its last completes; N sequences in flight unless --batch), or "
+                "trace (the --workload file's timestamps; its mean rate unless --rate).",
+            ),
+        ],
     ),
     inspect.Parameter(
         "batch",
@@ -253,11 +305,18 @@ def build_request(
     gpu_memory_utilization: float = 0.9,
     max_batched_tokens: int = 8192,
     constraint: list[str] | None = None,
+    isl_dist: str | None = None,
+    osl_dist: str | None = None,
+    workload: str | None = None,
+    arrival: str | None = None,
 ) -> PlanRequest:
     """The PlanRequest that command-line options describe; the hardware part is resolved (and checked) here.
     Options left out take their defaults (prompt 2048, output 256, concurrency chosen by the search, objective
     throughput when targets or a rate are given and latency otherwise, GPU H100), and
-    the request's ``assumptions`` say so, one line each.
+    the request's ``assumptions`` say so, one line each. A length distribution or trace (``isl_dist``,
+    ``osl_dist``, ``workload``) and an arrival process (``arrival``) become the workload's ``traffic``, and its
+    lengths, sequences in flight and rate follow from them where not given
+    (:func:`~shardplan.tools.traffic.sizing.workload_fields`).
 
     Raises:
         InputError: unknown GPU, unreadable cluster file, contradicting options, a count that does not
@@ -271,24 +330,25 @@ def build_request(
 
     given = {name for name, value in (("isl", isl), ("osl", osl), ("batch", batch), ("objective", objective),
                                       ("gpu", gpu or cluster), ("gpus_per_node", gpus_per_node or cluster),
-                                      ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)) if value is not None}
+                                      ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype), ("rate", rate))
+             if value is not None}
     constraints = parse_constraints(constraint) if constraint else None
     where = cluster_for(gpu if gpu is not None else (None if cluster else "H100"), gpus, gpus_per_node, cluster)
+    # batch None: the search chooses the concurrency (unless a closed loop of clients fixes it)
+    traffic = workload_fields(parse_traffic(isl_dist, osl_dist, workload, arrival), isl=isl, osl=osl, batch=batch,
+                              rate=rate)
     if objective is None:
-        objective = "throughput" if ttft_ms or tpot_ms or rate else "latency"
+        objective = "throughput" if ttft_ms or tpot_ms or traffic["rate"] else "latency"
     try:
         # Options arrive as plain strings; validation turns them into the contract's closed vocabularies.
-        workload = Workload.model_validate(
+        request_workload = Workload.model_validate(
             {
-                "isl": 2048 if isl is None else isl,
-                "osl": 256 if osl is None else osl,
-                "batch": batch,  # None: the search chooses the concurrency
+                **traffic,
                 "prefill_batch": prefill_batch,
                 "ttft_ms": ttft_ms,
                 "tpot_ms": tpot_ms,
                 "objective": objective,
                 "batching": batching,
-                "rate": rate,
                 "gpu_memory_utilization": gpu_memory_utilization,
                 "max_batched_tokens": max_batched_tokens,
                 "engine": engine,
@@ -301,7 +361,7 @@ def build_request(
                 "gpus": where.world_size,
                 "gpus_per_node": where.gpus_per_node,
                 "cluster": str(cluster) if cluster else None,
-                "workload": workload,
+                "workload": request_workload,
                 "weight_dtype": weight_dtype,
                 "kv_dtype": kv_dtype,
                 "policy": policy,

@@ -10,8 +10,21 @@ from shardplan.cli.rankings import print_alternatives, print_frontier
 from shardplan.contracts.figures import headline
 from shardplan.contracts.plan import FitHint, Plan, PlanRequest
 from shardplan.contracts.targets import miss_texts
+from shardplan.contracts.traffic import arrival_text, length_text
+from shardplan.contracts.workload import Workload
 
 __all__ = ["print_plan", "print_deployment", "print_fit_hints", "hint_options"]
+
+
+def _traffic_words(w: Workload) -> str:
+    """Where the lengths come from and how requests arrive, when the workload says: ``trace 'azure-conv', poisson
+    arrivals, ``."""
+    t = w.traffic
+    if t is None:
+        return ""
+    parts = [f"trace '{t.trace}'"] if t.trace else []
+    parts += [f"{name} {length_text(dist)}" for name, dist in (("isl", t.isl), ("osl", t.osl)) if dist is not None]
+    return ", ".join([*parts, f"{arrival_text(t.arrival)} arrivals"]) + ", "
 
 
 def _request_line(plan: Plan) -> str:
@@ -19,6 +32,7 @@ def _request_line(plan: Plan) -> str:
     w = req.workload
     return (
         f"[bold]shardplan[/bold] {req.model} on up to {req.gpus} x {req.gpu} - isl {w.isl}, osl {w.osl}, "
+        + _traffic_words(w)
         + (f"{w.batch} sequences in flight" if w.batch else "concurrency chosen by the search")
         + (f", {w.rate:g} requests/s" if w.rate else "")
         + f", {w.batching} batching"

@@ -9,6 +9,8 @@ exactly that; the analytic model sees the means.
 2048.0
 >>> parse_arrival("closed:32")
 ClosedLoop(kind='closed', clients=32)
+>>> length_text(parse_length("lognormal:mean=2048,cv=0.8"))
+'lognormal:mean=2048,cv=0.8'
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ __all__ = [
     "Traffic",
     "parse_length",
     "parse_arrival",
+    "length_text",
+    "arrival_text",
 ]
 
 
@@ -220,3 +224,35 @@ def parse_arrival(text: str, field: str = "arrival") -> Arrival:
         raise InputError(f"{field}: '{text}' is out of range ({exc})".replace("\n", " ")[:300], field=field,
                          fix=_ARRIVAL_FIX) from None
     raise InputError(f"{field}: unknown arrival process '{text}'", field=field, fix=_ARRIVAL_FIX)
+
+
+def _number(value: float) -> str:
+    """A number as its shortest exact text: ``2048`` for 2048.0, ``0.8``."""
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+
+
+def length_text(dist: LengthDist) -> str:
+    """The text :func:`parse_length` reads back into ``dist``.
+
+    >>> length_text(UniformLength(kind="uniform", low=256, high=4096))
+    'uniform:256,4096'
+    """
+    if isinstance(dist, FixedLength):
+        return f"fixed:{dist.tokens}"
+    if isinstance(dist, UniformLength):
+        return f"uniform:{dist.low},{dist.high}"
+    bounds = (f",low={dist.low}" if dist.low != 1 else "") + (f",high={dist.high}" if dist.high is not None else "")
+    return f"lognormal:mean={_number(dist.mean)},cv={_number(dist.cv)}{bounds}"
+
+
+def arrival_text(arrival: Arrival) -> str:
+    """The text :func:`parse_arrival` reads back into ``arrival``.
+
+    >>> arrival_text(GammaArrivals(kind="gamma", cv=3))
+    'gamma:cv=3'
+    """
+    if isinstance(arrival, GammaArrivals):
+        return f"gamma:cv={_number(arrival.cv)}"
+    if isinstance(arrival, ClosedLoop):
+        return f"closed:{arrival.clients}"
+    return arrival.kind

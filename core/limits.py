@@ -33,6 +33,9 @@ __all__ = [
     "MAX_DAG_CHARS",
     "MAX_DAG_NODES",
     "MAX_INT_DIGITS",
+    "MAX_TRACE_BYTES",
+    "MAX_TRACE_ROWS",
+    "MAX_TRACE_TOKENS",
     "TOOL_CALL_SECONDS",
     "MAX_STORED_RESULTS",
     "MAX_STORED_RESULT_CHARS",
@@ -65,6 +68,13 @@ MAX_DAG_NODES = 200_000
 """Largest DAG accepted, in nodes."""
 MAX_INT_DIGITS = 19
 """Digits of the largest integer read from a JSON file (a 64-bit integer has at most 19)."""
+MAX_TRACE_BYTES = 64_000_000
+"""Largest request trace file read, in bytes (a day of a busy service in CSV is a few tens of MB; the bundled
+samples are under 200 KB)."""
+MAX_TRACE_ROWS = 1_000_000
+"""Requests a trace may hold: a million rows read in a few seconds and hold a few tens of MB."""
+MAX_TRACE_TOKENS = 16_777_216
+"""Prompt or output tokens of one request in a trace (16 Mi, above every context window)."""
 TOOL_CALL_SECONDS = 60.0
 """Seconds one MCP tool call may run before it is stopped ($SHARDPLAN_TOOL_TIMEOUT overrides)."""
 MAX_STORED_RESULTS = 32

@@ -137,11 +137,12 @@ def read_text(path: Path, *, what: str, field: str, fix: str, limit: int = MAX_C
     """
     try:
         size = path.stat().st_size
-        if size > limit:
-            raise InputError(f"{what} is {size:,} bytes, over the limit of {limit:,}", field=field, fix=fix)
-        return path.read_text(encoding="utf-8")
+        if size <= limit:
+            return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{what} does not exist", field=field, fix=fix) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise InputError(f"cannot read {what}: {reason}", field=field, fix=fix) from None
+    # Raised outside the try: an InputError is a ValueError, which the handler above would rename.
+    raise InputError(f"{what} is {size:,} bytes, over the limit of {limit:,}", field=field, fix=fix)

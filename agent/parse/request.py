@@ -45,14 +45,17 @@ from shardplan.agent.parse.readers import (
 )
 from shardplan.agent.parse.targets import read_targets
 from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
+from shardplan.agent.parse.traffic import read_arrival
 from shardplan.contracts.common import DType, Objective
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.traffic import Traffic, parse_arrival
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.assumptions import request_assumptions
+from shardplan.tools.traffic.sizing import workload_fields
 
 __all__ = [
     "DEFAULT_ISL",
@@ -84,6 +87,10 @@ class ParsedRequest(BaseModel):
     isl: int | None = Field(default=None, ge=1, description="Prompt length in tokens.")
     osl: int | None = Field(default=None, ge=1, description="Output length in tokens.")
     batch: int | None = Field(default=None, ge=1, description="Batch size or concurrent users.")
+    arrival: str | None = Field(
+        default=None, description="How requests arrive, as text: gamma:cv=3 (bursty), poisson, closed:N (N concurrent "
+        "users or clients)."
+    )
     ttft_ms: float | None = Field(default=None, gt=0, description="Time-to-first-token target, ms.")
     tpot_ms: float | None = Field(default=None, gt=0, description="Time-per-output-token target, ms.")
     objective: Objective | None = Field(default=None, description="latency, throughput or goodput.")
@@ -111,6 +118,7 @@ _SETTINGS = (
     "isl",
     "osl",
     "batch",
+    "arrival",
     "ttft_ms",
     "tpot_ms",
     "objective",
@@ -175,7 +183,12 @@ def _settle_counts(said: _Counts, before: _Counts, gpu: str | None, found: Findi
 def _assemble(found: Findings, intent: Intent, about: str | None, previous: ParsedRequest | None) -> ParsedRequest:
     """This message's findings laid over ``previous``, with counts settled and defaults noted."""
     said = {name: found.first(name) for name in _SETTINGS}
+    clients = found.values.get("clients")
+    if said["arrival"] is None and clients:
+        said["arrival"] = f"closed:{clients[0]}"  # "64 concurrent users": a closed loop, unless arrivals are named
     merged = {name: getattr(previous, name) for name in _SETTINGS} if previous else dict.fromkeys(_SETTINGS)
+    if said["batch"] is not None and said["arrival"] is None and str(merged["arrival"]).startswith("closed:"):
+        merged["arrival"] = None  # the earlier clients were the earlier concurrency, which this message replaces
     merged.update({name: value for name, value in said.items() if value is not None})
     before = _Counts(previous.gpus, previous.nodes, previous.gpus_per_node) if previous else _Counts()
     counts = _settle_counts(_Counts(said["gpus"], said["nodes"], said["gpus_per_node"]), before, merged["gpu"], found)
@@ -236,6 +249,7 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
         _read_gpu_counts,
         read_targets,
         _read_lengths,
+        read_arrival,
         _read_batch,
         _read_objective,
         _read_dtypes,
@@ -308,10 +322,11 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         raise InputError("the request contradicts itself", field="request", fix=" ".join(parsed.contradictions))
     assert parsed.model and parsed.gpu
     gpus = parsed.gpus or (parsed.nodes or 1) * (parsed.gpus_per_node or gpu_catalog()[parsed.gpu].gpus_per_node)
+    traffic = Traffic(arrival=parse_arrival(parsed.arrival)) if parsed.arrival else None
+    fields = workload_fields(traffic, isl=parsed.isl, osl=parsed.osl, batch=parsed.batch, rate=None,
+                             default_isl=DEFAULT_ISL, default_osl=DEFAULT_OSL)
     workload = Workload(
-        isl=parsed.isl or DEFAULT_ISL,
-        osl=parsed.osl or DEFAULT_OSL,
-        batch=parsed.batch,
+        **fields,
         ttft_ms=parsed.ttft_ms,
         tpot_ms=parsed.tpot_ms,
         objective=parsed.objective or ("throughput" if parsed.ttft_ms or parsed.tpot_ms else "latency"),

@@ -69,6 +69,7 @@ _LABELS = {
     "isl": "prompt lengths",
     "osl": "output lengths",
     "batch": "batch sizes",
+    "arrival": "arrival processes",
     "ttft_ms": "TTFT targets (ms)",
     "tpot_ms": "TPOT targets (ms)",
     "objective": "objectives",

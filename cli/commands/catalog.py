@@ -1,4 +1,4 @@
-"""Catalog commands: models, gpus, show-model, schema."""
+"""Catalog commands: models, gpus, traces, show-model, schema."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from shardplan.contracts.schemas import json_schema
 from shardplan.tools.catalogs.bundled import bundled_models
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.catalogs.trace_files import bundled_traces
+from shardplan.tools.traffic.traces import read_trace, trace_stats
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -60,6 +62,29 @@ def gpus_command(as_json: JsonFlag = False) -> None:
             f"{gpu.intra_node_bandwidth_gb_per_s:g}",
             f"{gpu.inter_node_bandwidth_gb_per_s:g}",
         )
+    console().print(table)
+
+
+@app.command("traces")
+def traces_command(as_json: JsonFlag = False) -> None:
+    """List the bundled request traces (--workload NAME) with their lengths and rate.
+
+    Each is a sample of a public production trace; tools/data/traces/README.md gives its source, license and
+    sampling. Input and output lengths are in tokens (mean, median, 99th percentile); the rate is requests per
+    second over the trace's span (--json adds the span).
+    """
+
+    rows = [{**trace_stats(read_trace(name)), "file": file_name} for name, file_name in bundled_traces().items()]
+    if as_json:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table("trace", "rows", "in mean", "p50", "p99", "out mean", "p50", "p99", "req/s")
+    for row in rows:
+        rate = row["rate_per_s"]
+        lengths = [f"{row[f'{which}_{stat}']:g}" for which in ("isl", "osl") for stat in ("mean", "p50", "p99")]
+        table.add_row(row["name"], f"{row['requests']:,}", *lengths, f"{rate:.2f}" if rate is not None else "-")
     console().print(table)
 
 

@@ -9,11 +9,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shardplan.contracts.common import DType, Objective, ServingEngine
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.traffic import arrival_text, length_text
 from shardplan.contracts.workload import Batching, Workload
 from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE
 from shardplan.tools.api.guards import SEARCH_DEPTH, check_path
 from shardplan.tools.catalogs.gpus import load_cluster
+from shardplan.tools.catalogs.trace_files import bundled_trace_name, bundled_traces
 from shardplan.tools.planning.assumptions import request_assumptions
+from shardplan.tools.traffic.sizing import parse_traffic, workload_fields
 
 
 class Args(BaseModel):
@@ -70,8 +73,32 @@ class RequestArgs(Args):
     cluster: str | None = Field(
         default=None, max_length=500, description="Path of a cluster YAML, when the request came with one."
     )
-    isl: int = Field(default=2048, ge=1, le=2_097_152, description="Input (prompt) tokens.")
-    osl: int = Field(default=256, ge=1, le=2_097_152, description="Output tokens.")
+    # None, not the default length: a caller that fills in every default (LangChain does) must not seem to give
+    # a length that contradicts the mean of its isl_dist or trace.
+    isl: int | None = Field(default=None, ge=1, le=2_097_152, description="Input (prompt) tokens; omitted: 2048, or "
+                            "the mean of isl_dist or of the workload trace.")
+    osl: int | None = Field(default=None, ge=1, le=2_097_152, description="Output tokens; omitted: 256, or the mean "
+                            "of osl_dist or of the workload trace.")
+    isl_dist: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="Prompt lengths drawn from a distribution: 'lognormal:mean=2048,cv=0.8' (optionally low=, "
+        "high=), 'uniform:256,4096' or 'fixed:2048'.",
+    )
+    osl_dist: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Output lengths drawn from a distribution, as "
+        "isl_dist."
+    )
+    workload: str | None = Field(
+        default=None, min_length=1, max_length=500,
+        description="A request trace giving the lengths (and arrival times): a bundled trace (azure-code, "
+        "azure-conv) or a CSV / JSON Lines file under the allowed folders, one request a row.",
+    )
+    arrival: str | None = Field(
+        default=None, min_length=1, max_length=100,
+        description="How requests arrive: 'poisson' (default), 'gamma:cv=3' (bursty), 'closed:32' (32 clients, "
+        "each sending its next request when its last completes: 32 sequences in flight unless batch is given), "
+        "'trace' (the workload trace's timestamps; its mean rate unless rate is given).",
+    )
     batch: int | None = Field(
         default=None,
         ge=1,
@@ -113,26 +140,32 @@ class RequestArgs(Args):
     )
 
     def to_request(self) -> PlanRequest:
-        """The PlanRequest these arguments describe; model and cluster paths must lie under the allowed roots.
-        The arguments left out are listed in the request's ``assumptions``.
+        """The PlanRequest these arguments describe; model, cluster and workload-trace paths must lie under the
+        allowed roots. The arguments left out are listed in the request's ``assumptions``; the traffic arguments
+        (``isl_dist``, ``osl_dist``, ``workload``, ``arrival``) set the lengths, sequences in flight and rate left
+        out (:func:`~shardplan.tools.traffic.sizing.workload_fields`).
 
         Raises:
-            InputError: a path outside the allowed roots, an unreadable constraint, an unknown model.
+            InputError: a path outside the allowed roots, an unreadable constraint, an unknown model, a malformed
+                distribution, arrival process or trace, a length far from its traffic's mean.
         """
 
         check_path(self.model, "model")
         if self.cluster:
             check_path(self.cluster, "cluster", always=True)
+        if self.workload and bundled_trace_name(self.workload) is None:
+            check_path(self.workload, "workload", always=True,
+                       names=f"a bundled trace ({', '.join(bundled_traces())})")
+        given = self.model_fields_set - {name for name in ("isl", "osl") if getattr(self, name) is None}
+        traffic = workload_fields(parse_traffic(self.isl_dist, self.osl_dist, self.workload, self.arrival),
+                                  isl=self.isl, osl=self.osl, batch=self.batch, rate=self.rate)
         workload = Workload(
-            isl=self.isl,
-            osl=self.osl,
-            batch=self.batch,
+            **traffic,
             prefill_batch=self.prefill_batch,
             ttft_ms=self.ttft_ms,
             tpot_ms=self.tpot_ms,
             objective=self.objective,
             batching=self.batching,
-            rate=self.rate,
             gpu_memory_utilization=self.gpu_memory_utilization,
             max_batched_tokens=self.max_batched_tokens,
             engine=self.engine,
@@ -153,7 +186,7 @@ class RequestArgs(Args):
             kv_dtype=self.kv_dtype,
             constraints=parse_constraints(self.constraints) if self.constraints else None,
         )
-        given = self.model_fields_set | ({"gpu", "gpus_per_node"} if self.cluster else set())
+        given = given | ({"gpu", "gpus_per_node"} if self.cluster else set())
         return request.model_copy(update={"assumptions": request_assumptions(request, given)})
 
     @classmethod
@@ -182,6 +215,14 @@ class RequestArgs(Args):
             "kv_dtype": request.kv_dtype,
             "constraints": request.constraints.to_texts() if request.constraints else None,
         }
+        traffic = w.traffic
+        if traffic is not None:
+            values.update(
+                isl_dist=length_text(traffic.isl) if traffic.isl is not None else None,
+                osl_dist=length_text(traffic.osl) if traffic.osl is not None else None,
+                workload=traffic.trace,
+                arrival=arrival_text(traffic.arrival) if traffic.arrival.kind != "poisson" else None,
+            )
         return {k: v for k, v in values.items() if v is not None}
 
 

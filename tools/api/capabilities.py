@@ -213,7 +213,9 @@ def estimate_cost(args: CostArgs) -> CostSummary:
         dag = DAG.model_validate(dag_part(obj))
         cost = run_cost(dag)
     else:
-        values = args.model_dump(exclude={"dag_json", "strategy", "detail"})
+        # Only the arguments given: a default taken as given would hide what the request leaves unsaid, and a
+        # default isl would contradict the mean of an isl_dist or workload trace.
+        values = args.model_dump(exclude={"dag_json", "strategy", "detail"}, exclude_unset=True)
         request = parse_args(RequestArgs, values).to_request()
         model, cluster = resolve_request(request)
         cost = price_on_budget(model, cluster, parse_strategy(args.strategy or ""), request.workload)

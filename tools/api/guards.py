@@ -38,8 +38,8 @@ _TRUSTED: set[Path] = set()
 
 @contextlib.contextmanager
 def trusting(*values: str | None) -> Iterator[None]:
-    """Let the capabilities read the files ``values`` name (a model config or folder, a cluster file) while
-    the block runs, wherever they lie.
+    """Let the capabilities read the files ``values`` name (a model config or folder, a cluster file, a request
+    trace) while the block runs, wherever they lie.
 
     The command line hands its own request to the agent, whose tools confine paths like any other caller's;
     the files the user named are theirs to read, while any other path the model puts in a tool call stays
@@ -75,20 +75,19 @@ def _inside(target: Path, roots: list[Path]) -> bool:
     return any(target == root or root in target.parents for root in roots)
 
 
-def check_path(value: str, field: str, *, always: bool = False) -> None:
+def check_path(value: str, field: str, *, always: bool = False, names: str = "a bundled model name") -> None:
     """Refuse a file path that resolves outside the allowed roots (:func:`allowed_roots`).
 
     ``value`` is a bundled model name or a path; with ``always`` it is a path in every case. A path is
     resolved as it would be read: ``~`` and ``~user`` expanded, relative to the working directory, ``..``
     and every symlink followed (a folder's ``config.json`` too, since that is the file read), and only then
     compared with the roots. The error names only what the caller gave, never the resolved path, and is the
-    same whether or not the outside file exists.
+    same whether or not the outside file exists; its fix offers ``names`` instead.
 
     Raises:
         InputError: a NUL byte, or a path outside the allowed roots.
     """
-    fix = ("use a bundled model name, or a file under the working directory "
-           "(or a folder listed in SHARDPLAN_ALLOWED_ROOTS)")
+    fix = f"use {names}, or a file under the working directory (or a folder listed in SHARDPLAN_ALLOWED_ROOTS)"
     if "\x00" in value:
         raise InputError(f"{field} holds a NUL byte", field=field, fix=fix)
     expanded = os.path.expanduser(value)

@@ -9,17 +9,41 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.traffic import ClosedLoop, GammaArrivals, TraceArrivals, arrival_text
+from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.gpus import get_gpu
 from shardplan.tools.catalogs.model_names import alias_note
 from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.traffic.sizing import length_source
 
 __all__ = ["request_assumptions"]
 
 
+def _traffic_lines(w: Workload, given: Collection[str]) -> list[str]:
+    """What the workload's traffic decided for it besides its lengths: sequences in flight from a closed loop, the
+    rate from a trace; and how the analytic model prices arrivals that are not Poisson."""
+    traffic = w.traffic
+    if traffic is None:
+        return []
+    lines = []
+    arrival = traffic.arrival
+    if isinstance(arrival, ClosedLoop) and "batch" not in given and w.batch == arrival.clients:
+        lines.append(f"{w.batch} sequences in flight: the {arrival.clients} clients of arrival closed:"
+                     f"{arrival.clients}, no batch given")
+    if isinstance(arrival, TraceArrivals) and "rate" not in given and w.rate is not None:
+        lines.append(f"rate {w.rate:.3g} requests/s: the mean rate of trace '{traffic.trace}', not given")
+    if isinstance(arrival, GammaArrivals | TraceArrivals):
+        # The steady-state model's queues assume Poisson arrivals: bursts are replayed only by a simulation.
+        lines.append(f"arrivals {arrival_text(arrival)}: the analytic model queues them as Poisson arrivals at the "
+                     "same mean rate")
+    return lines
+
+
 def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[str]:
     """One line per request value that was not in ``given`` (field names: ``isl``, ``osl``, ``batch``,
-    ``objective``, ``gpu``, ``gpus_per_node``, ``weight_dtype``, ``kv_dtype``) and so was defaulted, plus
-    the model name read as another bundled architecture.
+    ``objective``, ``gpu``, ``gpus_per_node``, ``weight_dtype``, ``kv_dtype``, ``rate``) and so was defaulted or
+    taken from the workload's traffic, plus the model name read as another bundled architecture and how
+    bursty or replayed arrivals are priced.
 
     >>> from shardplan.contracts.workload import Workload
     >>> r = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=1, workload=Workload(isl=512, osl=256))
@@ -37,13 +61,17 @@ def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[st
     if "gpus_per_node" not in given and request.gpus > 1 and request.cluster is None:
         per = request.gpus_per_node or get_gpu(request.gpu).gpus_per_node
         lines.append(f"{min(per, request.gpus)} GPUs per node: the usual {request.gpu} node, not given")
-    if "isl" not in given:
-        lines.append(f"prompt length {w.isl} tokens: not given")
-    if "osl" not in given:
-        lines.append(f"output length {w.osl} tokens: not given")
+    for which, what in (("isl", "prompt length"), ("osl", "output length")):
+        source = length_source(w.traffic, which)
+        if which not in given:
+            lines.append(f"{what} {getattr(w, which)} tokens: " + (f"the mean of {source}, " if source else "")
+                         + "not given")
+    lines += _traffic_lines(w, given)
+    arrival = w.traffic.arrival if w.traffic is not None else None
+    from_clients = isinstance(arrival, ClosedLoop) and w.batch == arrival.clients  # stated with the traffic
     if "batch" not in given and w.batch is None:
         lines.append(f"sequences in flight: not given, so the search chooses them ({w.batching} batching)")
-    elif "batch" not in given:
+    elif "batch" not in given and not from_clients:
         lines.append(f"batch {w.batch} (sequences in flight): not given")
     if "objective" not in given:
         why = "targets or a rate given" if w.objective != "latency" else "no targets given"

@@ -1,7 +1,8 @@
 """A stream of requests to replay: arrival times, prompt and output lengths, prefix groups.
 
 :func:`request_stream` draws one from a workload's traffic with a seeded numpy generator, so the same seed gives
-the same requests. Traces are read by :mod:`.traces`; here the distributions and the arrival processes.
+the same requests. Traces are read by :mod:`.traces` and replayed by :mod:`.replay`; here the distributions, the
+arrival processes, and the choice between them.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from shardplan.contracts.traffic import (
     GammaArrivals,
     LengthDist,
     LognormalLength,
+    TraceArrivals,
     Traffic,
     UniformLength,
 )
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.tools.traffic.replay import trace_rows, trace_times
+from shardplan.tools.traffic.traces import read_trace
 
 __all__ = ["RequestStream", "draw_lengths", "arrival_times", "request_stream"]
 
@@ -94,16 +98,28 @@ def request_stream(workload: Workload, *, requests: int, rate: float | None = No
     """``requests`` requests of the workload's traffic (its fixed ``isl`` and ``osl`` and Poisson arrivals when it
     states none), arriving at ``rate`` (default: the workload's rate).
 
+    With a trace, the lengths and prefix groups are its rows (:func:`~.replay.trace_rows`: the first
+    ``requests`` rows, then rows drawn with the seed), and the arrival times are its timestamps under arrival
+    ``trace`` (:func:`~.replay.trace_times`: scaled to the rate when there is one), else drawn by the arrival
+    process at the rate.
+
     Raises:
-        InputError: an open-loop process without a rate; a trace (read by :mod:`.traces`, not yet here).
+        InputError: an open-loop process without a rate; a trace that cannot be read, or arrival ``trace`` on a
+            trace without times.
     """
     traffic = workload.traffic or Traffic()
-    if traffic.trace is not None:
-        raise InputError("request traces are read by shardplan.tools.traffic.traces", field="workload",
-                         fix="give length distributions instead")
+    rate = rate if rate is not None else workload.rate
+    clients = traffic.arrival.clients if isinstance(traffic.arrival, ClosedLoop) else None
     rng = np.random.default_rng(seed)
+    if traffic.trace is not None:
+        trace = read_trace(traffic.trace)
+        rows = trace_rows(len(trace), requests, rng)
+        if isinstance(traffic.arrival, TraceArrivals):
+            arrival = trace_times(trace, requests, rate, rng)
+        else:
+            arrival = arrival_times(traffic, rate, requests, rng)
+        return RequestStream(arrival, trace.isl[rows], trace.osl[rows], trace.prefix_group[rows], clients)
     isl = draw_lengths(traffic.isl or FixedLength(kind="fixed", tokens=workload.isl), requests, rng)
     osl = draw_lengths(traffic.osl or FixedLength(kind="fixed", tokens=workload.osl), requests, rng)
-    arrival = arrival_times(traffic, rate if rate is not None else workload.rate, requests, rng)
-    clients = traffic.arrival.clients if isinstance(traffic.arrival, ClosedLoop) else None
+    arrival = arrival_times(traffic, rate, requests, rng)
     return RequestStream(arrival, isl, osl, np.full(requests, -1, dtype=np.int64), clients)
