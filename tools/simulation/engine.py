@@ -81,7 +81,6 @@ class Engine:
     """Fewest output tokens any running sequence has left."""
     _prices: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
     # What it measured: integrals over time (seconds x count) and counts.
-    busy_s: float = 0.0
     running_s: float = 0.0
     resident_s: float = 0.0
     """Requests at this worker (waiting or running) integrated over time: Little's law's area."""
@@ -230,7 +229,6 @@ class Engine:
         """Count ``repeats`` steps of ``count`` sequences (``decode`` decode and ``prefill`` prompt tokens each)
         lasting ``elapsed`` in all, and move the clock on; the blocks held grow from ``first`` (the first step's)
         to the running set's at the end."""
-        self.busy_s += elapsed
         self.running_s += count * elapsed
         self.resident_s += (count + len(self.waiting)) * elapsed
         self.blocks_s += (first + self._used) / 2 * elapsed

@@ -94,10 +94,10 @@ def run_events(
 
     def prefilled(worker: int, now: float) -> None:
         assert pool is not None and transfer is not None
-        done, started = pool.finish(worker, now)
-        for end, busy in started:
-            heapq.heappush(feeds, (end, _PREFILLED, busy))
-        for rid in done.tolist():
+        prompts, started = pool.finish(worker, now)
+        for step_end, busy in started:
+            heapq.heappush(feeds, (step_end, _PREFILLED, busy))
+        for rid in prompts.tolist():
             ready = now + float(transfer[rid])
             workers.transit_s += ready - now
             requests.first_token[rid] = ready
@@ -112,8 +112,8 @@ def run_events(
         if feeds and (not steps or feeds[0][0] <= steps[0][0]):
             now, kind, item = heapq.heappop(feeds)
             if kind == _ARRIVAL and pool is not None:
-                for end, worker in pool.enqueue(item, now):
-                    heapq.heappush(feeds, (end, _PREFILLED, worker))
+                for step_end, worker in pool.enqueue(item, now):
+                    heapq.heappush(feeds, (step_end, _PREFILLED, worker))
             elif kind == _ARRIVAL:
                 to_engine(item, now)
             elif kind == _HANDOFF:

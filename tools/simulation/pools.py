@@ -60,7 +60,6 @@ class PrefillPool:
     _since: float = 0.0
     resident_s: float = 0.0
     """Requests queued or in a step, integrated over time."""
-    busy_s: float = 0.0
     steps: int = 0
     records: list[PrefillStep] = field(default_factory=list)
 
@@ -83,6 +82,7 @@ class PrefillPool:
         return done, self._start(worker, now)
 
     def _start(self, worker: int, now: float) -> list[tuple[float, int]]:
+        """Start a step on idle ``worker`` at ``now`` with the prompts at the head of the queue, if any."""
         if not self.queue:
             return []
         req = self.requests
@@ -96,7 +96,6 @@ class PrefillPool:
         req.scheduled[unstarted] = now
         duration = self._price(batch.size) * tokens / (batch.size * self.costs.isl)
         self.batches[worker] = batch
-        self.busy_s += duration
         self.steps += 1
         if self.record_steps:
             self.records.append(PrefillStep(worker, now, duration, int(batch.size), tokens))
