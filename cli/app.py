@@ -36,6 +36,8 @@ COMMANDS: dict[str, Command] = {
     "plan": Command("plan", "Plan a deployment: search, build the DAG, validate it, price it, explain the choice."),
     "cost": Command("cost", "Cost report of a DAG/plan FILE, or of --model and --strategy."),
     "search": Command("search", "Ranked deployments and the Pareto frontier of tokens/s/GPU against tokens/s/user."),
+    "simulate": Command("simulate", "Simulate a plan's deployment request by request: latency percentiles, goodput, "
+                        "queueing, preemptions."),
     "build": Command("build", "Build the parallel strategy DAG of a strategy (prefill and one decode step) and print "
                      "or write it."),
     "chat": Command("chat", "Plan from plain language, e.g."),

@@ -8,14 +8,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from shardplan.contracts.dag import DAG
-from shardplan.contracts.plan import dag_part
+from shardplan.contracts.plan import Plan, dag_part
 from shardplan.errors import InputError
 from shardplan.limits import MAX_DAG_CHARS, MAX_DAG_NODES
 from shardplan.reading import parse_json_text, read_text
 from shardplan.text import one_line
 from shardplan.validators.validate import validate
 
-__all__ = ["read_json", "read_dag", "require_valid"]
+__all__ = ["read_json", "read_dag", "read_plan", "require_valid"]
 
 
 def read_json(path: Path) -> Any:
@@ -49,6 +49,25 @@ def read_dag(path: Path) -> DAG:
         raise InputError(
             f"{path} is not a DAG: {where}: {first['msg']}", field=where, fix="check it with shardplan validate FILE"
         ) from None
+
+
+def read_plan(path: Path) -> Plan:
+    """The Plan in ``path``.
+
+    Raises:
+        InputError: a missing or unreadable file, or one that is not a plan (a DAG, a malformed plan).
+    """
+    data = read_json(path)
+    fix = "write one with shardplan plan ... -o plan.json"
+    if not isinstance(data, dict) or "request" not in data or "status" not in data:
+        hint = " (it looks like a DAG; give the plan file)" if isinstance(data, dict) and "nodes" in data else ""
+        raise InputError(f"{path} is not a plan file{hint}", field="file", fix=fix)
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"{path} is not a valid plan: {where}: {first['msg']}", field=where, fix=fix) from None
 
 
 def require_valid(dag: DAG, path: Path) -> DAG:

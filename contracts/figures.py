@@ -1,6 +1,6 @@
 """Figures: what a priced deployment delivers, one record however it was priced.
 
-A DAG's cost report (one static batch), the serving model's steady state and, later, a simulation each give
+A DAG's cost report (one static batch), the serving model's steady state and the engine simulator each give
 the same record, tagged with its ``source``. Search candidates, alternatives, frontier points, tool results,
 the terminal, the report and the agent all read it, so a figure has one name and one meaning everywhere.
 """
@@ -30,6 +30,7 @@ class Percentiles(Contract):
 
     p50_ms: float = Field(ge=0, description="Median.")
     p90_ms: float = Field(ge=0, description="90th percentile.")
+    p95_ms: float = Field(ge=0, description="95th percentile.")
     p99_ms: float = Field(ge=0, description="99th percentile.")
 
 
@@ -76,9 +77,12 @@ def make_figures(
     fits: bool,
     gpus_used: int,
     gpu_budget: int,
+    e2e_ms: float | None = None,
+    percentiles: dict[LatencyMetric, Percentiles] | None = None,
 ) -> Figures:
     """Figures from the priced quantities; the per-GPU, per-user and request-latency figures are derived here,
-    the one place that derives them.
+    the one place that derives them. A simulation measures the request latency and the percentiles itself
+    (``e2e_ms``, ``percentiles``): with lengths that vary, the mean latency is not TTFT + (osl - 1) x TPOT.
 
     >>> f = make_figures("steady_state", ttft_ms=100, tpot_ms=20, osl=11, tokens_per_s=800, requests_per_s=72.7,
     ...                  memory_per_gpu_gb=60, gpu_memory_gb=80, fits=True, gpus_used=2, gpu_budget=4)
@@ -89,7 +93,7 @@ def make_figures(
         source=source,
         ttft_ms=ttft_ms,
         tpot_ms=tpot_ms,
-        e2e_ms=ttft_ms + (osl - 1) * tpot_ms,
+        e2e_ms=e2e_ms if e2e_ms is not None else ttft_ms + (osl - 1) * tpot_ms,
         tokens_per_s=tokens_per_s,
         tokens_per_s_per_gpu=tokens_per_s / gpus_used,
         tokens_per_s_per_budget_gpu=tokens_per_s / max(gpu_budget, gpus_used),
@@ -100,6 +104,7 @@ def make_figures(
         fits=fits,
         gpus_used=gpus_used,
         gpu_budget=max(gpu_budget, gpus_used),
+        percentiles=percentiles or {},
     )
 
 

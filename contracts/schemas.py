@@ -16,13 +16,14 @@ from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import Plan
 from shardplan.contracts.reports import CostReport, ValidationReport
+from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 
 __all__ = ["SCHEMA_NAMES", "json_schema", "write_schemas"]
 
-SCHEMA_NAMES = ("plan", "dag", "strategy", "model", "cluster", "workload", "validation", "cost")
+SCHEMA_NAMES = ("plan", "dag", "strategy", "model", "cluster", "workload", "validation", "cost", "simulation")
 
 
 def _model_for(name: str) -> Any:
@@ -35,6 +36,7 @@ def _model_for(name: str) -> Any:
         "workload": Workload,
         "validation": ValidationReport,
         "cost": CostReport,
+        "simulation": SimulationSummary,
     }[name]
 
 

@@ -129,7 +129,9 @@ def show_model_command(
 
 @app.command("schema")
 def schema_command(
-    name: Annotated[str, typer.Argument(help="plan, dag, strategy, model, cluster, workload, validation or cost.")],
+    name: Annotated[
+        str, typer.Argument(help="plan, dag, strategy, model, cluster, workload, validation, cost or simulation.")
+    ],
 ) -> None:
     """Print the JSON Schema of a contract."""
 

@@ -9,9 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from shardplan.cli.app import app, console, emit_json, fail
-from shardplan.cli.files import read_json, require_valid
+from shardplan.cli.files import read_plan, require_valid
 from shardplan.cli.progress import working
-from shardplan.contracts.plan import Plan
 from shardplan.io import write_atomic
 from shardplan.text import one_line
 from shardplan.tools.launch.commands import ENGINES, launch_command
@@ -22,23 +21,6 @@ PlanArg = Annotated[Path, typer.Argument(help="A plan JSON file (shardplan plan 
 OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write (default: PLAN.html).")]
 TraceOpt = Annotated[Path | None, typer.Option("--trace", help="Also write the schedule as a Chrome/Perfetto trace.")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-
-
-def read_plan(path: Path) -> Any:
-    """The Plan in ``path``; a missing, unreadable or non-plan file is one clear error (exit 2)."""
-    from pydantic import ValidationError
-
-
-    data = read_json(path)
-    if not isinstance(data, dict) or "request" not in data or "status" not in data:
-        hint = " (it looks like a DAG; give the plan file)" if isinstance(data, dict) and "nodes" in data else ""
-        fail(f"{path} is not a plan file{hint}; write one with shardplan plan ... -o plan.json")
-    try:
-        return Plan.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        fail(f"{path} is not a valid plan: {where}: {first['msg']}; write one with shardplan plan ... -o plan.json")
 
 
 @app.command("report")

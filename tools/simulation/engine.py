@@ -1,0 +1,364 @@
+"""One replica's scheduler, as vLLM v1 runs it: continuous batching with chunked prefill over KV-cache blocks.
+
+Each step, in order:
+
+* every running sequence asks for the tokens it has not computed yet (one for a decoding sequence, the rest of
+  its prompt for one being prefilled) and gets them in admission order while the step's token budget
+  (``max_num_batched_tokens``) lasts;
+* the step's KV cache is allocated in blocks of ``block_tokens``; when the free blocks do not cover it, the
+  most recently admitted sequences are preempted (recompute: each goes back to the front of the waiting queue
+  and loses its KV cache) until they do, and that step admits no one;
+* waiting requests are admitted first come, first served while the budget, ``max_num_seqs`` and the free
+  blocks allow, each with a chunk of its prompt (the whole prompt when the budget holds it);
+* the step lasts ``step_s(decode tokens, prefill tokens)`` of the serving model's step pricer; a sequence
+  whose tokens are all computed emits its next token at the end of it (its first one when its prompt's last
+  chunk comes out of the pipeline: ``chunk_pass_s``).
+
+Per-request state lives in numpy arrays (:class:`~.state.Requests`) with local copies for the running set, and
+a step does O(running) vectorised work. Steps that are pure decode with nothing to admit repeat identically
+until a sequence finishes, the KV cache runs short or the next request may arrive: those are taken together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from shardplan.tools.simulation.state import Requests
+
+__all__ = ["StepCosts", "StepRecord", "Engine"]
+
+
+class StepCosts(Protocol):
+    """Step prices in seconds, as :class:`~shardplan.tools.serving.steps.StepPricer` gives them."""
+
+    def step_s(self, decode_tokens: float, prefill_tokens: float) -> float: ...
+
+    def chunk_pass_s(self, decode_tokens: float, prefill_tokens: float) -> float: ...
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """``count`` identical steps from ``start_s``, lasting ``duration_s`` in all, for the trace."""
+
+    start_s: float
+    duration_s: float
+    decode_tokens: int
+    prefill_tokens: int
+    count: int
+    running: int
+    waiting: int
+
+
+@dataclass
+class Engine:
+    """One replica (or decode worker): its waiting queue, running set and KV-cache blocks, and what it measured.
+
+    ``clock`` is when its next step starts. Times are seconds.
+    """
+
+    requests: Requests
+    costs: StepCosts
+    kv_blocks: int
+    max_num_seqs: int
+    max_batched_tokens: int
+    block_tokens: int = 16
+    record_steps: bool = False
+    clock: float = 0.0
+    waiting: deque[int] = field(default_factory=deque)
+    _state: np.ndarray = field(default_factory=lambda: np.zeros((5, 0), dtype=np.int64))
+    """The running set in admission order, one column per sequence: rows ``_ID``, ``_COMPUTED`` (KV tokens),
+    ``_KNOWN`` (prompt plus output tokens so far), ``_GENERATED``, ``_OSL``; written back when it leaves."""
+    _used: int = 0
+    """KV-cache blocks the running set holds."""
+    _prefilling: bool = False
+    """Some running sequence still has prompt tokens to compute."""
+    _nearest: int = 0
+    """Fewest output tokens any running sequence has left."""
+    _prices: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    # What it measured: integrals over time (seconds x count) and counts.
+    running_s: float = 0.0
+    resident_s: float = 0.0
+    """Requests at this worker (waiting or running) integrated over time: Little's law's area."""
+    blocks_s: float = 0.0
+    peak_blocks: int = 0
+    peak_running: int = 0
+    steps: int = 0
+    preemptions: int = 0
+    last_finished: int = 0
+    last_end: float = 0.0
+    records: list[StepRecord] = field(default_factory=list)
+
+    @property
+    def running(self) -> int:
+        """Sequences in the running set."""
+        return int(self._state.shape[1])
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self._state.shape[1] or self.waiting)
+
+    def outstanding_at(self, now: float) -> int:
+        """Requests routed here and not finished by ``now`` (those of a step still under way count)."""
+        return self.running + len(self.waiting) + (self.last_finished if now < self.last_end else 0)
+
+    def enqueue(self, rid: int, now: float) -> None:
+        """Put request ``rid`` at the back of the waiting queue at time ``now``.
+
+        A request that arrives during a step waits for the next one: its wait until then is counted here."""
+        if not self.has_work:
+            self.clock = max(self.clock, now)
+        if self.clock > now:
+            self.resident_s += self.clock - now
+        self.waiting.append(rid)
+
+    def step(self, horizon: float) -> np.ndarray:
+        """Run the next step from ``clock`` (and the identical steps after it that start before ``horizon``);
+        returns the ids of the requests that finished, at the new ``clock``.
+
+        Raises:
+            RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
+        """
+        count = self._state.shape[1]
+        if self._prefilling or count > self.max_batched_tokens:
+            return self._mixed()
+        # Every running sequence decodes: one token each, and a new block for those whose blocks are full.
+        grow = int(np.count_nonzero(self._state[_COMPUTED] % self.block_tokens == 0)) if count else 0
+        if self._used + grow > self.kv_blocks:
+            return self._mixed()
+        if count and (not self.waiting or count >= self.max_num_seqs):
+            return self._decode(horizon, count, grow)
+        return self._admitting(horizon, count, grow)
+
+    def _decode(self, horizon: float, count: int, grow: int) -> np.ndarray:
+        """Pure decode steps: one token for every running sequence, nothing admitted."""
+        now, state = self.clock, self._state
+        duration = self._price(count, 0)[0]
+        nearest = self._nearest
+        repeats = self._repeats(duration, horizon, now, nearest, grow)
+        state[_COMPUTED:_GENERATED + 1] += repeats
+        first = self._used + grow
+        self._used = int(self._blocks(state[_COMPUTED]).sum()) if repeats > 1 else first
+        self._account(now, duration * repeats, repeats, count, count, 0, first)
+        self._nearest -= repeats
+        if repeats < nearest:
+            return self._none()
+        return self._finish(state[_GENERATED] >= state[_OSL])
+
+    def _admitting(self, horizon: float, count: int, grow: int) -> np.ndarray:
+        """Every running sequence decodes and waiting requests are admitted: when each admitted one computes all
+        its known tokens (a whole prompt, or a decode token whose KV cache came over), every sequence emits."""
+        now = self.clock
+        admitted = self._admit(count, self._used + grow, now)
+        if not admitted.chunks:
+            if count:  # blocked until a sequence finishes and frees blocks or a seat
+                return self._decode(horizon, count, grow)
+            raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
+        decode = count + admitted.ready
+        if not admitted.whole:
+            grant = np.concatenate([np.ones(count, dtype=np.int64), np.array(admitted.chunks, dtype=np.int64)])
+            return self._run(now, grant, decode, admitted.blocks)
+        state = self._state
+        prefill = sum(admitted.chunks) - admitted.ready
+        duration, chunk_pass = self._price(decode, prefill)
+        state[_COMPUTED] = state[_KNOWN]
+        state[_KNOWN:_GENERATED + 1] += 1
+        first_token = self.requests.first_token
+        for rid in admitted.firsts:
+            first_token[rid] = now + chunk_pass
+        self._used = admitted.blocks
+        self._account(now, duration, 1, state.shape[1], decode, prefill, admitted.blocks)
+        self._nearest = min(self._nearest if count else admitted.nearest, admitted.nearest) - 1
+        return self._finish(state[_GENERATED] >= state[_OSL]) if self._nearest == 0 else self._none()
+
+    def _mixed(self) -> np.ndarray:
+        """The general step: prompt chunks under way, the token budget shared in admission order, preemption when
+        the blocks run out."""
+        now = self.clock
+        state = self._state
+        need = state[_KNOWN] - state[_COMPUTED]
+        before = np.cumsum(need) - need
+        grant = np.minimum(need, np.maximum(self.max_batched_tokens - before, 0))
+        wanted = int(self._blocks(state[_COMPUTED] + grant).sum())
+        preempted = wanted > self.kv_blocks
+        if preempted:
+            grant, wanted = self._preempt(grant)
+        # A step that preempted admits no one (vLLM v1), unless it preempted every sequence.
+        if self.waiting and (not preempted or self._state.shape[1] == 0):
+            admitted = self._admit(int(grant.sum()), wanted, now)
+            if admitted.chunks:
+                grant = np.concatenate([grant, np.array(admitted.chunks, dtype=np.int64)])
+                wanted = admitted.blocks
+        if not grant.size or not grant.any():
+            raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
+        state = self._state
+        need = state[_KNOWN] - state[_COMPUTED]
+        decode = int(np.count_nonzero((need == 1) & (state[_GENERATED] > 0) & (grant > 0)))
+        return self._run(now, grant, decode, wanted)
+
+    def _run(self, now: float, grant: np.ndarray, decode: int, wanted: int) -> np.ndarray:
+        """Run one step computing ``grant`` tokens of each running sequence (``decode`` of them decode tokens),
+        holding ``wanted`` blocks."""
+        state = self._state
+        tokens = int(grant.sum())
+        duration, chunk_pass = self._price(decode, tokens - decode)
+        emitted = state[_KNOWN] - state[_COMPUTED] == grant
+        state[_COMPUTED] += grant
+        state[_KNOWN:_GENERATED + 1] += emitted
+        first = emitted & (state[_GENERATED] == 1)
+        if first.any():
+            self.requests.first_token[state[_ID, first]] = now + chunk_pass
+        self._used = wanted
+        self._prefilling = not emitted.all()
+        self._account(now, duration, 1, state.shape[1], decode, tokens - decode, wanted)
+        left = state[_OSL] - state[_GENERATED]
+        self._nearest = int(left.min())
+        return self._finish(left == 0) if self._nearest == 0 else self._none()
+
+    def _none(self) -> np.ndarray:
+        self.last_finished, self.last_end = 0, self.clock
+        return _NONE
+
+    def _account(
+        self, now: float, elapsed: float, repeats: int, count: int, decode: int, prefill: int, first: int
+    ) -> None:
+        """Count ``repeats`` steps of ``count`` sequences (``decode`` decode and ``prefill`` prompt tokens each)
+        lasting ``elapsed`` in all, and move the clock on; the blocks held grow from ``first`` (the first step's)
+        to the running set's at the end."""
+        self.running_s += count * elapsed
+        self.resident_s += (count + len(self.waiting)) * elapsed
+        self.blocks_s += (first + self._used) / 2 * elapsed
+        self.peak_blocks = max(self.peak_blocks, self._used)
+        self.peak_running = max(self.peak_running, count)
+        self.steps += repeats
+        if self.record_steps:
+            self.records.append(StepRecord(now, elapsed, decode, prefill, repeats, count, len(self.waiting)))
+        self.clock = now + elapsed
+
+    def _finish(self, done: np.ndarray) -> np.ndarray:
+        """Remove the sequences ``done`` marks, recording their finish at the clock; returns their ids."""
+        state = self._state
+        gone = state[:, np.flatnonzero(done)]
+        finished = gone[_ID]
+        self.requests.finish[finished] = self.clock
+        self.requests.generated[finished] = gone[_GENERATED]
+        self._used -= int(self._blocks(gone[_COMPUTED]).sum())
+        self._state = state = state.compress(~done, axis=1)
+        self._nearest = int((state[_OSL] - state[_GENERATED]).min()) if state.shape[1] else 0
+        self.last_finished, self.last_end = int(finished.size), self.clock
+        return finished
+
+    def _price(self, decode: int, prefill: int) -> tuple[float, float]:
+        """The step's duration and the pass of its prompt chunk through every pipeline stage."""
+        key = (decode, prefill)
+        found = self._prices.get(key)
+        if found is None:
+            step = self.costs.step_s(decode, prefill)
+            found = (step, max(step, self.costs.chunk_pass_s(decode, prefill)) if prefill else step)
+            self._prices[key] = found
+        return found
+
+    def _blocks(self, tokens: np.ndarray) -> np.ndarray:
+        return (tokens + (self.block_tokens - 1)) // self.block_tokens
+
+    def _repeats(self, duration: float, horizon: float, now: float, nearest: int, grow: int) -> int:
+        """How many identical pure-decode steps to take at once: until the first sequence finishes (``nearest``),
+        the last one that starts before ``horizon``, and as many as the free KV-cache blocks allow (the first
+        step takes ``grow`` new ones)."""
+        steps = nearest
+        if math.isfinite(horizon):
+            steps = min(steps, max(1, math.ceil((horizon - now) / duration)))
+        if steps <= 1:
+            return 1
+        computed, size = self._state[_COMPUTED], self.block_tokens
+        count, free = computed.size, self.kv_blocks - self._used
+        if free >= count * -(-steps // size):
+            return steps
+        # Each sequence needs its next block at step ``first`` (1 when its blocks are full), then every ``size``
+        # steps: the first ``free`` blocks needed are those at the earliest such steps.
+        first = (size - computed % size) % size + 1
+        rounds, rest = divmod(free, count)
+        return max(1, min(steps, rounds * size + int(np.partition(first, rest)[rest]) - 1))
+
+    def _preempt(self, grant: np.ndarray) -> tuple[np.ndarray, int]:
+        """Preempt the most recently admitted sequences until the step's blocks fit, as vLLM v1 does (recompute:
+        back to the front of the waiting queue, KV cache dropped); returns the step's grants and blocks."""
+        state = self._state
+        held = self._blocks(state[_COMPUTED])
+        extra = self._blocks(state[_COMPUTED] + grant) - held
+        # Keeping the first p sequences needs sum(extra[:p]) blocks and frees every block of the others.
+        needed = np.concatenate([[0], np.cumsum(extra)])
+        freed = np.concatenate([np.cumsum(held[::-1])[::-1], [0]])
+        keep = int(np.flatnonzero(needed <= self.kv_blocks - int(held.sum()) + freed)[-1])
+        gone = state[_ID, keep:]
+        req = self.requests
+        req.computed[gone] = 0
+        req.generated[gone] = state[_GENERATED, keep:]
+        req.preemptions[gone] += 1
+        self.preemptions += int(gone.size)
+        self.waiting.extendleft(gone[::-1].tolist())
+        self._state = state[:, :keep]
+        self._used = int(held[:keep].sum())
+        self._nearest = int((self._state[_OSL] - self._state[_GENERATED]).min()) if keep else 0
+        grant = grant[:keep]
+        return grant, int(self._blocks(self._state[_COMPUTED] + grant).sum())
+
+    def _admit(self, tokens: int, blocks: int, now: float) -> _Admitted:
+        """Admit waiting requests first come, first served while the token budget (``tokens`` of it taken),
+        ``max_num_seqs`` and the free blocks (``blocks`` taken) allow."""
+        req, size = self.requests, self.block_tokens
+        room = self.max_num_seqs - self._state.shape[1]
+        columns: list[tuple[int, int, int, int, int]] = []
+        chunks: list[int] = []
+        firsts: list[int] = []
+        ready, whole, nearest = 0, True, 1 << 62
+        while self.waiting and len(chunks) < room and tokens < self.max_batched_tokens:
+            rid = self.waiting[0]
+            computed, generated = int(req.computed[rid]), int(req.generated[rid])
+            known, osl = int(req.isl[rid]) + generated, int(req.osl[rid])
+            chunk = min(known - computed, self.max_batched_tokens - tokens)
+            wanted = -(-(computed + chunk) // size)
+            if blocks + wanted > self.kv_blocks:
+                break
+            self.waiting.popleft()
+            columns.append((rid, computed, known, generated, osl))
+            chunks.append(chunk)
+            if chunk < known - computed:
+                whole = False
+            elif generated == 0:
+                firsts.append(rid)
+            ready += known - computed == 1 and generated > 0
+            nearest = min(nearest, osl - generated)
+            tokens += chunk
+            blocks += wanted
+            if math.isnan(req.scheduled[rid]):
+                req.scheduled[rid] = now
+        if columns:
+            added = np.array(columns, dtype=np.int64).T
+            self._state = np.concatenate([self._state, added], axis=1)
+        return _Admitted(chunks, blocks, ready, whole, firsts, nearest)
+
+
+class _Admitted(NamedTuple):
+    """What one step admitted from the waiting queue."""
+
+    chunks: list[int]
+    """Tokens each admitted request computes in the step, in admission order."""
+    blocks: int
+    """Blocks the step holds with them."""
+    ready: int
+    """How many of them only decode (their KV cache came from a prefill worker)."""
+    whole: bool
+    """Every one of them computes all its known tokens in the step, so each emits a token."""
+    firsts: list[int]
+    """Those whose first output token this step emits."""
+    nearest: int
+    """Fewest output tokens any of them has left."""
+
+
+_ID, _COMPUTED, _KNOWN, _GENERATED, _OSL = range(5)
+_NONE = np.zeros(0, dtype=np.int64)

@@ -1,0 +1,139 @@
+"""The event loop of a simulated deployment: arrivals, the router, engine steps, prefill steps, KV transfers.
+
+Events are taken in time order from two heaps: what feeds the workers (arrivals, the KV cache of a prefilled
+prompt reaching the decode pool, a prefill step ending) and the engines' next steps. At equal times the feeds go
+first, so a request arriving as a step starts is in that step. An engine may take several identical steps at
+once (:meth:`~.engine.Engine.step`) but starts none after the next feed event, nor, when engines are coupled (a
+closed loop, whose next requests follow completions; a router reading the engines' loads), after another
+engine's next step.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from shardplan.contracts.simulation import Router
+from shardplan.tools.simulation.engine import Engine
+from shardplan.tools.simulation.pools import PrefillPool
+from shardplan.tools.simulation.router import ROUTES, least_outstanding
+from shardplan.tools.simulation.state import Requests
+
+__all__ = ["Workers", "run_events"]
+
+_ARRIVAL, _HANDOFF, _PREFILLED = 0, 1, 2
+
+
+@dataclass
+class Workers:
+    """What serves the requests: replicas (or decode workers), and for a split deployment the prefill pool and
+    each request's KV transfer time."""
+
+    engines: list[Engine]
+    router: Router = "round_robin"
+    prefill: PrefillPool | None = None
+    transfer_s: np.ndarray | None = None
+    """Per request, seconds its KV cache takes from the prefill pool to a decode worker."""
+    transit_s: float = 0.0
+    """Requests in transfer, integrated over time."""
+
+
+def run_events(
+    requests: Requests,
+    workers: Workers,
+    clients: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> float:
+    """Serve every request of ``requests`` and return when the last one finished (seconds).
+
+    Open loop: requests arrive at their ``arrival`` times. Closed loop (``clients``): that many are sent at 0,
+    and each completion sends the next one at once. ``progress`` hears the count of finished requests now and
+    then. A split deployment (``workers.prefill``) prefills in the pool, moves the KV cache, then routes each
+    request to the decode worker with the fewest outstanding requests.
+    """
+    total = len(requests)
+    engines, pool, transfer = workers.engines, workers.prefill, workers.transfer_s
+    route = least_outstanding if pool is not None else ROUTES[workers.router]
+    coupled = clients is not None or (len(engines) > 1 and route is least_outstanding)
+    sent = min(clients, total) if clients is not None else total
+    if clients is not None:
+        requests.arrival[:sent] = 0.0
+    feeds: list[tuple[float, int, int]] = [(float(requests.arrival[r]), _ARRIVAL, r) for r in range(sent)]
+    heapq.heapify(feeds)
+    steps: list[tuple[float, int]] = []
+    stepping = [False] * len(engines)
+    turn = done = 0
+    end = 0.0
+    every = max(1, total // 100)
+
+    def to_engine(rid: int, now: float) -> None:
+        nonlocal turn
+        index = route(engines, now, turn)
+        turn += 1
+        engine = engines[index]
+        engine.enqueue(rid, now)
+        if not stepping[index]:
+            stepping[index] = True
+            heapq.heappush(steps, (engine.clock, index))
+
+    def completed(count: int, now: float) -> None:
+        nonlocal done, sent, end
+        end = max(end, now)
+        if progress is not None and (done + count) // every != done // every:
+            progress(done + count)
+        done += count
+        while clients is not None and count and sent < total:
+            requests.arrival[sent] = now
+            heapq.heappush(feeds, (now, _ARRIVAL, sent))
+            sent += 1
+            count -= 1
+
+    def prefilled(worker: int, now: float) -> None:
+        assert pool is not None and transfer is not None
+        prompts, started = pool.finish(worker, now)
+        for step_end, busy in started:
+            heapq.heappush(feeds, (step_end, _PREFILLED, busy))
+        for rid in prompts.tolist():
+            ready = now + float(transfer[rid])
+            workers.transit_s += ready - now
+            requests.first_token[rid] = ready
+            requests.generated[rid] = 1
+            if requests.osl[rid] == 1:
+                requests.finish[rid] = ready
+                completed(1, ready)
+            else:
+                heapq.heappush(feeds, (ready, _HANDOFF, rid))
+
+    while feeds or steps:
+        if feeds and (not steps or feeds[0][0] <= steps[0][0]):
+            now, kind, item = heapq.heappop(feeds)
+            if kind == _ARRIVAL and pool is not None:
+                for step_end, worker in pool.enqueue(item, now):
+                    heapq.heappush(feeds, (step_end, _PREFILLED, worker))
+            elif kind == _ARRIVAL:
+                to_engine(item, now)
+            elif kind == _HANDOFF:
+                requests.computed[item] = requests.isl[item]
+                to_engine(item, now)
+            else:
+                prefilled(item, now)
+            continue
+        _, index = heapq.heappop(steps)
+        engine = engines[index]
+        horizon = feeds[0][0] if feeds else math.inf
+        if coupled and steps:
+            horizon = min(horizon, steps[0][0])
+        finished = engine.step(horizon)
+        if engine.has_work:
+            heapq.heappush(steps, (engine.clock, index))
+        else:
+            stepping[index] = False
+        if finished.size:
+            completed(int(finished.size), engine.clock)
+    if pool is not None:
+        pool.close(end)
+    return end

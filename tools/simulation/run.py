@@ -1,0 +1,203 @@
+"""Simulate a priced deployment end to end: its workers built as the serving model prices them, a request
+stream drawn from the workload's traffic, the events run, the summary made.
+
+The step pricers are those of :mod:`shardplan.tools.serving.aggregated` and :mod:`.disaggregated` (one
+replica's layout, or one prefill and one decode worker's, on the plan's cluster, under its engine), at the
+stream's mean lengths; the KV cache of each worker comes from the memory model (:mod:`.capacity`). A replica
+admits the plan's sequences in flight per replica (``max_num_seqs``, as ``shardplan export`` launches it)
+unless told otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from shardplan.contracts.hardware import Cluster
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.plan import PricedDeployment
+from shardplan.contracts.simulation import Router, SimulationSummary
+from shardplan.contracts.targets import Targets
+from shardplan.contracts.traffic import ClosedLoop, FixedLength, GammaArrivals, LengthDist, LognormalLength, Traffic
+from shardplan.contracts.workload import Workload
+from shardplan.errors import InputError
+from shardplan.tools.cost.pricing import Backend
+from shardplan.tools.serving.disaggregated import kv_transfer_s, prefill_worker
+from shardplan.tools.serving.placement import replica_strategy
+from shardplan.tools.serving.steps import StepPricer
+from shardplan.tools.simulation.capacity import BLOCK_TOKENS, kv_blocks
+from shardplan.tools.simulation.engine import Engine
+from shardplan.tools.simulation.loop import Workers, run_events
+from shardplan.tools.simulation.pools import PrefillPool
+from shardplan.tools.simulation.results import RunFacts, summarise
+from shardplan.tools.simulation.state import Requests
+from shardplan.tools.traffic.stream import RequestStream, request_stream
+
+__all__ = ["SimulationOptions", "Simulation", "simulate", "describe_traffic"]
+
+
+@dataclass(frozen=True)
+class SimulationOptions:
+    """How to run the deployment: the router, the engine's sequence cap, the pricing backend, the trace."""
+
+    router: Router = "round_robin"
+    max_num_seqs: int | None = None
+    """Running sequences per replica (or decode worker); None: the deployment's own per-worker concurrency."""
+    backend: Backend = "auto"
+    record_steps: bool = False
+    """Keep every step for a trace (:mod:`.trace`)."""
+
+
+@dataclass
+class Simulation:
+    """A finished run: its summary, the per-request record and the workers with what they measured."""
+
+    summary: SimulationSummary
+    requests: Requests
+    workers: Workers
+
+
+def _length_text(dist: LengthDist | None, fixed: int) -> str:
+    if dist is None or isinstance(dist, FixedLength):
+        return f"fixed {dist.tokens if dist else fixed}"
+    if isinstance(dist, LognormalLength):
+        return f"lognormal mean {dist.mean:g}, cv {dist.cv:g}"
+    return f"uniform {dist.low}-{dist.high}"
+
+
+def describe_traffic(traffic: Traffic, workload: Workload, rate: float | None, requests: int) -> str:
+    """The replayed requests in words.
+
+    >>> describe_traffic(Traffic(), Workload(isl=1024, osl=256), 2.5, 100)
+    '100 requests, poisson at 2.5 requests/s, isl fixed 1024, osl fixed 256'
+    """
+    arrival = traffic.arrival
+    if isinstance(arrival, ClosedLoop):
+        how = f"closed loop of {arrival.clients} clients"
+    else:
+        how = arrival.kind + (f" (cv {arrival.cv:g})" if isinstance(arrival, GammaArrivals) else "")
+        how += f" at {rate:.3g} requests/s" if rate is not None else ""
+    lengths = f"isl {_length_text(traffic.isl, workload.isl)}, osl {_length_text(traffic.osl, workload.osl)}"
+    source = f", from trace {traffic.trace}" if traffic.trace else ""
+    return f"{requests:,} requests, {how}, {lengths}{source}"
+
+
+def _check_lengths(stream: RequestStream, blocks: int, role: str) -> None:
+    """Every request must fit the KV cache of one worker on its own, or the engine could never run it."""
+    longest = int((stream.isl + stream.osl - 1).max())
+    if longest > blocks * BLOCK_TOKENS:
+        raise InputError(
+            f"a request of {longest + 1} tokens needs more KV cache than one {role} holds ({blocks * BLOCK_TOKENS:,} "
+            "tokens)", field="lengths", fix="cap the lengths (lognormal:...,high=N) or give the deployment more memory"
+        )
+
+
+def simulate(
+    model: ModelSpec,
+    cluster: Cluster,
+    deployment: PricedDeployment,
+    workload: Workload,
+    *,
+    requests: int,
+    rate: float | None = None,
+    seed: int = 0,
+    options: SimulationOptions = SimulationOptions(),
+    progress: Callable[[int], None] | None = None,
+) -> Simulation:
+    """Replay ``requests`` requests of ``workload``'s traffic (arriving at ``rate``, default the workload's) through
+    ``deployment`` on ``cluster``, as the engine schedules them.
+
+    Raises:
+        InputError: static batching (the simulator runs continuous batching), an open loop without a rate, a
+            worker whose KV cache holds no sequence or one shorter than a request.
+    """
+    if workload.batching != "continuous":
+        raise InputError("the simulator runs continuous batching; this workload uses static batching",
+                         field="batching", fix="plan with --batching continuous")
+    traffic = workload.traffic or Traffic()
+    stream = request_stream(workload, requests=requests, rate=rate, seed=seed)
+    rate = None if stream.clients is not None else (rate if rate is not None else workload.rate)
+    priced = workload.model_copy(update={"isl": max(1, round(stream.mean_isl)), "osl": max(1, round(stream.mean_osl))})
+    strategy = deployment.strategy
+    record = Requests.from_stream(stream)
+    seqs = options.max_num_seqs or deployment.worker_concurrency
+    replica = replica_strategy(strategy)
+    notes = [
+        f"steps priced by the serving model's step pricer ({options.backend} backend) at the mean lengths, isl "
+        f"{priced.isl} and osl {priced.osl}: decode attention at the mean context",
+        "no prefix caching: requests sharing a prefix recompute it",
+    ]
+    if strategy.disaggregated:
+        decode_layout = replica.decode
+        blocks = kv_blocks(model, cluster.gpu, decode_layout, priced, "decode")
+        role = "decode worker"
+    else:
+        decode_layout = strategy.decode.model_copy(update={"dp": 1})
+        blocks = kv_blocks(model, cluster.gpu, decode_layout, priced, "shared", decode_layout)
+        role = "replica"
+    if blocks < 1:
+        raise InputError(f"one {role} of {decode_layout.to_spec()} holds no sequence of {priced.isl}+{priced.osl} "
+                         "tokens in its KV cache", field="plan", fix="simulate a plan whose deployment fits")
+    _check_lengths(stream, blocks, role)
+    pricer = StepPricer.for_workload(model, cluster, decode_layout, priced, options.backend)
+    engines = [
+        Engine(record, pricer, blocks, seqs, priced.max_batched_tokens, BLOCK_TOKENS, options.record_steps)
+        for _ in range(strategy.decode.dp)
+    ]
+    notes.append(f"KV cache of one {role}: {blocks:,} blocks of {BLOCK_TOKENS} tokens "
+                 f"({blocks * BLOCK_TOKENS // (priced.isl + priced.osl):,} sequences of {priced.isl + priced.osl} "
+                 f"tokens); at most {seqs} running sequences")
+    workers = Workers(engines, options.router)
+    if strategy.disaggregated:
+        workers = _split_workers(model, cluster, deployment, priced, stream, record, engines, options, notes)
+    end = run_events(record, workers, stream.clients, progress)
+    facts = RunFacts(
+        analytic=deployment.figures,
+        deployment=strategy.to_spec(),
+        workload=describe_traffic(traffic, workload, rate, requests),
+        traffic=traffic,
+        rate=rate,
+        seed=seed,
+        router="least_outstanding" if strategy.disaggregated else options.router,
+        max_num_seqs=seqs,
+        kv_blocks=blocks,
+        block_tokens=BLOCK_TOKENS,
+        targets=Targets(ttft_ms=workload.ttft_ms, tpot_ms=workload.tpot_ms),
+        notes=notes,
+    )
+    return Simulation(summarise(record, workers, end, facts), record, workers)
+
+
+def _split_workers(
+    model: ModelSpec,
+    cluster: Cluster,
+    deployment: PricedDeployment,
+    priced: Workload,
+    stream: RequestStream,
+    record: Requests,
+    engines: list[Engine],
+    options: SimulationOptions,
+    notes: list[str],
+) -> Workers:
+    """The prefill pool and the KV transfer of each request in front of the decode workers ``engines``."""
+    strategy = deployment.strategy
+    replica = replica_strategy(strategy)
+    pricer = StepPricer.for_workload(model, cluster, replica.prefill, priced, options.backend)
+    worker = prefill_worker(model, cluster, replica.prefill, priced, pricer)
+    if worker is None:
+        raise InputError(f"a prefill worker of {replica.prefill.to_spec()} does not fit a step of prompts",
+                         field="plan", fix="simulate a plan whose deployment fits")
+    groups = replica.prefill.adp * replica.prefill.mb
+    pool = PrefillPool(record, pricer, strategy.prefill.dp, worker.prompts, priced.max_batched_tokens * groups,
+                       options.record_steps)
+    same_node = strategy.gpus <= cluster.gpus_per_node
+    lengths, where = np.unique(stream.isl, return_inverse=True)
+    moves = np.array([kv_transfer_s(model, cluster, replica.prefill, replica.decode, int(n), same_node)
+                      for n in lengths.tolist()])
+    mean = kv_transfer_s(model, cluster, replica.prefill, replica.decode, priced.isl, same_node)
+    notes.append(f"{strategy.prefill.dp} prefill worker(s), one queue, steps of up to {worker.prompts} whole prompts; "
+                 f"KV transfer {mean * 1e3:.2f} ms at the mean prompt, in TTFT, without link contention; each request "
+                 "to the decode worker with the fewest outstanding")
+    return Workers(engines, "least_outstanding", pool, moves[where])
