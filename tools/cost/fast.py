@@ -6,7 +6,8 @@ share every formula. Each representative layer's span is multiplied by the layer
 microbatches add ``(mb - 1)`` times the slowest stage, the pipeline fill of a GPipe-style schedule.
 
 The attention kernels' share is reported beside the makespan (:class:`PhaseTimes`), so the serving model
-can price a step's token-proportional work and its context-proportional work apart.
+can price a step's token-proportional work and its context-proportional work apart; so is the MoE layers'
+synchronised section, the part of a step that attention data-parallel ranks run together on all their tokens.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ class PhaseTimes:
     attention_s: float
     """Sum over layers of the layer's slowest attention kernel (attention groups run side by side), for one
     microbatch: attention sits between the QKV and output projections, on the critical path."""
+    moe_s: float = 0.0
+    """Sum over layers of the MoE section that spans every attention group of a stage (dispatch or gather, the
+    routed experts and their reduction, combine or scatter), first start to last finish, for one microbatch.
+    Attention data-parallel ranks meet there: each attends to its own tokens, then all of them wait for the
+    dispatch and the experts run on every rank's tokens together."""
 
 
 def phase_times(
@@ -52,12 +58,17 @@ def phase_times(
     sched = schedule_graph(graph.nodes, graph.edges, cluster, record_busy=False, pricer=pricer)
     layer_end: dict[int, float] = defaultdict(float)
     attention: dict[int, float] = defaultdict(float)
+    moe_start: dict[int, float] = {}
+    moe_end: dict[int, float] = defaultdict(float)
     for node in graph.nodes:
         if node.layer is not None and node.layer in picks:
             layer_end[node.layer] = max(layer_end[node.layer], sched.finish[node.id])
             if node.kind == "attention":
                 took = sched.finish[node.id] - sched.start[node.id]
                 attention[node.layer] = max(attention[node.layer], took)
+            elif node.name in _MOE_SECTION:
+                moe_start[node.layer] = min(moe_start.get(node.layer, sched.start[node.id]), sched.start[node.id])
+                moe_end[node.layer] = max(moe_end[node.layer], sched.finish[node.id])
     makespan = max(sched.finish.values())
     stage_of = {layer: index for index, layers in enumerate(stages) for layer in layers}
     previous = _embedding_done(graph, sched)
@@ -70,7 +81,15 @@ def phase_times(
         stage_time[stage_of[layer]] += picks[layer] * span
     one_microbatch = makespan + extra
     total = one_microbatch + (phase.mb - 1) * max(stage_time.values(), default=0.0)
-    return PhaseTimes(total, sum(picks[layer] * took for layer, took in attention.items()))
+    moe = sum(picks[layer] * (moe_end[layer] - start) for layer, start in moe_start.items())
+    return PhaseTimes(total, sum(picks[layer] * took for layer, took in attention.items()), moe)
+
+
+_MOE_SECTION = frozenset(
+    {"moe.dispatch", "moe.all_gather", "experts", "experts.all_reduce", "moe.combine", "moe.reduce_scatter"}
+)
+"""Names of the nodes of an MoE layer that work on the tokens of every attention group of the stage
+(:func:`shardplan.tools.builder.blocks.moe_ffn`); the router and the shared experts work on each group's own."""
 
 
 def _embedding_done(graph: GraphBuffer, sched: Schedule) -> float:

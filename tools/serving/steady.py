@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 from shardplan.contracts.workload import Workload
+from shardplan.tools.serving.attention_dp import chunk_out_s, mean_round_s
 from shardplan.tools.serving.steps import StepPricer
 
 __all__ = [
@@ -118,20 +119,25 @@ class ServingPoint:
 def continuous_point(pricer: StepPricer, concurrency: float, workload: Workload) -> ServingPoint | None:
     """Steady state of continuous batching with chunked prefill at ``concurrency`` sequences per replica.
 
+    A replica with attention data parallelism runs one scheduler per rank, each with its share of the sequences
+    and a token budget of its own; the ranks' steps are priced together (:mod:`.attention_dp`).
+
     Returns None when the step budget cannot carry one token for every running sequence plus some prompt
-    (``concurrency >= max_batched_tokens``), as engines cap running sequences at the budget.
+    (``concurrency >= max_batched_tokens`` per scheduler), as engines cap running sequences at the budget.
     """
     prompt, out, budget = workload.isl, workload.osl, workload.max_batched_tokens
-    if concurrency >= budget:
+    ranks = pricer.layout.adp
+    per_rank = concurrency / ranks
+    if per_rank >= budget:
         return None
     if out == 1:
         # Prefill only: every step is prompt chunks; the first token ends the request.
-        chunk = float(min(budget, concurrency * prompt))
-        step = pricer.step_s(0, chunk)
-        rate = chunk / prompt / step
+        chunk = float(min(budget, per_rank * prompt))
+        step = _mean_step_s(pricer, 0, chunk, 1.0)
+        rate = ranks * chunk / prompt / step
         return ServingPoint(concurrency, concurrency / rate, 0.0, rate, 0.0, chunk, out)
     decode_cap = budget * (out - 1) / (out - 1 + prompt)
-    decoding = min(float(concurrency), decode_cap)
+    decoding = min(per_rank, decode_cap)
     tpot = ttft = 0.0
     chunk = 0.0
     for _ in range(8):
@@ -139,18 +145,34 @@ def continuous_point(pricer: StepPricer, concurrency: float, workload: Workload)
         needed = decoding * prompt / (out - 1)
         chunk = min(free, max(float(prompt), needed))
         share = min(1.0, needed / chunk)
-        with_prefill = pricer.step_s(decoding, chunk)
-        tpot = share * with_prefill + (1 - share) * pricer.step_s(decoding, 0)
-        service = math.ceil(prompt / free) * pricer.chunk_pass_s(decoding, chunk)
+        tpot = _mean_step_s(pricer, decoding, chunk, share)
+        service = math.ceil(prompt / free) * _chunk_out_s(pricer, decoding, chunk, share)
         ttft = tpot / 2 + queue_wait(share, service) + service
-        settled = min(concurrency * (out - 1) * tpot / (ttft + (out - 1) * tpot), decode_cap)
+        settled = min(per_rank * (out - 1) * tpot / (ttft + (out - 1) * tpot), decode_cap)
         if abs(settled - decoding) <= 0.005 * decoding:
             decoding = settled
             break
         decoding = (decoding + settled) / 2
-    rate = decoding / ((out - 1) * tpot)
+    rate = ranks * decoding / ((out - 1) * tpot)
     ttft = max(ttft, concurrency / rate - (out - 1) * tpot)
-    return ServingPoint(concurrency, ttft, tpot, rate, decoding, chunk, out)
+    return ServingPoint(concurrency, ttft, tpot, rate, ranks * decoding, chunk, out)
+
+
+def _mean_step_s(pricer: StepPricer, decoding: float, chunk: float, share: float) -> float:
+    """The mean step of schedulers running ``decoding`` sequences each, a ``share`` of whose steps carry a prompt
+    chunk of ``chunk`` tokens: TPOT, as every running sequence gets a token a step."""
+    ranks = pricer.layout.adp
+    if ranks > 1:
+        return mean_round_s(pricer, ranks, decoding, chunk, share)
+    return share * pricer.step_s(decoding, chunk) + (1 - share) * pricer.step_s(decoding, 0)
+
+
+def _chunk_out_s(pricer: StepPricer, decoding: float, chunk: float, share: float) -> float:
+    """How long a scheduler's prompt chunk takes to come out of the pipeline."""
+    ranks = pricer.layout.adp
+    if ranks > 1:
+        return chunk_out_s(pricer, ranks, decoding, chunk, share)
+    return pricer.chunk_pass_s(decoding, chunk)
 
 
 def static_point(pricer: StepPricer, concurrency: int, workload: Workload) -> ServingPoint:

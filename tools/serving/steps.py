@@ -91,6 +91,7 @@ class StepPricer:
     base: int = 2
     """Sampled token counts are the powers of ``base``."""
     _samples: dict[tuple[str, int], PhaseTimes] = field(default_factory=dict, repr=False)
+    _own: dict[tuple[float, float], float] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.layout = self.layout.model_copy(update={"dp": 1})
@@ -137,7 +138,10 @@ class StepPricer:
         return self._samples[key]
 
     def _sample(self, kind: str, n: int) -> float:
-        """A sampled shape's time; ``linear`` without its attention kernels."""
+        """A sampled shape's time; ``linear`` without its attention kernels; ``experts`` the MoE layers'
+        section that every attention group joins, from the ``linear`` sample."""
+        if kind == "experts":
+            return self._times("linear", n).moe_s
         times = self._times(kind, n)
         return times.total_s - times.attention_s if kind == "linear" else times.total_s
 
@@ -189,6 +193,36 @@ class StepPricer:
             + self.decode_attention_s(decode)
             + self.prefill_attention_s(prefill_tokens)
         )
+
+    def experts_s(self, tokens: float) -> float:
+        """The part of :meth:`linear_s` that the MoE layers' dispatch, experts and combine take for ``tokens``
+        tokens over all the attention groups: where attention data-parallel ranks meet (0 without MoE)."""
+        return self._curve("experts", tokens)
+
+    def rank_pass_s(self, decode_tokens: float, prefill_tokens: float) -> float:
+        """One attention data-parallel rank's own part of a lane's pass: the rank carries ``decode_tokens`` running
+        sequences (its share of them in this lane) and a prompt chunk of ``prefill_tokens``, and attends to them,
+        projects them and runs its dense layers on them, alone; the MoE section of its layers is left out
+        (:meth:`experts_s` prices it on every rank's tokens together).
+
+        The samples spread ``n`` tokens evenly over the ``adp`` groups, so a rank's own part at ``t`` tokens is the
+        sampled step at ``adp x t`` tokens less its MoE section; attention data-parallel groups attend side by
+        side, so the decode attention of ``adp x d`` sequences is that of ``d`` on one rank, and a chunk's
+        attention is already priced on one group (:meth:`prefill_attention_s`). With ``adp = 1`` this and
+        :meth:`experts_s` add up to :meth:`chunk_pass_s`."""
+        key = (decode_tokens, prefill_tokens)
+        found = self._own.get(key)
+        if found is None:
+            groups = self.layout.adp
+            decode = decode_tokens / self.lanes
+            tokens = groups * (decode + prefill_tokens)
+            found = self._own[key] = (
+                self.linear_s(tokens)
+                - self.experts_s(tokens)
+                + self.decode_attention_s(groups * decode)
+                + self.prefill_attention_s(prefill_tokens)
+            )
+        return found
 
     def decode_step_s(self, sequences: int) -> float:
         """A static-batching decode step of ``sequences`` sequences on the layout (its microbatches)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -30,7 +31,7 @@ import numpy as np
 
 from shardplan.tools.simulation.state import Requests
 
-__all__ = ["StepCosts", "StepRecord", "Engine"]
+__all__ = ["StepCosts", "StepRecord", "StepPlan", "Replica", "Engine", "repeats_before"]
 
 
 class StepCosts(Protocol):
@@ -39,6 +40,72 @@ class StepCosts(Protocol):
     def step_s(self, decode_tokens: float, prefill_tokens: float) -> float: ...
 
     def chunk_pass_s(self, decode_tokens: float, prefill_tokens: float) -> float: ...
+
+
+class Replica(Protocol):
+    """What the event loop, the routers and the summary use of a replica (or decode worker): one scheduler
+    (:class:`Engine`), or the attention data-parallel ranks of one (:class:`~.ranks.RankGroup`)."""
+
+    @property
+    def clock(self) -> float:
+        """When its next step starts."""
+
+    @property
+    def has_work(self) -> bool: ...
+
+    def enqueue(self, rid: int, now: float) -> None: ...
+
+    def step(self, horizon: float) -> np.ndarray: ...
+
+    def outstanding_at(self, now: float) -> int: ...
+
+    @property
+    def resident_s(self) -> float: ...
+
+    @property
+    def running_s(self) -> float: ...
+
+    @property
+    def blocks_s(self) -> float: ...
+
+    @property
+    def peak_blocks(self) -> int: ...
+
+    @property
+    def preemptions(self) -> int: ...
+
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def records(self) -> list[StepRecord]: ...
+
+
+class StepPlan(NamedTuple):
+    """A step an engine has composed (its admissions and preemptions made) and not run yet."""
+
+    decode: int
+    """Decode tokens it carries."""
+    prefill: int
+    """Prompt tokens it carries."""
+    most: int
+    """Identical steps it may be taken as: pure decode until a sequence finishes or the free blocks run short;
+    otherwise 1."""
+    run: Callable[[float, float, int], np.ndarray]
+    """Run it ``repeats`` times, each lasting ``duration`` (its prompt chunks out after ``chunk_pass``), from the
+    engine's clock: ``run(duration, chunk_pass, repeats)``; returns the ids of the requests that finished."""
+
+
+def repeats_before(most: int, duration: float, horizon: float, now: float) -> int:
+    """How many of ``most`` identical steps of ``duration`` from ``now`` to take at once: the last one starts
+    before ``horizon`` (at least one).
+
+    >>> repeats_before(10, 0.5, 2.2, 1.0), repeats_before(10, 0.5, math.inf, 1.0), repeats_before(1, 0.5, 9.0, 1.0)
+    (3, 10, 1)
+    """
+    if most <= 1 or not math.isfinite(horizon):
+        return most
+    return min(most, max(1, math.ceil((horizon - now) / duration)))
 
 
 @dataclass(frozen=True)
@@ -102,6 +169,11 @@ class Engine:
     def has_work(self) -> bool:
         return bool(self._state.shape[1] or self.waiting)
 
+    @property
+    def used_blocks(self) -> int:
+        """KV-cache blocks the running set holds now."""
+        return self._used
+
     def outstanding_at(self, now: float) -> int:
         """Requests routed here and not finished by ``now`` (those of a step still under way count)."""
         return self.running + len(self.waiting) + (self.last_finished if now < self.last_end else 0)
@@ -123,6 +195,18 @@ class Engine:
         Raises:
             RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
         """
+        plan = self.plan()
+        duration, chunk_pass = self._price(plan.decode, plan.prefill)
+        return plan.run(duration, chunk_pass, repeats_before(plan.most, duration, horizon, self.clock))
+
+    def plan(self) -> StepPlan:
+        """Compose the next step from ``clock``: grant the running sequences their tokens, preempt when the blocks
+        run out, admit waiting requests. What it carries is then known; :attr:`StepPlan.run` runs it for as long as
+        it is priced (an attention data-parallel replica prices its ranks' steps together).
+
+        Raises:
+            RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
+        """
         count = self._state.shape[1]
         if self._prefilling or count > self.max_batched_tokens:
             return self._mixed()
@@ -131,54 +215,57 @@ class Engine:
         if self._used + grow > self.kv_blocks:
             return self._mixed()
         if count and (not self.waiting or count >= self.max_num_seqs):
-            return self._decode(horizon, count, grow)
-        return self._admitting(horizon, count, grow)
+            return self._decode(count, grow)
+        return self._admitting(count, grow)
 
-    def _decode(self, horizon: float, count: int, grow: int) -> np.ndarray:
+    def _decode(self, count: int, grow: int) -> StepPlan:
         """Pure decode steps: one token for every running sequence, nothing admitted."""
-        now, state = self.clock, self._state
-        duration = self._price(count, 0)[0]
         nearest = self._nearest
-        repeats = self._repeats(duration, horizon, now, nearest, grow)
-        state[_COMPUTED:_GENERATED + 1] += repeats
-        first = self._used + grow
-        self._used = int(self._blocks(state[_COMPUTED]).sum()) if repeats > 1 else first
-        self._account(now, duration * repeats, repeats, count, count, 0, first)
-        self._nearest -= repeats
-        if repeats < nearest:
-            return self._none()
-        return self._finish(state[_GENERATED] >= state[_OSL])
 
-    def _admitting(self, horizon: float, count: int, grow: int) -> np.ndarray:
+        def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
+            now, state = self.clock, self._state
+            state[_COMPUTED:_GENERATED + 1] += repeats
+            first = self._used + grow
+            self._used = int(self._blocks(state[_COMPUTED]).sum()) if repeats > 1 else first
+            self._account(now, duration * repeats, repeats, count, count, 0, first)
+            self._nearest -= repeats
+            if repeats < nearest:
+                return self._none()
+            return self._finish(state[_GENERATED] >= state[_OSL])
+
+        return StepPlan(count, 0, self._most_repeats(nearest), run)
+
+    def _admitting(self, count: int, grow: int) -> StepPlan:
         """Every running sequence decodes and waiting requests are admitted: when each admitted one computes all
         its known tokens (a whole prompt, or a decode token whose KV cache came over), every sequence emits."""
-        now = self.clock
-        admitted = self._admit(count, self._used + grow, now)
+        admitted = self._admit(count, self._used + grow, self.clock)
         if not admitted.chunks:
             if count:  # blocked until a sequence finishes and frees blocks or a seat
-                return self._decode(horizon, count, grow)
+                return self._decode(count, grow)
             raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
         decode = count + admitted.ready
         if not admitted.whole:
             grant = np.concatenate([np.ones(count, dtype=np.int64), np.array(admitted.chunks, dtype=np.int64)])
-            return self._run(now, grant, decode, admitted.blocks)
-        state = self._state
+            return self._run(grant, decode, admitted.blocks)
         prefill = sum(admitted.chunks) - admitted.ready
-        duration, chunk_pass = self._price(decode, prefill)
-        state[_COMPUTED] = state[_KNOWN]
-        state[_KNOWN:_GENERATED + 1] += 1
-        first_token = self.requests.first_token
-        for rid in admitted.firsts:
-            first_token[rid] = now + chunk_pass
-        self._used = admitted.blocks
-        self._account(now, duration, 1, state.shape[1], decode, prefill, admitted.blocks)
-        self._nearest = min(self._nearest if count else admitted.nearest, admitted.nearest) - 1
-        return self._finish(state[_GENERATED] >= state[_OSL]) if self._nearest == 0 else self._none()
 
-    def _mixed(self) -> np.ndarray:
+        def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
+            now, state = self.clock, self._state
+            state[_COMPUTED] = state[_KNOWN]
+            state[_KNOWN:_GENERATED + 1] += 1
+            first_token = self.requests.first_token
+            for rid in admitted.firsts:
+                first_token[rid] = now + chunk_pass
+            self._used = admitted.blocks
+            self._account(now, duration, 1, state.shape[1], decode, prefill, admitted.blocks)
+            self._nearest = min(self._nearest if count else admitted.nearest, admitted.nearest) - 1
+            return self._finish(state[_GENERATED] >= state[_OSL]) if self._nearest == 0 else self._none()
+
+        return StepPlan(decode, prefill, 1, run)
+
+    def _mixed(self) -> StepPlan:
         """The general step: prompt chunks under way, the token budget shared in admission order, preemption when
         the blocks run out."""
-        now = self.clock
         state = self._state
         need = state[_KNOWN] - state[_COMPUTED]
         before = np.cumsum(need) - need
@@ -189,7 +276,7 @@ class Engine:
             grant, wanted = self._preempt(grant)
         # A step that preempted admits no one (vLLM v1), unless it preempted every sequence.
         if self.waiting and (not preempted or self._state.shape[1] == 0):
-            admitted = self._admit(int(grant.sum()), wanted, now)
+            admitted = self._admit(int(grant.sum()), wanted, self.clock)
             if admitted.chunks:
                 grant = np.concatenate([grant, np.array(admitted.chunks, dtype=np.int64)])
                 wanted = admitted.blocks
@@ -198,26 +285,29 @@ class Engine:
         state = self._state
         need = state[_KNOWN] - state[_COMPUTED]
         decode = int(np.count_nonzero((need == 1) & (state[_GENERATED] > 0) & (grant > 0)))
-        return self._run(now, grant, decode, wanted)
+        return self._run(grant, decode, wanted)
 
-    def _run(self, now: float, grant: np.ndarray, decode: int, wanted: int) -> np.ndarray:
-        """Run one step computing ``grant`` tokens of each running sequence (``decode`` of them decode tokens),
-        holding ``wanted`` blocks."""
-        state = self._state
+    def _run(self, grant: np.ndarray, decode: int, wanted: int) -> StepPlan:
+        """A step computing ``grant`` tokens of each running sequence (``decode`` of them decode tokens), holding
+        ``wanted`` blocks."""
         tokens = int(grant.sum())
-        duration, chunk_pass = self._price(decode, tokens - decode)
-        emitted = state[_KNOWN] - state[_COMPUTED] == grant
-        state[_COMPUTED] += grant
-        state[_KNOWN:_GENERATED + 1] += emitted
-        first = emitted & (state[_GENERATED] == 1)
-        if first.any():
-            self.requests.first_token[state[_ID, first]] = now + chunk_pass
-        self._used = wanted
-        self._prefilling = not emitted.all()
-        self._account(now, duration, 1, state.shape[1], decode, tokens - decode, wanted)
-        left = state[_OSL] - state[_GENERATED]
-        self._nearest = int(left.min())
-        return self._finish(left == 0) if self._nearest == 0 else self._none()
+
+        def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
+            now, state = self.clock, self._state
+            emitted = state[_KNOWN] - state[_COMPUTED] == grant
+            state[_COMPUTED] += grant
+            state[_KNOWN:_GENERATED + 1] += emitted
+            first = emitted & (state[_GENERATED] == 1)
+            if first.any():
+                self.requests.first_token[state[_ID, first]] = now + chunk_pass
+            self._used = wanted
+            self._prefilling = not emitted.all()
+            self._account(now, duration, 1, state.shape[1], decode, tokens - decode, wanted)
+            left = state[_OSL] - state[_GENERATED]
+            self._nearest = int(left.min())
+            return self._finish(left == 0) if self._nearest == 0 else self._none()
+
+        return StepPlan(decode, tokens - decode, 1, run)
 
     def _none(self) -> np.ndarray:
         self.last_finished, self.last_end = 0, self.clock
@@ -265,13 +355,10 @@ class Engine:
     def _blocks(self, tokens: np.ndarray) -> np.ndarray:
         return (tokens + (self.block_tokens - 1)) // self.block_tokens
 
-    def _repeats(self, duration: float, horizon: float, now: float, nearest: int, grow: int) -> int:
-        """How many identical pure-decode steps to take at once: until the first sequence finishes (``nearest``),
-        the last one that starts before ``horizon``, and as many as the free KV-cache blocks allow (the first
-        step takes ``grow`` new ones)."""
+    def _most_repeats(self, nearest: int) -> int:
+        """How many identical pure-decode steps may be taken at once: until the first sequence finishes
+        (``nearest``) and as many as the free KV-cache blocks allow."""
         steps = nearest
-        if math.isfinite(horizon):
-            steps = min(steps, max(1, math.ceil((horizon - now) / duration)))
         if steps <= 1:
             return 1
         computed, size = self._state[_COMPUTED], self.block_tokens

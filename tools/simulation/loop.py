@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from shardplan.contracts.simulation import Router
-from shardplan.tools.simulation.engine import Engine
+from shardplan.tools.simulation.engine import Replica
 from shardplan.tools.simulation.pools import PrefillPool
 from shardplan.tools.simulation.router import ROUTES, least_outstanding
 from shardplan.tools.simulation.state import Requests
@@ -33,7 +33,7 @@ class Workers:
     """What serves the requests: replicas (or decode workers), and for a split deployment the prefill pool and
     each request's KV transfer time."""
 
-    engines: list[Engine]
+    engines: Sequence[Replica]
     router: Router = "round_robin"
     prefill: PrefillPool | None = None
     transfer_s: np.ndarray | None = None

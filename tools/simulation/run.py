@@ -28,9 +28,10 @@ from shardplan.tools.serving.disaggregated import kv_transfer_s, prefill_worker
 from shardplan.tools.serving.placement import replica_strategy
 from shardplan.tools.serving.steps import StepPricer
 from shardplan.tools.simulation.capacity import BLOCK_TOKENS, kv_blocks
-from shardplan.tools.simulation.engine import Engine
+from shardplan.tools.simulation.engine import Engine, Replica
 from shardplan.tools.simulation.loop import Workers, run_events
 from shardplan.tools.simulation.pools import PrefillPool
+from shardplan.tools.simulation.ranks import RankGroup
 from shardplan.tools.simulation.results import RunFacts, summarise
 from shardplan.tools.simulation.state import Requests
 from shardplan.tools.traffic.stream import RequestStream, request_stream
@@ -140,15 +141,19 @@ def simulate(
     if blocks < 1:
         raise InputError(f"one {role} of {decode_layout.to_spec()} holds no sequence of {priced.isl}+{priced.osl} "
                          "tokens in its KV cache", field="plan", fix="simulate a plan whose deployment fits")
-    _check_lengths(stream, blocks, role)
+    ranks = decode_layout.adp
+    _check_lengths(stream, blocks // ranks, role if ranks == 1 else f"attention data-parallel rank of a {role}")
     pricer = StepPricer.for_workload(model, cluster, decode_layout, priced, options.backend)
-    engines = [
-        Engine(record, pricer, blocks, seqs, priced.max_batched_tokens, BLOCK_TOKENS, options.record_steps)
-        for _ in range(strategy.decode.dp)
-    ]
+    engines = _replicas(record, pricer, ranks, blocks, seqs, priced.max_batched_tokens, strategy.decode.dp,
+                        options.record_steps)
     notes.append(f"KV cache of one {role}: {blocks:,} blocks of {BLOCK_TOKENS} tokens "
                  f"({blocks * BLOCK_TOKENS // (priced.isl + priced.osl):,} sequences of {priced.isl + priced.osl} "
                  f"tokens); at most {seqs} running sequences")
+    if ranks > 1:
+        notes.append(f"{ranks} attention data-parallel ranks per {role}, each its own scheduler ({blocks // ranks:,} "
+                     f"blocks, at most {-(-seqs // ranks)} running sequences, {priced.max_batched_tokens:,} tokens a "
+                     "step), requests to the rank with the lowest 4 x waiting + running; every step lasts as long as "
+                     "the slowest rank's own part plus the MoE layers on all the ranks' tokens")
     workers = Workers(engines, options.router)
     if strategy.disaggregated:
         workers = _split_workers(model, cluster, deployment, priced, stream, record, engines, options, notes)
@@ -170,6 +175,32 @@ def simulate(
     return Simulation(summarise(record, workers, end, facts), record, workers)
 
 
+def _replicas(
+    record: Requests,
+    pricer: StepPricer,
+    ranks: int,
+    blocks: int,
+    seqs: int,
+    budget: int,
+    count: int,
+    record_steps: bool,
+) -> list[Replica]:
+    """``count`` replicas (or decode workers) of ``blocks`` KV-cache blocks and ``seqs`` running sequences each: one
+    scheduler each, or with attention data parallelism (``ranks > 1``) a group of rank schedulers, each with its
+    share of the blocks and of the sequences (``max_num_seqs`` counts per rank, as ``shardplan export`` sets it)
+    and a whole token budget of its own."""
+    if ranks == 1:
+        return [Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps) for _ in range(count)]
+    return [
+        RankGroup(
+            [Engine(record, pricer, blocks // ranks, -(-seqs // ranks), budget, BLOCK_TOKENS) for _ in range(ranks)],
+            pricer,
+            record_steps,
+        )
+        for _ in range(count)
+    ]
+
+
 def _split_workers(
     model: ModelSpec,
     cluster: Cluster,
@@ -177,7 +208,7 @@ def _split_workers(
     priced: Workload,
     stream: RequestStream,
     record: Requests,
-    engines: list[Engine],
+    engines: list[Replica],
     options: SimulationOptions,
     notes: list[str],
 ) -> Workers:
