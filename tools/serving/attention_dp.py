@@ -8,29 +8,46 @@ for every rank, the experts run on all their tokens together and the combine han
 with nothing to do runs an empty batch to take part). So a step lasts as long as the slowest rank's own part
 plus the MoE section on the union of the ranks' tokens (:func:`synced_round_s`).
 
-In steady state every rank carries the same mean load, ``d`` running sequences, and takes a prompt chunk of
-``c`` tokens in a share ``f`` of its steps, independently of the others: in a step ``n`` of the ``adp`` ranks
-carry one, ``n`` binomial (``adp``, ``f``). A step with ``n > 0`` lasts as long as one chunk-carrying rank's
-own part plus the experts on ``adp d + n c`` tokens; one with ``n = 0`` is a pure decode step
-(:func:`mean_round_s`). A chunk comes out after its own rank's pass with the other ranks' chunks in the step
-(:func:`chunk_out_s`). One rank (``adp = 1``) is the plain replica step of :class:`~.steps.StepPricer`.
+In steady state every rank runs ``d`` sequences and takes a prompt chunk of ``c`` tokens in a share ``f`` of
+its steps; what a rule has to say is how many ranks carry a chunk in the same step (:func:`chunk_ranks`). From
+that distribution come the mean step (TPOT), the pass that a chunk rides in (size-biased: a chunk is more
+likely to be in a step with many chunks) and the wait of an arriving prompt for the step under way (the
+residual of a renewal process, ``E[T^2] / 2 E[T]``: arrivals land in long steps more often), in
+:func:`rank_steps`. One rank (``adp = 1``) is the plain replica step of :class:`~.steps.StepPricer`.
 
-Why this rule and not the lockstep one. AIConfigurator prices attention DP in lockstep: every rank carries
-``1/adp`` of the running sequences and of each prompt chunk, in the same steps, so a prompt's projections and
-attention are split ``adp`` ways. The simulator (:mod:`shardplan.tools.simulation.ranks`) runs the ranks'
-schedulers as the engines do, and its mean TPOT at the same load follows the independent rule; lockstep is
-optimistic, and more so the more ranks and the heavier the load, because in an engine one rank carries a whole
-prompt chunk while the others wait for it at the MoE layers (``benchmarks/bench_adp_ranks.py``; the figures are
-in the README's simulator section).
+The rule, chosen by simulation (``independent``). The ranks' schedulers are independent, but the step couples
+them in time: a step that carries one rank's chunk lasts longer for every rank, more prompts arrive during it,
+and the router (vLLM's, to the least loaded rank) hands them to different ranks, which all take their chunk in
+the next step. So the ranks carrying a chunk in a step are the prompts that arrived during the step before,
+one rank each: a Markov chain over ``n`` whose next state is Poisson with a mean proportional to the duration
+of the step with ``n`` chunks, capped at ``adp``, its scale set so that ``E[n] = adp f`` (every needed chunk is
+carried once). Two rules it is set against, both available here for the comparison:
+
+* ``binomial``: each rank chunks in a step with probability ``f`` regardless of the others, ``n`` binomial.
+  Right at light load; at heavy load it spreads the chunks over too many steps and overprices TPOT (by up to
+  19% on DeepSeek-V3 at 32 sequences a rank) and underprices TTFT (by up to 31% on Mixtral-8x7B).
+* ``lockstep``: AIConfigurator's pricing, every rank carrying a chunk in the same steps (``n`` is 0 or
+  ``adp``). It puts the chunks' projections in as few steps as there can be, so its TPOT is low (30 to 65%
+  under the simulated at attention-DP 8) and its TTFT high (a chunk waits for all the others in its step).
+
+``benchmarks/bench_adp_ranks.py`` sets the three beside the simulator (:mod:`shardplan.tools.simulation.ranks`,
+whose rank schedulers step together and are priced by :func:`synced_round_s`); the figures are in the README's
+simulator section.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
-__all__ = ["RankPrices", "synced_round_s", "mean_round_s", "chunk_out_s"]
+import numpy as np
+
+__all__ = ["RankPrices", "RankRule", "RankSteps", "synced_round_s", "chunk_ranks", "rank_steps"]
+
+RankRule = Literal["independent", "binomial", "lockstep"]
+"""How many attention data-parallel ranks carry a prompt chunk in the same step (the module's docstring)."""
 
 
 class RankPrices(Protocol):
@@ -43,6 +60,18 @@ class RankPrices(Protocol):
     def rank_pass_s(self, decode_tokens: float, prefill_tokens: float) -> float: ...
 
     def experts_s(self, tokens: float) -> float: ...
+
+
+@dataclass(frozen=True)
+class RankSteps:
+    """The steps of a replica's ranks in steady state, in seconds."""
+
+    round_s: float
+    """The mean step (round): every running sequence gets a token a round, so this is TPOT."""
+    chunk_out_s: float
+    """The mean pass a prompt chunk rides in, until it comes out."""
+    wait_s: float
+    """The mean wait of a prompt arriving at a random time for the round under way to end."""
 
 
 def synced_round_s(prices: RankPrices, loads: Sequence[tuple[float, float]]) -> tuple[float, float]:
@@ -62,32 +91,98 @@ def synced_round_s(prices: RankPrices, loads: Sequence[tuple[float, float]]) -> 
     return (heavy + (lanes - 1) * light) / lanes, heavy
 
 
-def _binomial(trials: int, share: float, hits: int) -> float:
-    """Probability of ``hits`` successes in ``trials`` independent tries of probability ``share``.
+def _binomial(trials: int, share: float) -> np.ndarray:
+    """Probabilities of 0 to ``trials`` successes in ``trials`` independent tries of probability ``share``."""
+    return np.array([math.comb(trials, k) * share**k * (1 - share) ** (trials - k) for k in range(trials + 1)])
 
-    >>> round(_binomial(4, 0.5, 2), 4)
-    0.375
+
+def _capped_poisson(means: np.ndarray, cap: int) -> np.ndarray:
+    """Row ``i``: the probabilities of 0 to ``cap`` events of a Poisson count of mean ``means[i]``, the counts
+    above ``cap`` put at ``cap``."""
+    k = np.arange(cap)
+    log_fact = np.array([math.lgamma(x + 1) for x in k])
+    with np.errstate(divide="ignore"):
+        logs = k[None, :] * np.log(means[:, None]) - means[:, None] - log_fact[None, :]
+    below = np.where(means[:, None] > 0, np.exp(logs), (k[None, :] == 0).astype(float))
+    return np.concatenate([below, np.clip(1 - below.sum(axis=1), 0.0, 1.0)[:, None]], axis=1)
+
+
+def _stationary(transitions: np.ndarray) -> np.ndarray:
+    """The stationary distribution of a Markov chain whose row ``i`` gives the next state's probabilities."""
+    size = len(transitions)
+    system = transitions.T - np.eye(size)
+    system[-1, :] = 1.0
+    target = np.zeros(size)
+    target[-1] = 1.0
+    found = np.clip(np.linalg.solve(system, target), 0.0, None)
+    return found / found.sum()
+
+
+def chunk_ranks(ranks: int, share: float, rounds: Sequence[float], rule: RankRule = "independent") -> np.ndarray:
+    """The distribution of how many of ``ranks`` ranks carry a prompt chunk in a step, when each carries one in a
+    ``share`` of its steps and a step with ``n`` of them lasts ``rounds[n]``: under ``rule`` (module docstring).
+
+    >>> [round(float(p), 3) for p in chunk_ranks(2, 0.5, [1.0, 1.0, 1.0], "binomial")]
+    [0.25, 0.5, 0.25]
+    >>> [round(float(p), 3) for p in chunk_ranks(2, 0.5, [1.0, 1.0, 1.0], "lockstep")]
+    [0.5, 0.0, 0.5]
+    >>> coupled = chunk_ranks(4, 0.25, [1.0, 3.0, 5.0, 7.0, 9.0])
+    >>> round(float(coupled @ range(5)), 6), bool(coupled[0] > chunk_ranks(4, 0.25, [1.0] * 5, "binomial")[0])
+    (1.0, True)
     """
-    return math.comb(trials, hits) * share**hits * (1 - share) ** (trials - hits)
+    share = min(max(share, 0.0), 1.0)
+    if rule == "lockstep":
+        found = np.zeros(ranks + 1)
+        found[0], found[ranks] = 1 - share, share
+        return found
+    if rule == "binomial" or share in (0.0, 1.0):
+        return _binomial(ranks, share)
+    durations = np.asarray(rounds, dtype=float)
+    wanted = ranks * share
+    states = np.arange(ranks + 1)
+
+    def spread(scale: float) -> tuple[np.ndarray, float]:
+        found = _stationary(_capped_poisson(scale * durations, ranks))
+        return found, float(found @ states) - wanted
+
+    # The chunks carried grow with the arrival rate (``scale``, prompts per second): find the rate at which every
+    # needed chunk is carried, by regula falsi (Illinois) between a rate that carries too few and one too many.
+    low, high = 0.0, wanted / float(durations[0])
+    low_gap, (found, high_gap) = -wanted, spread(high)
+    while high_gap < 0:
+        low, low_gap = high, high_gap
+        high *= 2
+        found, high_gap = spread(high)
+    side = 0
+    for _ in range(100):
+        if abs(high_gap) <= 1e-9 * wanted:
+            break
+        middle = high - high_gap * (high - low) / (high_gap - low_gap)
+        found, gap = spread(middle)
+        if gap > 0:
+            high, high_gap = middle, gap
+            low_gap, side = (low_gap / 2, 1) if side == 1 else (low_gap, 1)
+        else:
+            low, low_gap = middle, gap
+            high_gap, side = (high_gap / 2, -1) if side == -1 else (high_gap, -1)
+        if abs(gap) <= 1e-9 * wanted:
+            break
+    return found
 
 
-def _loads(ranks: int, decode: float, chunk: float, carrying: int) -> list[tuple[float, float]]:
-    return [(decode, chunk)] * carrying + [(decode, 0.0)] * (ranks - carrying)
-
-
-def mean_round_s(prices: RankPrices, ranks: int, decode: float, chunk: float, share: float) -> float:
-    """The mean round of ``ranks`` attention data-parallel ranks, each running ``decode`` sequences and taking a
-    prompt chunk of ``chunk`` tokens in a ``share`` of its steps, independently of the others."""
-    return sum(
-        _binomial(ranks, share, n) * synced_round_s(prices, _loads(ranks, decode, chunk, n))[0]
-        for n in range(ranks + 1)
-    )
-
-
-def chunk_out_s(prices: RankPrices, ranks: int, decode: float, chunk: float, share: float) -> float:
-    """How long one rank's prompt chunk takes to come out: its lane's pass, with each other rank carrying a chunk
-    of its own in the same step at ``share``."""
-    return sum(
-        _binomial(ranks - 1, share, n) * synced_round_s(prices, _loads(ranks, decode, chunk, n + 1))[1]
-        for n in range(ranks)
-    )
+def rank_steps(
+    prices: RankPrices, ranks: int, decode: float, chunk: float, share: float, rule: RankRule = "independent"
+) -> RankSteps:
+    """The steady steps of ``ranks`` attention data-parallel ranks, each running ``decode`` sequences and taking a
+    prompt chunk of ``chunk`` tokens in a ``share`` of its steps, the chunks spread over the steps by ``rule``."""
+    passes = [
+        synced_round_s(prices, [(decode, chunk)] * carrying + [(decode, 0.0)] * (ranks - carrying))
+        for carrying in range(ranks + 1)
+    ]
+    rounds = np.array([round_s for round_s, _ in passes])
+    chunk_pass = np.array([chunk_pass for _, chunk_pass in passes])
+    spread = chunk_ranks(ranks, share, rounds, rule)
+    mean = float(spread @ rounds)
+    carried = spread * np.arange(ranks + 1)
+    out = float(carried @ chunk_pass / carried.sum()) if carried.sum() > 0 else float(chunk_pass[1])
+    return RankSteps(mean, out, float(spread @ rounds**2) / (2 * mean))

@@ -19,6 +19,9 @@ budget of ``B`` tokens (``max_batched_tokens``):
   output ``lambda O`` tokens/s, and ``D = lambda (O - 1) TPOT``; the few rounds of this fixed point
   converge. When prompts arrive faster than the budget can prefill them (``D + P > B``), ``D`` is capped
   and the surplus of ``C`` waits: Little's law then puts that wait in TTFT.
+* Attention data parallelism (``adp`` ranks): each rank is a scheduler of its own with ``C / adp`` sequences
+  and a budget ``B`` of its own, and the ranks step together; the mean step, a chunk's pass and the wait for
+  the step under way come from how many ranks carry a chunk in the same step (:mod:`.attention_dp`).
 
 Static batching: the whole replica batch is prefilled together (TTFT), then decoded together (TPOT),
 ``C O / (TTFT + (O - 1) TPOT)`` tokens/s; ``prefill_batch`` splits the prefill into rounds.
@@ -30,7 +33,7 @@ import math
 from dataclasses import dataclass
 
 from shardplan.contracts.workload import Workload
-from shardplan.tools.serving.attention_dp import chunk_out_s, mean_round_s
+from shardplan.tools.serving.attention_dp import RankSteps, rank_steps
 from shardplan.tools.serving.steps import StepPricer
 
 __all__ = [
@@ -133,46 +136,41 @@ def continuous_point(pricer: StepPricer, concurrency: float, workload: Workload)
     if out == 1:
         # Prefill only: every step is prompt chunks; the first token ends the request.
         chunk = float(min(budget, per_rank * prompt))
-        step = _mean_step_s(pricer, 0, chunk, 1.0)
+        step = _steps(pricer, 0, chunk, 1.0).round_s
         rate = ranks * chunk / prompt / step
         return ServingPoint(concurrency, concurrency / rate, 0.0, rate, 0.0, chunk, out)
     decode_cap = budget * (out - 1) / (out - 1 + prompt)
     decoding = min(per_rank, decode_cap)
-    tpot = ttft = 0.0
-    chunk = 0.0
+    steps = RankSteps(0.0, 0.0, 0.0)
+    chunk = ttft = 0.0
     for _ in range(8):
-        free = max(budget - decoding, 1.0)
+        free = budget - decoding
         needed = decoding * prompt / (out - 1)
         chunk = min(free, max(float(prompt), needed))
         share = min(1.0, needed / chunk)
-        tpot = _mean_step_s(pricer, decoding, chunk, share)
-        service = math.ceil(prompt / free) * _chunk_out_s(pricer, decoding, chunk, share)
-        ttft = tpot / 2 + queue_wait(share, service) + service
-        settled = min(per_rank * (out - 1) * tpot / (ttft + (out - 1) * tpot), decode_cap)
+        steps = _steps(pricer, decoding, chunk, share)
+        service = math.ceil(prompt / free) * steps.chunk_out_s
+        ttft = steps.wait_s + queue_wait(share, service) + service
+        settled = min(per_rank * (out - 1) * steps.round_s / (ttft + (out - 1) * steps.round_s), decode_cap)
         if abs(settled - decoding) <= 0.005 * decoding:
             decoding = settled
             break
         decoding = (decoding + settled) / 2
+    tpot = steps.round_s
     rate = ranks * decoding / ((out - 1) * tpot)
     ttft = max(ttft, concurrency / rate - (out - 1) * tpot)
     return ServingPoint(concurrency, ttft, tpot, rate, ranks * decoding, chunk, out)
 
 
-def _mean_step_s(pricer: StepPricer, decoding: float, chunk: float, share: float) -> float:
-    """The mean step of schedulers running ``decoding`` sequences each, a ``share`` of whose steps carry a prompt
-    chunk of ``chunk`` tokens: TPOT, as every running sequence gets a token a step."""
+def _steps(pricer: StepPricer, decoding: float, chunk: float, share: float) -> RankSteps:
+    """The steady steps of schedulers running ``decoding`` sequences each, a ``share`` of whose steps carry a
+    prompt chunk of ``chunk`` tokens: one replica's, or its attention data-parallel ranks' stepping together
+    (:func:`~.attention_dp.rank_steps`). A replica's prompt waits half a step for the one under way."""
     ranks = pricer.layout.adp
     if ranks > 1:
-        return mean_round_s(pricer, ranks, decoding, chunk, share)
-    return share * pricer.step_s(decoding, chunk) + (1 - share) * pricer.step_s(decoding, 0)
-
-
-def _chunk_out_s(pricer: StepPricer, decoding: float, chunk: float, share: float) -> float:
-    """How long a scheduler's prompt chunk takes to come out of the pipeline."""
-    ranks = pricer.layout.adp
-    if ranks > 1:
-        return chunk_out_s(pricer, ranks, decoding, chunk, share)
-    return pricer.chunk_pass_s(decoding, chunk)
+        return rank_steps(pricer, ranks, decoding, chunk, share)
+    mean = share * pricer.step_s(decoding, chunk) + (1 - share) * pricer.step_s(decoding, 0)
+    return RankSteps(mean, pricer.chunk_pass_s(decoding, chunk), mean / 2)
 
 
 def static_point(pricer: StepPricer, concurrency: int, workload: Workload) -> ServingPoint:
