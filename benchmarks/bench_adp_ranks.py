@@ -31,11 +31,10 @@ from shardplan.contracts.strategy import parse_strategy
 from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
-from shardplan.tools.serving import steady
 from shardplan.tools.serving.at_rate import load_for_rate
-from shardplan.tools.serving.attention_dp import RankRule, RankSteps, rank_steps
+from shardplan.tools.serving.attention_dp import RankRule
 from shardplan.tools.serving.options import priced_deployment
-from shardplan.tools.serving.steady import ServingPoint
+from shardplan.tools.serving.steady import ServingPoint, continuous_point
 from shardplan.tools.serving.steps import StepPricer
 from shardplan.tools.simulation.run import SimulationOptions, simulate
 
@@ -58,16 +57,7 @@ class Case:
 
 def point_under(pricer: StepPricer, concurrency: float, rule: RankRule) -> ServingPoint | None:
     """The serving model's steady state at ``concurrency`` with the ranks' chunks spread by ``rule``."""
-    chosen = steady.rank_steps
-
-    def ruled(prices: StepPricer, ranks: int, decode: float, chunk: float, share: float) -> RankSteps:
-        return rank_steps(prices, ranks, decode, chunk, share, rule)
-
-    steady.rank_steps = ruled  # type: ignore[assignment]
-    try:
-        return steady.continuous_point(pricer, concurrency, WORK)
-    finally:
-        steady.rank_steps = chosen
+    return continuous_point(pricer, concurrency, WORK, rule)
 
 
 def at_rate(pricer: StepPricer, rate: float, rule: RankRule, most: float) -> tuple[float, float]:

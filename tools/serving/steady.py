@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 
 from shardplan.contracts.workload import Workload
-from shardplan.tools.serving.attention_dp import RankSteps, rank_steps
+from shardplan.tools.serving.attention_dp import RankRule, RankSteps, rank_steps
 from shardplan.tools.serving.steps import StepPricer
 
 __all__ = [
@@ -119,11 +119,14 @@ class ServingPoint:
         return self.requests_per_s * self.output_tokens
 
 
-def continuous_point(pricer: StepPricer, concurrency: float, workload: Workload) -> ServingPoint | None:
+def continuous_point(
+    pricer: StepPricer, concurrency: float, workload: Workload, rule: RankRule = "independent"
+) -> ServingPoint | None:
     """Steady state of continuous batching with chunked prefill at ``concurrency`` sequences per replica.
 
     A replica with attention data parallelism runs one scheduler per rank, each with its share of the sequences
-    and a token budget of its own; the ranks' steps are priced together (:mod:`.attention_dp`).
+    and a token budget of its own; the ranks' steps are priced together, their prompt chunks spread over the
+    steps by ``rule`` (:mod:`.attention_dp`: the serving model's own, or one it is compared with).
 
     Returns None when the step budget cannot carry one token for every running sequence plus some prompt
     (``concurrency >= max_batched_tokens`` per scheduler), as engines cap running sequences at the budget.
@@ -136,7 +139,7 @@ def continuous_point(pricer: StepPricer, concurrency: float, workload: Workload)
     if out == 1:
         # Prefill only: every step is prompt chunks; the first token ends the request.
         chunk = float(min(budget, per_rank * prompt))
-        step = _steps(pricer, 0, chunk, 1.0).round_s
+        step = _steps(pricer, 0, chunk, 1.0, rule).round_s
         rate = ranks * chunk / prompt / step
         return ServingPoint(concurrency, concurrency / rate, 0.0, rate, 0.0, chunk, out)
     decode_cap = budget * (out - 1) / (out - 1 + prompt)
@@ -148,7 +151,7 @@ def continuous_point(pricer: StepPricer, concurrency: float, workload: Workload)
         needed = decoding * prompt / (out - 1)
         chunk = min(free, max(float(prompt), needed))
         share = min(1.0, needed / chunk)
-        steps = _steps(pricer, decoding, chunk, share)
+        steps = _steps(pricer, decoding, chunk, share, rule)
         service = math.ceil(prompt / free) * steps.chunk_out_s
         ttft = steps.wait_s + queue_wait(share, service) + service
         settled = min(per_rank * (out - 1) * steps.round_s / (ttft + (out - 1) * steps.round_s), decode_cap)
@@ -162,13 +165,13 @@ def continuous_point(pricer: StepPricer, concurrency: float, workload: Workload)
     return ServingPoint(concurrency, ttft, tpot, rate, ranks * decoding, chunk, out)
 
 
-def _steps(pricer: StepPricer, decoding: float, chunk: float, share: float) -> RankSteps:
+def _steps(pricer: StepPricer, decoding: float, chunk: float, share: float, rule: RankRule) -> RankSteps:
     """The steady steps of schedulers running ``decoding`` sequences each, a ``share`` of whose steps carry a
     prompt chunk of ``chunk`` tokens: one replica's, or its attention data-parallel ranks' stepping together
     (:func:`~.attention_dp.rank_steps`). A replica's prompt waits half a step for the one under way."""
     ranks = pricer.layout.adp
     if ranks > 1:
-        return rank_steps(pricer, ranks, decoding, chunk, share)
+        return rank_steps(pricer, ranks, decoding, chunk, share, rule)
     mean = share * pricer.step_s(decoding, chunk) + (1 - share) * pricer.step_s(decoding, 0)
     return RankSteps(mean, pricer.chunk_pass_s(decoding, chunk), mean / 2)
 
