@@ -218,7 +218,7 @@ def test_the_ranks_carrying_a_chunk_per_step() -> None:
     rounds = [0.01 + 0.02 * n for n in range(9)]
     for share in (0.05, 0.3, 0.7):
         for rule in ("independent", "binomial", "lockstep"):
-            spread = chunk_ranks(8, share, rounds, rule)  # type: ignore[arg-type]
+            spread = chunk_ranks(8, share, rounds, rule)
             assert spread.sum() == pytest.approx(1.0) and spread @ np.arange(9) == pytest.approx(8 * share)
         coupled, binomial = chunk_ranks(8, share, rounds), chunk_ranks(8, share, rounds, "binomial")
         assert coupled[0] > binomial[0]
