@@ -4,6 +4,7 @@ chooses by simulating its leaders, and the plan says which of its figures were s
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -154,6 +155,11 @@ def test_the_cli_reads_the_percentile_and_refuses_an_unknown_one(tmp_path: Path)
     written = json.loads(target.read_text())
     assert written["request"]["workload"]["slo_percentile"] == "p99"
     assert written["figures"]["source"] == "simulation" and written["simulation"]["goodput"] > 0.99
+    wide = {**os.environ, "COLUMNS": "250"}  # the table's headers on one line each
+    searched = run_cli("search", *args[1:], "--slo-percentile", "99", "--top", "6", env=wide)
+    assert searched.returncode == 0, searched.stderr
+    assert "P99 TTFT ms" in searched.stdout and "simulated the 4 best" in searched.stdout
+    assert "(mean)" in searched.stdout  # the candidates past the simulated ones keep their steady-state means
 
 
 def test_the_plan_tool_takes_a_percentile_and_returns_the_simulation() -> None:
