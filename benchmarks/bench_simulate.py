@@ -4,11 +4,12 @@ Run: .venv/bin/python benchmarks/bench_simulate.py
 Target (issue 23): 10,000 requests through one replica in 2 s or less, on the project's own machine (2 cores).
 
 The replica is the plan of `shardplan plan -m llama-3.1-8b --gpu H100 --gpus 1 --isl 1024 --osl 256 --ttft-ms 500
---tpot-ms 30`: one H100 running tp=1 with up to 180 sequences. It is replayed at several shares of the rate its
-steady state serves, since the load decides the work: a light load has few running sequences but many short runs
-of decode steps between arrivals, a heavy one fewer, fuller steps. "seconds" is the best of three runs of
-`simulate` (drawing the requests, sizing the KV cache, the event loop and the summary); the step pricer's samples
-are warm, as they are after planning.
+--tpot-ms 30`: one H100 running tp=1, planned at 180 sequences. It is replayed at several shares of the rate its
+steady state serves (and with the bundled conversation trace's lengths, as ``shardplan simulate p.json --workload
+azure-conv --rate R --requests 10000`` replays them), since the load decides the work: a light load has few
+running sequences but many short runs of decode steps between arrivals, a heavy one fewer, fuller steps.
+"seconds" is the best of three runs of `simulate` (drawing the requests, sizing the KV cache, the event loop and
+the summary); the step pricer's samples are warm, as they are after planning.
 """
 
 from __future__ import annotations
@@ -41,11 +42,16 @@ def main() -> None:
     cases = [(f"poisson {share:.0%} of {rate:.1f} req/s, fixed lengths", workload, rate * share)
              for share in (0.1, 0.5, 0.9, 1.0)]
     cases.append((f"poisson 80% of {rate:.1f} req/s, lognormal lengths", varied, rate * 0.8))
+    conversation = workload.model_copy(update={"traffic": Traffic(trace="azure-conv",
+                                                                  arrival=parse_arrival("poisson"))})
+    cases.append((f"poisson 80% of {rate:.1f} req/s, lengths of the bundled azure-conv trace", conversation,
+                  rate * 0.8))
     closed = workload.model_copy(update={"traffic": Traffic(arrival=parse_arrival("closed:180"))})
     cases.append(("closed loop of 180 clients, fixed lengths", closed, None))
     simulate(model, cluster, deployment, workload, requests=100, rate=rate)  # warm the step prices
-    print(f"{REQUESTS:,} requests through one replica (tp=1, Llama-3.1-8B, H100, at most "
-          f"{deployment.worker_concurrency} sequences)")
+    print(f"{REQUESTS:,} requests through one replica (tp=1, Llama-3.1-8B, H100, planned at "
+          f"{deployment.worker_concurrency} sequences; open arrivals meet vLLM's own limit and the KV cache, a closed "
+          "loop its clients)")
     print("| traffic | steps | mean running batch | seconds |")
     print("|---|---|---|---|")
     worst = 0.0

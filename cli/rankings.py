@@ -6,12 +6,14 @@ Under each ranking goes one line when its leaders are within the cost model's st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from rich.table import Table
 
 from shardplan.cli.app import console
+from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import Plan
+from shardplan.contracts.targets import SloPercentile, judged_latency
 from shardplan.tools.cost.estimate import stated_error_pct
 from shardplan.tools.planning.rejections import rejection_summary
 from shardplan.tools.search.deployments import SearchResult
@@ -118,16 +120,29 @@ def print_frontier(plan: Plan, limit: int = 12) -> None:
     _note(out, frontier_note([p.figures.tokens_per_s_per_budget_gpu for p in d.frontier], backend))
 
 
-def print_search(result: SearchResult, backend: str) -> None:
-    """The search's ranking, its Pareto frontier and what it set aside before pricing, in words."""
+def _latency_cells(figures: Figures, percentile: SloPercentile) -> list[str]:
+    """TTFT and TPOT as the targets judge them: the percentile where the figures were simulated, else the mean
+    (marked so when a percentile was asked for)."""
+    cells = []
+    shown: tuple[tuple[Literal["ttft", "tpot"], int], ...] = (("ttft", 1), ("tpot", 2))
+    for metric, digits in shown:
+        value, label = judged_latency(figures, metric, percentile)
+        cells.append(f"{value:.{digits}f}" + (" (mean)" if "not simulated" in label else ""))
+    return cells
+
+
+def print_search(result: SearchResult, backend: str, percentile: SloPercentile = "mean") -> None:
+    """The search's ranking (TTFT and TPOT at the percentile the targets name, where simulated), its Pareto
+    frontier, what it simulated and what it set aside before pricing, in words."""
     out = console()
+    stat = "" if percentile == "mean" else f"{percentile.upper()} "
     table = Table(
         "#",
         "deployment",
         "seqs",
         "GPUs",
-        "TTFT ms",
-        "TPOT ms",
+        f"{stat}TTFT ms",
+        f"{stat}TPOT ms",
         "tok/s/GPU",
         "tok/s/user",
         "GB/GPU",
@@ -141,14 +156,15 @@ def print_search(result: SearchResult, backend: str) -> None:
             c.spec,
             str(c.concurrency),
             f"{f.gpus_used} of {f.gpu_budget}",
-            f"{f.ttft_ms:.1f}",
-            f"{f.tpot_ms:.2f}",
+            *_latency_cells(f, percentile),
             f"{f.tokens_per_s_per_gpu:.1f}",
             f"{f.tokens_per_s_per_user:.1f}",
             f"{f.memory_per_gpu_gb:.1f}",
             f.source.replace("_", " ") + ("" if c.meets_targets else " (misses)"),
         )
     out.print(table)
+    for note in result.notes:
+        _note(out, note)
     _note(out, result.near_tie.note if result.near_tie is not None else None)
     _note(out, result.simpler_preferred)
     front = Table("deployment", "seqs", "tok/s/user", "tok/s/budget GPU", "tok/s/GPU used", title="Pareto frontier")

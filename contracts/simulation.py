@@ -13,16 +13,20 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from shardplan.contracts.common import Contract
-from shardplan.contracts.figures import Figures, Percentiles
+from shardplan.contracts.figures import Figures, LatencyMetric, Percentiles
 from shardplan.contracts.targets import Miss, Targets
 from shardplan.contracts.traffic import Traffic
 
-__all__ = ["Router", "ROUTERS", "SimulationSummary"]
+__all__ = ["Router", "ROUTERS", "DISTRIBUTION_PERCENTS", "SimulationSummary"]
 
 Router = Literal["round_robin", "least_outstanding"]
 """How requests are spread over replicas: in turn, or to the replica with the fewest requests not yet finished."""
 
 ROUTERS: tuple[Router, ...] = ("round_robin", "least_outstanding")
+
+DISTRIBUTION_PERCENTS: tuple[float, ...] = (0, 1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 97.5, 99, 99.9, 100)
+"""The percentiles a summary's ``distribution`` gives: enough points to draw each latency's CDF, dense in the tail
+where targets are judged."""
 
 
 class SimulationSummary(Contract):
@@ -34,6 +38,11 @@ class SimulationSummary(Contract):
         description="Means over the completed requests (source simulation) with P50/P90/P95/P99 of TTFT, TPOT "
         "and request latency; the rate served: the rate offered where an open loop's queue settled, else what "
         "completed per second over the run."
+    )
+    distribution: dict[LatencyMetric, list[float]] = Field(
+        default_factory=dict,
+        description="Each latency (TTFT, TPOT, request) in ms at the percentiles DISTRIBUTION_PERCENTS (0, 1, 5, 10, "
+        "20, ..., 90, 95, 97.5, 99, 99.9, 100) of the completed requests: the curve of its distribution.",
     )
     analytic: Figures | None = Field(
         default=None, description="The deployment's steady-state figures from the serving model, for comparison."

@@ -24,8 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from shardplan.contracts.common import DType, Objective
 from shardplan.contracts.plan import PlanRequest, PlanStatus
 from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.tools.traffic.sizing import parse_traffic, workload_fields
 
 __all__ = ["CASES_DIR", "Case", "CaseRequest", "Expectation", "load_cases", "format_location"]
 
@@ -52,9 +54,20 @@ class CaseRequest(_Strict):
     gpus_per_node: int | None = Field(default=None, ge=1, description="GPUs per node; the GPU's default if omitted.")
     isl: int | None = Field(default=None, ge=1, description="Prompt tokens.")
     osl: int | None = Field(default=None, ge=1, description="Output tokens.")
-    batch: int = Field(default=1, ge=1, description="Concurrent sequences.")
+    batch: int | None = Field(default=None, ge=1, description="Concurrent sequences; omitted: 1, or the search's "
+                              "choice when a rate or an arrival process is given.")
+    isl_dist: str | None = Field(default=None, min_length=1, description="Prompt lengths: "
+                                 "'lognormal:mean=2048,cv=0.8', 'uniform:256,4096'; isl may then be left out "
+                                 "(the mean).")
+    osl_dist: str | None = Field(default=None, min_length=1, description="Output lengths, as isl_dist.")
+    workload: str | None = Field(default=None, min_length=1, description="A request trace: a bundled one's name "
+                                 "(azure-conv, azure-code) or a file; isl and osl may then be left out (its means).")
+    arrival: str | None = Field(default=None, min_length=1, description="poisson, gamma:cv=3, closed:N or trace.")
+    rate: float | None = Field(default=None, gt=0, description="Requests/s to serve.")
     ttft_ms: float | None = Field(default=None, gt=0, description="TTFT target, ms.")
     tpot_ms: float | None = Field(default=None, gt=0, description="TPOT target, ms.")
+    slo_percentile: str | None = Field(default=None, min_length=1, description="What the targets bound: mean "
+                                       "(default), 50, 90, 95 or 99 (judged on a simulation of the traffic).")
     objective: Objective = Field(default="latency", description="latency, throughput or goodput.")
     weight_dtype: DType | None = Field(default=None, description="Override of the weight format.")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
@@ -66,9 +79,15 @@ class CaseRequest(_Strict):
     @model_validator(mode="after")
     def _structured_fields_present(self) -> CaseRequest:
         if self.prompt is None:
-            missing = [name for name in ("model", "gpu", "gpus", "isl", "osl") if getattr(self, name) is None]
+            lengths_given = self.workload is not None
+            missing = [name for name in ("model", "gpu", "gpus", "isl", "osl") if getattr(self, name) is None
+                       and not (lengths_given or getattr(self, f"{name}_dist", None) is not None)]
             if missing:
                 raise ValueError(f"a request without a prompt needs {', '.join(missing)}")
+            # Read the traffic now, so a malformed distribution, arrival, trace or percentile fails the case file.
+            parse_traffic(self.isl_dist, self.osl_dist, self.workload, self.arrival)
+            if self.slo_percentile is not None:
+                parse_slo_percentile(self.slo_percentile)
         return self
 
     @property
@@ -82,11 +101,16 @@ class CaseRequest(_Strict):
         Raises:
             InputError: the case is a plain-language one (read it with the parser instead).
         """
-        if self.model is None or self.gpu is None or self.gpus is None or self.isl is None or self.osl is None:
+        if self.model is None or self.gpu is None or self.gpus is None or self.prompt is not None:
             raise InputError("this case is a plain-language request", field="request.prompt",
                              fix="read it with shardplan.agent.parse.request.parse_request")
-        workload = Workload(isl=self.isl, osl=self.osl, batch=self.batch, ttft_ms=self.ttft_ms, tpot_ms=self.tpot_ms,
-                            objective=self.objective, gpu_memory_utilization=self.gpu_memory_utilization)
+        open_traffic = self.rate is not None or self.arrival is not None
+        traffic = workload_fields(parse_traffic(self.isl_dist, self.osl_dist, self.workload, self.arrival),
+                                  isl=self.isl, osl=self.osl, rate=self.rate,
+                                  batch=self.batch if self.batch is not None or open_traffic else 1)
+        workload = Workload(**traffic, ttft_ms=self.ttft_ms, tpot_ms=self.tpot_ms, objective=self.objective,
+                            slo_percentile=parse_slo_percentile(self.slo_percentile) if self.slo_percentile else "mean",
+                            gpu_memory_utilization=self.gpu_memory_utilization)
         return PlanRequest(model=self.model, gpu=self.gpu, gpus=self.gpus, gpus_per_node=self.gpus_per_node,
                            workload=workload, weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype, policy=policy)
 
@@ -102,6 +126,10 @@ class Expectation(_Strict):
     """The plan meets the TTFT/TPOT targets."""
     status: PlanStatus | None = Field(default=None)
     """The plan's status."""
+    simulated: bool | None = Field(default=None)
+    """The plan's figures come from simulating its deployment under the request's traffic."""
+    min_goodput: float | None = Field(default=None, ge=0, le=1)
+    """At least this share of the simulated requests meets both targets."""
     min_gpus_at_least: int | None = Field(default=None, ge=1)
     """An infeasible plan says at least this many GPUs are needed."""
     decode_sp: int | None = Field(default=None, ge=1)

@@ -165,6 +165,25 @@ def check_meets_targets(run: CaseRun, expected: bool) -> Verdict:
     return passed, message + (f" ({'; '.join(misses)})" if misses and not passed else "")
 
 
+def check_simulated(run: CaseRun, expected: bool) -> Verdict:
+    """The plan's figures come from simulating its deployment under the traffic (percentile targets, or
+    traffic the steady state cannot speak for), not from the steady state alone."""
+    if run.plan is None or run.plan.figures is None:
+        return (not expected), f"simulated: expected {_text(expected)}, {run.why_no_plan()}"
+    source = run.plan.figures.source
+    passed, message = _compare("simulated", expected, run.plan.simulation is not None and source == "simulation")
+    return passed, message + f" (figures from {source})"
+
+
+def check_min_goodput(run: CaseRun, expected: float) -> Verdict:
+    """At least ``expected`` of the simulated requests meet both targets."""
+    simulation = run.plan.simulation if run.plan is not None else None
+    if simulation is None:
+        why = run.why_no_plan() if run.plan is None else "no traffic to replay"
+        return False, f"min_goodput: the plan was not simulated ({why})"
+    return simulation.goodput >= expected, f"min_goodput: {simulation.goodput:.1%} (at least {expected:.1%})"
+
+
 def check_status(run: CaseRun, expected: str) -> Verdict:
     """The plan's status: ok, targets_missed or infeasible."""
     if run.plan is None:
@@ -326,6 +345,8 @@ CHECKS: dict[str, Callable[[CaseRun, Any], Verdict]] = {
     "fits": check_fits,
     "meets_targets": check_meets_targets,
     "status": check_status,
+    "simulated": check_simulated,
+    "min_goodput": check_min_goodput,
     "min_gpus_at_least": check_min_gpus_at_least,
     "decode_sp": check_decode_sp,
     "no_sp_in_decode": check_no_sp_in_decode,

@@ -86,9 +86,15 @@ def test_every_check_a_case_can_name_has_a_function() -> None:
     ("reference: tp=four\nexpect:\n  - valid: true\n", "reference: cannot read 'tp=four'"),
     ("expect:\n  - valid: true\nextra_key: 1\n", "extra_key: Extra inputs are not permitted"),
     ("expect: []\n", "expect: List should have at least 1 item"),
+    ("request: {model: llama-3.1-8b, gpu: H100, gpus: 1, isl_dist: 'lognormal:mean=big', osl: 8}\nexpect:\n"
+     "  - valid: true\n", "request: isl_dist"),
+    ("request: {model: llama-3.1-8b, gpu: H100, gpus: 1, isl: 8, osl: 8, slo_percentile: p42}\nexpect:\n"
+     "  - simulated: true\n", "slo_percentile"),
 ])
 def test_a_malformed_case_is_an_error_naming_the_file_and_the_field(tmp_path: Path, text: str, where: str) -> None:
-    head = "id: bad\ndescription: d\nrequest: {model: llama-3.1-8b, gpu: H100, gpus: 1, isl: 8, osl: 8}\n"
+    head = "id: bad\ndescription: d\n"
+    if not text.startswith("request:"):
+        head += "request: {model: llama-3.1-8b, gpu: H100, gpus: 1, isl: 8, osl: 8}\n"
     (tmp_path / "bad.yaml").write_text(head + text)
     with pytest.raises(InputError) as info:
         load_cases(str(tmp_path / "*.yaml"))
@@ -127,6 +133,28 @@ def test_checks_pass_pp_over_tp_for_the_seed_plan_and_fail_the_tp_alternative_wi
     assert not CHECKS["tp_within_node"](run, True)[0]  # tp=2 spans the two single-GPU nodes
     assert CHECKS["strategy_uses"](run, ["tp"])[0] and not CHECKS["strategy_uses"](run, ["pp", "ep"])[0]
     assert not CHECKS["valid"](CaseRun(case=case, error="boom"), True)[0]
+
+
+def test_traffic_cases_plan_their_traffic_and_the_simulation_checks_judge_it() -> None:
+    traffic = [c for c in ALL.values() if "traffic" in c.tags]
+    assert {"percentile", "trace", "bursty", "closed-loop"} <= {t for c in traffic for t in c.tags}
+    case = ALL["traffic-bursty-p90-llama-8b"]
+    request = case.request.to_plan_request()
+    w = request.workload
+    assert w.slo_percentile == "p90" and w.rate == 20 and w.batch is None
+    assert 1000 < w.isl < 1024 and 250 < w.osl < 256  # the clipped lognormals' means
+    assert w.traffic is not None and w.traffic.arrival.kind == "gamma"
+    chosen = plan(request)
+    run = CaseRun(case=case, plan=chosen, request=request, gpus_per_node=8)
+    assert CHECKS["simulated"](run, True)[0] and CHECKS["min_goodput"](run, 0.9)[0]
+    passed, message = CHECKS["min_goodput"](run, 1.01)
+    assert not passed and "at least 101.0%" in message
+    steady = case.model_copy(update={"request": case.request.model_copy(
+        update={"isl_dist": None, "osl_dist": None, "arrival": None, "slo_percentile": None, "isl": w.isl,
+                "osl": w.osl})})
+    unsimulated = plan(steady.request.to_plan_request())
+    run = CaseRun(case=steady, plan=unsimulated, request=steady.request.to_plan_request())
+    assert CHECKS["simulated"](run, False)[0] and not CHECKS["min_goodput"](run, 0.5)[0]
 
 
 # ----------------------------------------------------------------------------------------------- the runner

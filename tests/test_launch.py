@@ -157,6 +157,23 @@ def test_searched_deployment_gets_one_server_per_replica_at_its_concurrency() ->
         assert not any("--data-parallel-size" in line for line in lines)
 
 
+def test_a_rate_plan_limits_each_engine_to_what_its_kv_cache_holds_not_the_mean() -> None:
+    workload = Workload(isl=1024, osl=256, objective="throughput", tpot_ms=30, rate=10.0)
+    request = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=1, workload=workload)
+    model, cluster = resolve_request(request)
+    served = plan_for_strategy(request, model, cluster, parse_strategy("tp=1"))
+    assert served.deployment is not None
+    [pool] = served.deployment.pools
+    assert pool.max_concurrency_per_worker > served.deployment.concurrency
+    spec = launch_command(served, "vllm")
+    assert f"--max-num-seqs {pool.max_concurrency_per_worker}" in spec.commands["serve"]
+    assert any("on average at 10 requests/s" in note for note in spec.notes)
+    # A closed loop (a fixed batch) keeps its concurrency as the limit: no more clients exist.
+    fixed = request.model_copy(update={"workload": workload.model_copy(update={"batch": 24})})
+    batch_plan = plan_for_strategy(fixed, model, cluster, parse_strategy("tp=1"))
+    assert "--max-num-seqs 24" in launch_command(batch_plan, "vllm").commands["serve"]
+
+
 def test_split_pools_launch_on_the_gpus_the_placement_gives_them() -> None:
     # Two 4-GPU prefill workers share the first node; the 8-GPU decode worker has the second to itself.
     request = PlanRequest(model="meta-llama/Llama-3.1-70B", gpu="H200", gpus=16,

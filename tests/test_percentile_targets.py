@@ -4,6 +4,7 @@ chooses by simulating its leaders, and the plan says which of its figures were s
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,13 @@ from cli_helpers import run_cli
 from shardplan.cli.common import build_request
 from shardplan.contracts.figures import Percentiles, make_figures
 from shardplan.contracts.plan import Plan, PlanRequest
+from shardplan.contracts.simulation import DISTRIBUTION_PERCENTS
 from shardplan.contracts.targets import Targets, misses, parse_slo_percentile
 from shardplan.contracts.traffic import ClosedLoop, Traffic
 from shardplan.errors import InputError
 from shardplan.tools.planning.planner import plan, resolve_request
+from shardplan.tools.report.html import render_report
+from shardplan.tools.report.latency import share_within
 from shardplan.tools.search import simulated
 from shardplan.tools.search.deployments import search
 from shardplan.tools.simulation.run import replayed_traffic, simulate
@@ -82,8 +86,13 @@ def test_the_search_passes_over_a_deployment_whose_mean_meets_and_p99_misses() -
     assert any("ranked them by the simulated figures" in n and "at P99" in n for n in on_p99.notes)
 
 
-def test_the_plan_says_which_figures_are_simulated() -> None:
-    result = plan(_request("99"))
+@pytest.fixture(scope="module")
+def p99_plan() -> Plan:
+    return plan(_request("99"))
+
+
+def test_the_plan_says_which_figures_are_simulated(p99_plan: Plan) -> None:
+    result = p99_plan
     assert result.status == "ok" and result.figures is not None and result.simulation is not None
     assert result.figures.source == "simulation" and result.figures == result.simulation.figures
     p = result.figures.percentiles
@@ -146,6 +155,11 @@ def test_the_cli_reads_the_percentile_and_refuses_an_unknown_one(tmp_path: Path)
     written = json.loads(target.read_text())
     assert written["request"]["workload"]["slo_percentile"] == "p99"
     assert written["figures"]["source"] == "simulation" and written["simulation"]["goodput"] > 0.99
+    wide = {**os.environ, "COLUMNS": "250"}  # the table's headers on one line each
+    searched = run_cli("search", *args[1:], "--slo-percentile", "99", "--top", "6", env=wide)
+    assert searched.returncode == 0, searched.stderr
+    assert "P99 TTFT ms" in searched.stdout and "simulated the 4 best" in searched.stdout
+    assert "(mean)" in searched.stdout  # the candidates past the simulated ones keep their steady-state means
 
 
 def test_the_plan_tool_takes_a_percentile_and_returns_the_simulation() -> None:
@@ -157,3 +171,22 @@ def test_the_plan_tool_takes_a_percentile_and_returns_the_simulation() -> None:
     assert summary["figures"]["percentiles"]["ttft"]["p99_ms"] <= MIXED["ttft_ms"]
     refused = json.loads(tools["plan"].invoke({**args, "slo_percentile": "p42"}))
     assert refused["field"] == "slo_percentile" and "99" in refused["fix"]
+
+
+def test_the_report_draws_each_latencys_distribution_beside_its_target(p99_plan: Plan) -> None:
+    run = p99_plan.simulation
+    assert run is not None and set(run.distribution) == {"ttft", "tpot", "e2e"}
+    ttft = run.distribution["ttft"]
+    assert len(ttft) == len(DISTRIBUTION_PERCENTS) and ttft == sorted(ttft)
+    assert ttft[DISTRIBUTION_PERCENTS.index(99)] == pytest.approx(run.figures.percentiles["ttft"].p99_ms)
+    # The share read off the curve at the P99 is 99%, and every request is within the longest.
+    assert share_within(ttft, run.figures.percentiles["ttft"].p99_ms) == pytest.approx(0.99)
+    assert share_within(ttft, ttft[-1]) == 1.0 and share_within(ttft, ttft[0] - 1) == 0.0
+    page = render_report(p99_plan)
+    section = page[page.index('id="latency"'):]
+    section = section[:section.index("</section>")]
+    assert section.count('class="cdf cdf-') == 2 and section.count('class="target"') == 2
+    assert "P99 " in section and f"{run.goodput:.1%} met both targets" in section
+    # A plan planned for mean targets at fixed lengths is not simulated and has no such section.
+    fixed = build_request("llama-3.1-8b", "H100", 1, isl=1024, osl=256, tpot_ms=30)
+    assert 'id="latency"' not in render_report(plan(fixed))

@@ -42,4 +42,4 @@ def search_command(
         emit_json(result)
         return
 
-    print_search(result, pricing_backend(cl, request.workload.engine))
+    print_search(result, pricing_backend(cl, request.workload.engine), request.workload.slo_percentile)

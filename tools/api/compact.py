@@ -158,7 +158,7 @@ def plan_summary(plan: Plan, *, detail: bool = False) -> PlanSummary:
         deployment=rounded(_thin_frontier(plan.deployment)) if plan.deployment is not None else None,
         figures=rounded(plan.figures) if plan.figures is not None else None,
         misses=plan.misses,
-        simulation=rounded(plan.simulation) if plan.simulation is not None else None,
+        simulation=rounded(plan.simulation.model_copy(update={"distribution": {}})) if plan.simulation else None,
         dag_cost=cost_summary(plan.dag_cost) if plan.dag_cost is not None else None,
         validation=validation_brief(plan.validation) if plan.validation is not None else None,
         alternatives=[rounded(a) for a in plan.alternatives[:MAX_ALTERNATIVES]],

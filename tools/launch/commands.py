@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shardplan.contracts.plan import Plan
 from shardplan.errors import InputError
 from shardplan.tools.launch import sglang, trtllm, vllm
-from shardplan.tools.launch.servers import ENGINES, Engine, FlagValue, plan_servers, plan_target
+from shardplan.tools.launch.servers import ENGINES, Engine, FlagValue, open_arrivals, plan_servers, plan_target
 from shardplan.tools.launch.shell import instance_lines, script, shell_word
 
 __all__ = ["Engine", "ENGINES", "FlagValue", "LaunchSpec", "launch_command", "shell_word"]
@@ -70,6 +70,11 @@ def launch_command(plan: Plan, engine: Engine) -> LaunchSpec:
     if plan.status == "infeasible":
         notes.append("the plan is marked infeasible (it does not fit in GPU memory); these commands will not start")
     target = plan_target(plan)
+    running = target.sequences("decode" if plan.strategy.disaggregated else "serve")
+    if open_arrivals(plan) and plan.deployment is not None and running > plan.deployment.concurrency:
+        notes.append(f"the plan keeps {plan.deployment.concurrency} sequences in flight on average at "
+                     f"{plan.request.workload.rate:g} requests/s; the engines' limits are what their KV cache holds "
+                     f"({running} in all), so arrivals above the mean run rather than queue")
     servers = plan_servers(plan, notes, target)
     disaggregated = plan.strategy.disaggregated
     files: dict[str, str] = {}

@@ -12,6 +12,7 @@ from typing import Literal, get_args
 
 from shardplan.contracts.plan import Plan
 from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.contracts.traffic import ClosedLoop
 from shardplan.packing import place_workers
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.planning.planner import resolve_request
@@ -25,6 +26,7 @@ __all__ = [
     "Server",
     "plan_target",
     "in_flight_by_role",
+    "open_arrivals",
     "fold_sp",
     "worker_starts",
     "plan_servers",
@@ -95,13 +97,30 @@ def plan_target(plan: Plan) -> Target:
                    in_flight=in_flight_by_role(plan), isl=workload.isl, kv_fp8=spec.kv_dtype == "fp8")
 
 
+def open_arrivals(plan: Plan) -> bool:
+    """Whether the plan serves a request rate whose arrivals do not wait for one another (Poisson, bursty, a
+    trace's times): its concurrency is then a mean that the traffic swings around, not a ceiling."""
+    workload = plan.request.workload
+    closed = workload.traffic is not None and isinstance(workload.traffic.arrival, ClosedLoop)
+    return workload.rate is not None and workload.batch is None and not closed
+
+
 def in_flight_by_role(plan: Plan) -> dict[str, int]:
-    """Each role's sequences in flight: the deployment's concurrency (not a planning batch), split by pool."""
+    """Each role's sequences in flight, which the engines' concurrency limits add up to: the deployment's
+    concurrency (not a planning batch), split by pool. Under open arrivals the running pools take what their KV
+    cache holds instead: a limit at the mean would queue every swing above it, the queueing the plan's
+    simulation leaves out since the engine does not (its own default limit is higher still)."""
     d = plan.deployment
     if d is None:
         return {"serve": plan.request.workload.sequences}
-    pools = {pool.role: pool.workers * pool.concurrency_per_worker for pool in d.pools}
-    return {"serve": d.concurrency, "prefill": pools.get("prefill", d.concurrency),
+    pools: dict[str, int] = {pool.role: pool.workers * pool.concurrency_per_worker for pool in d.pools}
+    if open_arrivals(plan):
+        held: dict[str, int] = {pool.role: pool.workers * pool.max_concurrency_per_worker for pool in d.pools
+                if pool.role != "prefill" and pool.max_concurrency_per_worker >= pool.concurrency_per_worker}
+        pools.update(held)
+        if "replica" in held:
+            pools["serve"] = held["replica"]
+    return {"serve": pools.get("serve", d.concurrency), "prefill": pools.get("prefill", d.concurrency),
             "decode": pools.get("decode", d.concurrency)}
 
 

@@ -2,7 +2,8 @@
 network, no external file, so it can be mailed, archived and opened offline.
 
 Sections: headline figures; strategy per phase; where the time goes; memory per GPU; the Pareto frontier
-of the alternatives; the simulated schedule per GPU; the DAG collapsed per stage and layer run,
+of the alternatives; for a plan simulated under its traffic, the TTFT and TPOT distributions beside the targets;
+the simulated schedule per GPU; the DAG collapsed per stage and layer run,
 expandable; the validation report with rule links; launch commands; the explanation; the knowledge rules
 the page cites. An infeasible plan gets a page that says why nothing fits.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from shardplan.contracts.plan import Plan
 from shardplan.tools.cost.calibration import calibration
 from shardplan.tools.report.dagview import dag_section
+from shardplan.tools.report.latency import latency_html
 from shardplan.tools.report.panels import (
     cited_rules,
     header_html,
@@ -212,6 +214,8 @@ def _feasible_sections(plan: Plan, known: set[str]) -> str:
            _card("memory", "Memory per GPU", memory_html(cost.memory)),
            _card("pareto", "Alternatives: throughput against interactivity", _pareto_html(plan))]
     out.append(f'<div class="grid2">{"".join(top)}</div>')
+    if plan.simulation is not None:
+        out.append(_card("latency", "Latency under the traffic, beside the targets", latency_html(plan)))
     if dag is not None and sched is not None:
         lanes = node_lanes(dag, sched)
         body = [f'<p class="legend">{timeline_legend(dag)}</p>']

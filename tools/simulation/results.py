@@ -17,13 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from shardplan.contracts.figures import Figures, LatencyMetric, Percentiles, make_figures
-from shardplan.contracts.simulation import Router, SimulationSummary
+from shardplan.contracts.simulation import DISTRIBUTION_PERCENTS, Router, SimulationSummary
 from shardplan.contracts.targets import Targets, misses, within
 from shardplan.contracts.traffic import ClosedLoop, Traffic
 from shardplan.tools.simulation.loop import Workers
 from shardplan.tools.simulation.state import Requests
 
-__all__ = ["Latencies", "latencies", "percentiles", "goodput_mask", "queue_settles", "RunFacts", "summarise"]
+__all__ = ["Latencies", "latencies", "percentiles", "distribution", "goodput_mask", "queue_settles", "RunFacts",
+           "summarise"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,16 @@ def percentiles(values_ms: np.ndarray) -> Percentiles:
         return Percentiles(p50_ms=0.0, p90_ms=0.0, p95_ms=0.0, p99_ms=0.0)
     p50, p90, p95, p99 = np.percentile(kept, [50, 90, 95, 99]).tolist()
     return Percentiles(p50_ms=p50, p90_ms=p90, p95_ms=p95, p99_ms=p99)
+
+
+def distribution(values_ms: np.ndarray) -> list[float]:
+    """``values_ms`` at each of :data:`DISTRIBUTION_PERCENTS` (NaNs left out; empty when none is left).
+
+    >>> distribution(np.arange(101.0))[:4]
+    [0.0, 1.0, 5.0, 10.0]
+    """
+    kept = values_ms[~np.isnan(values_ms)]
+    return np.percentile(kept, DISTRIBUTION_PERCENTS).tolist() if kept.size else []
 
 
 def _mean(values: np.ndarray) -> float:
@@ -165,6 +176,7 @@ def summarise(requests: Requests, workers: Workers, end_s: float, facts: RunFact
     blocks = facts.kv_blocks * len(engines)
     return SimulationSummary(
         figures=figures,
+        distribution={metric: distribution(values) for metric, values in metrics.items()},
         analytic=analytic,
         deployment=facts.deployment,
         workload=facts.workload,
