@@ -142,10 +142,17 @@ def simulate(
                          "tokens in its KV cache", field="plan", fix="simulate a plan whose deployment fits")
     _check_lengths(stream, blocks, role)
     pricer = StepPricer.for_workload(model, cluster, decode_layout, priced, options.backend)
+    # TensorRT-LLM's scheduler, as trtllm-serve starts it: no context chunking, and GUARANTEED_NO_EVICT (a request
+    # waits until its whole prompt and output fit the cache); vLLM's and SGLang's chunk prompts and preempt.
+    trtllm = priced.engine == "trtllm"
     engines = [
-        Engine(record, pricer, blocks, seqs, priced.max_batched_tokens, BLOCK_TOKENS, options.record_steps)
+        Engine(record, pricer, blocks, seqs, priced.max_batched_tokens, BLOCK_TOKENS, options.record_steps,
+               chunked_prefill=not trtllm, reserve_whole=trtllm)
         for _ in range(strategy.decode.dp)
     ]
+    if trtllm:
+        notes.append("TensorRT-LLM's scheduler: whole prompts (no context chunking), and a request admitted only when "
+                     "the KV cache holds its whole prompt and output (GUARANTEED_NO_EVICT): no preemption")
     notes.append(f"KV cache of one {role}: {blocks:,} blocks of {BLOCK_TOKENS} tokens "
                  f"({blocks * BLOCK_TOKENS // (priced.isl + priced.osl):,} sequences of {priced.isl + priced.osl} "
                  f"tokens); at most {seqs} running sequences")
