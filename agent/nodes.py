@@ -356,6 +356,7 @@ class Nodes:
         searched = shared.search_request(request)
         if not isinstance(searched, InfeasibleError) and searched.simpler_preferred and searched.candidates:
             notes += [searched.simpler_preferred] if searched.candidates[0].spec == chosen.strategy else []
+        notes += searched.notes if not isinstance(searched, InfeasibleError) else []
         # The deployment the proposal's tool call evaluated (its DAG, report and priced option), not a second one.
         plan = plan_for_strategy(request, model, cluster, parse_strategy(chosen.strategy),
                                  shared.alternatives_for(request, chosen.strategy), notes + still_wrong[:len(errors)],

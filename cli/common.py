@@ -19,6 +19,7 @@ from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.gpus import cluster_for
@@ -228,6 +229,19 @@ _REQUEST_PARAMETERS = [
         annotation=Annotated[float | None, typer.Option("--tpot-ms", help="Target time per output token, ms.")],
     ),
     inspect.Parameter(
+        "slo_percentile",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                "--slo-percentile",
+                help="What --ttft-ms and --tpot-ms bound: mean (default), or 50, 90, 95, 99, a percentile over "
+                "requests, judged by simulating the best candidates under the workload.",
+            ),
+        ],
+    ),
+    inspect.Parameter(
         "objective",
         _KW,
         default=None,
@@ -295,6 +309,7 @@ def build_request(
     prefill_batch: int | None = None,
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
+    slo_percentile: str | None = None,
     objective: str | None = None,
     engine: str = "vllm",
     weight_dtype: str | None = None,
@@ -347,6 +362,7 @@ def build_request(
                 "prefill_batch": prefill_batch,
                 "ttft_ms": ttft_ms,
                 "tpot_ms": tpot_ms,
+                "slo_percentile": parse_slo_percentile(slo_percentile) if slo_percentile else "mean",
                 "objective": objective,
                 "batching": batching,
                 "gpu_memory_utilization": gpu_memory_utilization,

@@ -6,14 +6,16 @@ from __future__ import annotations
 from rich.table import Table
 
 from shardplan.cli.app import console
+from shardplan.cli.percentiles import latency_table
 from shardplan.cli.rankings import print_alternatives, print_frontier
 from shardplan.contracts.figures import headline
 from shardplan.contracts.plan import FitHint, Plan, PlanRequest
+from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.targets import miss_texts
 from shardplan.contracts.traffic import arrival_text, length_text
 from shardplan.contracts.workload import Workload
 
-__all__ = ["print_plan", "print_deployment", "print_fit_hints", "hint_options"]
+__all__ = ["print_plan", "print_deployment", "print_simulated", "print_fit_hints", "hint_options"]
 
 
 def _traffic_words(w: Workload) -> str:
@@ -30,6 +32,7 @@ def _traffic_words(w: Workload) -> str:
 def _request_line(plan: Plan) -> str:
     req = plan.request
     w = req.workload
+    stat = "" if w.slo_percentile == "mean" else f"{w.slo_percentile.upper()} "
     return (
         f"[bold]shardplan[/bold] {req.model} on up to {req.gpus} x {req.gpu} - isl {w.isl}, osl {w.osl}, "
         + _traffic_words(w)
@@ -38,8 +41,8 @@ def _request_line(plan: Plan) -> str:
         + f", {w.batching} batching"
         + (f" (prefill {w.prefill_batch} at a time)" if w.prefill_batch else "")
         + f", objective {w.objective}"
-        + (f", TTFT <= {w.ttft_ms:g} ms" if w.ttft_ms else "")
-        + (f", TPOT <= {w.tpot_ms:g} ms" if w.tpot_ms else "")
+        + (f", {stat}TTFT <= {w.ttft_ms:g} ms" if w.ttft_ms else "")
+        + (f", {stat}TPOT <= {w.tpot_ms:g} ms" if w.tpot_ms else "")
     )
 
 
@@ -91,6 +94,18 @@ def print_fit_hints(hints: list[FitHint], request: PlanRequest) -> None:
         out.print(f"  [bold]{hint_options(hint, request)}[/bold]: {hint.text}")
 
 
+def print_simulated(run: SimulationSummary) -> None:
+    """What a simulated plan's figures rest on: the run, its percentiles beside the steady state, its goodput."""
+    out = console()
+    out.print(f"simulated ({run.workload}, seed {run.seed}): the figures above are the run's means; memory and "
+              "the frontier are the steady state's")
+    out.print(latency_table(run, "steady state"))
+    kept = {True: ", its queue settled", False: ", its queue did not settle", None: ""}[run.settled]
+    out.print(f"goodput {run.goodput:.1%} of requests within both targets{kept}; {run.preemptions:,} preemptions, "
+              f"running batch {run.mean_running_batch:.1f} on average, KV cache {run.kv_cache_peak:.0%} at peak",
+              markup=False)
+
+
 def print_plan(plan: Plan) -> None:
     """The plan as a person reads it: deployment, strategy per phase, figures, validation, runners-up, explanation."""
     out = console()
@@ -116,6 +131,8 @@ def print_plan(plan: Plan) -> None:
     assert c is not None and v is not None and f is not None
     mem = max(c.memory, key=lambda m: m.total_gb)
     out.print(f"{headline(f)} (weights {mem.weights_gb:.1f}, KV {mem.kv_cache_gb:.1f})")
+    if plan.simulation is not None:
+        print_simulated(plan.simulation)
     errors = [x for x in v.violations if x.severity == "error"]
     verdict = "[green]valid[/green]" if v.valid else f"[red]{len(errors)} violations[/red]"
     out.print(

@@ -12,6 +12,7 @@ from shardplan.contracts.dag import DAG
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.old_plans import read_old_plan
 from shardplan.contracts.reports import CostReport, ValidationReport
+from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.targets import Miss, Targets, misses
 from shardplan.contracts.workload import Batching, Workload
@@ -84,9 +85,17 @@ class PricedDeployment(Contract):
         description="Set when more sequences are in flight per worker than its KV cache (or step budget) holds: "
         "the engine runs this many and queues the rest, whose wait is in TTFT.",
     )
-    figures: Figures = Field(description="What it delivers.")
+    figures: Figures = Field(
+        description="What it delivers: the serving model's steady state (source steady_state), or a simulated run "
+        "of the engine (source simulation, with percentiles) where the planner simulated it."
+    )
     misses: list[Miss] = Field(default_factory=list, description="The targets it misses, with the gaps.")
     meets_targets: bool = Field(default=True, description="No target missed (derived from misses).")
+    simulation: SimulationSummary | None = Field(
+        default=None,
+        description="The simulated run its figures come from (goodput, queueing, preemptions, the steady state it "
+        "was compared with in analytic); None where the figures are the steady state's.",
+    )
 
     @model_validator(mode="after")
     def _derive_meets(self) -> PricedDeployment:
@@ -97,6 +106,11 @@ class PricedDeployment(Contract):
     def spec(self) -> str:
         """The strategy as SPEC text."""
         return self.strategy.to_spec()
+
+    @property
+    def steady_state(self) -> Figures:
+        """The serving model's figures of the deployment: its own, or those its simulated run replaced."""
+        return self.simulation.analytic if self.simulation and self.simulation.analytic else self.figures
 
     def judged(self, targets: Targets) -> PricedDeployment:
         """This deployment judged against ``targets`` (its figures unchanged)."""
@@ -226,9 +240,16 @@ class Plan(Contract):
     )
     figures: Figures | None = Field(
         default=None,
-        description="What the deployment delivers in steady state (the serving model); None when infeasible.",
+        description="What the deployment delivers: its steady state (source steady_state, the serving model), or "
+        "a simulated run of the engine (source simulation, with P50/P90/P95/P99) where the request has a "
+        "percentile target or describes its traffic; None when infeasible.",
     )
     misses: list[Miss] = Field(default_factory=list, description="The targets the figures miss, with the gaps.")
+    simulation: SimulationSummary | None = Field(
+        default=None,
+        description="The simulated run the figures come from: goodput, queueing, preemptions, KV-cache use, and "
+        "the steady state beside it (analytic); None where the figures are the steady state's.",
+    )
     dag: DAG | None = Field(default=None, description="The DAG of one replica (or one prefill and one decode worker).")
     validation: ValidationReport | None = Field(default=None, description="Validators' verdict on the DAG.")
     dag_cost: CostReport | None = Field(
@@ -274,7 +295,7 @@ class Plan(Contract):
         prompts = next((p.concurrency_per_worker for p in d.pools if p.role == "prefill"), 0)
         return PricedDeployment(strategy=self.strategy, concurrency=d.concurrency, worker_concurrency=per_worker,
                                 prefill_prompts=prompts, kv_transfer_ms=d.kv_transfer_ms, figures=self.figures,
-                                misses=self.misses)
+                                misses=self.misses, simulation=self.simulation)
 
     @model_validator(mode="after")
     def _derive_feasible(self) -> Plan:

@@ -32,7 +32,8 @@ class SimulationSummary(Contract):
 
     figures: Figures = Field(
         description="Means over the completed requests (source simulation) with P50/P90/P95/P99 of TTFT, TPOT "
-        "and request latency; throughput over the run, first arrival to last completion."
+        "and request latency; the rate served: the rate offered where an open loop's queue settled, else what "
+        "completed per second over the run."
     )
     analytic: Figures | None = Field(
         default=None, description="The deployment's steady-state figures from the serving model, for comparison."
@@ -50,6 +51,15 @@ class SimulationSummary(Contract):
     )
     block_tokens: int = Field(ge=1, description="Tokens per KV-cache block.")
     duration_s: float = Field(ge=0, description="Simulated time from the first arrival to the last completion.")
+    completed_per_s: float = Field(
+        ge=0, description="Requests completed over the run, first arrival to last completion (the drain included)."
+    )
+    settled: bool | None = Field(
+        default=None,
+        description="Open loop: whether the queue kept up with the arrivals (as many completed as arrived over the "
+        "middle half of the arrivals, within sampling noise); then figures.requests_per_s is the rate offered, "
+        "otherwise what completed per second. None for a closed loop.",
+    )
     queue_ms: float = Field(ge=0, description="Mean wait from arrival until a step first carries the request.")
     queue: Percentiles = Field(description="Percentiles of that wait.")
     goodput: float = Field(ge=0, le=1, description="Share of requests meeting both the TTFT and TPOT targets.")

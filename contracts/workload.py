@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from shardplan.contracts.common import Contract, Objective, ServingEngine
-from shardplan.contracts.targets import Targets
+from shardplan.contracts.targets import SloPercentile, Targets
 from shardplan.contracts.traffic import Traffic
 
 __all__ = ["Workload", "Batching"]
@@ -36,6 +36,11 @@ class Workload(Contract):
     ttft_ms: float | None = Field(default=None, gt=0, description="Target time to first token, ms; None for no target.")
     tpot_ms: float | None = Field(
         default=None, gt=0, description="Target time per output token, ms; None for no target."
+    )
+    slo_percentile: SloPercentile = Field(
+        default="mean",
+        description="Which statistic of TTFT and TPOT the targets bound: mean (the steady state's figure), or "
+        "p50/p90/p95/p99 over requests, which the planner judges by simulating its best candidates.",
     )
     objective: Objective = Field(
         default="latency", description="latency, throughput, or goodput (throughput under the targets)."
@@ -85,8 +90,8 @@ class Workload(Contract):
 
     @property
     def targets(self) -> Targets:
-        """The bounds the deployment must meet: TTFT, TPOT and the request rate."""
-        return Targets(ttft_ms=self.ttft_ms, tpot_ms=self.tpot_ms, rate=self.rate)
+        """The bounds the deployment must meet: TTFT and TPOT (at the percentile asked), and the request rate."""
+        return Targets(ttft_ms=self.ttft_ms, tpot_ms=self.tpot_ms, rate=self.rate, percentile=self.slo_percentile)
 
     @property
     def sequences(self) -> int:

@@ -27,9 +27,9 @@ def test_a_planning_turn_evaluates_each_proposed_deployment_once(monkeypatch: py
     replanned: list[str] = []
     original = shared.evaluate_deployment
 
-    def counting(model: Any, cluster: Any, strategy: Any, workload: Any) -> Any:
+    def counting(model: Any, cluster: Any, strategy: Any, workload: Any, chosen: Any = None) -> Any:
         evaluated.append(strategy.to_spec())
-        return original(model, cluster, strategy, workload)
+        return original(model, cluster, strategy, workload, chosen)
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         replanned.append("planner")

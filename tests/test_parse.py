@@ -71,6 +71,15 @@ PHRASINGS: list[tuple[str, dict[str, Any]]] = [
     ("inter-token latency 25ms", {"tpot_ms": 25.0}),
     ("2 s TTFT and 20 ms TPOT", {"ttft_ms": 2000.0, "tpot_ms": 20.0}),
     ("first token under 2 s and 30 ms per token", {"ttft_ms": 2000.0, "tpot_ms": 30.0}),
+    # percentiles and request rates
+    ("P99 TTFT under 2 s", {"ttft_ms": 2000.0, "slo_percentile": "p99"}),
+    ("99th percentile time to first token below 800 ms", {"ttft_ms": 800.0, "slo_percentile": "p99"}),
+    ("median TTFT under 300 ms", {"ttft_ms": 300.0, "slo_percentile": "p50"}),
+    ("p90 TPOT 40 ms", {"tpot_ms": 40.0, "slo_percentile": "p90"}),
+    ("TTFT under 1 s", {"ttft_ms": 1000.0, "slo_percentile": None}),
+    ("at 10 requests/s", {"rate": 10.0}),
+    ("600 requests per minute", {"rate": 10.0}),
+    ("12 QPS, bursty traffic", {"rate": 12.0, "arrival": "gamma:cv=3"}),
     # objectives
     ("maximize throughput", {"objective": "throughput"}),
     ("highest throughput", {"objective": "throughput"}),

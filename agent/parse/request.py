@@ -43,12 +43,13 @@ from shardplan.agent.parse.readers import (
     _read_models,
     _read_objective,
 )
-from shardplan.agent.parse.targets import read_targets
+from shardplan.agent.parse.targets import read_percentile, read_targets
 from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
-from shardplan.agent.parse.traffic import read_arrival
+from shardplan.agent.parse.traffic import read_arrival, read_rate
 from shardplan.contracts.common import DType, Objective
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.targets import SloPercentile
 from shardplan.contracts.traffic import Traffic, parse_arrival
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
@@ -91,8 +92,12 @@ class ParsedRequest(BaseModel):
         default=None, description="How requests arrive, as text: gamma:cv=3 (bursty), poisson, closed:N (N concurrent "
         "users or clients)."
     )
+    rate: float | None = Field(default=None, gt=0, description="Requests per second to serve.")
     ttft_ms: float | None = Field(default=None, gt=0, description="Time-to-first-token target, ms.")
     tpot_ms: float | None = Field(default=None, gt=0, description="Time-per-output-token target, ms.")
+    slo_percentile: SloPercentile | None = Field(
+        default=None, description="What the targets bound: p50, p90, p95 or p99 over requests; None: the mean."
+    )
     objective: Objective | None = Field(default=None, description="latency, throughput or goodput.")
     weight_dtype: DType | None = Field(default=None, description="Weight format override.")
     kv_dtype: DType | None = Field(default=None, description="KV-cache format override.")
@@ -119,8 +124,10 @@ _SETTINGS = (
     "osl",
     "batch",
     "arrival",
+    "rate",
     "ttft_ms",
     "tpot_ms",
+    "slo_percentile",
     "objective",
     "weight_dtype",
     "kv_dtype",
@@ -247,6 +254,8 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
         read_machines,
         _read_gpu_types,
         _read_gpu_counts,
+        read_percentile,
+        read_rate,
         read_targets,
         _read_lengths,
         read_arrival,
@@ -323,12 +332,13 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
     assert parsed.model and parsed.gpu
     gpus = parsed.gpus or (parsed.nodes or 1) * (parsed.gpus_per_node or gpu_catalog()[parsed.gpu].gpus_per_node)
     traffic = Traffic(arrival=parse_arrival(parsed.arrival)) if parsed.arrival else None
-    fields = workload_fields(traffic, isl=parsed.isl, osl=parsed.osl, batch=parsed.batch, rate=None,
+    fields = workload_fields(traffic, isl=parsed.isl, osl=parsed.osl, batch=parsed.batch, rate=parsed.rate,
                              default_isl=DEFAULT_ISL, default_osl=DEFAULT_OSL)
     workload = Workload(
         **fields,
         ttft_ms=parsed.ttft_ms,
         tpot_ms=parsed.tpot_ms,
+        slo_percentile=parsed.slo_percentile or "mean",
         objective=parsed.objective or ("throughput" if parsed.ttft_ms or parsed.tpot_ms else "latency"),
     )
     texts = list(parsed.constraints)

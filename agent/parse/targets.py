@@ -7,7 +7,7 @@ import re
 
 from shardplan.agent.parse.text import _CMP, _DUR, _LOWER, _PER_TOKEN, Findings, Scan, _add_positive, _ms
 
-__all__ = ["read_targets"]
+__all__ = ["read_targets", "read_percentile"]
 
 
 _TTFT_WORDS = (
@@ -39,6 +39,33 @@ _RATE = re.compile(
     rf"(?:(?P<cmp>{_CMP}|min(?:imum)?(?:\s+of)?)\s*)?(?P<rate>(?<![\d.])\d+(?:\.\d+)?)\s*(?:tokens?|toks?)\s*(?:/|per\s+)\s*"
     r"(?:s|sec|second)\b(?P<per>\s*(?:/|per|for\s+each|for|each)\s*(?:user|request|stream|sequence|session|client))?"
 )
+
+
+_PERCENTILE = re.compile(
+    r"(?<![\w#])(?:p(?P<p>50|90|95|99)|(?P<q>50|90|95|99)(?:th)?[\s-]*(?:percentile|pct)|(?P<median>median))(?![\w])"
+)
+
+
+def read_percentile(scan: Scan, found: Findings) -> None:
+    """The percentile the latency targets bound: "P99 TTFT under 2 s", "99th percentile", "median TTFT".
+
+    One percentile applies to both targets; where a message names several, the highest (the strictest) is kept
+    and a note says so.
+
+    >>> found = Findings()
+    >>> read_percentile(Scan("p99 ttft under 2 s and p90 tpot 50 ms"), found)
+    >>> found.values["slo_percentile"], found.notes
+    (['p99'], ['One percentile applies to both targets: P99, the highest of those named (P99, P90).'])
+    """
+    named = [f"p{m.group('p') or m.group('q') or '50'}" for m in scan.take(_PERCENTILE)]
+    if not named:
+        return
+    kept = max(named, key=lambda name: int(name[1:]))
+    found.add("slo_percentile", kept)
+    if len(set(named)) > 1:
+        listed = ", ".join(n.upper() for n in dict.fromkeys(named))
+        found.notes.append(f"One percentile applies to both targets: {kept.upper()}, the highest of those named "
+                           f"({listed}).")
 
 
 def read_targets(scan: Scan, found: Findings) -> None:

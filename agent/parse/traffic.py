@@ -19,7 +19,7 @@ import re
 
 from shardplan.agent.parse.text import _COUNT, _START, Findings, Scan, _count
 
-__all__ = ["read_arrival", "BURSTY"]
+__all__ = ["read_arrival", "read_rate", "BURSTY"]
 
 BURSTY = "gamma:cv=3"
 """The arrival process "bursty" reads as: gamma gaps with a coefficient of variation of 3."""
@@ -32,6 +32,28 @@ _PROCESSES = (
 _CLIENTS = re.compile(
     rf"{_START}(?P<v>{_COUNT})\s+(?:(?:concurrent|simultaneous|parallel)\s+(?:users?|clients?)|clients?)(?![a-z])"
 )
+
+
+_PER_UNIT = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "hr": 3600.0, "hour": 3600.0}
+_REQUEST_RATE = re.compile(
+    r"(?<![\w.#])(?P<n>\d+(?:\.\d+)?)\s*(?:(?:qps|rps)(?![a-z])|(?:requests?|reqs?|queries|prompts)\s*(?:/|per|an?|each)"
+    r"\s*(?P<unit>s|sec|second|min|minute|hr|hour)(?![a-z]))"
+)
+
+
+def read_rate(scan: Scan, found: Findings) -> None:
+    """A request rate, in requests per second: "10 requests/s", "600 requests per minute", "12 QPS".
+
+    >>> found = Findings()
+    >>> read_rate(Scan("at 600 requests per minute, bursty"), found)
+    >>> found.values
+    {'rate': [10.0]}
+    """
+    for match in scan.take(_REQUEST_RATE):
+        per = _PER_UNIT[match.group("unit")] if match.group("unit") else 1.0
+        rate = float(match.group("n")) / per
+        if rate > 0:
+            found.add("rate", rate)
 
 
 def read_arrival(scan: Scan, found: Findings) -> None:

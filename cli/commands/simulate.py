@@ -9,20 +9,19 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
-from rich.table import Table
 
 from shardplan.cli.app import app, console, emit_json
 from shardplan.cli.files import read_plan
+from shardplan.cli.percentiles import latency_table
 from shardplan.cli.progress import working
-from shardplan.contracts.figures import Figures, LatencyMetric
-from shardplan.contracts.plan import Plan
+from shardplan.contracts.plan import Plan, PricedDeployment
 from shardplan.contracts.simulation import ROUTERS, Router, SimulationSummary
-from shardplan.contracts.traffic import ClosedLoop, TraceArrivals, Traffic, parse_arrival, parse_length
+from shardplan.contracts.traffic import ClosedLoop, Poisson, TraceArrivals, Traffic, parse_arrival, parse_length
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.io import write_atomic
 from shardplan.tools.planning.planner import resolve_request
-from shardplan.tools.simulation.run import SimulationOptions, simulate
+from shardplan.tools.simulation.run import SimulationOptions, replayed_traffic, simulate
 from shardplan.tools.simulation.trace import trace_events
 
 __all__ = ["simulate_command", "simulated_workload"]
@@ -30,17 +29,20 @@ __all__ = ["simulate_command", "simulated_workload"]
 
 def simulated_workload(
     plan: Plan,
+    deployment: PricedDeployment,
     *,
     rate: float | None = None,
     arrival: str | None = None,
     isl_dist: str | None = None,
     osl_dist: str | None = None,
     trace: str | None = None,
-) -> tuple[Workload, float | None]:
-    """The plan's workload with the traffic the options describe, and the arrival rate to replay it at.
+) -> tuple[Workload, float | None, str | None]:
+    """The plan's workload with the traffic the options describe, the arrival rate to replay it at, and a note
+    when the arrivals were chosen for the user.
 
-    Unset options keep the plan's own traffic. The rate is ``rate``, else the plan's requested rate, else (open
-    arrivals) the requests/s the plan's steady state serves; a closed loop and a trace's timestamps need none.
+    Unset options keep the plan's own traffic. The rate is ``rate``, else the plan's requested rate; open
+    arrivals with neither become a closed loop of the plan's sequences in flight
+    (:func:`~shardplan.tools.simulation.run.replayed_traffic`); a closed loop and a trace's timestamps need none.
 
     Raises:
         InputError: a malformed distribution or arrival process, a rate that is not positive.
@@ -58,18 +60,16 @@ def simulated_workload(
         update["trace"] = trace
     if arrival is not None:
         update["arrival"] = parse_arrival(arrival)
-    elif trace is not None and rate is None:
+    elif trace is not None and rate is None and workload.rate is None:
         update["arrival"] = TraceArrivals(kind="trace")
+    elif rate is not None and isinstance(traffic.arrival, ClosedLoop):
+        update["arrival"] = Poisson(kind="poisson")  # a rate asks for open arrivals
     try:
         traffic = Traffic.model_validate({**dict(traffic), **update})
     except ValidationError as exc:
         reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise InputError(reason, field="arrival", fix="add --workload TRACE") from None
-    if isinstance(traffic.arrival, ClosedLoop | TraceArrivals):
-        rate = None
-    elif rate is None:
-        rate = workload.rate or (plan.figures.requests_per_s if plan.figures else None)
-    return workload.model_copy(update={"traffic": traffic}), rate
+    return replayed_traffic(workload.model_copy(update={"traffic": traffic}), deployment, rate)
 
 
 @app.command("simulate")
@@ -77,8 +77,8 @@ def simulate_command(
     plan_file: Annotated[Path, typer.Argument(help="A plan JSON file (shardplan plan -o plan.json).")],
     rate: Annotated[
         float | None,
-        typer.Option("--rate", help="Arrivals per second [default: the plan's rate, else what its steady state "
-                     "serves]."),
+        typer.Option("--rate", help="Arrivals per second [default: the plan's rate; a plan without one is replayed "
+                     "as a closed loop of its sequences in flight]."),
     ] = None,
     arrival: Annotated[
         str | None,
@@ -123,8 +123,8 @@ def simulate_command(
     if deployment is None:
         raise InputError(f"{plan_file} is an infeasible plan: no deployment to simulate", field="file",
                          fix="simulate a plan with a strategy (status ok or targets_missed)")
-    sized, arrival_rate = simulated_workload(plan, rate=rate, arrival=arrival, isl_dist=isl_dist,
-                                             osl_dist=osl_dist, trace=workload)
+    sized, arrival_rate, chosen = simulated_workload(plan, deployment, rate=rate, arrival=arrival, isl_dist=isl_dist,
+                                                     osl_dist=osl_dist, trace=workload)
     model, cluster = resolve_request(plan.request)
     options = SimulationOptions(router=_router(route), max_num_seqs=max_num_seqs, record_steps=trace is not None)
     with working(f"simulating {deployment.spec}", total=requests, quiet=as_json) as step:
@@ -133,6 +133,8 @@ def simulate_command(
                        options=options,
                        progress=lambda done: step.status(f"{done:,} requests done", completed=done))
     summary = run.summary
+    if chosen is not None:
+        summary = summary.model_copy(update={"notes": [chosen, *summary.notes]})
     if output is not None:
         write_atomic(output, summary.model_dump_json(indent=1))
     if trace is not None:
@@ -151,15 +153,6 @@ def _router(name: str) -> Router:
     return "least_outstanding" if name == "least_outstanding" else "round_robin"
 
 
-_ROWS: tuple[tuple[str, LatencyMetric], ...] = (("TTFT", "ttft"), ("TPOT", "tpot"), ("request", "e2e"))
-
-
-def _analytic(figures: Figures | None, metric: LatencyMetric) -> str:
-    if figures is None:
-        return "-"
-    return f"{getattr(figures, f'{metric}_ms'):,.1f}"
-
-
 def print_simulation(summary: SimulationSummary, plan: Plan) -> None:
     """The summary as printed: latency percentiles beside the plan's steady state, then throughput, goodput and
     what the engine did."""
@@ -167,15 +160,7 @@ def print_simulation(summary: SimulationSummary, plan: Plan) -> None:
     f = summary.figures
     out.print(f"simulated {summary.deployment} for {plan.request.model}: {summary.workload} (seed {summary.seed})",
               markup=False)
-    table = Table("latency, ms", "mean", "P50", "P90", "P95", "P99", "plan (steady state)")
-    for label, metric in _ROWS:
-        p = f.percentiles[metric]
-        mean = getattr(f, f"{metric}_ms")
-        table.add_row(label, *(f"{v:,.1f}" for v in (mean, p.p50_ms, p.p90_ms, p.p95_ms, p.p99_ms)),
-                      _analytic(summary.analytic, metric))
-    q = summary.queue
-    table.add_row("queue", *(f"{v:,.1f}" for v in (summary.queue_ms, q.p50_ms, q.p90_ms, q.p95_ms, q.p99_ms)), "-")
-    out.print(table)
+    out.print(latency_table(summary, "plan (steady state)"))
     planned = f" (plan: {summary.analytic.requests_per_s:.2f})" if summary.analytic else ""
     out.print(f"throughput {f.requests_per_s:.2f} requests/s{planned}, {f.tokens_per_s:,.0f} output tok/s over "
               f"{summary.duration_s:,.1f} s simulated", markup=False)

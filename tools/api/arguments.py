@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shardplan.contracts.common import DType, Objective, ServingEngine
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.traffic import arrival_text, length_text
 from shardplan.contracts.workload import Batching, Workload
 from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE
@@ -123,6 +124,11 @@ class RequestArgs(Args):
     )
     ttft_ms: float | None = Field(default=None, gt=0, description="Target time to first token, ms.")
     tpot_ms: float | None = Field(default=None, gt=0, description="Target time per output token, ms.")
+    slo_percentile: str | None = Field(
+        default=None, min_length=1, max_length=10,
+        description="What ttft_ms and tpot_ms bound: 'mean' (default) or a percentile over requests, '50', '90', "
+        "'95', '99', judged by simulating the best candidates under the workload's traffic.",
+    )
     objective: Objective = Field(
         default="latency", description="latency, throughput or goodput (throughput under targets)."
     )
@@ -164,6 +170,7 @@ class RequestArgs(Args):
             prefill_batch=self.prefill_batch,
             ttft_ms=self.ttft_ms,
             tpot_ms=self.tpot_ms,
+            slo_percentile=parse_slo_percentile(self.slo_percentile) if self.slo_percentile else "mean",
             objective=self.objective,
             batching=self.batching,
             gpu_memory_utilization=self.gpu_memory_utilization,
@@ -205,6 +212,7 @@ class RequestArgs(Args):
             "prefill_batch": w.prefill_batch,
             "ttft_ms": w.ttft_ms,
             "tpot_ms": w.tpot_ms,
+            "slo_percentile": w.slo_percentile if w.slo_percentile != "mean" else None,
             "objective": w.objective,
             "batching": w.batching,
             "rate": w.rate,

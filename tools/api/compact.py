@@ -15,6 +15,7 @@ from pydantic import Field
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import Alternative, Deployment, FitHint, NearTie, Plan, PlanRequest, PlanStatus
 from shardplan.contracts.reports import CostReport, ValidationReport
+from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.targets import Miss
 from shardplan.tools.api.results import CostSummary, MemoryBrief, PhaseBrief, Result, ViolationBrief
 from shardplan.tools.api.shared import _brief_violations, _r, rounded
@@ -59,8 +60,12 @@ class PlanSummary(Result):
         description=f"Replicas or pools, concurrency and GPUs used, as in the plan, with at most {MAX_FRONTIER} "
         "frontier points (the chosen one among them); None when infeasible."
     )
-    figures: Figures | None = Field(description="What the deployment delivers in steady state (rounded); None "
-                                                "when infeasible.")
+    figures: Figures | None = Field(description="What the deployment delivers (rounded): its steady state, or a "
+                                                "simulation's means where ``simulation`` is set; None when infeasible.")
+    simulation: SimulationSummary | None = Field(
+        default=None, description="Set when percentile targets or traffic made the planner simulate the deployment: "
+        "percentiles of TTFT, TPOT and end-to-end, goodput, queueing, preemptions (rounded)."
+    )
     misses: list[Miss] = Field(default_factory=list, description="The targets the figures miss, with the gaps.")
     dag_cost: CostSummary | None = Field(description="One batch of the DAG: figures, per-phase schedule and memory, "
                                                      "without the critical paths; None when infeasible.")
@@ -153,6 +158,7 @@ def plan_summary(plan: Plan, *, detail: bool = False) -> PlanSummary:
         deployment=rounded(_thin_frontier(plan.deployment)) if plan.deployment is not None else None,
         figures=rounded(plan.figures) if plan.figures is not None else None,
         misses=plan.misses,
+        simulation=rounded(plan.simulation) if plan.simulation is not None else None,
         dag_cost=cost_summary(plan.dag_cost) if plan.dag_cost is not None else None,
         validation=validation_brief(plan.validation) if plan.validation is not None else None,
         alternatives=[rounded(a) for a in plan.alternatives[:MAX_ALTERNATIVES]],

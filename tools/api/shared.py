@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from shardplan.contracts.plan import Alternative, PlanRequest
+from shardplan.contracts.plan import Alternative, PlanRequest, PricedDeployment
 from shardplan.contracts.reports import ValidationReport
-from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.strategy import Strategy, parse_strategy
 from shardplan.errors import InfeasibleError
 from shardplan.tools.api.guards import MAX_VIOLATIONS, SEARCH_DEPTH
 from shardplan.tools.api.results import StrategyCheck, ViolationBrief
@@ -18,6 +18,7 @@ from shardplan.tools.planning.deployment import DeploymentEvaluation, deployment
 from shardplan.tools.planning.planner import alternatives_from, resolve_request
 from shardplan.tools.search.constraint_checks import strategy_violations
 from shardplan.tools.search.deployments import SearchResult, search
+from shardplan.tools.search.simulated import needs_simulation
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -75,7 +76,7 @@ def _evaluate(request_json: str, spec: str) -> tuple[StrategyCheck, DeploymentEv
             violations_total=len(briefs),
         )
         return unbuildable, None
-    evaluated = evaluate_deployment(model, cluster, strategy, request.workload)
+    evaluated = evaluate_deployment(model, cluster, strategy, request.workload, _simulated_pick(request, strategy))
     report, option = evaluated.evaluation.validation, evaluated.option
     # With no concurrency that fits, the one batch of its DAG says by how much (its figures name their source).
     figures = option.figures if option is not None else evaluated.evaluation.cost.figures
@@ -100,6 +101,17 @@ def _evaluate(request_json: str, spec: str) -> tuple[StrategyCheck, DeploymentEv
         constraint_breaks=breaks,
     )
     return check, evaluated
+
+
+def _simulated_pick(request: PlanRequest, strategy: Strategy) -> PricedDeployment | None:
+    """The search's simulated deployment of ``strategy`` for a request judged by simulation, so that a proposal
+    of the search's pick is evaluated at the same concurrency with the same run (None otherwise)."""
+    if not needs_simulation(request.workload):
+        return None
+    searched = search_request(request)
+    if isinstance(searched, InfeasibleError):
+        return None
+    return next((c for c in searched.candidates if c.simulation is not None and c.strategy == strategy), None)
 
 
 def evaluate_strategy(request: PlanRequest, strategy: str) -> StrategyCheck:

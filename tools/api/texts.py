@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardplan.contracts.figures import headline
+from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.targets import miss_texts
 from shardplan.tools.api.compact import PlanSummary
 from shardplan.tools.api.results import (
@@ -29,6 +30,13 @@ from shardplan.tools.api.results import (
 __all__ = ["summary_text"]
 
 
+def _simulated_line(run: SimulationSummary) -> str:
+    """A simulated run in one line: percentiles of TTFT and TPOT, goodput, and what was replayed."""
+    ttft, tpot = run.figures.percentiles["ttft"], run.figures.percentiles["tpot"]
+    return (f"simulated ({run.workload}): TTFT P50/P90/P99 {ttft.p50_ms:,.0f}/{ttft.p90_ms:,.0f}/{ttft.p99_ms:,.0f} "
+            f"ms, TPOT {tpot.p50_ms:.1f}/{tpot.p90_ms:.1f}/{tpot.p99_ms:.1f} ms, goodput {run.goodput:.1%}")
+
+
 def _plan(p: PlanSummary) -> str:
     gpu = f"{p.request.gpus} x {p.request.gpu}"
     if p.status == "infeasible" or p.figures is None:
@@ -40,6 +48,8 @@ def _plan(p: PlanSummary) -> str:
         sequences = "1 sequence" if d.concurrency == 1 else f"{d.concurrency} sequences"
         lines[0] += f", {d.gpus_used} GPUs used, {sequences} in flight, {p.figures.requests_per_s:.2f} requests/s"
     lines.append(headline(p.figures))
+    if p.simulation is not None:
+        lines.append(_simulated_line(p.simulation))
     if p.misses:
         lines.append("missed: " + "; ".join(miss_texts(p.misses)))
     if p.validation is not None:

@@ -17,11 +17,14 @@ from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import Deployment, FrontierPoint, PricedDeployment, WorkerPool
 from shardplan.contracts.reports import MemoryReport
+from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.workload import Workload
+from shardplan.errors import InputError
 from shardplan.packing import max_workers, packs, pools_pack
 from shardplan.tools.planning.evaluation import Evaluation, evaluate
 from shardplan.tools.search.ranking import ranked
+from shardplan.tools.search.simulated import needs_simulation, simulate_option
 from shardplan.tools.serving.deployments import given_deployment
 from shardplan.tools.serving.placement import occupied_cluster, replica_strategy
 
@@ -30,6 +33,7 @@ __all__ = [
     "deployment_problems",
     "best_option",
     "evaluate_deployment",
+    "simulated_figures_note",
     "deployment_section",
 ]
 
@@ -94,14 +98,27 @@ class DeploymentEvaluation:
 
 
 def evaluate_deployment(
-    model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload
+    model: ModelSpec,
+    cluster: Cluster,
+    strategy: Strategy,
+    workload: Workload,
+    chosen: PricedDeployment | None = None,
 ) -> DeploymentEvaluation:
-    """Price the deployment in steady state, and build, validate and price one batch of its replica DAG.
+    """Price the deployment (in steady state, then by simulation where the workload asks for it), and build,
+    validate and price one batch of its replica DAG. ``chosen`` is the deployment's priced option when the
+    caller already has it (the search's pick, simulated or not).
 
     Raises:
         StrategyError: the replica cannot be built.
     """
-    option = best_option(model, cluster, strategy, workload)
+    option = chosen if chosen is not None and chosen.strategy == strategy else best_option(
+        model, cluster, strategy, workload)
+    simulation_note = None
+    if option is not None and option.simulation is None and needs_simulation(workload):
+        try:
+            option = simulate_option(model, cluster, option, workload)
+        except InputError as exc:
+            simulation_note = f"the deployment could not be simulated ({exc}); its figures are the steady state's"
     replica = replica_strategy(strategy)
     # A shared-GPU replica may hold several decode replicas of the priced layout (see replica_strategy).
     groups = 1 if strategy.disaggregated else replica.decode.dp
@@ -112,8 +129,10 @@ def evaluate_deployment(
     sized = workload.at_concurrency(per_worker, prompts)
     occupied = occupied_cluster(cluster, replica)
     evaluation = evaluate(model, occupied, replica, sized)
-    notes = []
-    if option is not None:
+    notes = [simulation_note] if simulation_note else []
+    if option is not None and option.simulation is not None:
+        notes.append(simulated_figures_note(option, option.simulation))
+    elif option is not None:
         notes.append(
             f"TTFT, TPOT and throughput are the deployment's steady state under {workload.batching} batching "
             f"at {option.concurrency} sequences in flight ({per_worker} per "
@@ -133,6 +152,18 @@ def evaluate_deployment(
                 f"batch they feed, {option.worker_concurrency}"
             )
     return DeploymentEvaluation(option=option, evaluation=evaluation, cluster=occupied, notes=notes)
+
+
+def simulated_figures_note(option: PricedDeployment, run: SimulationSummary) -> str:
+    """Which of a simulated deployment's figures (``run``) are simulated and which analytic, in one sentence."""
+    steady = option.steady_state
+    return (
+        f"simulated: TTFT, TPOT and request latency (means and P50/P90/P95/P99), the rate served and goodput come "
+        f"from replaying {run.workload} through the engine's scheduler (seed {run.seed}); analytic: memory and "
+        f"the pools' sizes (the memory model), the steady state it replaced (TTFT {steady.ttft_ms:,.1f} ms, TPOT "
+        f"{steady.tpot_ms:.2f} ms, {steady.requests_per_s:.2f} requests/s at {option.concurrency} sequences in "
+        "flight), the frontier, and dag_cost (one batch of one replica's DAG)"
+    )
 
 
 def _pool(role: str, workers: int, layout_spec: str, gpus: int, load: int, memory: MemoryReport) -> WorkerPool:

@@ -116,8 +116,14 @@ def why_not(candidate: PricedDeployment, chosen: PricedDeployment, objective: st
     return "; ".join(reasons)
 
 
-def deployable(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload) -> DeploymentEvaluation:
-    """The evaluation of a deployment that can run on the cluster.
+def deployable(
+    model: ModelSpec,
+    cluster: Cluster,
+    strategy: Strategy,
+    workload: Workload,
+    chosen: PricedDeployment | None = None,
+) -> DeploymentEvaluation:
+    """The evaluation of a deployment that can run on the cluster (``chosen``: its priced option, when known).
 
     Raises:
         StrategyError: the replica cannot be built, or the deployment exceeds the budget or splits nodes.
@@ -128,7 +134,7 @@ def deployable(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload:
         raise StrategyError(
             f"strategy {strategy.to_spec()} cannot be deployed: {reasons}", field="strategy", fix=problems[0].fix
         )
-    return evaluate_deployment(model, cluster, strategy, workload)
+    return evaluate_deployment(model, cluster, strategy, workload, chosen)
 
 
 def plan_for_strategy(
@@ -141,15 +147,17 @@ def plan_for_strategy(
     frontier: list[PricedDeployment] | None = None,
     reviewing: bool = False,
     evaluated: DeploymentEvaluation | None = None,
+    chosen: PricedDeployment | None = None,
 ) -> Plan:
     """A Plan for a given deployment (``dp`` = replicas, or each pool's workers): its best concurrency and its
     figures, the DAG of one replica, validated and priced, and the explanation. ``evaluated`` is the deployment's
-    evaluation when the caller already has it.
+    evaluation when the caller already has it, ``chosen`` its priced option (the search's pick, simulated where
+    the workload asks for it).
 
     Raises:
         StrategyError: the replica cannot be built, or the deployment exceeds the budget or splits nodes.
     """
-    evaluated = evaluated or deployable(model, cluster, strategy, request.workload)
+    evaluated = evaluated or deployable(model, cluster, strategy, request.workload, chosen)
     option, dag, validation = evaluated.option, evaluated.evaluation.dag, evaluated.evaluation.validation
     alternatives = alternatives or []
     status: PlanStatus = "ok" if option is not None and option.meets_targets and validation.valid else "targets_missed"
@@ -166,6 +174,7 @@ def plan_for_strategy(
         strategy=strategy,
         figures=figures,
         misses=found,
+        simulation=option.simulation if option is not None else None,
         dag=dag,
         validation=validation,
         dag_cost=evaluated.evaluation.cost,
@@ -233,6 +242,7 @@ def plan(request: PlanRequest) -> Plan:
         + (f"; set aside {rejection_summary(result.rejected)}" if result.rejected else "")
     ]
     messages += [result.simpler_preferred] if result.simpler_preferred else []
+    messages += result.notes
     return plan_for_strategy(
         request,
         model,
@@ -241,6 +251,7 @@ def plan(request: PlanRequest) -> Plan:
         alternatives_from(result, best, result.objective),
         messages,
         result.frontier,
+        chosen=best,
     )
 
 

@@ -9,7 +9,8 @@ and decode workers and size both pools. Objectives (``Workload.objective``, ``Wo
 * ``throughput`` / ``goodput``: the most output tokens/s on the budget, then the fewest GPUs;
 * a ``rate``: the fewest GPUs that serve that many requests/s, at the lowest concurrency that does;
 
-always among deployments meeting the TTFT/TPOT targets first, then by how little they miss them.
+always among deployments meeting the TTFT/TPOT targets first, then by how little they miss them. Percentile
+targets and described traffic are judged by simulating the leaders (:mod:`.simulated`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from shardplan.tools.search.fit_hints import fit_hints
 from shardplan.tools.search.fitting import PhaseFilter, any_layout, layout_capacity, min_gpus_to_fit
 from shardplan.tools.search.layouts import enumerate_strategies, replica_layouts
 from shardplan.tools.search.ranking import near_tie, pareto_front, prefer_aggregated, ranked
+from shardplan.tools.search.simulated import SIMULATED_REQUESTS, needs_simulation, simulate_leaders
 from shardplan.tools.serving.aggregated import aggregated_options
 from shardplan.tools.serving.deployments import serving_rate_or_most, split_deployments
 from shardplan.tools.serving.disaggregated import decode_workers, prefill_worker
@@ -65,6 +67,12 @@ class SearchResult(Contract):
         description="Set when the leading candidates are within the model's stated error of each other (their "
         "order is not meaningful); None otherwise.",
     )
+    simulated: int = Field(
+        default=0,
+        description="Leading candidates whose figures come from simulating the engine (they are ranked first, by "
+        "those figures); 0 where every figure is the steady state's.",
+    )
+    notes: list[str] = Field(default_factory=list, description="What the search did beyond pricing, one sentence each.")
     simpler_preferred: str | None = Field(
         default=None,
         description="Set when an aggregated deployment is ranked first over a split one that leads it by less "
@@ -177,10 +185,13 @@ def search(
     top: int = 5,
     disaggregated: bool = True,
     constraints: Constraints | None = None,
+    simulated_requests: int = SIMULATED_REQUESTS,
 ) -> SearchResult:
     """Find the best deployments of ``model`` on up to the GPUs of ``cluster`` serving ``workload``.
 
-    Only layouts and deployments that respect ``constraints`` are screened and priced.
+    Only layouts and deployments that respect ``constraints`` are screened and priced. A workload with a
+    percentile target or a traffic description has its leading candidates simulated (``simulated_requests``
+    requests each) and ranked by the simulated figures (:mod:`.simulated`).
 
     Raises:
         InfeasibleError: no layout fits in memory (``min_gpus`` says how many GPUs would), or none respects
@@ -239,17 +250,27 @@ def search(
         )
     backend = pricing_backend(cluster, workload.engine)
     options, simpler = prefer_aggregated(ranked(options, workload), workload, stated_error_pct(backend, "tokens/s"))
-    best = options[: max(top, 1)]
-    # The frontier a user can pick from: the deployments meeting the targets (all of them when none does).
+    # The frontier a user can pick from: the deployments meeting the targets (all of them when none does), in
+    # steady state, where every concurrency was priced alike.
     meeting = [o for o in options if o.meets_targets]
+    frontier = pareto_front(meeting or options)
+    evaluated = len(options)
+    notes: list[str] = []
+    simulated = 0
+    if needs_simulation(workload):
+        resimulated = simulate_leaders(model, cluster, options, workload, requests=simulated_requests)
+        options, simulated, notes = resimulated.candidates, resimulated.simulated, resimulated.notes
+    best = options[: max(top, 1)]
     return SearchResult(
         objective="rate" if workload.rate is not None else workload.objective,
         candidates=best,
-        frontier=pareto_front(meeting or options),
-        evaluated=len(options),
+        frontier=frontier,
+        evaluated=evaluated,
         rejected=rejected,
         seconds=time.perf_counter() - began,
-        near_tie=near_tie([o.figures for o in best], workload, backend),
+        near_tie=near_tie([o.figures for o in best[: simulated or len(best)]], workload, backend),
+        simulated=simulated,
+        notes=notes,
         simpler_preferred=simpler,
     )
 

@@ -1,13 +1,17 @@
 """A simulated run in figures: per-request latencies to means and percentiles, goodput, and the engines' measures.
 
 Per request: TTFT (arrival to first token), TPOT (first to last token over the ``osl - 1`` tokens between),
-request latency (arrival to last token) and queue time (arrival to the first step that carries it). Throughput
-counts the whole run, first arrival to last completion. Goodput asks :func:`shardplan.contracts.targets.within`
+request latency (arrival to last token) and queue time (arrival to the first step that carries it). The rate
+served is, for an open loop whose queue settles (:func:`queue_settles`), the rate offered: over a long run a
+stable system completes what arrives, while completions over a finite run, first arrival to last completion,
+fall short of it by the drain at the end. A closed loop, or an open loop whose queue grows, serves what it
+completed over the run. Goodput asks :func:`shardplan.contracts.targets.within`
 of each request, the bound every other verdict applies.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +23,7 @@ from shardplan.contracts.traffic import ClosedLoop, Traffic
 from shardplan.tools.simulation.loop import Workers
 from shardplan.tools.simulation.state import Requests
 
-__all__ = ["Latencies", "latencies", "percentiles", "goodput_mask", "RunFacts", "summarise"]
+__all__ = ["Latencies", "latencies", "percentiles", "goodput_mask", "queue_settles", "RunFacts", "summarise"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,29 @@ def goodput_mask(measured: Latencies, targets: Targets) -> np.ndarray:
     return np.array(good, dtype=bool)
 
 
+def queue_settles(arrival: np.ndarray, finish: np.ndarray) -> bool:
+    """Whether an open loop kept up with its arrivals: over the middle half of the time requests arrived, as
+    many completed as arrived, within three standard deviations of the arrival count.
+
+    A stable queue completes in any long window what arrived in it (the lag is the same at both ends); a
+    queue that grows completes at the service rate, below the arrival rate. The count of a renewal process
+    over a window of ``n`` expected arrivals has a standard deviation of about ``cv sqrt(n)`` (``cv`` of
+    the gaps: 1 for Poisson, more for bursts), so a shortfall within three of those is noise, and an
+    overload that small shows in the latencies instead.
+
+    >>> arrive = np.arange(1000.0)
+    >>> queue_settles(arrive, arrive + 5.0), queue_settles(arrive, arrive * 1.3 + 5.0)
+    (True, False)
+    """
+    start, end = float(arrival.min()), float(arrival.max())
+    low, high = start + 0.25 * (end - start), start + 0.75 * (end - start)
+    arrived = int(((arrival >= low) & (arrival < high)).sum())
+    completed = int(((finish >= low) & (finish < high)).sum())
+    gaps = np.diff(np.sort(arrival))
+    cv = float(gaps.std() / gaps.mean()) if gaps.size > 1 and gaps.mean() > 0 else 1.0
+    return bool(completed >= arrived - 3 * max(cv, 1e-9) * math.sqrt(max(arrived, 1)))
+
+
 @dataclass(frozen=True)
 class RunFacts:
     """What the summary reports about the run beside what it measured."""
@@ -106,6 +133,11 @@ def summarise(requests: Requests, workers: Workers, end_s: float, facts: RunFact
     measured = latencies(requests)
     duration = max(end_s - float(requests.arrival.min()), 1e-12)
     count = len(requests)
+    open_loop = not isinstance(facts.traffic.arrival, ClosedLoop)
+    settled = queue_settles(requests.arrival, requests.finish) if open_loop and count > 1 else None
+    span = float(requests.arrival.max() - requests.arrival.min())
+    offered = facts.rate if facts.rate is not None else (count - 1) / span if span > 0 else None
+    served = offered if settled and offered is not None else count / duration
     engines = workers.engines
     good = goodput_mask(measured, facts.targets)
     metrics: dict[LatencyMetric, np.ndarray] = {
@@ -117,8 +149,8 @@ def summarise(requests: Requests, workers: Workers, end_s: float, facts: RunFact
         ttft_ms=_mean(measured.ttft_ms),
         tpot_ms=_mean(measured.tpot_ms),
         osl=max(1, round(float(requests.osl.mean()))),
-        tokens_per_s=float(requests.osl.sum()) / duration,
-        requests_per_s=count / duration,
+        tokens_per_s=served * float(requests.osl.mean()),
+        requests_per_s=served,
         memory_per_gpu_gb=analytic.memory_per_gpu_gb,
         gpu_memory_gb=analytic.gpu_memory_gb,
         fits=analytic.fits,
@@ -127,7 +159,7 @@ def summarise(requests: Requests, workers: Workers, end_s: float, facts: RunFact
         e2e_ms=_mean(measured.e2e_ms),
         percentiles={metric: percentiles(values) for metric, values in metrics.items()},
     )
-    notes = facts.notes + _dynamics_notes(requests, measured, facts)
+    notes = facts.notes + _dynamics_notes(requests, measured, facts, settled)
     pool = workers.prefill
     resident = sum(e.resident_s for e in engines) + (pool.resident_s if pool else 0.0) + workers.transit_s
     blocks = facts.kv_blocks * len(engines)
@@ -145,6 +177,8 @@ def summarise(requests: Requests, workers: Workers, end_s: float, facts: RunFact
         kv_blocks=facts.kv_blocks,
         block_tokens=facts.block_tokens,
         duration_s=duration,
+        completed_per_s=count / duration,
+        settled=settled,
         queue_ms=_mean(measured.queue_ms),
         queue=percentiles(measured.queue_ms),
         goodput=float(good.mean()),
@@ -165,19 +199,28 @@ _SATURATED = 0.95
 """Share of the steady state's request rate from which an open loop's queue is flagged as not settling."""
 
 
-def _dynamics_notes(requests: Requests, measured: Latencies, facts: RunFacts) -> list[str]:
+def _dynamics_notes(requests: Requests, measured: Latencies, facts: RunFacts, settled: bool | None) -> list[str]:
     """What the run's dynamics make of its figures: a queue that does not settle, a closed loop's cold start,
     identical clients in lockstep."""
     notes = []
     served = facts.analytic.requests_per_s
-    if facts.rate is not None and served > 0 and facts.rate >= _SATURATED * served:
+    near = facts.rate is not None and served > 0 and facts.rate >= _SATURATED * served
+    if settled is False or near:
         quarters = [float(np.nanmean(part)) / 1e3 for part in np.array_split(measured.queue_ms, 4)]
-        notes.append(
-            f"arrivals at {facts.rate / served:.0%} of the {served:.2f} requests/s the plan's steady state serves at "
-            f"its sequences in flight: an open loop there has a queue that does not settle (requests waited "
-            f"{quarters[0]:.2f} s in the first quarter of the run, {quarters[-1]:.2f} s in the last), so the "
-            "latencies grow with --requests; give a lower --rate, or --arrival closed:N"
-        )
+        waits = (f"requests waited {quarters[0]:.2f} s in the first quarter of the run, {quarters[-1]:.2f} s in the "
+                 "last")
+        if settled is False:
+            notes.append(
+                f"the queue does not settle: fewer requests completed than arrived over the middle of the run "
+                f"({waits}), so the latencies grow with --requests and the rate served is what completed; give a "
+                "lower --rate, more replicas, or --arrival closed:N"
+            )
+        elif facts.rate is not None:
+            notes.append(
+                f"arrivals at {facts.rate / served:.0%} of the {served:.2f} requests/s the plan's steady state serves "
+                f"at its sequences in flight, close to what the deployment can serve ({waits}): the upper "
+                "percentiles depend on --requests"
+            )
     arrival = facts.traffic.arrival
     if isinstance(arrival, ClosedLoop):
         notes.append(

@@ -4,8 +4,9 @@ stream drawn from the workload's traffic, the events run, the summary made.
 The step pricers are those of :mod:`shardplan.tools.serving.aggregated` and :mod:`.disaggregated` (one
 replica's layout, or one prefill and one decode worker's, on the plan's cluster, under its engine), at the
 stream's mean lengths; the KV cache of each worker comes from the memory model (:mod:`.capacity`). A replica
-admits the plan's sequences in flight per replica (``max_num_seqs``, as ``shardplan export`` launches it)
-unless told otherwise.
+admits, unless told otherwise (``max_num_seqs``), the plan's sequences in flight per replica under a closed
+loop (as ``shardplan export`` launches it), and the engine's own default under open arrivals, where the plan's
+sequences in flight are a mean, not a cap.
 """
 
 from __future__ import annotations
@@ -19,15 +20,22 @@ from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.simulation import Router, SimulationSummary
-from shardplan.contracts.targets import Targets
-from shardplan.contracts.traffic import ClosedLoop, FixedLength, GammaArrivals, LengthDist, LognormalLength, Traffic
+from shardplan.contracts.traffic import (
+    ClosedLoop,
+    FixedLength,
+    GammaArrivals,
+    LengthDist,
+    LognormalLength,
+    TraceArrivals,
+    Traffic,
+)
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.cost.pricing import Backend
 from shardplan.tools.serving.disaggregated import kv_transfer_s, prefill_worker
 from shardplan.tools.serving.placement import replica_strategy
 from shardplan.tools.serving.steps import StepPricer
-from shardplan.tools.simulation.capacity import BLOCK_TOKENS, kv_blocks
+from shardplan.tools.simulation.capacity import BLOCK_TOKENS, engine_seq_cap, kv_blocks
 from shardplan.tools.simulation.engine import Engine
 from shardplan.tools.simulation.loop import Workers, run_events
 from shardplan.tools.simulation.pools import PrefillPool
@@ -35,7 +43,7 @@ from shardplan.tools.simulation.results import RunFacts, summarise
 from shardplan.tools.simulation.state import Requests
 from shardplan.tools.traffic.stream import RequestStream, request_stream
 
-__all__ = ["SimulationOptions", "Simulation", "simulate", "describe_traffic"]
+__all__ = ["SimulationOptions", "Simulation", "simulate", "describe_traffic", "replayed_traffic"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,8 @@ class SimulationOptions:
 
     router: Router = "round_robin"
     max_num_seqs: int | None = None
-    """Running sequences per replica (or decode worker); None: the deployment's own per-worker concurrency."""
+    """Running sequences per replica (or decode worker); None: the plan's per-worker concurrency under a closed loop,
+    the engine's default under open arrivals."""
     backend: Backend = "auto"
     record_steps: bool = False
     """Keep every step for a trace (:mod:`.trace`)."""
@@ -79,9 +88,35 @@ def describe_traffic(traffic: Traffic, workload: Workload, rate: float | None, r
     else:
         how = arrival.kind + (f" (cv {arrival.cv:g})" if isinstance(arrival, GammaArrivals) else "")
         how += f" at {rate:.3g} requests/s" if rate is not None else ""
-    lengths = f"isl {_length_text(traffic.isl, workload.isl)}, osl {_length_text(traffic.osl, workload.osl)}"
-    source = f", from trace {traffic.trace}" if traffic.trace else ""
-    return f"{requests:,} requests, {how}, {lengths}{source}"
+    if traffic.trace:
+        lengths = f"lengths from trace {traffic.trace}"  # a trace's rows give the lengths (tools.traffic.stream)
+    else:
+        lengths = f"isl {_length_text(traffic.isl, workload.isl)}, osl {_length_text(traffic.osl, workload.osl)}"
+    return f"{requests:,} requests, {how}, {lengths}"
+
+
+def replayed_traffic(
+    workload: Workload, deployment: PricedDeployment, rate: float | None = None
+) -> tuple[Workload, float | None, str | None]:
+    """The workload a deployment is replayed under, the arrival rate, and a note when the arrivals were chosen.
+
+    The workload's own arrival process runs at ``rate`` (default: the workload's rate). An open process with
+    no rate at all was planned for a number of sequences in flight, not a rate: it becomes a closed loop of
+    the deployment's sequences in flight, the load its figures were priced at (arrivals at the rate its
+    steady state serves there would sit at the edge of what it can serve, where an open queue never settles).
+    A closed loop needs no rate, nor do a trace's own timestamps (scaled to the rate where there is one).
+    """
+    traffic = workload.traffic or Traffic()
+    if isinstance(traffic.arrival, ClosedLoop):
+        return workload, None, None
+    rate = rate if rate is not None else workload.rate
+    if rate is not None or isinstance(traffic.arrival, TraceArrivals):
+        return workload, rate, None  # a trace's timestamps, scaled to the rate where there is one
+    clients = deployment.concurrency
+    closed = traffic.model_copy(update={"arrival": ClosedLoop(kind="closed", clients=clients)})
+    note = (f"no request rate: a closed loop of {clients} clients, the deployment's sequences in flight (give a "
+            "rate for open arrivals)")
+    return workload.model_copy(update={"traffic": closed}), None, note
 
 
 def _check_lengths(stream: RequestStream, blocks: int, role: str) -> None:
@@ -122,7 +157,10 @@ def simulate(
     priced = workload.model_copy(update={"isl": max(1, round(stream.mean_isl)), "osl": max(1, round(stream.mean_osl))})
     strategy = deployment.strategy
     record = Requests.from_stream(stream)
-    seqs = options.max_num_seqs or deployment.worker_concurrency
+    # A closed loop or fixed concurrency runs with the plan's cap, as exported; open arrivals meet the engine's own.
+    seqs = options.max_num_seqs or (
+        deployment.worker_concurrency if stream.clients is not None else engine_seq_cap(workload.engine, cluster.gpu)
+    )
     replica = replica_strategy(strategy)
     notes = [
         f"steps priced by the serving model's step pricer ({options.backend} backend) at the mean lengths, isl "
@@ -161,7 +199,7 @@ def simulate(
         workers = _split_workers(model, cluster, deployment, priced, stream, record, engines, options, notes)
     end = run_events(record, workers, stream.clients, progress)
     facts = RunFacts(
-        analytic=deployment.figures,
+        analytic=deployment.steady_state,
         deployment=strategy.to_spec(),
         workload=describe_traffic(traffic, workload, rate, requests),
         traffic=traffic,
@@ -171,7 +209,8 @@ def simulate(
         max_num_seqs=seqs,
         kv_blocks=blocks,
         block_tokens=BLOCK_TOKENS,
-        targets=Targets(ttft_ms=workload.ttft_ms, tpot_ms=workload.tpot_ms),
+        # The rate judged is the one offered: a queue that keeps up serves it, one that grows misses it.
+        targets=workload.targets.model_copy(update={"rate": rate}),
         notes=notes,
     )
     return Simulation(summarise(record, workers, end, facts), record, workers)
