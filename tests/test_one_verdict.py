@@ -1,7 +1,8 @@
 """One verdict on the targets: the plan, the search's frontier and the agent's answer agree, right at a bound.
 
-A layout serves some rate R under the targets. Asked for 99.95% of R it meets them; asked for 100.05% it misses
-the rate by 0.05%. Each surface must say the same, since they all ask :func:`shardplan.contracts.targets.misses`.
+A layout serves some rate R under the targets: the largest request rate whose plan (open arrivals at that rate)
+meets them. Asked for 99.95% of R it meets them; asked for 100.05% it misses the rate by 0.05%. Each surface must
+say the same, since they all ask :func:`shardplan.contracts.targets.misses`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from shardplan.agent.graph import build_graph, recursion_limit
 from shardplan.agent.run import plan_from_state, request_message, stream_turn
 from shardplan.contracts.figures import make_figures
 from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.strategy import parse_strategy
 from shardplan.contracts.targets import TOLERANCE, Targets, meets, misses, shortfall
 from shardplan.contracts.workload import Workload
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.serving.deployments import given_deployment
 
 # One H100 holds one layout of Llama-3.1-8B (tp=1), so the search, the review and the agent price the same one.
 ASK = ["-m", "llama-3.1-8b", "--gpu", "H100", "--gpus", "1", "--isl", "512", "--osl", "64",
@@ -27,12 +32,26 @@ SPEC = "tp=1"
 
 @pytest.fixture(scope="module")
 def served() -> float:
-    """The requests/s the layout serves under the targets (its plan for throughput)."""
+    """The requests/s the layout serves under the targets: near its plan for throughput (a closed population of
+    sequences in flight), and found exactly among the rates whose plans (open arrivals) meet them."""
     result = run_cli("plan", *ASK, "-s", SPEC, "--json")
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["status"] == "ok", plan["misses"]
-    return float(plan["figures"]["requests_per_s"])
+    closed = float(plan["figures"]["requests_per_s"])
+    model, cluster, strategy = load_model("llama-3.1-8b"), make_cluster("H100", 1), parse_strategy(SPEC)
+
+    def meets_at(rate: float) -> bool:
+        workload = Workload(isl=512, osl=64, ttft_ms=500, tpot_ms=25, objective="throughput", rate=rate)
+        return any(o.meets_targets for o in given_deployment(model, cluster, strategy, workload))
+
+    low, high = closed * 0.9, closed * 1.1
+    assert meets_at(low) and not meets_at(high)
+    while high - low > closed * 1e-6:
+        middle = (low + high) / 2
+        low, high = (middle, high) if meets_at(middle) else (low, middle)
+    assert low == pytest.approx(closed, rel=0.02), "a closed population and open arrivals serve about the same"
+    return low
 
 
 def _plan_verdict(rate: float) -> tuple[bool, int]:

@@ -140,10 +140,10 @@ def test_preemption_when_kv_blocks_run_out_recomputes_the_latest_admitted_and_is
 
 @pytest.mark.parametrize("concurrency", [2, 4])
 def test_at_low_load_it_agrees_with_the_analytic_steady_state(concurrency: int) -> None:
-    # Open arrivals at the rate the steady state serves with ``concurrency`` sequences in flight: fixed lengths,
-    # the same step prices, so only the dynamics differ, and at low load they barely do.
-    deployment, _ = _replica("tp=1", concurrency)
-    rate = deployment.figures.requests_per_s
+    # Open arrivals at the rate the steady state serves with ``concurrency`` sequences in flight, priced as open
+    # arrivals: fixed lengths, the same step prices, so only the dynamics differ, and at low load they barely do.
+    rate = _replica("tp=1", concurrency)[0].figures.requests_per_s
+    deployment, _ = _replica("tp=1", concurrency, WORK.model_copy(update={"rate": rate}))
     options = SimulationOptions(backend="roofline", max_num_seqs=256)
     summary = simulate(LLAMA_8B, H100, deployment, WORK, requests=3000, rate=rate, seed=1, options=options).summary
     assert summary.figures.source == "simulation"

@@ -132,11 +132,21 @@ def serving_engine(row: dict[str, Any]) -> str:
 _STATIC_BENCHMARK = re.compile(r"benchmark_latency|gpt-fast|C\+\+ benchmark|fixed batch", re.I)
 
 
+def fixed_batch(row: dict[str, Any]) -> bool:
+    """Whether the row comes from a fixed-batch benchmark (the batch prefilled, then decoded together)."""
+    return bool(_STATIC_BENCHMARK.search(str(row.get("engine", ""))))
+
+
 def batching(row: dict[str, Any]) -> Batching:
     """How the row's engine batched its requests: static for batch 1 and fixed-batch benchmarks."""
-    if row.get("batch") == 1 or _STATIC_BENCHMARK.search(str(row.get("engine", ""))):
+    if row.get("batch") == 1 or fixed_batch(row):
         return "static"
     return "continuous"
+
+
+def kv_dtype(row: dict[str, Any]) -> str | None:
+    """The row's KV-cache format where its note states FP8, else None (the model's own)."""
+    return "fp8" if re.search(r"fp8 kv", str(row.get("note", "")), re.I) else None
 
 
 @dataclass(frozen=True)
@@ -231,8 +241,8 @@ def evaluate(row: dict[str, Any], backend: str = "auto") -> Result:
     osl = row.get("osl") or DEFAULT_OSL
     if not row.get("osl"):
         notes.append(f"osl {DEFAULT_OSL} assumed")
-    kv_dtype = "fp8" if re.search(r"fp8 kv", note, re.I) else None
-    if kv_dtype:
+    kv = kv_dtype(row)
+    if kv:
         notes.append("FP8 KV cache")
     if "power" in note.lower() and "330" in note:
         notes.append("A100 at 330 W power cap")
@@ -245,7 +255,7 @@ def evaluate(row: dict[str, Any], backend: str = "auto") -> Result:
     mode = batching(row)
     budget = row.get("max_batched_tokens")
     weights = checkpoint_dtype(row["model"], row["weight_dtype"])
-    found = setup(row["model"], weights, kv_dtype, row["gpu"], int(row["gpus"]), row["strategy"],
+    found = setup(row["model"], weights, kv, row["gpu"], int(row["gpus"]), row["strategy"],
                   int(row["isl"]), int(osl), serving_engine(row), mode, budget, backend)
     workload = found.workload
     if row.get("batch"):

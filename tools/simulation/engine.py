@@ -135,6 +135,13 @@ class Engine:
     max_batched_tokens: int
     block_tokens: int = 16
     record_steps: bool = False
+    chunked_prefill: bool = True
+    """A prompt may be split over steps to fill the token budget (vLLM, SGLang). Without (TensorRT-LLM's default,
+    no context chunking) a prompt enters a step only whole, unless it is longer than the whole budget."""
+    reserve_whole: bool = False
+    """Admit a request only when the free blocks hold its whole prompt and output (TensorRT-LLM's default
+    GUARANTEED_NO_EVICT policy), so nothing is ever preempted; otherwise its prompt's blocks suffice and the
+    running set is preempted when decoding outgrows the cache (vLLM, SGLang)."""
     clock: float = 0.0
     waiting: deque[int] = field(default_factory=deque)
     _state: np.ndarray = field(default_factory=lambda: np.zeros((5, 0), dtype=np.int64))
@@ -355,6 +362,11 @@ class Engine:
     def _blocks(self, tokens: np.ndarray) -> np.ndarray:
         return (tokens + (self.block_tokens - 1)) // self.block_tokens
 
+    def _reserved(self) -> int:
+        """Blocks the running set holds or will hold by its last token (prompt plus output)."""
+        state = self._state
+        return int(self._blocks(state[_KNOWN] - state[_GENERATED] + state[_OSL]).sum())
+
     def _most_repeats(self, nearest: int) -> int:
         """How many identical pure-decode steps may be taken at once: until the first sequence finishes
         (``nearest``) and as many as the free KV-cache blocks allow."""
@@ -403,13 +415,21 @@ class Engine:
         chunks: list[int] = []
         firsts: list[int] = []
         ready, whole, nearest = 0, True, 1 << 62
+        reserved = self._reserved() if self.reserve_whole else 0
         while self.waiting and len(chunks) < room and tokens < self.max_batched_tokens:
             rid = self.waiting[0]
             computed, generated = int(req.computed[rid]), int(req.generated[rid])
             known, osl = int(req.isl[rid]) + generated, int(req.osl[rid])
             chunk = min(known - computed, self.max_batched_tokens - tokens)
+            if not self.chunked_prefill and chunk < known - computed <= self.max_batched_tokens:
+                break  # the prompt waits, first in line, for a step with room for all of it
             wanted = -(-(computed + chunk) // size)
-            if blocks + wanted > self.kv_blocks:
+            if self.reserve_whole:
+                whole_blocks = -(-(int(req.isl[rid]) + osl) // size)
+                if reserved + whole_blocks > self.kv_blocks:
+                    break
+                reserved += whole_blocks
+            elif blocks + wanted > self.kv_blocks:
                 break
             self.waiting.popleft()
             columns.append((rid, computed, known, generated, osl))

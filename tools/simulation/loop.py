@@ -86,9 +86,10 @@ def run_events(
         if progress is not None and (done + count) // every != done // every:
             progress(done + count)
         done += count
+        resent = math.nextafter(now, math.inf)
         while clients is not None and count and sent < total:
-            requests.arrival[sent] = now
-            heapq.heappush(feeds, (now, _ARRIVAL, sent))
+            requests.arrival[sent] = resent
+            heapq.heappush(feeds, (resent, _ARRIVAL, sent))
             sent += 1
             count -= 1
 

@@ -184,8 +184,14 @@ def simulate(
     )
     _check_lengths(stream, blocks // ranks, role if ranks == 1 else f"attention data-parallel rank of a {role}")
     pricer = StepPricer.for_workload(model, cluster, decode_layout, priced, options.backend)
+    # TensorRT-LLM's scheduler, as trtllm-serve starts it: no context chunking, and GUARANTEED_NO_EVICT (a request
+    # waits until its whole prompt and output fit the cache); vLLM's and SGLang's chunk prompts and preempt.
+    trtllm = priced.engine == "trtllm"
     engines = _replicas(record, pricer, ranks, blocks, seqs, priced.max_batched_tokens, strategy.decode.dp,
-                        options.record_steps)
+                        options.record_steps, trtllm)
+    if trtllm:
+        notes.append("TensorRT-LLM's scheduler: whole prompts (no context chunking), and a request admitted only when "
+                     "the KV cache holds its whole prompt and output (GUARANTEED_NO_EVICT): no preemption")
     notes.append(f"KV cache of one {role}: {blocks:,} blocks of {BLOCK_TOKENS} tokens "
                  f"({blocks * BLOCK_TOKENS // (priced.isl + priced.osl):,} sequences of {priced.isl + priced.osl} "
                  f"tokens); at most {seqs} running sequences")
@@ -225,16 +231,20 @@ def _replicas(
     budget: int,
     count: int,
     record_steps: bool,
+    trtllm: bool = False,
 ) -> list[Replica]:
     """``count`` replicas (or decode workers) of ``blocks`` KV-cache blocks and ``seqs`` running sequences each: one
     scheduler each, or with attention data parallelism (``ranks > 1``) a group of rank schedulers, each with its
     share of the blocks and of the sequences (``max_num_seqs`` counts per rank, as ``shardplan export`` sets it)
-    and a whole token budget of its own."""
+    and a whole token budget of its own. ``trtllm``: TensorRT-LLM's scheduler (whole prompts, whole requests
+    reserved in the cache)."""
     if ranks == 1:
-        return [Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps) for _ in range(count)]
+        return [Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps, chunked_prefill=not trtllm,
+                       reserve_whole=trtllm) for _ in range(count)]
     return [
         RankGroup(
-            [Engine(record, pricer, blocks // ranks, -(-seqs // ranks), budget, BLOCK_TOKENS) for _ in range(ranks)],
+            [Engine(record, pricer, blocks // ranks, -(-seqs // ranks), budget, BLOCK_TOKENS,
+                    chunked_prefill=not trtllm, reserve_whole=trtllm) for _ in range(ranks)],
             pricer,
             record_steps,
         )

@@ -1,0 +1,69 @@
+"""The analytic steady state tracks the engine simulator's mean TTFT and TPOT on the same replica.
+
+Both price steps with the same step pricer, so what they disagree on is dynamics: the queue for the step budget,
+the steps that carry prompt chunks, when a closed population's next request arrives. Tolerances: the mean TTFT
+within 10% of the simulated one, the mean TPOT within 12% (a prompt about as long as the budget runs in two
+steps, and the decoders crowd its long steps: the analytic TPOT is about 10% low there, as
+benchmarks/bench_analytic_vs_simulated.py shows over its whole grid).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.traffic import Traffic, parse_arrival, parse_length
+from shardplan.contracts.workload import Workload
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.serving.aggregated import replica_capacity
+from shardplan.tools.serving.deployments import given_deployment
+from shardplan.tools.serving.steady import serving_point
+from shardplan.tools.serving.steps import StepPricer
+from shardplan.tools.simulation.results import latencies
+from shardplan.tools.simulation.run import simulate
+
+LLAMA_8B = load_model("llama-3.1-8b")
+H100 = make_cluster("H100", 1)
+TP1 = parse_strategy("tp=1")
+TTFT_TOLERANCE, TPOT_TOLERANCE = 0.10, 0.12
+REQUESTS = 2500
+
+
+def _simulated_means(workload: Workload, rate: float | None) -> tuple[float, float, float, float]:
+    """The plan's TTFT and TPOT for ``workload`` (at ``rate`` when given) beside the simulated means (ms)."""
+    plan = given_deployment(LLAMA_8B, H100, TP1, workload)[0]
+    run = simulate(LLAMA_8B, H100, plan, workload, requests=REQUESTS, rate=rate, seed=3)
+    kept = slice(REQUESTS // 10, None)
+    measured = latencies(run.requests)
+    return (plan.figures.ttft_ms, float(np.nanmean(measured.ttft_ms[kept])), plan.figures.tpot_ms,
+            float(np.nanmean(measured.tpot_ms[kept])))
+
+
+@pytest.mark.parametrize(("isl", "osl", "load"), [(1024, 256, 0.5), (4096, 512, 0.7), (256, 1024, 0.85),
+                                                  (8192, 256, 0.3)])
+def test_open_arrivals_at_a_share_of_the_replica_s_most(isl: int, osl: int, load: float) -> None:
+    # Poisson arrivals at ``load`` of what the replica serves with its KV cache full, planned at that rate.
+    workload = Workload(isl=isl, osl=osl)
+    limit = min(replica_capacity(LLAMA_8B, H100, TP1.decode, workload), workload.max_batched_tokens - 1)
+    fullest = serving_point(StepPricer.for_workload(LLAMA_8B, H100, TP1.decode, workload), limit, workload)
+    assert fullest is not None
+    rate = load * fullest.requests_per_s
+    ttft, simulated_ttft, tpot, simulated_tpot = _simulated_means(workload.model_copy(update={"rate": rate}), rate)
+    assert ttft == pytest.approx(simulated_ttft, rel=TTFT_TOLERANCE)
+    assert tpot == pytest.approx(simulated_tpot, rel=TPOT_TOLERANCE)
+
+
+def test_a_closed_population_waits_out_the_step_under_way() -> None:
+    # A plan for 64 sequences in flight, replayed as 64 clients whose output lengths vary (so they do not run in
+    # lockstep): each next request follows a completion at the end of a step, and waits out the step just begun.
+    workload = Workload(isl=2048, osl=256, batch=64)
+    clients = workload.model_copy(update={"traffic": Traffic(arrival=parse_arrival("closed:64"),
+                                                             osl=parse_length("uniform:128,384"))})
+    plan = given_deployment(LLAMA_8B, H100, TP1, workload)[0]
+    run = simulate(LLAMA_8B, H100, plan, clients, requests=REQUESTS, seed=3)
+    kept = slice(REQUESTS // 10, -64)
+    measured = latencies(run.requests)
+    assert plan.figures.ttft_ms == pytest.approx(float(np.nanmean(measured.ttft_ms[kept])), rel=TTFT_TOLERANCE)
+    assert plan.figures.tpot_ms == pytest.approx(float(np.nanmean(measured.tpot_ms[kept])), rel=TPOT_TOLERANCE)
