@@ -51,12 +51,34 @@ does not model, neither a constant to fit:
 * **Clients in lockstep.** NIM's clients send identical requests. In a deterministic engine every client's cycle
   is the same number of steps, so clients that start together stay together: from 25 clients up their prompts
   reach the engine in one burst a cycle, and the simulated TTFT of the 70B at 200/200 and 25 clients is one step
-  of 25 prompts, 420 ms, where NIM measured 139 ms. Real clients drift apart (network, tokenizer and step-time
-  jitter); a jitter of 1 to 5 ms on each client's turnaround does not break the bursts here (they re-form within
-  a step), and how far real runs drift is nothing the sources state. Started instead with the clients spread over
-  one request's latency (an experiment, not in this script), the simulator keeps them apart and gives the other
-  bound: 48.7 ms for that row. 20 of the 22 rows of the 70B within the KV cache and past one client lie between
-  the two bounds.
+  of 25 prompts, 420 ms, where NIM measured 139 ms. Started instead with the clients spread over one request's
+  latency (an experiment, not in this script), the simulator keeps them apart and gives the other bound: 48.7 ms
+  for that row. 20 of the 22 rows of the 70B within the KV cache and past one client lie between the two bounds.
+  What the sources say, and what was tried (none of it kept, none of it a constant the sources give):
+
+  - *The requests are identical.* NIM's benchmarking guide runs genai-perf with ``--synthetic-input-tokens-stddev
+    0``, ``--output-tokens-mean`` and ``--extra-inputs max_tokens:OSL min_tokens:OSL ignore_eos:true`` (its
+    AIPerf edition likewise: stddev 0, ``min_tokens:OSL``, ``ignore_eos:true``): no length varies, no output
+    stops at EOS.
+    Each client has a thread of its own (``--max-threads=256``), genai-perf measures over 10 s windows
+    (``--measurement-interval 10000``) until they are stable, so the cold start is left out as here; the AIPerf
+    edition warms up in a run of its own and then measures ``3 x concurrency`` requests. Nothing there spreads the
+    clients.
+  - *An idle executor starts on the first request.* TensorRT-LLM's executor waits only while nothing is queued
+    and nothing runs, then takes what is queued (``Executor::Impl::getLeaderNewReqWithIds``,
+    cpp/tensorrt_llm/executor/executorImpl.cpp). The simulator already does so: a request reaching an idle engine
+    starts a step alone, and those behind it wait for the next.
+  - *A serial frontend ahead of the engine* (each resent request admitted 0.5, 1, 2 or 5 ms after the one before):
+    the first bursts split, but into a few groups that then never change (25 clients at 2 ms: 13, 11 and 1 prompts
+    a step for 60 rounds; TTFT 420 -> 323 ms; 1,009 -> 994 ms at 100 clients). Each group's resends fall within
+    another group's prefill step, which gathers them into one step again.
+  - *A random delay on each resend* (exponential, mean 5, 20 or 50 ms, the delay counted in TTFT): 25 clients 412,
+    354, 331 ms; 100 clients 1,009, 1,023, 1,048 ms against 177 measured.
+
+  So the lockstep is an attractor of an engine that runs each prompt whole: a step of k prompts lasts long enough
+  to gather the next k. Clients arriving at random keep small prefill steps, which gather few (the other bound):
+  the engine has both steady states, the simulated clients start together (one burst) and stay in the first,
+  and NIM's tables lie near the second. What takes real runs from one to the other is nothing the sources state.
 * **Time outside the engine, for the 8B.** The 8B's measured TTFT grows to 30-100 decode steps at 100-250 clients
   (615 ms at 1000/1000 and 100 clients, with TPOT 10 ms), consistent with its own Little's law and above both
   bounds in 19 of its 28 rows, while its TPOT and throughput agree within about 10%. No schedule of the engine
