@@ -43,12 +43,12 @@ What the comparison found, and what was changed for it (none of it is a constant
   with identical requests the clients then never met one another's prompts, and at 25 and 50 clients TTFT came
   out at one prefill (391 ms) where NIM measured 689 and 835. Now it waits, as it must.
 
-What the printed summary says (100 rows, 79 with a measured TTFT; the two attention-DP rows of DeepSeek-R1, run
-by the ranks' own schedulers, have only a throughput, which the simulator puts 41% and 59% above the measured one
-at 1,024 and 7,168 clients, and the analytic model 16% off: a gap not yet explained): TPOT is within the target
-over all rows (median |error| 6.8%) and past the KV cache (5.7%), and so is TTFT past the KV cache (15.0%, 19 rows,
-at the line). TTFT over all rows is not (43%): the 60 rows within the KV cache miss by a median 66%, for two reasons the simulator
-does not model, neither a constant to fit:
+What the printed summary says (100 rows, 79 with a measured TTFT; the two attention-DP rows of DeepSeek-R1, run by
+the ranks' own schedulers, have only a throughput, which the simulator puts 41% and 59% above the measured one at
+1,024 and 7,168 clients, and the analytic model 16% off: a gap not yet explained): TPOT is within the target over
+all rows (median |error| 6.8%) and past the KV cache (5.7%), and so is TTFT past the KV cache (15.0%, 19 rows, at
+the line). TTFT over all rows is not (43%): the 60 rows within the KV cache miss by a median 66%, for two reasons
+the simulator does not model, neither a constant to fit:
 
 * **Clients in lockstep.** NIM's clients send identical requests. In a deterministic engine every client's cycle
   is the same number of steps, so clients that start together stay together: from 25 clients up their prompts
