@@ -67,3 +67,22 @@ def test_a_closed_population_waits_out_the_step_under_way() -> None:
     measured = latencies(run.requests)
     assert plan.figures.ttft_ms == pytest.approx(float(np.nanmean(measured.ttft_ms[kept])), rel=TTFT_TOLERANCE)
     assert plan.figures.tpot_ms == pytest.approx(float(np.nanmean(measured.tpot_ms[kept])), rel=TPOT_TOLERANCE)
+
+
+@pytest.mark.parametrize("load", [0.3, 0.7, 0.85])
+def test_a_split_deployment_s_prefill_worker_runs_steps_of_the_prompts_that_arrived_meanwhile(load: float) -> None:
+    # One prefill and one decode worker (1P1D) on two H100s, Poisson arrivals at ``load`` of the most it serves:
+    # the prefill worker starts each step with the prompts that arrived during the one before, so its steps stay
+    # short at a moderate load (sizing them as the utilisation's share of a full step put TTFT at 2 to 3.5 times
+    # the simulated one).
+    cluster, split = make_cluster("H100", 2), parse_strategy("prefill:tp=1;decode:tp=1;disagg")
+    workload = Workload(isl=1024, osl=256, objective="throughput")
+    most = max(o.figures.requests_per_s for o in given_deployment(LLAMA_8B, cluster, split, workload))
+    rate = load * most
+    at_rate = workload.model_copy(update={"rate": rate})
+    plan = given_deployment(LLAMA_8B, cluster, split, at_rate)[0]
+    run = simulate(LLAMA_8B, cluster, plan, at_rate, requests=REQUESTS, rate=rate, seed=3)
+    kept = slice(REQUESTS // 10, None)
+    measured = latencies(run.requests)
+    assert plan.figures.ttft_ms == pytest.approx(float(np.nanmean(measured.ttft_ms[kept])), rel=0.15)
+    assert plan.figures.tpot_ms == pytest.approx(float(np.nanmean(measured.tpot_ms[kept])), rel=TPOT_TOLERANCE)

@@ -36,16 +36,17 @@ def test_pools_never_run_the_prefill_workers_at_or_past_saturation() -> None:
     # ... so those sizings are not offered (the old model served them at the prefill pool's full rate) ...
     for decode in fast:
         assert not pool_options(LLAMA_8B, H100_2, prefill, decode, WORK, budget=2, counts=(1, 1))
-    # ... while every batch it can feed is, its TTFT carrying the full queue of the pool's utilisation, each
-    # step clearing up to ``prompts`` waiting prompts (bulk service), the request riding a step as full as the
-    # load makes it: one prompt when idle, all four at saturation.
+    # ... while every batch it can feed is, its TTFT the prefill worker's at that rate: a step of the prompts that
+    # arrived during the one before (one prompt when idle), growing with the load towards full steps and their
+    # queue as the rate nears the worker's capacity.
     assert prefill.prompts == 4
-    assert prefill.step_at(0.0) == prefill.single_s < prefill.step_at(0.5) < prefill.step_at(1.0) == prefill.step_s
+    assert prefill.ttft_s(1e-9) == pytest.approx(prefill.single_s)
+    ttfts = [prefill.ttft_s(share * prefill.requests_per_s) for share in (0.2, 0.5, 0.8, 0.95)]
+    assert prefill.single_s < ttfts[0] < ttfts[1] < ttfts[2] < ttfts[3]
+    assert ttfts[3] > prefill.step_s  # near capacity a prompt waits for full steps ahead of it
     for decode in slow:
         (option,) = pool_options(LLAMA_8B, H100_2, prefill, decode, WORK, budget=2, counts=(1, 1))
-        busy = decode.requests_per_s / prefill.requests_per_s
-        step = prefill.step_at(busy)
-        least = busy * step / 2 + mdc_wait(busy, prefill.step_s / prefill.prompts) + step
+        least = prefill.ttft_s(decode.requests_per_s)
         assert option.figures.requests_per_s == pytest.approx(decode.requests_per_s)
         assert least * 1e3 <= option.figures.ttft_ms < least * 1e3 + 50  # the rest is the KV transfer
         assert option.figures.tpot_ms == pytest.approx(decode.step_s * 1e3)
@@ -78,9 +79,7 @@ def test_a_fixed_batch_the_prefill_pool_cannot_feed_runs_the_batch_it_can() -> N
 def test_a_pool_of_prefill_workers_queues_as_one_queue_of_several_servers() -> None:
     # Three workers at the utilisation of one carry three times the load. Behind one queue (Dynamo's prefill
     # queue, a router sending each prompt to an idle worker) a prompt waits only when all three are busy, so
-    # the pool's TTFT is shorter than one worker's at the same utilisation, by the M/D/3 queue.
-    from shardplan.tools.serving.steady import waiting_probability
-
+    # the pool's TTFT is shorter than one worker's at the same utilisation.
     layout = PhaseStrategy(tp=1)
     h100_8 = make_cluster("H100", 8)
     prefill = prefill_worker(LLAMA_8B, h100_8, layout, WORK)
@@ -93,9 +92,9 @@ def test_a_pool_of_prefill_workers_queues_as_one_queue_of_several_servers() -> N
     (three,) = pool_options(LLAMA_8B, h100_8, prefill, busiest, WORK, budget=8, counts=(3, 3))
     busy = busiest.requests_per_s / prefill.requests_per_s
     assert busy > 0.5
-    step = prefill.step_at(busy)
-    pool = waiting_probability(3, busy) * step / 4 + mdc_wait(busy, prefill.step_s / prefill.prompts, 3) + step
+    pool = prefill.ttft_s(3 * busiest.requests_per_s, workers=3)
     transfer_ms = three.kv_transfer_ms or 0.0
     assert three.figures.ttft_ms == pytest.approx(pool * 1e3 + transfer_ms)
-    assert three.figures.ttft_ms < one.figures.ttft_ms - 0.5 * mdc_wait(busy, prefill.step_s / prefill.prompts) * 1e3
+    alone = prefill.ttft_s(busiest.requests_per_s)  # one worker's wait beyond its own step of one prompt
+    assert three.figures.ttft_ms < one.figures.ttft_ms - 0.3 * (alone - prefill.single_s) * 1e3
     assert three.figures.requests_per_s == pytest.approx(3 * one.figures.requests_per_s)
