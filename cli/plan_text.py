@@ -72,6 +72,10 @@ def print_deployment(plan: Plan) -> None:
             f"{pool.kv_cache_gb:.1f}",
         )
     out.print(table)
+    # Load past what the KV cache holds is queued, not refused: say where the running set stops.
+    for message in plan.messages:
+        if "queues the rest" in message:
+            out.print(f"[yellow]note[/yellow]: {message}")
 
 
 def hint_options(hint: FitHint, request: PlanRequest) -> str:
