@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 from shardplan.contracts.plan import PricedDeployment
-from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.strategy import PhaseStrategy, parse_strategy
 from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.cost.memory import memory_report
 from shardplan.tools.serving import attention_dp
 from shardplan.tools.serving.at_rate import load_for_rate
 from shardplan.tools.serving.attention_dp import chunk_ranks, rank_steps, synced_round_s
@@ -234,3 +235,14 @@ def test_the_ranks_carrying_a_chunk_per_step() -> None:
 def test_the_modules_examples_run() -> None:
     for module in (attention_dp, ranks):
         assert doctest.testmod(module).failed == 0
+
+
+def test_each_attention_dp_rank_holds_the_activations_of_a_whole_step_budget() -> None:
+    # Each rank is a scheduler with a whole token budget of its own, so under load a rank's prefill step carries
+    # as many tokens as a replica's does: four ranks at four times the load hold what one rank holds alone.
+    model, gpu = load_model("Qwen/Qwen3-30B-A3B"), make_cluster("H100", 4).gpu
+    one = memory_report(model, gpu, PhaseStrategy(tp=1, ep=1), Workload(isl=4096, osl=256, batch=16), "prefill", 4096)
+    ranks = memory_report(model, gpu, PhaseStrategy(adp=4, tp=1, ep=4), Workload(isl=4096, osl=256, batch=64),
+                          "prefill", 4096)
+    assert ranks.activations_gb == pytest.approx(one.activations_gb)
+    assert ranks.activations_gb > 0.9 * 8192 * 6 * model.hidden_size * 2 / 1e9  # a whole budget's residual stream

@@ -93,15 +93,17 @@ def kv_bytes_per_sequence_per_gpu(spec: ModelSpec, phase: PhaseStrategy, tokens:
 def _activation_bytes(spec: ModelSpec, phase: PhaseStrategy, workload: Workload, prefill: bool) -> float:
     """Live activations of the largest step: per microbatch, the tokens one step carries.
 
-    Continuous batching caps a step at ``max_batched_tokens`` tokens per replica, so prefill activations
-    stop growing with the concurrency there; static batching prefills the whole batch at once.
+    Continuous batching caps a step at ``max_batched_tokens`` tokens per scheduler, so prefill activations
+    stop growing with the concurrency there; static batching prefills the whole batch at once. Each attention
+    data-parallel rank is a scheduler with a whole budget of its own (vLLM's and SGLang's ``max_num_batched_tokens``
+    count per rank), so a rank's step carries up to the whole budget, not its share of one.
     """
     ab = DTYPE_BYTES[spec.activation_dtype]
     groups = phase.dp * phase.adp * phase.mb
     seqs = math.ceil(workload.phase_batch("prefill" if prefill else "decode") / groups)
     tokens = seqs * (math.ceil(workload.isl / phase.sp) if prefill else 1)
     if workload.batching == "continuous":
-        tokens = min(tokens, max(1, math.ceil(workload.max_batched_tokens / (phase.adp * phase.mb))))
+        tokens = min(tokens, max(1, math.ceil(workload.max_batched_tokens / phase.mb)))
     width = (
         spec.intermediate_size
         if spec.moe is None
