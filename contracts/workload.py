@@ -94,6 +94,13 @@ class Workload(Contract):
         return Targets(ttft_ms=self.ttft_ms, tpot_ms=self.tpot_ms, rate=self.rate, percentile=self.slo_percentile)
 
     @property
+    def open_arrivals(self) -> bool:
+        """Whether requests arrive at a rate without waiting for one another (Poisson, bursts, a trace's times),
+        not from a closed loop of clients: the number in flight is then a mean the traffic swings around."""
+        closed = self.traffic is not None and self.traffic.arrival.kind == "closed"
+        return self.rate is not None and not closed
+
+    @property
     def sequences(self) -> int:
         """Sequences in flight: the batch, or 1 when the search has not fixed it."""
         return self.batch or 1

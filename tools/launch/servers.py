@@ -12,7 +12,6 @@ from typing import Literal, get_args
 
 from shardplan.contracts.plan import Plan
 from shardplan.contracts.strategy import PhaseStrategy
-from shardplan.contracts.traffic import ClosedLoop
 from shardplan.packing import place_workers
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.planning.planner import resolve_request
@@ -101,8 +100,7 @@ def open_arrivals(plan: Plan) -> bool:
     """Whether the plan serves a request rate whose arrivals do not wait for one another (Poisson, bursty, a
     trace's times): its concurrency is then a mean that the traffic swings around, not a ceiling."""
     workload = plan.request.workload
-    closed = workload.traffic is not None and isinstance(workload.traffic.arrival, ClosedLoop)
-    return workload.rate is not None and workload.batch is None and not closed
+    return workload.open_arrivals and workload.batch is None
 
 
 def in_flight_by_role(plan: Plan) -> dict[str, int]:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shardplan.contracts.traffic import ClosedLoop, Traffic
 from shardplan.contracts.workload import Workload
 from shardplan.tools.serving.attention_dp import RankRule, RankSteps, rank_steps
 from shardplan.tools.serving.steps import StepPricer
@@ -150,7 +149,7 @@ def continuous_point(
         rate = ranks * chunk / prompt / step
         return ServingPoint(concurrency, concurrency / rate, 0.0, rate, 0.0, chunk, out)
     decode_cap = budget * (out - 1) / (out - 1 + prompt)
-    open_arrivals = workload.rate is not None and not isinstance((workload.traffic or Traffic()).arrival, ClosedLoop)
+    open_arrivals = workload.open_arrivals
     decoding = min(per_rank, decode_cap)
     steps = RankSteps(0.0, 0.0, 0.0)
     chunk = ttft = 0.0
