@@ -15,10 +15,12 @@ from typing import Annotated, Any
 
 import typer
 
+from shardplan.cli.request_options import REQUEST_PARAMETERS as _REQUEST_PARAMETERS
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.speculation import speculation_option
 from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
@@ -33,267 +35,6 @@ __all__ = ["build_request", "request_options", "resolve_target", "JsonFlag"]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
 _KW = inspect.Parameter.KEYWORD_ONLY
-_REQUEST_PARAMETERS = [
-    inspect.Parameter(
-        "model",
-        _KW,
-        annotation=Annotated[
-            str,
-            typer.Option(
-                "--model", "-m", help="Bundled model (meta-llama/Llama-3.1-70B, llama-3.1-70b) or config.json path."
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "gpu",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            str | None,
-            typer.Option(
-                "--gpu",
-                "-g",
-                help="GPU catalog name: H100 (default), H200, B200, A100, L40S, MI300X, A100-40GB, H100-PCIe, "
-                "H20, GB200.",
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "gpus",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            int | None, typer.Option("--gpus", "-n", help="GPUs available (default with --cluster: all of it).")
-        ],
-    ),
-    inspect.Parameter(
-        "gpus_per_node",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            int | None, typer.Option("--gpus-per-node", help="GPUs per node (default: the GPU's usual 8).")
-        ],
-    ),
-    inspect.Parameter(
-        "cluster",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            Path | None,
-            typer.Option(
-                "--cluster",
-                help="Cluster YAML (GPU, nodes, link figures: *_gb_per_s in GB/s, or with a unit such as 400Gbps); "
-                "replaces --gpu.",
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "isl",
-        _KW,
-        default=None,
-        annotation=Annotated[int | None, typer.Option("--isl", help="Input (prompt) tokens [default: 2048, stated].")],
-    ),
-    inspect.Parameter(
-        "osl",
-        _KW,
-        default=None,
-        annotation=Annotated[int | None, typer.Option("--osl", help="Output tokens [default: 256, stated].")],
-    ),
-    inspect.Parameter(
-        "isl_dist",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            str | None,
-            typer.Option(
-                "--isl-dist",
-                help="Prompt lengths drawn from a distribution: lognormal:mean=2048,cv=0.8[,low=L,high=H], "
-                "uniform:256,4096 or fixed:2048; --isl defaults to its mean.",
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "osl_dist",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            str | None,
-            typer.Option("--osl-dist", help="Output lengths drawn from a distribution (as --isl-dist); --osl "
-                         "defaults to its mean."),
-        ],
-    ),
-    inspect.Parameter(
-        "workload",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            str | None,
-            typer.Option(
-                "--workload",
-                help="A request trace, one request a row: a CSV or JSON Lines file (input and output tokens, "
-                "optional arrival time and prefix group) or a bundled trace (azure-code, azure-conv; see "
-                "shardplan traces); --isl and --osl default to its means.",
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "arrival",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            str | None,
-            typer.Option(
-                "--arrival",
-                help="How requests arrive: poisson (default), gamma:cv=3 (bursty), closed:N (N clients, each "
-                "sending its next request when its last completes; N sequences in flight unless --batch), or "
-                "trace (the --workload file's timestamps; its mean rate unless --rate).",
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "batch",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            int | None,
-            typer.Option(
-                "--batch",
-                "-b",
-                help="Fix the sequences in flight across the whole deployment (default: the search chooses).",
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "prefill_batch",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            int | None,
-            typer.Option(
-                "--prefill-batch", help="Static batching: prompts prefilled together (default: the whole batch)."
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "batching",
-        _KW,
-        default="continuous",
-        annotation=Annotated[
-            str,
-            typer.Option(
-                "--batching",
-                help="continuous (steps mix decode tokens with chunks of new prompts) or static (one batch "
-                "prefilled, then decoded).",
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "rate",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            float | None,
-            typer.Option("--rate", help="Requests/s to serve: plan the fewest GPUs that serve it under the targets."),
-        ],
-    ),
-    inspect.Parameter(
-        "gpu_memory_utilization",
-        _KW,
-        default=0.9,
-        annotation=Annotated[
-            float,
-            typer.Option(
-                "--gpu-memory-utilization", help="Share of each GPU's memory the engine may use (0 to 1, as vLLM's)."
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "max_batched_tokens",
-        _KW,
-        default=8192,
-        annotation=Annotated[
-            int,
-            typer.Option("--max-batched-tokens", help="Tokens one continuous-batching step carries at most."),
-        ],
-    ),
-    inspect.Parameter(
-        "ttft_ms",
-        _KW,
-        default=None,
-        annotation=Annotated[float | None, typer.Option("--ttft-ms", help="Target time to first token, ms.")],
-    ),
-    inspect.Parameter(
-        "tpot_ms",
-        _KW,
-        default=None,
-        annotation=Annotated[float | None, typer.Option("--tpot-ms", help="Target time per output token, ms.")],
-    ),
-    inspect.Parameter(
-        "slo_percentile",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            str | None,
-            typer.Option(
-                "--slo-percentile",
-                help="What --ttft-ms and --tpot-ms bound: mean (default), or 50, 90, 95, 99, a percentile over "
-                "requests, judged by simulating the best candidates under the workload.",
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "objective",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            str | None,
-            typer.Option(
-                "--objective",
-                help="latency, throughput or goodput (throughput under the targets); default: throughput when "
-                "targets or a rate are given, else latency.",
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "engine",
-        _KW,
-        default="vllm",
-        annotation=Annotated[
-            str,
-            typer.Option(
-                "--engine", help="Serving engine priced: vllm, sglang or trtllm (its measured kernels and collectives)."
-            ),
-        ],
-    ),
-    inspect.Parameter(
-        "weight_dtype",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            str | None, typer.Option("--weight-dtype", help="Override the weight format: bf16, fp8, fp4.")
-        ],
-    ),
-    inspect.Parameter(
-        "kv_dtype",
-        _KW,
-        default=None,
-        annotation=Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache format: bf16, fp8.")],
-    ),
-    inspect.Parameter(
-        "constraint",
-        _KW,
-        default=None,
-        annotation=Annotated[
-            list[str] | None,
-            typer.Option(
-                "--constraint",
-                "-C",
-                help="Repeatable: tp<=8, pp=1, ep>=8, sp=off, decode:tp=8, tp-in-node, ep-in-node, pp-across-nodes, "
-                "pow2, colocated, disaggregated, gpus-per-replica=8, engine=vllm.",
-            ),
-        ],
-    ),
-]
 _REQUEST_NAMES = [p.name for p in _REQUEST_PARAMETERS]
 
 
@@ -324,6 +65,9 @@ def build_request(
     osl_dist: str | None = None,
     workload: str | None = None,
     arrival: str | None = None,
+    spec: str | None = None,
+    spec_accept: float | None = None,
+    prefix_hit: float | None = None,
 ) -> PlanRequest:
     """The PlanRequest that command-line options describe; the hardware part is resolved (and checked) here.
     Options left out take their defaults (prompt 2048, output 256, concurrency chosen by the search, objective
@@ -368,6 +112,8 @@ def build_request(
                 "gpu_memory_utilization": gpu_memory_utilization,
                 "max_batched_tokens": max_batched_tokens,
                 "engine": engine,
+                "speculation": speculation_option(spec, spec_accept),
+                "prefix_hit": 0.0 if prefix_hit is None else prefix_hit,
             }
         )
         request = PlanRequest.model_validate(
@@ -411,6 +157,7 @@ _FIXES = {
     "gpu_memory_utilization": "give the share of GPU memory the engine may use, above 0 and at most 1 (e.g. 0.9)",
     "max_batched_tokens": "give the tokens one step may carry, 1 or more (e.g. 8192)",
     "engine": "choose vllm, sglang or trtllm",
+    "prefix_hit": "give the share of prompt tokens found in the prefix cache, from 0 up to below 1 (e.g. 0.5)",
     "weight_dtype": "choose bf16, fp16, fp8, int8 or fp4",
     "kv_dtype": "choose bf16, fp16, fp8, int8 or fp4",
 }

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from shardplan.contracts.common import Contract
+from shardplan.contracts.feature_effects import PrefixCacheEffect, SpeculationEffect
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.targets import Miss
 
@@ -128,4 +129,10 @@ class CostReport(Contract):
     notes: list[str] = Field(default_factory=list, description="Assumptions that shaped the figures.")
     pricing: PricingReport | None = Field(
         default=None, description="Which backend priced the figures, on which data, with its measured error."
+    )
+    speculation: SpeculationEffect | None = Field(
+        default=None, description="What speculative decoding did to the deployment's step and TPOT; None: not on."
+    )
+    prefix_cache: PrefixCacheEffect | None = Field(
+        default=None, description="What prefix caching saved (prefill work, KV, concurrency); None: not on."
     )

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from shardplan.contracts.common import Contract, Objective, ServingEngine
+from shardplan.contracts.speculation import Speculation
 from shardplan.contracts.targets import SloPercentile, Targets
 from shardplan.contracts.traffic import Traffic
 
@@ -79,6 +80,20 @@ class Workload(Contract):
         description="Serving engine that runs the deployment: it selects the measured kernel tables and the "
         "collective implementation the cost model prices (vllm, sglang, trtllm).",
     )
+    speculation: Speculation | None = Field(
+        default=None,
+        description="Speculative decoding (MTP layers, an EAGLE head or a draft model, with the draft tokens per "
+        "step and the measured mean accepted); None: one token per sequence per decode step.",
+    )
+    prefix_hit: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Share of each prompt's tokens found in the engine's prefix cache (a shared system prompt or "
+        "document): prefill computes only the rest, and the shared blocks are held once per replica. 0: no reuse. "
+        "A trace's prefix groups give the simulator its own hits.",
+    )
 
     @field_validator("prefill_batch")
     @classmethod
@@ -99,6 +114,16 @@ class Workload(Contract):
         not from a closed loop of clients: the number in flight is then a mean the traffic swings around."""
         closed = self.traffic is not None and self.traffic.arrival.kind == "closed"
         return self.rate is not None and not closed
+
+    @property
+    def cached_prompt_tokens(self) -> float:
+        """Mean prompt tokens per request found in the prefix cache."""
+        return self.prefix_hit * self.isl
+
+    @property
+    def tokens_per_decode_step(self) -> float:
+        """Output tokens one decode step emits per sequence, on average: 1, or the accepted drafts plus 1."""
+        return self.speculation.tokens_per_step if self.speculation else 1.0
 
     @property
     def sequences(self) -> int:

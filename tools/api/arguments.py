@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shardplan.contracts.common import DType, Objective, ServingEngine
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.speculation import speculation_option, speculation_text
 from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.traffic import arrival_text, length_text
 from shardplan.contracts.workload import Batching, Workload
@@ -137,6 +138,21 @@ class RequestArgs(Args):
     )
     weight_dtype: DType | None = Field(default=None, description="Override of the weight format (bf16, fp8, fp4).")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
+    spec: str | None = Field(
+        default=None, min_length=1, max_length=340,
+        description="Speculative decoding: 'mtp:K' (the model's MTP layers), 'eagle:K' (an EAGLE head) or "
+        "'draft:MODEL:K' (a draft model), K draft tokens per step; needs spec_accept.",
+    )
+    spec_accept: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False,
+        description="Mean accepted draft tokens per step (0 to K), as the engine measured it (vLLM's and SGLang's "
+        "mean acceptance length minus one); required with spec, never assumed.",
+    )
+    prefix_hit: float | None = Field(
+        default=None, ge=0, lt=1, allow_inf_nan=False,
+        description="Share of prompt tokens found in the prefix cache (0 to below 1), e.g. 0.7 when a shared "
+        "system prompt is 70% of each prompt.",
+    )
     constraints: list[Annotated[str, Field(min_length=1, max_length=60)]] | None = Field(
         default=None,
         max_length=32,
@@ -176,6 +192,8 @@ class RequestArgs(Args):
             gpu_memory_utilization=self.gpu_memory_utilization,
             max_batched_tokens=self.max_batched_tokens,
             engine=self.engine,
+            speculation=speculation_option(self.spec, self.spec_accept),
+            prefix_hit=self.prefix_hit or 0.0,
         )
         gpu = self.gpu
         if self.cluster and "gpu" not in self.model_fields_set:
@@ -222,6 +240,9 @@ class RequestArgs(Args):
             "weight_dtype": request.weight_dtype,
             "kv_dtype": request.kv_dtype,
             "constraints": request.constraints.to_texts() if request.constraints else None,
+            "spec": speculation_text(w.speculation) if w.speculation else None,
+            "spec_accept": w.speculation.accepted if w.speculation else None,
+            "prefix_hit": w.prefix_hit or None,
         }
         traffic = w.traffic
         if traffic is not None:
