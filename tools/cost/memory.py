@@ -92,7 +92,9 @@ def kv_bytes_per_sequence_per_gpu(spec: ModelSpec, phase: PhaseStrategy, tokens:
     return worst
 
 
-def drafter_bytes_per_gpu(spec: ModelSpec, phase: PhaseStrategy, workload: Workload, tokens: int) -> tuple[float, float]:
+def drafter_bytes_per_gpu(
+    spec: ModelSpec, phase: PhaseStrategy, workload: Workload, tokens: int
+) -> tuple[float, float]:
     """What speculative decoding's drafter puts on a GPU of the target's last stage: its weight bytes, and the
     KV-cache bytes of one sequence of ``tokens`` tokens (0, 0 without speculation). The pool's account adds them to
     its most loaded stage, which overstates a pipelined layout whose last stage is not the fullest.

@@ -25,6 +25,7 @@ from shardplan.tools.planning.deployment import (
     evaluate_deployment,
 )
 from shardplan.tools.planning.explain import explain
+from shardplan.tools.planning.speculation import speculation_effect
 from shardplan.tools.planning.rejections import rejection_summary
 from shardplan.tools.search.constraint_checks import strategy_violations
 from shardplan.tools.search.deployments import SearchResult, search
@@ -165,6 +166,10 @@ def plan_for_strategy(
         status = "infeasible"
     deployment = deployment_section(cluster, strategy, request.workload, evaluated, frontier)
     figures = option.figures if option is not None else None
+    dag_cost = evaluated.evaluation.cost
+    if option is not None and request.workload.speculation is not None:
+        effect = speculation_effect(model, cluster, option, request.workload)
+        dag_cost = dag_cost.model_copy(update={"speculation": effect})
     found = option.misses if option is not None else []
     return Plan(
         shardplan_version=__version__,
@@ -177,11 +182,11 @@ def plan_for_strategy(
         simulation=option.simulation if option is not None else None,
         dag=dag,
         validation=validation,
-        dag_cost=evaluated.evaluation.cost,
+        dag_cost=dag_cost,
         alternatives=alternatives,
         near_tie=_near_tie(request.workload, figures, evaluated.evaluation.cost, alternatives, reviewing),
         explanation=explain(model, strategy, figures or evaluated.evaluation.cost.figures, dag, deployment,
-                            alternatives[0] if alternatives else None, reviewing),
+                            alternatives[0] if alternatives else None, reviewing, speculation=dag_cost.speculation),
         messages=list(messages or []) + evaluated.notes + miss_texts(found),
     )
 
