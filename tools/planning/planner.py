@@ -25,8 +25,8 @@ from shardplan.tools.planning.deployment import (
     evaluate_deployment,
 )
 from shardplan.tools.planning.explain import explain
-from shardplan.tools.planning.speculation import speculation_effect
 from shardplan.tools.planning.rejections import rejection_summary
+from shardplan.tools.planning.speculation import speculation_effect
 from shardplan.tools.search.constraint_checks import strategy_violations
 from shardplan.tools.search.deployments import SearchResult, search
 from shardplan.tools.search.ranking import near_tie, rank_key
