@@ -74,6 +74,9 @@ class PhaseBuilder:
         # A decode step verifies each sequence's last token and its drafts under speculative decoding (K + 1).
         self.q_len = math.ceil(workload.isl / phase.sp) if self.prefill else verify_tokens(workload)
         self.unit_tokens = self.seqs * self.q_len
+        # Logits at each prompt's last position; a verify step checks every position it carries.
+        self.logit_positions = 1 if self.prefill else self.q_len
+        self.kv_prefix = ""  # told apart from the target's caches by a drafter's passes
         self.kv_len = workload.isl if self.prefill else decode_context(workload)
         self.boundary_in = ""
         self.ends: list[str] = []  # what the closing boundary waits for (samplers and KV writes)
@@ -256,8 +259,7 @@ class PhaseBuilder:
 
     def head(self, mb: int, inputs: dict[Unit, str]) -> None:
         m, tp = self.m, self.s.tp
-        # Logits for the last position of each prompt; a verify step needs them at every position it checks.
-        rows = self.seqs * (1 if self.prefill else self.q_len)
+        rows = self.seqs * self.logit_positions
         for unit in self.units():
             if self.prefill and unit[1] != self.s.sp - 1:
                 continue  # only the shard holding the last prompt tokens produces logits
