@@ -168,16 +168,15 @@ class StepPricer:
         """A sampled shape: ``linear``/``decode``/``prefill`` on one lane, ``static_*`` on the whole layout."""
         key = (kind, n)
         if key not in self._samples:
-            spec = self.speculation.verify_tokens if self.speculation else 0
-            shared = (*self._key, self.isl, self.osl, f"{kind}/{spec}", n)
+            # A verify shape carries K + 1 positions per sequence (the builder's decode step under speculation).
+            verifying = kind == "verify" or kind == "static_decode" and self.draft is not None
+            spec = self.speculation if verifying else None
+            shared = (*self._key, self.isl, self.osl, f"{kind}/{spec.verify_tokens if spec else 1}", n)
             if shared not in _SHARED:
                 layout = self.layout if kind.startswith("static_") else self._lane
                 phase = "prefill" if kind.endswith("prefill") else "decode"
                 length = {"linear": 1, "decode": self.context, "static_decode": self.context,
                           "verify": self.context}.get(kind, self.isl)
-                # A verify shape carries K + 1 positions per sequence (the builder's decode step under speculation).
-                verifying = kind == "verify" or kind == "static_decode" and self.draft is not None
-                spec = self.speculation if verifying else None
                 shape = Workload(isl=length, osl=1, batch=n, engine=self.engine, speculation=spec)
                 if len(_SHARED) >= _SHARED_LIMIT:
                     _SHARED.clear()
@@ -297,17 +296,17 @@ class StepPricer:
             groups = self.layout.adp
             decode = decode_tokens / self.lanes
             tokens = groups * (decode * self.verify_tokens + prefill_tokens)
+            # Under speculation the rank also drafts, every rank at this load (the drafter's MoE section, if it has
+            # one, counted here whole: its share of the step is not split between the ranks' own parts and the
+            # experts they share).
+            drafting = self.draft.draft_s(groups * decode, groups * prefill_tokens) if self.draft is not None else 0.0
             found = self._own[key] = (
                 self.linear_s(tokens)
                 - self.experts_s(tokens)
                 + self.verify_attention_s(groups * decode)
                 + self.prefill_attention_s(prefill_tokens)
+                + drafting
             )
-            if self.draft is not None:
-                # The drafter's passes with every rank at this load (its MoE section, if any, included: the
-                # drafter's share of the step is not split between a rank's own part and the shared experts).
-                found += self.draft.draft_s(groups * decode, groups * prefill_tokens)
-                self._own[key] = found
         return found
 
     def decode_step_s(self, sequences: int) -> float:
