@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from shardplan.contracts.common import DType
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.speculation import Speculation, speculation_text
 from shardplan.contracts.strategy import PhaseStrategy
@@ -80,8 +81,9 @@ def _one_block(model: ModelSpec, *, dense: bool) -> ModelSpec:
 
 
 @lru_cache(maxsize=32)
-def _draft_model(name: str, weight_dtype: str, kv_dtype: str) -> ModelSpec:
-    return load_model(name, weight_dtype=weight_dtype, kv_dtype=kv_dtype)  # type: ignore[arg-type]
+def _draft_model(name: str, weight_dtype: DType, kv_dtype: DType) -> ModelSpec:
+    """The draft model, read once, stored in the target's formats (engines load it so)."""
+    return load_model(name, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 
 
 def drafter_for(model: ModelSpec, speculation: Speculation) -> Drafter:

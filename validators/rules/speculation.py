@@ -57,10 +57,10 @@ def rule_verify_then_draft_chain(ix: DagIndex) -> Iterator[Finding]:
             if not samplers.get((mb, index)):
                 missing.append(f"mb{mb}/draft{index}")
     for i in ix.of_kind("embedding"):
-        index = _draft_pass(ix, i)
-        if ix.phase[i] != "decode" or index is None:
+        drafting = _draft_pass(ix, i)
+        if ix.phase[i] != "decode" or drafting is None:
             continue
-        before = samplers.get((ix.mb[i], index - 1 if index else None), set())
+        before = samplers.get((ix.mb[i], drafting - 1 if drafting else None), set())
         if not before & set(ix.pred(i)):
             unchained.append(ix.ids[i])
     if missing:
