@@ -97,7 +97,7 @@ def speculation_sentence(effect: SpeculationEffect) -> str:
     extra = (verify / effect.step_without_ms - 1) / (effect.verify_tokens - 1) if effect.step_without_ms > 0 else 0.0
     if extra < 0.1:
         text += (
-            f"; each extra verified position costs {extra:.0%} of a plain step: at this batch the step is still bound "
+            f"; each extra verified position costs {extra:.1%} of a plain step: at this batch the step is still bound "
             "by reading the weights, so the extra positions ride almost free"
         )
     else:
