@@ -24,6 +24,7 @@ from shardplan.tools.planning.deployment import (
     deployment_section,
     evaluate_deployment,
 )
+from shardplan.tools.planning.economics import economics_of
 from shardplan.tools.planning.explain import explain
 from shardplan.tools.planning.rejections import rejection_summary
 from shardplan.tools.search.constraint_checks import strategy_violations
@@ -183,6 +184,8 @@ def plan_for_strategy(
         explanation=explain(model, strategy, figures or evaluated.evaluation.cost.figures, dag, deployment,
                             alternatives[0] if alternatives else None, reviewing),
         messages=list(messages or []) + evaluated.notes + miss_texts(found),
+        economics=economics_of(cluster.gpu, request.workload, figures, deployment, evaluated.evaluation.cost,
+                               request.price) if status != "infeasible" else None,
     )
 
 
