@@ -77,7 +77,8 @@ def economics_lines(economics: Economics) -> list[str]:
     >>> usd = Dollars(price=price, gpus=8, usd_per_hour=20, usd_per_million_output_tokens=1.5,
     ...               usd_per_million_input_tokens=0.1, usd_per_million_output_tokens_decode=1.2, prefill_share=0.2,
     ...               split_basis="pools")
-    >>> print(economics_lines(Economics(dollars=usd))[0].replace(" | ", "\n"))
+    >>> for part in economics_lines(Economics(dollars=usd))[0].split(" | "):
+    ...     print(part)
     cost: $20.00/h (8 x H100 at $2.50/GPU-h, --gpu-price)
     $1.500 per 1M output tokens, prompts included
     split by GPU time: $0.100 per 1M input, $1.200 per 1M output
