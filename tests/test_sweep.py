@@ -196,11 +196,11 @@ def test_a_local_ray_gives_the_same_rows_as_local_processes(local_sweep, tmp_pat
 
 
 def test_cli_reads_a_bare_ray_flag_as_a_local_ray(tmp_path, monkeypatch):
-    from shardplan.cli.commands.sweep import LOCAL_RAY, _BareRayFlag
+    from shardplan.cli.ray_option import LOCAL_RAY, BareRayFlag
 
     seen = []
     monkeypatch.setattr("typer.core.TyperCommand.parse_args", lambda self, ctx, args: seen.append(args) or args)
-    command = _BareRayFlag("sweep")
+    command = BareRayFlag("sweep")
     grid = tmp_path / "g.yaml"
     grid.write_text("x")
     command.parse_args(None, ["--ray", str(grid)])
@@ -209,3 +209,20 @@ def test_cli_reads_a_bare_ray_flag_as_a_local_ray(tmp_path, monkeypatch):
     command.parse_args(None, ["--ray", "ray://head:10001", "g"])
     assert seen[0][:2] == ["--ray", LOCAL_RAY] and seen[1][-1] == LOCAL_RAY and seen[2][1] == LOCAL_RAY
     assert seen[3][1] == "ray://head:10001"
+
+
+# ------------------------------------------------------------------------------- the same executor for eval
+
+
+def test_eval_runs_on_the_sweep_s_executor_with_the_same_records(tmp_path):
+    from shardplan.evals.cases import load_cases
+    from shardplan.evals.runner import run_eval
+
+    cases = [c for c in load_cases(None) if c.id in ("neg-405b-does-not-fit", "neg-prompt-length-contradiction")]
+    threads = run_eval(cases, ["builtin"], tmp_path / "threads")
+    processes = run_eval(cases, ["builtin"], tmp_path / "processes",
+                         choice=ExecutorChoice("processes", workers=2))
+    varying = {"wall_s", "finished_at"}
+    assert len(processes) == 2
+    assert [{k: v for k, v in r.items() if k not in varying} for r in processes] == [
+        {k: v for k, v in r.items() if k not in varying} for r in threads]

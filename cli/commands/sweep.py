@@ -7,44 +7,23 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperCommand
 
 from shardplan.cli.app import app, console, emit_json
 from shardplan.cli.price_options import GpuPriceOption, PricesOption, given_prices
 from shardplan.cli.progress import working
-from shardplan.executor import ExecutorChoice
+from shardplan.cli.ray_option import BareRayFlag, RayOption, executor_choice
 from shardplan.tools.fleet.grid import bundled_grid, load_grid
 from shardplan.tools.fleet.outputs import best_rows
 from shardplan.tools.fleet.sweep import run_sweep
 
-LOCAL_RAY = "local"
-"""The value a bare ``--ray`` stands for: start a Ray on this machine."""
 
-
-class _BareRayFlag(TyperCommand):
-    """Reads a bare ``--ray`` (nothing after it, another option, or the grid file next) as ``--ray local``, so
-    ``--ray`` starts a local Ray and ``--ray ADDRESS`` joins a cluster."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        fixed: list[str] = []
-        for i, arg in enumerate(args):
-            fixed.append(arg)
-            following = args[i + 1] if i + 1 < len(args) else None
-            if arg == "--ray" and (following is None or following.startswith("-")
-                                   or following.endswith((".yaml", ".yml")) or Path(following).is_file()):
-                fixed.append(LOCAL_RAY)
-        return super().parse_args(ctx, fixed)
-
-
-@app.command("sweep", cls=_BareRayFlag)
+@app.command("sweep", cls=BareRayFlag)
 def sweep_command(
     grid: Annotated[str, typer.Argument(help="Grid YAML (models, gpus, engines, lengths or workloads, rates, "
                                               "targets), or 'example' for the bundled one.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the results and the cell cache.")] = Path(
         "sweep-results"),
-    ray: Annotated[str | None, typer.Option(
-        "--ray", help="Run the cells on Ray: --ray alone starts a local Ray; --ray ADDRESS joins a cluster "
-        "(needs pip install \"shardplan[ray]\").")] = None,
+    ray: RayOption = None,
     workers: Annotated[int | None, typer.Option(
         "--workers", "-w", help="Local processes (or the CPUs of a local Ray); default: the CPUs.")] = None,
     gpu_price: GpuPriceOption = None,
@@ -57,10 +36,7 @@ def sweep_command(
     given = given_prices(gpu_price, prices)
     if given:
         spec = spec.model_copy(update={"prices": spec.prices | {g: p.usd_per_gpu_hour for g, p in given.items()}})
-    if ray is None:
-        choice = ExecutorChoice("processes", workers=workers)
-    else:
-        choice = ExecutorChoice("ray", workers=workers, ray_address=None if ray == LOCAL_RAY else ray)
+    choice = executor_choice(ray, workers)
     with working(f"sweep {spec.name}", total=spec.cell_count, quiet=as_json, transient=False,
                  remaining=True) as step:
         def advance(record: dict[str, Any], done: int, total: int) -> None:
