@@ -135,3 +135,24 @@ def test_cli_plan_refuses_a_bad_price_with_exit_2():
     done = run_cli("plan", "--model", "meta-llama/Llama-3.1-8B", "--gpus", "1", "--gpu-price", "H100=free")
     assert done.returncode == 2 and "price of H100 is not a number" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_report_shows_cost_and_energy_with_their_basis(priced_plan):
+    from shardplan.tools.report.html import render_report
+
+    page = render_report(priced_plan)
+    assert 'id="economics"' in page and "at $2.00/GPU-h, --gpu-price" in page
+    assert priced_plan.economics.dollars.split_basis.split(":")[0] in page and "upper bound" in page
+
+
+def test_tools_api_plan_takes_a_gpu_price_and_answers_with_economics():
+    from shardplan.tools.api.arguments import RequestArgs
+    from shardplan.tools.api.capabilities import plan as plan_tool
+
+    args = {"model": "meta-llama/Llama-3.1-70B", "gpu": "H100", "gpus": 8, "rate": 2.0, "tpot_ms": 50,
+            "objective": "throughput", "gpu_price": 2.0}
+    assert RequestArgs(**args).to_request().price.usd_per_gpu_hour == 2.0
+    assert RequestArgs.from_request(RequestArgs(**args).to_request())["gpu_price"] == 2.0
+    answer = plan_tool(**args)
+    usd = answer.economics.dollars
+    assert usd.price.usd_per_gpu_hour == 2.0 and usd.usd_per_hour == pytest.approx(2.0 * answer.figures.gpus_used)
