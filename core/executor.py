@@ -11,6 +11,7 @@ Ray started here is shut down when the run ends.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
@@ -116,10 +117,10 @@ def _ray_calls(function: Callable[[Any], Any], inputs: Sequence[Any], choice: Ex
     if not ray.is_initialized():
         try:
             if choice.ray_address:
-                ray.init(address=choice.ray_address, log_to_driver=False, logging_level="ERROR")
+                ray.init(address=choice.ray_address, log_to_driver=False, logging_level=logging.ERROR)
             else:
                 ray.init(num_cpus=choice.worker_count, include_dashboard=False, log_to_driver=False,
-                         logging_level="ERROR")
+                         logging_level=logging.ERROR)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = choice.ray_address or "a local Ray"
             raise InputError(f"cannot start or reach {where}: {exc}", field="ray",

@@ -122,8 +122,9 @@ def grid_cells(grid: SweepGrid) -> list[Cell]:
               for name, dollars in grid.prices.items()}
     traffic: list[Lengths | str] = list(grid.workloads) or list(grid.lengths)
     cells = []
+    rates: list[float | None] = list(grid.rates) or [None]
     for model, gpu, engine, load, rate, targets in itertools.product(
-            grid.models, grid.gpus, grid.engines, traffic, grid.rates or [None], grid.targets):
+            grid.models, grid.gpus, grid.engines, traffic, rates, grid.targets):
         try:
             request = _arguments(grid, model, gpu, engine, load, rate, targets).to_request()
         except ValidationError as exc:
