@@ -76,7 +76,9 @@ def run_sweep(grid: SweepGrid, out: str | Path, choice: ExecutorChoice | None = 
         if cached is not None:
             records[key] = cached
     cached_count = len(records)
-    todo = [i for i, key in enumerate(keys) if key not in records and keys.index(key) == i]
+    first = {key: i for i, key in reversed(list(enumerate(keys)))}  # a cell's first place in the grid
+    todo = [i for key, i in first.items() if key not in records]
+    todo.sort()
     total = len(set(keys))
     done = cached_count
     for position, results in run_calls(run_cell, [cells[i].request.model_dump_json() for i in todo], choice):
