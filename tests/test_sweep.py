@@ -226,3 +226,15 @@ def test_eval_runs_on_the_sweep_s_executor_with_the_same_records(tmp_path):
     assert len(processes) == 2
     assert [{k: v for k, v in r.items() if k not in varying} for r in processes] == [
         {k: v for k, v in r.items() if k not in varying} for r in threads]
+
+
+def test_a_cell_the_planner_fails_is_a_row_saying_why(monkeypatch):
+    from shardplan.tools.fleet import cells
+
+    def broken(request):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(cells, "plan", broken)
+    row = cells.run_cell(grid_cells(_grid())[0].request.model_dump_json())
+    assert row["status"] == "error" and row["error"] == "ZeroDivisionError: division by zero"
+    assert row["usd_per_hour"] is None and set(cells.RESULT_COLUMNS) <= set(row)

@@ -78,13 +78,15 @@ def plan_row(result: Plan) -> dict[str, Any]:
 def run_cell(request_json: str) -> dict[str, Any]:
     """Plan one cell (its PlanRequest as JSON, so it crosses to a process or a Ray worker as text) with the
     builtin planner: its results (RESULT_COLUMNS) and ``wall_s``. A request the planner refuses is a row with
-    status ``error`` and the reason, never an exception: one bad cell does not end a sweep."""
+    status ``error`` and the reason, never an exception: one bad cell does not end a sweep (and, the planner being
+    deterministic, a rerun would fail it the same way, so it is cached like any other)."""
     began = time.perf_counter()
     request = PlanRequest.model_validate_json(request_json)
     try:
         row = plan_row(plan(request))
-    except ShardplanError as exc:
-        row = {column: None for column in RESULT_COLUMNS} | {"status": "error", "error": str(exc)[:500]}
+    except Exception as exc:  # one failing cell is a row that says why, as in shardplan eval, not a lost sweep
+        text = str(exc) if isinstance(exc, ShardplanError) else f"{type(exc).__name__}: {exc}"
+        row = {column: None for column in RESULT_COLUMNS} | {"status": "error", "error": text[:500]}
     row["wall_s"] = round(time.perf_counter() - began, 3)
     return row
 
