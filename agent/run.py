@@ -180,7 +180,9 @@ def run_plan(
     }
     config = {"recursion_limit": recursion_limit()}
     trace = request.workload.traffic.trace if request.workload.traffic else None
-    with trusting(request.model, request.cluster, trace):  # the caller's own files; the model's paths stay confined
+    spec = request.workload.speculation
+    draft = spec.draft_model if spec is not None else None
+    with trusting(request.model, request.cluster, trace, draft):  # the caller's own files; the model's stay confined
         return plan_from_state(stream_turn(graph, payload, config, (show or show_on_stderr) if progress else None))
 
 
