@@ -24,6 +24,7 @@ from shardplan.contracts.speculation import speculation_option
 from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.assumptions import request_assumptions
@@ -141,6 +142,7 @@ def build_request(
     # The model is read now, so a wrong name or a broken config.json fails before any planning starts.
     spec = load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
     check_context(spec, request.workload.isl, request.workload.osl)
+    check_drafter(spec, request.workload.speculation)
     return request.model_copy(update={"assumptions": request_assumptions(request, given)})
 
 

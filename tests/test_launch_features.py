@@ -92,11 +92,16 @@ def test_draft_model_from_the_request_by_its_hub_id() -> None:
 
 
 def test_mtp_on_a_model_without_mtp_layers_and_a_stray_spec_model_are_input_errors() -> None:
-    llama_mtp = _plan("llama-3.1-8b", "tp=1", 1, "mtp:1", 0.7, gpu="H100")
-    with pytest.raises(InputError, match="no MTP layers") as caught:
-        launch_command(llama_mtp, "vllm")
-    assert caught.value.field == "spec"
+    with pytest.raises(InputError, match="no MTP layers") as planned:
+        _plan("llama-3.1-8b", "tp=1", 1, "mtp:1", 0.7, gpu="H100")
+    assert planned.value.field == "spec"
     plain = _plan("llama-3.1-8b", "tp=1", 1, gpu="H100")
+    # A plan file edited by hand to MTP is refused at export too.
+    edited = plain.model_copy(update={"request": plain.request.model_copy(update={"workload": plain.request.workload
+                              .model_copy(update={"speculation": parse_speculation("mtp:1", 0.7)})})})
+    with pytest.raises(InputError, match="no MTP layers") as caught:
+        launch_command(edited, "vllm")
+    assert caught.value.field == "spec"
     with pytest.raises(InputError, match="nothing to load") as stray:
         launch_command(plain, "sglang", "some/head")
     assert stray.value.field == "spec_model"

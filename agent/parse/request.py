@@ -60,6 +60,7 @@ from shardplan.contracts.targets import SloPercentile
 from shardplan.contracts.traffic import Traffic, parse_arrival
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.assumptions import request_assumptions
@@ -386,8 +387,9 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         policy=policy,
         constraints=parse_constraints(texts) if texts else None,
     )
-    check_context(load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype),
-                  workload.isl, workload.osl)
+    model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    check_context(model, workload.isl, workload.osl)
+    check_drafter(model, workload.speculation)
     given = {name for name in _SETTINGS if getattr(parsed, name) is not None}
     if parsed.nodes and parsed.gpus_per_node is None:
         given.discard("gpus_per_node")

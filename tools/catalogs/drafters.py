@@ -11,9 +11,11 @@ import json
 from pathlib import Path
 
 from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.speculation import Speculation, speculation_text
+from shardplan.errors import InputError
 from shardplan.tools.catalogs.bundled import bundled_config, bundled_models
 
-__all__ = ["mtp_layers"]
+__all__ = ["mtp_layers", "check_drafter"]
 
 
 def mtp_layers(model: ModelSpec) -> int:
@@ -33,3 +35,15 @@ def mtp_layers(model: ModelSpec) -> int:
             return 0
     value = config.get("num_nextn_predict_layers") if isinstance(config, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def check_drafter(model: ModelSpec, speculation: Speculation | None) -> None:
+    """Refuse MTP on a model whose checkpoint has no MTP layers to draft with.
+
+    Raises:
+        InputError: field ``spec``, naming the model and the other drafters.
+    """
+    if speculation is not None and speculation.method == "mtp" and mtp_layers(model) == 0:
+        raise InputError(f"--spec {speculation_text(speculation)}: {model.name} has no MTP layers "
+                         "(num_nextn_predict_layers in its config) to draft with", field="spec",
+                         fix="use --spec eagle:K (an EAGLE head) or draft:MODEL:K (a smaller model) instead")

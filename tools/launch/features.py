@@ -19,7 +19,7 @@ from shardplan.contracts.plan import Plan
 from shardplan.contracts.speculation import Speculation, speculation_text
 from shardplan.errors import InputError
 from shardplan.text import one_line
-from shardplan.tools.catalogs.drafters import mtp_layers
+from shardplan.tools.catalogs.drafters import check_drafter, mtp_layers
 from shardplan.tools.catalogs.models import resolve_model_name
 
 __all__ = ["Drafting", "drafting", "prefix_hit", "SPEC_MODEL_FIX"]
@@ -69,18 +69,14 @@ def drafting(plan: Plan, model: ModelSpec, spec_model: str | None = None) -> Dra
                              fix="leave out --spec-model (it names an EAGLE head or a draft model)")
         if spec is None:
             return None
-    layers = mtp_layers(model)
-    if spec.method == "mtp" and layers == 0:
-        raise InputError(f"--spec {speculation_text(spec)}: {model.name} has no MTP layers (num_nextn_predict_layers "
-                         "in its config) to draft with", field="spec",
-                         fix="plan with --spec eagle:K (an EAGLE head) or draft:MODEL:K (a smaller model) instead")
+    check_drafter(model, spec)  # a plan written before the check, or edited by hand
     if spec.method == "eagle" and given is None:
         raise InputError(f"the plan speculates with an EAGLE head ({speculation_text(spec)}), which is not part of "
                          f"{model.name}'s checkpoint and is not bundled", field="spec_model", fix=SPEC_MODEL_FIX)
     drafter = None
     if spec.method != "mtp":
         drafter = given if given is not None else _draft_weights(spec.draft_model or "")
-    return Drafting(spec=spec, drafter=drafter, mtp_layers=layers, model_type=model.architecture)
+    return Drafting(spec=spec, drafter=drafter, mtp_layers=mtp_layers(model), model_type=model.architecture)
 
 
 def prefix_hit(plan: Plan) -> float:
