@@ -140,9 +140,9 @@ def build_request(
             fix=_FIXES.get(name, "see shardplan plan --help"),
         ) from None
     # The model is read now, so a wrong name or a broken config.json fails before any planning starts.
-    spec = load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
-    check_context(spec, request.workload.isl, request.workload.osl)
-    check_drafter(spec, request.workload.speculation)
+    model_spec = load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    check_context(model_spec, request.workload.isl, request.workload.osl)
+    check_drafter(model_spec, request.workload.speculation)
     return request.model_copy(update={"assumptions": request_assumptions(request, given)})
 
 

@@ -234,7 +234,7 @@ def settle_features(merged: dict[str, Any], before: str | None, found: Findings)
     if said and before is not None and merged["spec_method"] != before and "spec_accept" not in found.values:
         merged["spec_accept"] = None
         found.notes.append(f"The acceptance given for {before} does not carry over to {merged['spec_method']}.")
-    rates, words = found.values.get("spec_accept_rate"), found.values.get("spec_rate_words")
+    rates, words = found.values.get("spec_accept_rate", []), found.values.get("spec_rate_words", [])
     if not rates or merged.get("spec_accept") is not None and "spec_accept" in found.values:
         return
     k = merged.get("spec_tokens")
