@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from shardplan.agent.parse.text import _COUNT, _LEN, Findings, Scan, _count, _tokens
+from shardplan.agent.parse.text import _LEN, Findings, Scan, _count, _tokens
 from shardplan.contracts.speculation import MAX_DRAFT_TOKENS, parse_speculation
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
@@ -69,7 +69,7 @@ _DRAFT_MODEL = re.compile(
 run that names a bundled model is taken."""
 _TOKENS = re.compile(
     rf"{_num('k')}\s*(?:speculative\s+|draft(?:ed)?\s+|lookahead\s+)tokens?(?![a-z])"
-    rf"|(?<![\w#])(?P<k2>{_COUNT})\s+drafts?(?![a-z])"
+    r"|(?<![\w#.])(?P<k2>\d+|one|two|three|four|five|six|seven|eight)\s+drafts?(?![a-z])"
     r"|(?<![\w#])(?:k|num[\s_-]*speculative[\s_-]*tokens|draft[\s_-]*tokens|speculative[\s_-]*tokens)\s*[=:]?\s*"
     r"(?P<k3>\d+)(?![\w.])"
 )
