@@ -90,7 +90,8 @@ def build_request(
 
     given = {name for name, value in (("isl", isl), ("osl", osl), ("batch", batch), ("objective", objective),
                                       ("gpu", gpu or cluster), ("gpus_per_node", gpus_per_node or cluster),
-                                      ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype), ("rate", rate))
+                                      ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype), ("rate", rate),
+                                      ("spec", spec))
              if value is not None}
     constraints = parse_constraints(constraint) if constraint else None
     where = cluster_for(gpu if gpu is not None else (None if cluster else "H100"), gpus, gpus_per_node, cluster)

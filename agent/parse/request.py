@@ -391,6 +391,8 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
     check_context(model, workload.isl, workload.osl)
     check_drafter(model, workload.speculation)
     given = {name for name in _SETTINGS if getattr(parsed, name) is not None}
+    if parsed.spec_method is not None:
+        given.add("spec")
     if parsed.nodes and parsed.gpus_per_node is None:
         given.discard("gpus_per_node")
     stated = request_assumptions(request, given)

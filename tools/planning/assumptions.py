@@ -43,9 +43,9 @@ def _traffic_lines(w: Workload, given: Collection[str]) -> list[str]:
 
 def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[str]:
     """One line per request value that was not in ``given`` (field names: ``isl``, ``osl``, ``batch``,
-    ``objective``, ``gpu``, ``gpus_per_node``, ``weight_dtype``, ``kv_dtype``, ``rate``) and so was defaulted or
-    taken from the workload's traffic, plus the model name read as another bundled architecture and how
-    bursty or replayed arrivals are priced.
+    ``objective``, ``gpu``, ``gpus_per_node``, ``weight_dtype``, ``kv_dtype``, ``rate``, ``spec``) and so was
+    defaulted or taken from the workload's traffic, plus the model name read as another bundled architecture and
+    how bursty or replayed arrivals are priced; speculative decoding left off on a model with MTP layers.
 
     >>> from shardplan.contracts.workload import Workload
     >>> r = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=1, workload=Workload(isl=512, osl=256))
@@ -84,7 +84,7 @@ def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[st
         lines.append(f"weights in {spec.weight_dtype}{experts}: the model's own format, not given")
     if "kv_dtype" not in given:
         lines.append(f"KV cache in {spec.kv_dtype}: not given")
-    return lines + _speculation_lines(w, spec) + spec.warnings
+    return lines + ([] if "spec" in given else _speculation_lines(w, spec)) + spec.warnings
 
 
 def _speculation_lines(w: Workload, model: ModelSpec) -> list[str]:
