@@ -172,6 +172,11 @@ def print_simulation(summary: SimulationSummary, plan: Plan) -> None:
     out.print(f"engine: {summary.steps:,} steps, running batch {summary.mean_running_batch:.1f} on average (at most "
               f"{summary.max_num_seqs}), KV cache {summary.kv_cache_use:.0%} in use on average, "
               f"{summary.kv_cache_peak:.0%} at peak, {summary.preemptions:,} preemptions", markup=False)
+    hit = getattr(summary, "prefix_hit", None)  # the simulated LRU block cache's, where the simulator measures it
+    if hit is not None:
+        assumed = plan.request.workload.prefix_hit
+        out.print(f"prefix cache: {hit:.1%} of prompt tokens found in the simulated cache (the plan assumed "
+                  f"{assumed:.0%})", markup=False)
     for miss in summary.misses:
         out.print(f"misses {miss.message}", markup=False)
     for note in summary.notes:

@@ -16,7 +16,7 @@ from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.targets import miss_texts
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError, StrategyError
-from shardplan.tools.catalogs.drafters import drafter_for
+from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.deployment import (
@@ -52,12 +52,11 @@ def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
 
     Raises:
         InputError: unknown model or GPU, unreadable cluster file, a GPU count that does not fit nodes, a
-            prompt plus output longer than the model's context, a speculation whose drafter the model lacks.
+            prompt plus output longer than the model's context, MTP on a model without MTP layers.
     """
     model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
     check_context(model, request.workload.isl, request.workload.osl)
-    if request.workload.speculation is not None:
-        drafter_for(model, request.workload.speculation)  # MTP on a model without MTP layers: say so up front
+    check_drafter(model, request.workload.speculation)
     return model, cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster)
 
 
