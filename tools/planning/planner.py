@@ -177,13 +177,22 @@ def plan_for_strategy(
         simulation=option.simulation if option is not None else None,
         dag=dag,
         validation=validation,
-        dag_cost=evaluated.evaluation.cost,
+        dag_cost=_with_effects(evaluated),
         alternatives=alternatives,
         near_tie=_near_tie(request.workload, figures, evaluated.evaluation.cost, alternatives, reviewing),
         explanation=explain(model, strategy, figures or evaluated.evaluation.cost.figures, dag, deployment,
-                            alternatives[0] if alternatives else None, reviewing),
+                            alternatives[0] if alternatives else None, reviewing, prefix_cache=evaluated.prefix_cache),
         messages=list(messages or []) + evaluated.notes + miss_texts(found),
     )
+
+
+def _with_effects(evaluated: DeploymentEvaluation) -> CostReport:
+    """The replica's cost report with what the request's engine features did to the deployment (the evaluation's
+    own report is shared by every plan of the same replica, so it is copied, not changed)."""
+    cost = evaluated.evaluation.cost
+    if evaluated.prefix_cache is None:
+        return cost
+    return cost.model_copy(update={"prefix_cache": evaluated.prefix_cache})
 
 
 def _near_tie(

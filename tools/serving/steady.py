@@ -29,6 +29,9 @@ budget of ``B`` tokens (``max_batched_tokens``):
   and a budget ``B`` of its own, and the ranks step together; the mean step, a chunk's pass and the wait for
   the step under way come from how many ranks carry a chunk in the same step (:mod:`.attention_dp`).
 
+Prefix caching: ``I`` above is the prompt tokens prefill computes, those the prefix cache does not hold
+(:attr:`~shardplan.contracts.workload.Workload.prefill_tokens`); the pricer's chunks attend to the whole prompt.
+
 Static batching: the whole replica batch is prefilled together (TTFT), then decoded together (TPOT),
 ``C O / (TTFT + (O - 1) TPOT)`` tokens/s; ``prefill_batch`` splits the prefill into rounds.
 """
@@ -137,7 +140,8 @@ def continuous_point(
     Returns None when the step budget cannot carry one token for every running sequence plus some prompt
     (``concurrency >= max_batched_tokens`` per scheduler), as engines cap running sequences at the budget.
     """
-    prompt, out, budget = workload.isl, workload.osl, workload.max_batched_tokens
+    # Behind a cached prefix a prompt's chunks carry only its uncached tokens (the budget counts what is computed).
+    prompt, out, budget = workload.prefill_tokens, workload.osl, workload.max_batched_tokens
     ranks = pricer.layout.adp
     per_rank = concurrency / ranks
     if per_rank >= budget:
