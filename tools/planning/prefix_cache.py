@@ -113,7 +113,7 @@ def prefix_cache_sentence(effect: PrefixCacheEffect, strategy: Strategy, ttft_ms
 
     >>> e = PrefixCacheEffect(hit=0.5, source="request", prefill_tokens_computed=4096, prefill_work_saved=0.4,
     ...     ttft_without_ms=300, shared_kv_gb=0.7, max_concurrency=120, max_concurrency_without=80)
-    >>> prefix_cache_sentence(e, Strategy(), 200.0)[:60]
+    >>> prefix_cache_sentence(e, Strategy(prefill=PhaseStrategy(), decode=PhaseStrategy()), 200.0)[:60]
     'Prefix caching: 50% of each prompt is found in the cache (th'
     """
     computed = int(effect.prefill_tokens_computed)
