@@ -23,7 +23,7 @@ from shardplan.tools.planning import prefix_cache as planning_prefix_cache
 from shardplan.tools.planning.planner import plan
 from shardplan.tools.serving.aggregated import replica_capacity
 from shardplan.tools.serving.deployments import given_deployment
-from shardplan.tools.serving.steady import continuous_point
+from shardplan.tools.serving.steady import continuous_point, static_point
 from shardplan.tools.serving.steps import StepPricer
 from shardplan.tools.simulation import prefix_cache, prefixes, router
 from shardplan.tools.simulation.engine import Engine
@@ -232,3 +232,12 @@ def test_conversation_groups_reuse_the_last_turn() -> None:
     assert shares is not None
     assert shares.prefix.tolist() == [0, 120, 230, 0]
     assert shares.keeps.tolist() == [120, 230, 440, 55]
+
+
+def test_static_batching_prefills_the_uncached_rest() -> None:
+    ttfts = []
+    for hit in (0.0, 0.5, 0.9):
+        workload = Workload(isl=4096, osl=64, batch=8, batching="static", prefix_hit=hit)
+        pricer = StepPricer.for_workload(LLAMA_8B, H100, TP1, workload, backend="roofline")
+        ttfts.append(static_point(pricer, 8, workload).ttft_s)
+    assert ttfts[0] > ttfts[1] > ttfts[2]

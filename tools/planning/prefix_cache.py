@@ -93,6 +93,9 @@ def prefix_cache_effect(
                 f"{strategy.decode.dp} decode worker(s) on {cluster.world_size} GPUs serves {workload.rate:g} "
                 "requests/s under the targets"
             )
+    run = option.simulation if option is not None else None
+    if run is not None and run.prefix_hit is not None:
+        notes.append(f"the simulated run's prefix caches held {run.prefix_hit:.1%} of the prompt tokens it replayed")
     return PrefixCacheEffect(
         hit=workload.prefix_hit,
         source="request",
