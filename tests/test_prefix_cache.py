@@ -241,3 +241,23 @@ def test_static_batching_prefills_the_uncached_rest() -> None:
         pricer = StepPricer.for_workload(LLAMA_8B, H100, TP1, workload, backend="roofline")
         ttfts.append(static_point(pricer, 8, workload).ttft_s)
     assert ttfts[0] > ttfts[1] > ttfts[2]
+
+
+def test_a_trace_s_groups_alone_give_the_simulated_hit_rate_as_the_effect(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Conversations: each turn of a session repeats the last turn's prompt and answer. No --prefix-hit: the
+    # steady state prices none, the simulated run finds the repeated turns in its cache and the effect says so.
+    rows = []
+    for turn in range(5):
+        for session in range(8):
+            rows.append(f"{400 + 300 * turn},{100},s{session}\n")
+    path = tmp_path / "chat.csv"
+    path.write_text("input_tokens,output_tokens,session_id\n" + "".join(rows))
+    workload = Workload(isl=1000, osl=100, traffic=Traffic(trace=str(path)), rate=2.0)
+    strategy = parse_strategy("tp=1")
+    option = given_deployment(LLAMA_8B, H100, strategy, workload)[0]
+    run = simulate(LLAMA_8B, H100, option, workload, requests=40, seed=0, options=ROOFLINE)
+    assert run.summary.prefix_hit is not None and 0.3 < run.summary.prefix_hit < 0.8
+    simulated = option.model_copy(update={"simulation": run.summary})
+    effect = planning_prefix_cache.prefix_cache_effect(LLAMA_8B, H100, strategy, workload, simulated)
+    assert effect is not None and effect.source == "simulation" and effect.hit == run.summary.prefix_hit
+    assert planning_prefix_cache.prefix_cache_effect(LLAMA_8B, H100, strategy, workload, option) is None

@@ -64,9 +64,13 @@ def prefix_cache_effect(
     model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload, option: PricedDeployment | None
 ) -> PrefixCacheEffect | None:
     """The effect of the workload's prefix cache on the deployment ``strategy`` (priced as ``option``); None
-    without prefix caching."""
+    without prefix caching. Without a ``prefix_hit`` a trace's prefix groups still share prefixes in a simulated
+    run: its measured hit rate is then the effect's (source ``simulation``)."""
     if workload.prefix_hit <= 0:
-        return None
+        run = option.simulation if option is not None else None
+        if option is None or run is None or not run.prefix_hit:
+            return None
+        return _simulated_effect(model, cluster, strategy, workload, option, run.prefix_hit)
     plain = _without_cache(workload)
     replica = replica_strategy(strategy)
     decode = replica.decode.model_copy(update={"dp": 1})
@@ -143,6 +147,28 @@ def prefix_cache_sentence(effect: PrefixCacheEffect, strategy: Strategy, ttft_ms
         else:
             text += f" The prefill pool needs {gpus} GPU(s) either way: the decode pool or the targets size it."
     return text
+
+
+def _simulated_effect(
+    model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload, option: PricedDeployment, hit: float
+) -> PrefixCacheEffect:
+    """The effect of the prefixes a trace's groups share, as a simulated run of the deployment measured them."""
+    at = workload.model_copy(update={"prefix_hit": min(hit, 0.999)})
+    prefill = replica_strategy(strategy).prefill.model_copy(update={"dp": 1})
+    return PrefixCacheEffect(
+        hit=hit,
+        source="simulation",
+        prefill_tokens_computed=float(at.prefill_tokens),
+        prefill_work_saved=prefill_time_saved(model, cluster, prefill, at),
+        ttft_without_ms=option.steady_state.ttft_ms,
+        shared_kv_gb=0.0,
+        notes=[
+            "the trace's prefix groups share prefixes in the simulated run only, whose LRU prefix caches held this "
+            "share of the prompt tokens; the steady state prices no prefix caching (ttft_without_ms is its TTFT), "
+            "and the groups' cached blocks are the simulated caches', not a figure of the memory model "
+            "(shared_kv_gb 0)",
+        ],
+    )
 
 
 def _without_cache(workload: Workload) -> Workload:
