@@ -69,6 +69,11 @@ def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[st
             lines.append(f"{what} {getattr(w, which)} tokens: " + (f"the mean of {source}, " if source else "")
                          + "not given")
     lines += _traffic_lines(w, given)
+    if w.prefix_hit > 0:
+        cached = w.isl - w.prefill_tokens
+        lines.append(f"prefix cache: {w.prefix_hit:.0%} of each prompt ({cached} tokens) is one prefix shared by "
+                     "every request of a replica (a decode worker when split), held once in its KV cache; prefill "
+                     "computes the rest")
     arrival = w.traffic.arrival if w.traffic is not None else None
     from_clients = isinstance(arrival, ClosedLoop) and w.batch == arrival.clients  # stated with the traffic
     if "batch" not in given and w.batch is None:
