@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from shardplan.contracts.dag import DAG
 from shardplan.contracts.plan import Plan, dag_part
 from shardplan.errors import InputError
-from shardplan.limits import MAX_DAG_CHARS, MAX_DAG_NODES
+from shardplan.limits import MAX_DAG_CHARS, check_dag_size
 from shardplan.reading import parse_json_text, read_text
 from shardplan.text import one_line
 from shardplan.validators.validate import validate
@@ -29,7 +29,13 @@ def read_json(path: Path) -> Any:
         raise InputError(f"no file {one_line(str(path), 200)}", field="file", fix="give the path of a DAG or plan JSON")
     what = one_line(str(path), 200)
     text = read_text(path, what=what, field="file", fix=fix, limit=MAX_DAG_CHARS)
-    return parse_json_text(text, what=what, field="file", fix=fix)
+    data = parse_json_text(text, what=what, field="file", fix=fix)
+    dag = dag_part(data)
+    if isinstance(dag, dict):
+        nodes, edges = dag.get("nodes"), dag.get("edges")
+        check_dag_size(len(nodes) if isinstance(nodes, list) else 0, len(edges) if isinstance(edges, list) else 0,
+                       what=what, field="dag")
+    return data
 
 
 def read_dag(path: Path) -> DAG:
@@ -81,9 +87,7 @@ def require_valid(dag: DAG, path: Path) -> DAG:
         InputError: the first error-level violation, and how many there are.
     """
 
-    if len(dag.nodes) > MAX_DAG_NODES:
-        raise InputError(f"{one_line(str(path), 200)} holds {len(dag.nodes):,} nodes, over the limit of "
-                         f"{MAX_DAG_NODES:,}", field="dag", fix="give a smaller DAG (fewer GPUs or microbatches)")
+    check_dag_size(len(dag.nodes), len(dag.edges), what=one_line(str(path), 200), field="dag")
     report = validate(dag)
     errors = [v for v in report.violations if v.severity == "error"]
     if errors:
