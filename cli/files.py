@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from shardplan.contracts.dag import DAG
+from shardplan.contracts.first_error import first_error
 from shardplan.contracts.plan import Plan, dag_part
 from shardplan.errors import InputError
 from shardplan.limits import MAX_DAG_CHARS, check_dag_size
@@ -50,10 +51,9 @@ def read_dag(path: Path) -> DAG:
     try:
         return DAG.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where, message = first_error(exc, data)
         raise InputError(
-            f"{path} is not a DAG: {where}: {first['msg']}", field=where, fix="check it with shardplan validate FILE"
+            f"{path} is not a DAG: {where}: {message}", field=where, fix="check it with shardplan validate FILE"
         ) from None
 
 
@@ -71,9 +71,8 @@ def read_plan(path: Path) -> Plan:
     try:
         return Plan.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InputError(f"{path} is not a valid plan: {where}: {first['msg']}", field=where, fix=fix) from None
+        where, message = first_error(exc, data, Plan)
+        raise InputError(f"{path} is not a valid plan: {where}: {message}", field=where, fix=fix) from None
 
 
 def require_valid(dag: DAG, path: Path) -> DAG:

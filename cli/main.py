@@ -96,5 +96,5 @@ def _error_line(message: str, code: int) -> NoReturn:
     end) and exit with ``code``."""
     notes = "".join(f" (note: {text})" for text in _DEPRECATIONS)
     _DEPRECATIONS.clear()
-    sys.stderr.write(f"error: {one_line(message + notes, 2000)}\n")
+    sys.stderr.write(f"error: {one_line(message + notes, 2400)}\n")
     sys.exit(code)

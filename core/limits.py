@@ -81,9 +81,10 @@ this default: raise the variable to read such a DAG (it needs about 1 GB of memo
 MAX_DAG_EDGES = 400_000
 """Largest DAG accepted, in edges ($SHARDPLAN_MAX_DAG_EDGES overrides): twice the node limit, as real DAGs
 hold 1.4 to 1.7 edges per node (the figures above)."""
-MAX_YAML_BYTES = 512_000
-"""Largest YAML file read (cluster files, evaluation cases), in bytes: a cluster file is under 1 KB and the
-largest YAML in the repository 83 KB; libyaml parses this much in about a second."""
+MAX_YAML_BYTES = 128_000
+"""Largest YAML file read (cluster files, evaluation cases), in bytes: a cluster file is under 1 KB, an evaluation
+case file a few KB, the reading cases (tests/data/requests.yaml) 23 KB. YAML of small numbers parses at about
+60 KB/s even with libyaml (its resolver is Python), so this much takes about 2 s."""
 MAX_YAML_VALUES = 100_000
 """Values (mappings, lists and scalars) a YAML document may expand to, aliases counted at each use: a few
 hundred bytes of nested aliases ("billion laughs") expand to 9**9 values, which no check may walk."""
