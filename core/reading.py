@@ -160,6 +160,8 @@ def parse_yaml_text(text: str, *, what: str, field: str, fix: str) -> Any:
         mark = exc.problem_mark
         place = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = one_line(str(exc.problem or exc.context or "unreadable YAML"), 160)
+        if "nesting depth" in problem:  # libyaml stops at its own depth, where the Python parser recurses
+            raise InputError(f"{what} is nested too deeply{place}", field=field, fix=fix) from None
         raise InputError(f"{what} is not valid YAML: {problem}{place}", field=field, fix=fix) from None
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
         raise InputError(f"{what} is not valid YAML: {one_line(str(exc), 160)}", field=field, fix=fix) from None

@@ -5,6 +5,7 @@ walking only what the model refuses, strict MCP arguments, and one error line pe
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ from shardplan.tools.api.registry import error_dict
 from shardplan.tools.catalogs.gpus import load_cluster
 from shardplan.validators.schema_check import MAX_SCHEMA_VIOLATIONS, schema_violations, validate_json
 
-BOMB = "".join(f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}" if i else "lol"] * 9) + "]\n" for i in range(9)) + "gpu: H100\n"
+BOMB = "".join(f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}" if i else "lol"] * 9) + "]\n" for i in range(9))
+BOMB += "gpu: H100\n"
 """Nine levels of nine aliases: 316 bytes that expand to 9**9 values."""
 
 
@@ -45,7 +47,7 @@ def test_shared_values_are_counted_at_each_use_and_walked_once() -> None:
     (BOMB, "expands to over 100,000 values"),
     ("gpu: &a [H100, *a]\n", "holds itself through an alias"),
     ("a: &a {b: *a}\ngpu: H100\n", "holds itself through an alias"),
-    ("gpu: H100\nx: " + "[" * 5000 + "]" * 5000 + "\n", "nesting depth"),
+    ("gpu: H100\nx: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
     ("gpu: H100\nnodes: 1" + "0" * 5000 + "\n", "not valid YAML"),
 ])
 def test_hostile_cluster_yaml_is_one_input_error(tmp_path: Path, text: str, reason: str) -> None:
@@ -111,13 +113,14 @@ def _dag(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     return path, json.loads(path.read_text())
 
 
-def test_node_and_edge_limits_are_one_setting_for_every_surface(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_node_and_edge_limits_are_one_setting_for_every_surface(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     assert (dag_node_limit(), dag_edge_limit()) == (MAX_DAG_NODES, MAX_DAG_EDGES)
     path, dag = _dag(tmp_path)
     nodes, edges = len(dag["nodes"]), len(dag["edges"])
     for variable, limit, part in (("SHARDPLAN_MAX_DAG_NODES", nodes - 1, "nodes"),
                                   ("SHARDPLAN_MAX_DAG_EDGES", edges - 1, "edges")):
-        env = {**__import__("os").environ, variable: str(limit)}
+        env = {**os.environ, variable: str(limit)}
         for command in (["validate", str(path)], ["cost", str(path)]):
             result = run_cli(*command, env=env)
             assert result.returncode == 2, result.stderr
