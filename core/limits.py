@@ -76,8 +76,9 @@ MAX_DAG_CHARS = 32_000_000
 MAX_DAG_NODES = 200_000
 """Largest DAG accepted, in nodes ($SHARDPLAN_MAX_DAG_NODES overrides). Real DAGs: DeepSeek-V3 on 64 GPUs
 (prefill sp=8,tp=8,ep=64,mb=2) has 31,708 nodes and 53,877 edges; Llama-3.1-405B on 64 GPUs with pp=2, mb=8
-about 110,000 nodes; Llama-3.1-405B on 128 GPUs with pp=4, mb=16 reaches 221,108 nodes and 299,809 edges, past
-this default: raise the variable to read such a DAG (it needs about 1 GB of memory to check)."""
+about 110,000 nodes (benchmarks/bench_validate.py); Llama-3.1-405B on 128 GPUs with pp=4, mb=16 reaches 221,108 nodes and 299,809 edges, past
+this default, and its 109 MB of JSON are past MAX_DAG_CHARS too: such a DAG is refused as a file or argument
+(building it took 0.9 GB of memory); the node limit sits 6x above DeepSeek-V3 on 64 GPUs."""
 MAX_DAG_EDGES = 400_000
 """Largest DAG accepted, in edges ($SHARDPLAN_MAX_DAG_EDGES overrides): twice the node limit, as real DAGs
 hold 1.4 to 1.7 edges per node (the figures above)."""
@@ -90,9 +91,10 @@ MAX_YAML_VALUES = 100_000
 hundred bytes of nested aliases ("billion laughs") expand to 9**9 values, which no check may walk."""
 WORKER_MEMORY_BYTES = 4 * 1024**3
 """Address space one MCP worker process may map, in bytes ($SHARDPLAN_WORKER_MEMORY overrides, e.g. 6G).
-A worker's baseline after imports is about 1.1 GB of address space (numpy, pydantic, the capability layer;
-measured with benchmarks/fuzz_mcp.py --baseline); a DeepSeek-V3 plan on 64 GPUs peaks near 1.5 GB. With
-four workers the server stays under 16 GiB; fewer run at once when the machine has less memory free."""
+A worker maps about 170 MB after its imports (numpy and the capability layer, loaded in the forkserver before
+the limit), a DeepSeek-V3 plan on 64 GPUs about 210 MB, and building the 221,108-node Llama-3.1-405B DAG above
+with the DAG in the answer peaks at 1.66 GB (measured on 2 cores through CapabilityWorkers). Four workers at
+this limit stay under 16 GiB, and fewer run at once when the machine has less memory available."""
 MAX_INT_DIGITS = 19
 """Digits of the largest integer read from a JSON file (a 64-bit integer has at most 19)."""
 MAX_TRACE_BYTES = 64_000_000
