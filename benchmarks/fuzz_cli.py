@@ -325,7 +325,9 @@ def _report(cases: list[Case]) -> None:
     totals: dict[str, Counter[str]] = {}
     examples: dict[str, str] = {}
     began = time.perf_counter()
-    for case in cases:
+    for done, case in enumerate(cases):
+        if done and done % 500 == 0:  # progress on stderr, so a long run can be followed
+            print(f"{done:,} of {len(cases):,} after {time.perf_counter() - began:.0f} s", file=sys.stderr)
         seen = run_case(case)
         counts = totals.setdefault(case.kind, Counter())
         counts["runs"] += 1
