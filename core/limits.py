@@ -76,9 +76,10 @@ MAX_DAG_CHARS = 32_000_000
 MAX_DAG_NODES = 200_000
 """Largest DAG accepted, in nodes ($SHARDPLAN_MAX_DAG_NODES overrides). Real DAGs: DeepSeek-V3 on 64 GPUs
 (prefill sp=8,tp=8,ep=64,mb=2) has 31,708 nodes and 53,877 edges; Llama-3.1-405B on 64 GPUs with pp=2, mb=8
-about 110,000 nodes (benchmarks/bench_validate.py); Llama-3.1-405B on 128 GPUs with pp=4, mb=16 reaches 221,108 nodes and 299,809 edges, past
-this default, and its 109 MB of JSON are past MAX_DAG_CHARS too: such a DAG is refused as a file or argument
-(building it took 0.9 GB of memory); the node limit sits 6x above DeepSeek-V3 on 64 GPUs."""
+about 110,000 nodes (benchmarks/bench_validate.py); Llama-3.1-405B on 128 GPUs with pp=4, mb=16 reaches
+221,108 nodes and 299,809 edges, past this default, and its 109 MB of JSON are past MAX_DAG_CHARS too: such a
+DAG is refused as a file or argument (building it took 0.9 GB of memory). The limit sits 6x above DeepSeek-V3
+on 64 GPUs."""
 MAX_DAG_EDGES = 400_000
 """Largest DAG accepted, in edges ($SHARDPLAN_MAX_DAG_EDGES overrides): twice the node limit, as real DAGs
 hold 1.4 to 1.7 edges per node (the figures above)."""
