@@ -1,9 +1,10 @@
 """Malformed input against the command line, in-process: thousands of broken config.json files, cluster YAML
-files, strategy specs, DAG/plan JSON files and workload flags, each run through the real ``shardplan`` entry
-point. Prints, per kind and in total: runs, tracebacks, runs over 30 s, half-written output files, and how
-many errors were not one line naming the field and the fix.
+files, strategy specs, DAG/plan JSON files and workload flags, and the bounds kinds of ``fuzz_bounds.py``
+(YAML alias bombs and deep nesting, huge numbers, wrong types, huge DAGs), each run through the real
+``shardplan`` entry point. Prints, per kind and in total: runs, tracebacks, runs over 30 s, half-written output
+files, and how many errors were not one line naming the field and the fix.
 
-Run: .venv/bin/python benchmarks/fuzz_cli.py [--per-kind 1000] [--seed 15]
+Run: .venv/bin/python benchmarks/fuzz_cli.py [--per-kind 1000] [--seed 15]  (huge DAGs: per-kind / 25 runs)
 
 Each input is written to a scratch folder and the command runs as ``shardplan.cli.main`` with
 ``sys.argv`` set, stdout and stderr captured, and a 30 s alarm; a traceback is any exception other than
@@ -29,8 +30,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from fuzz_bounds import huge_dag_cases, huge_dag_files, huge_number_cases, wrong_type_cases, yaml_bomb_cases
+
 from shardplan.cli.main import main
-from shardplan.tools.catalogs.bundled import bundled_models
+from shardplan.tools.catalogs.bundled import _bundled_dir, bundled_models
 
 SLOW_S = 30
 HUGE = "__HUGE_INT__"
@@ -273,7 +276,7 @@ def one_line_with_fix(stderr: str) -> bool:
 
 def main_fuzz() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--per-kind", type=int, default=1000, help="inputs per kind (five kinds)")
+    parser.add_argument("--per-kind", type=int, default=1000, help="inputs per kind (nine kinds)")
     parser.add_argument("--seed", type=int, default=15)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -289,8 +292,6 @@ def main_fuzz() -> None:
 
 def _cases(scratch: Path, rng: random.Random, per_kind: int) -> Iterator[Case]:
     import yaml
-
-    from shardplan.tools.catalogs.models import _bundled_dir
 
     base = json.loads((_bundled_dir() / bundled_models()["meta-llama/Llama-3.1-8B"]).read_text())
     tiny = {**base, "num_hidden_layers": 2}
@@ -310,7 +311,12 @@ def _cases(scratch: Path, rng: random.Random, per_kind: int) -> Iterator[Case]:
                        ("cluster", lambda: cluster_cases(cluster, scratch, rng, per_kind)),
                        ("spec", lambda: spec_cases(scratch, rng, per_kind)),
                        ("dag", lambda: dag_cases(dag, plan, scratch, rng, per_kind)),
-                       ("flags", lambda: flag_cases(rng, per_kind))):
+                       ("flags", lambda: flag_cases(rng, per_kind)),
+                       ("bombs", lambda: yaml_bomb_cases(Case, scratch / "bombs", rng, per_kind)),
+                       ("numbers", lambda: huge_number_cases(Case, scratch / "numbers", rng, per_kind)),
+                       ("types", lambda: wrong_type_cases(Case, base, cluster, scratch / "types", rng, per_kind)),
+                       ("huge", lambda: huge_dag_cases(Case, huge_dag_files(scratch / "huge"), rng,
+                                                       max(5, per_kind // 25)))):
         (scratch / kind).mkdir(exist_ok=True)
         yield from make()
 
@@ -319,7 +325,9 @@ def _report(cases: list[Case]) -> None:
     totals: dict[str, Counter[str]] = {}
     examples: dict[str, str] = {}
     began = time.perf_counter()
-    for case in cases:
+    for done, case in enumerate(cases):
+        if done and done % 500 == 0:  # progress on stderr, so a long run can be followed
+            print(f"{done:,} of {len(cases):,} after {time.perf_counter() - began:.0f} s", file=sys.stderr)
         seen = run_case(case)
         counts = totals.setdefault(case.kind, Counter())
         counts["runs"] += 1

@@ -24,6 +24,7 @@ from shardplan.contracts.speculation import speculation_option
 from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.limits import MAX_INT_DIGITS
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.catalogs.models import check_context, load_model
@@ -174,6 +175,20 @@ def resolve_target(**options: Any) -> tuple[ModelSpec, Cluster, Workload]:
     return model, cluster, request.workload
 
 
+def _check_digits(values: dict[str, Any]) -> None:
+    """Refuse an integer option of more digits than any real count has, before anything adds or prints it:
+    click reads up to 4,300 digits, and a sum or a message past that limit would be a traceback.
+
+    Raises:
+        InputError: naming the option and the limit.
+    """
+    for name, value in values.items():
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_INT_DIGITS:
+            option = "--" + name.replace("_", "-")
+            raise InputError(f"{option} has {len(str(abs(value))):,} digits, more than {MAX_INT_DIGITS}", field=name,
+                             fix=f"give {option} a realistic whole number")
+
+
 def request_options(command: Callable[..., None] | None = None, *, optional: bool = False) -> Any:
     """Give a command the shared request options; it receives them as ``request`` (a PlanRequest).
 
@@ -195,6 +210,7 @@ def request_options(command: Callable[..., None] | None = None, *, optional: boo
 
         @functools.wraps(func)
         def wrapper(**kwargs: Any) -> None:
+            _check_digits(kwargs)
             options = {name: kwargs.pop(name) for name in _REQUEST_NAMES}
             if "policy" in kwargs:
                 options["policy"] = kwargs["policy"]

@@ -8,9 +8,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from shardplan.contracts.dag import DAG
+from shardplan.contracts.first_error import first_error
 from shardplan.contracts.plan import Plan, dag_part
 from shardplan.errors import InputError
-from shardplan.limits import MAX_DAG_CHARS, MAX_DAG_NODES
+from shardplan.limits import MAX_DAG_CHARS, check_dag_size
 from shardplan.reading import parse_json_text, read_text
 from shardplan.text import one_line
 from shardplan.validators.validate import validate
@@ -29,7 +30,13 @@ def read_json(path: Path) -> Any:
         raise InputError(f"no file {one_line(str(path), 200)}", field="file", fix="give the path of a DAG or plan JSON")
     what = one_line(str(path), 200)
     text = read_text(path, what=what, field="file", fix=fix, limit=MAX_DAG_CHARS)
-    return parse_json_text(text, what=what, field="file", fix=fix)
+    data = parse_json_text(text, what=what, field="file", fix=fix)
+    dag = dag_part(data)
+    if isinstance(dag, dict):
+        nodes, edges = dag.get("nodes"), dag.get("edges")
+        check_dag_size(len(nodes) if isinstance(nodes, list) else 0, len(edges) if isinstance(edges, list) else 0,
+                       what=what, field="dag")
+    return data
 
 
 def read_dag(path: Path) -> DAG:
@@ -44,10 +51,9 @@ def read_dag(path: Path) -> DAG:
     try:
         return DAG.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where, message = first_error(exc, data)
         raise InputError(
-            f"{path} is not a DAG: {where}: {first['msg']}", field=where, fix="check it with shardplan validate FILE"
+            f"{path} is not a DAG: {where}: {message}", field=where, fix="check it with shardplan validate FILE"
         ) from None
 
 
@@ -65,9 +71,8 @@ def read_plan(path: Path) -> Plan:
     try:
         return Plan.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InputError(f"{path} is not a valid plan: {where}: {first['msg']}", field=where, fix=fix) from None
+        where, message = first_error(exc, data, Plan)
+        raise InputError(f"{path} is not a valid plan: {where}: {message}", field=where, fix=fix) from None
 
 
 def require_valid(dag: DAG, path: Path) -> DAG:
@@ -81,9 +86,7 @@ def require_valid(dag: DAG, path: Path) -> DAG:
         InputError: the first error-level violation, and how many there are.
     """
 
-    if len(dag.nodes) > MAX_DAG_NODES:
-        raise InputError(f"{one_line(str(path), 200)} holds {len(dag.nodes):,} nodes, over the limit of "
-                         f"{MAX_DAG_NODES:,}", field="dag", fix="give a smaller DAG (fewer GPUs or microbatches)")
+    check_dag_size(len(dag.nodes), len(dag.edges), what=one_line(str(path), 200), field="dag")
     report = validate(dag)
     errors = [v for v in report.violations if v.severity == "error"]
     if errors:

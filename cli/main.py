@@ -24,31 +24,50 @@ def main() -> None:
     """
     import typer
 
-    _show_deprecations_as_lines()
+    _collect_deprecations()
     try:
         code = app(standalone_mode=False)
     except typer.Abort:
         _error_line("aborted", 1)
+    except SystemExit as exc:  # typer.Exit(n) of a command: its answer is out, so its warnings may follow
+        _print_deprecations()
+        raise exc
     except Exception as exc:  # noqa: BLE001  (sorted below: expected errors become one line, bugs re-raise)
         _one_line_or_raise(exc)
+    _print_deprecations()
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def _show_deprecations_as_lines() -> None:
-    """Print each distinct deprecation of an input field (an old name in a cluster file) as one
-    ``warning:`` line on stderr; Python hides DeprecationWarning from users by default."""
+_DEPRECATIONS: list[str] = []
+"""Deprecations of input fields met so far, held back until the command ends: printed as ``warning:`` lines
+after an answer, and folded into the one error line when the command fails, so a malformed file never
+gets a warning line and an error line."""
+
+
+def _collect_deprecations() -> None:
+    """Keep each distinct deprecation of an input field (an old name in a cluster file) for
+    :func:`_print_deprecations`; Python hides DeprecationWarning from users by default."""
     import warnings
 
     shown = warnings.showwarning
 
-    def show(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+    def keep(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
         if issubclass(category, DeprecatedFieldWarning):
-            sys.stderr.write(f"warning: {one_line(str(message), 1000)}\n")
+            text = one_line(str(message), 1000)
+            if text not in _DEPRECATIONS:
+                _DEPRECATIONS.append(text)
         else:
             shown(message, category, *args, **kwargs)  # type: ignore[arg-type]
 
     warnings.filterwarnings("once", category=DeprecatedFieldWarning)
-    warnings.showwarning = show
+    warnings.showwarning = keep
+
+
+def _print_deprecations() -> None:
+    """One ``warning:`` line on stderr per deprecation kept."""
+    for text in _DEPRECATIONS:
+        sys.stderr.write(f"warning: {text}\n")
+    _DEPRECATIONS.clear()
 
 
 def _one_line_or_raise(exc: Exception) -> NoReturn:
@@ -73,6 +92,9 @@ def _one_line_or_raise(exc: Exception) -> NoReturn:
 
 
 def _error_line(message: str, code: int) -> NoReturn:
-    """Print ``error: message`` as one line on stderr and exit with ``code``."""
-    sys.stderr.write(f"error: {one_line(message, 1000)}\n")
+    """Print ``error: message`` as one line on stderr (with any deprecation met on the way, as a note at its
+    end) and exit with ``code``."""
+    notes = "".join(f" (note: {text})" for text in _DEPRECATIONS)
+    _DEPRECATIONS.clear()
+    sys.stderr.write(f"error: {one_line(message + notes, 2400)}\n")
     sys.exit(code)

@@ -14,6 +14,8 @@ from pydantic import Field
 from shardplan.contracts.common import Contract
 from shardplan.errors import InputError
 from shardplan.packing import place_workers
+from shardplan.reading import read_int
+from shardplan.text import one_line
 
 __all__ = ["PhaseStrategy", "Strategy", "parse_strategy", "DEGREE_KEYS"]
 
@@ -144,8 +146,12 @@ def _parse_phase(text: str, where: str) -> dict[str, object]:
                 fix="write degrees as key=value, e.g. tp=4,pp=2 or prefill:tp=4,sp=2;decode:tp=4,dp=2",
             )
         key, raw = match.groups()
+        fix = f"give {key} a whole number of 1 or more"
         if key in ("split", "layers", "layer_split"):
-            values["layer_split"] = [int(n) for n in re.split(r"[/+]", raw) if n]
+            fix = "give layers per stage as whole numbers, e.g. split=40/40"
+            what = f"{key}={one_line(raw, 24)} in strategy {where}".strip()
+            values["layer_split"] = [read_int(n, field="strategy", what=what, fix=fix)
+                                     for n in re.split(r"[/+]", raw) if n]
             continue
         if key not in DEGREE_KEYS:
             raise InputError(
@@ -153,15 +159,12 @@ def _parse_phase(text: str, where: str) -> dict[str, object]:
                 field="strategy",
                 fix=f"use one of {', '.join(DEGREE_KEYS)} or split=L1/L2/...",
             )
-        if not raw.isdigit() or int(raw) < 1:
-            raise InputError(
-                f"{key}={raw} in strategy {where} is not a positive integer",
-                field="strategy",
-                fix=f"give {key} a whole number of 1 or more",
-            )
+        shown = f"{key}={one_line(raw, 24)}"
+        if not raw.isdigit() or read_int(raw, field="strategy", what=f"{shown} in strategy {where}", fix=fix) < 1:
+            raise InputError(f"{shown} in strategy {where} is not a positive integer", field="strategy", fix=fix)
         if key in values:
             raise InputError(f"{key} is given twice in strategy {where}", field="strategy", fix="give each degree once")
-        values[key] = int(raw)
+        values[key] = read_int(raw, field="strategy", what=shown, fix=fix)
     return values
 
 

@@ -22,6 +22,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from shardplan.contracts.common import Contract
 from shardplan.errors import InputError
+from shardplan.text import one_line
 
 __all__ = [
     "FixedLength",
@@ -163,9 +164,9 @@ def _numbers(text: str, field: str, fix: str) -> dict[str, float]:
         try:
             number = float(value)
         except ValueError:
-            raise InputError(f"{field}: '{part}' is not a number", field=field, fix=fix) from None
+            raise InputError(f"{field}: '{one_line(part, 60)}' is not a number", field=field, fix=fix) from None
         if not math.isfinite(number):
-            raise InputError(f"{field}: '{part}' is not a finite number", field=field, fix=fix)
+            raise InputError(f"{field}: '{one_line(part, 60)}' is not a finite number", field=field, fix=fix)
         out[key.strip() or str(position)] = number
     return out
 

@@ -31,7 +31,8 @@ class InputError(ShardplanError, ValueError):
 
     def __init__(self, message: str, *, field: str | None = None, fix: str | None = None) -> None:
         # Input echoed into a message may hold newlines or bidi controls: the message stays one honest line.
-        message = one_line(message, 2000)
+        # Cut well under the 2,000 characters of the printed line, so the fix after it is never cut off.
+        message = one_line(message, 1000)
         fix = one_line(fix, 1000) if fix else fix
         self.field = field
         self.fix = fix

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 from shardplan.errors import InputError
+from shardplan.text import one_line
 
 __all__ = [
     "MAX_LAYERS",
@@ -32,6 +33,10 @@ __all__ = [
     "MAX_DB_BYTES",
     "MAX_DAG_CHARS",
     "MAX_DAG_NODES",
+    "MAX_DAG_EDGES",
+    "MAX_YAML_BYTES",
+    "MAX_YAML_VALUES",
+    "WORKER_MEMORY_BYTES",
     "MAX_INT_DIGITS",
     "MAX_TRACE_BYTES",
     "MAX_TRACE_ROWS",
@@ -41,6 +46,10 @@ __all__ = [
     "MAX_STORED_RESULT_CHARS",
     "check_count",
     "tool_call_seconds",
+    "dag_node_limit",
+    "dag_edge_limit",
+    "worker_memory_bytes",
+    "check_dag_size",
 ]
 
 MAX_LAYERS = 1024
@@ -65,7 +74,28 @@ MAX_DB_BYTES = 64 * 1024 * 1024
 MAX_DAG_CHARS = 32_000_000
 """Largest DAG JSON text accepted by a tool, in characters, checked before parsing."""
 MAX_DAG_NODES = 200_000
-"""Largest DAG accepted, in nodes."""
+"""Largest DAG accepted, in nodes ($SHARDPLAN_MAX_DAG_NODES overrides). Real DAGs: DeepSeek-V3 on 64 GPUs
+(prefill sp=8,tp=8,ep=64,mb=2) has 31,708 nodes and 53,877 edges; Llama-3.1-405B on 64 GPUs with pp=2, mb=8
+about 110,000 nodes (benchmarks/bench_validate.py); Llama-3.1-405B on 128 GPUs with pp=4, mb=16 reaches
+221,108 nodes and 299,809 edges, past this default, and its 109 MB of JSON are past MAX_DAG_CHARS too: such a
+DAG is refused as a file or argument (building it took 0.9 GB of memory). The limit sits 6x above DeepSeek-V3
+on 64 GPUs."""
+MAX_DAG_EDGES = 400_000
+"""Largest DAG accepted, in edges ($SHARDPLAN_MAX_DAG_EDGES overrides): twice the node limit, as real DAGs
+hold 1.4 to 1.7 edges per node (the figures above)."""
+MAX_YAML_BYTES = 128_000
+"""Largest YAML file read (cluster files, evaluation cases), in bytes: a cluster file is under 1 KB, an evaluation
+case file a few KB, the reading cases (tests/data/requests.yaml) 23 KB. YAML of small numbers parses at about
+60 KB/s even with libyaml (its resolver is Python), so this much takes about 2 s."""
+MAX_YAML_VALUES = 100_000
+"""Values (mappings, lists and scalars) a YAML document may expand to, aliases counted at each use: a few
+hundred bytes of nested aliases ("billion laughs") expand to 9**9 values, which no check may walk."""
+WORKER_MEMORY_BYTES = 4 * 1024**3
+"""Address space one MCP worker process may map, in bytes ($SHARDPLAN_WORKER_MEMORY overrides, e.g. 6G).
+A worker maps about 170 MB after its imports (numpy and the capability layer, loaded in the forkserver before
+the limit), a DeepSeek-V3 plan on 64 GPUs about 210 MB, and building the 221,108-node Llama-3.1-405B DAG above
+with the DAG in the answer peaks at 1.66 GB (measured on 2 cores through CapabilityWorkers). Four workers at
+this limit stay under 16 GiB, and fewer run at once when the machine has less memory available."""
 MAX_INT_DIGITS = 19
 """Digits of the largest integer read from a JSON file (a 64-bit integer has at most 19)."""
 MAX_TRACE_BYTES = 64_000_000
@@ -109,3 +139,65 @@ def tool_call_seconds() -> float:
         raise InputError(f"SHARDPLAN_TOOL_TIMEOUT={raw!r} is not a positive number of seconds",
                          field="SHARDPLAN_TOOL_TIMEOUT", fix="unset it or give seconds, e.g. 60")
     return value
+
+
+def _env_count(name: str, default: int) -> int:
+    """The positive integer in ``$name``, else ``default``.
+
+    Raises:
+        InputError: the variable is set but not a positive whole number.
+    """
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    text = raw.strip()
+    if not text.isdigit() or len(text) > MAX_INT_DIGITS or int(text) < 1:
+        raise InputError(f"{name}={one_line(raw, 40)!r} is not a positive whole number", field=name,
+                         fix=f"unset it or give a whole number, e.g. {default}")
+    return int(text)
+
+
+def dag_node_limit() -> int:
+    """Nodes a DAG may hold: $SHARDPLAN_MAX_DAG_NODES, else :data:`MAX_DAG_NODES`."""
+    return _env_count("SHARDPLAN_MAX_DAG_NODES", MAX_DAG_NODES)
+
+
+def dag_edge_limit() -> int:
+    """Edges a DAG may hold: $SHARDPLAN_MAX_DAG_EDGES, else :data:`MAX_DAG_EDGES`."""
+    return _env_count("SHARDPLAN_MAX_DAG_EDGES", MAX_DAG_EDGES)
+
+
+def check_dag_size(nodes: int, edges: int, *, what: str, field: str) -> None:
+    """Refuse a DAG of more than :func:`dag_node_limit` nodes or :func:`dag_edge_limit` edges, before any check
+    or schedule walks it; one rule for the command line, the API and the MCP server.
+
+    Raises:
+        InputError: naming ``what``, the count, the limit and the variable that raises it.
+    """
+    for count, limit, part, variable in ((nodes, dag_node_limit(), "nodes", "SHARDPLAN_MAX_DAG_NODES"),
+                                         (edges, dag_edge_limit(), "edges", "SHARDPLAN_MAX_DAG_EDGES")):
+        if count > limit:
+            raise InputError(f"{what}: {count:,} {part} exceed the limit of {limit:,}", field=field,
+                             fix=f"give a smaller DAG (fewer GPUs or microbatches), or raise ${variable}")
+
+
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def worker_memory_bytes() -> int:
+    """The address-space limit of one MCP worker: $SHARDPLAN_WORKER_MEMORY (bytes, or with K, M or G:
+    ``6G``), else :data:`WORKER_MEMORY_BYTES`.
+
+    Raises:
+        InputError: the variable is not a positive size.
+    """
+    raw = os.environ.get("SHARDPLAN_WORKER_MEMORY")
+    if raw is None:
+        return WORKER_MEMORY_BYTES
+    text = raw.strip().upper().removesuffix("B").removesuffix("I")
+    unit = text[-1:] if text[-1:] in _UNITS else ""
+    digits = text[: len(text) - len(unit)].strip()
+    if not digits.isdigit() or len(digits) > MAX_INT_DIGITS or int(digits) < 1:
+        raise InputError(f"SHARDPLAN_WORKER_MEMORY={one_line(raw, 40)!r} is not a memory size",
+                         field="SHARDPLAN_WORKER_MEMORY", fix="unset it or give a size such as 4G or 6144M")
+    return int(digits) * _UNITS[unit]

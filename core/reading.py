@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from shardplan.errors import InputError
-from shardplan.limits import MAX_CONFIG_BYTES, MAX_INT_DIGITS
+from shardplan.limits import MAX_CONFIG_BYTES, MAX_INT_DIGITS, MAX_YAML_VALUES
 from shardplan.text import one_line
 
-__all__ = ["load_json_strict", "parse_json_text", "parse_yaml_text", "read_text", "finite_numbers"]
+__all__ = ["load_json_strict", "parse_json_text", "parse_yaml_text", "read_text", "finite_numbers", "read_int",
+           "expanded_values"]
 
 class _Refused(ValueError):
     """A value the JSON hooks refuse; its message is the reason."""
@@ -107,26 +108,89 @@ def finite_numbers(data: Any, where: str, field: str) -> Any:
     return data
 
 
-def parse_yaml_text(text: str, *, what: str, field: str, fix: str) -> Any:
-    """Parsed YAML of ``text`` (safe loader), with numbers checked by :func:`finite_numbers`.
+def expanded_values(data: Any, limit: int = MAX_YAML_VALUES) -> int:
+    """How many values ``data`` holds with every shared list or mapping counted at each place it appears (what
+    a walk over it visits), counting each shared one once: a YAML alias is one object used many times.
 
     Raises:
-        InputError: one line: the parser's problem and its line and column, or too deep a nesting.
+        ValueError: past ``limit`` values, or a list or mapping that holds itself (``&a [*a]``); the message
+            says which.
+    """
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(data, False)]
+    while stack:
+        value, done = stack.pop()
+        if not isinstance(value, (dict, list)):
+            continue
+        key = id(value)
+        children = list(value.values()) if isinstance(value, dict) else value
+        if done:
+            open_.discard(key)
+            sizes[key] = 1 + sum(sizes.get(id(c), 1) for c in children)
+            if sizes[key] > limit:
+                raise _Refused(f"it expands to over {limit:,} values (aliases counted at each use)")
+            continue
+        if key in sizes:
+            continue
+        if key in open_:
+            raise _Refused("it holds itself through an alias")
+        open_.add(key)
+        stack.append((value, True))
+        stack.extend((c, False) for c in children if isinstance(c, (dict, list)))
+    return sizes.get(id(data), 1)
+
+
+def parse_yaml_text(text: str, *, what: str, field: str, fix: str) -> Any:
+    """Parsed YAML of ``text`` (safe loader, libyaml's when installed), with aliases expanded to at most
+    :data:`~shardplan.limits.MAX_YAML_VALUES` values and numbers checked by :func:`finite_numbers`.
+
+    Raises:
+        InputError: one line: the parser's problem and its line and column, too deep a nesting, or too many
+            values once aliases are expanded.
     """
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=loader)  # noqa: S506  (a safe loader: libyaml's or the Python one)
     except RecursionError:
         raise InputError(f"{what} is nested too deeply", field=field, fix=fix) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         place = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = one_line(str(exc.problem or exc.context or "unreadable YAML"), 160)
+        if "nesting depth" in problem:  # libyaml stops at its own depth, where the Python parser recurses
+            raise InputError(f"{what} is nested too deeply{place}", field=field, fix=fix) from None
         raise InputError(f"{what} is not valid YAML: {problem}{place}", field=field, fix=fix) from None
-    except (yaml.YAMLError, ValueError, TypeError) as exc:
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
         raise InputError(f"{what} is not valid YAML: {one_line(str(exc), 160)}", field=field, fix=fix) from None
+    try:
+        expanded_values(data)
+    except _Refused as exc:
+        raise InputError(f"{what} is refused: {exc}", field=field,
+                         fix=f"{fix}, with its values written out rather than nested aliases") from None
     return finite_numbers(data, field, field)
+
+
+def read_int(text: str, *, field: str, what: str, fix: str) -> int:
+    """The whole number ``text`` (digits only), refusing more than
+    :data:`~shardplan.limits.MAX_INT_DIGITS` digits before converting, so no input reaches Python's
+    integer-string limit.
+
+    Raises:
+        InputError: not digits, or too many; the message names ``what`` and ``field``.
+
+    >>> read_int("12", field="tp", what="tp=12", fix="give a degree")
+    12
+    """
+    digits = text.strip()
+    if not digits.isdigit() or not digits.isascii():
+        raise InputError(f"{what} is not a whole number", field=field, fix=fix)
+    if len(digits) > MAX_INT_DIGITS:
+        raise InputError(f"{one_line(what, 60)} has {len(digits):,} digits, more than {MAX_INT_DIGITS}", field=field,
+                         fix=fix)
+    return int(digits)
 
 
 def read_text(path: Path, *, what: str, field: str, fix: str, limit: int = MAX_CONFIG_BYTES) -> str:

@@ -18,7 +18,6 @@ import glob as globbing
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from shardplan.contracts.common import DType, Objective
@@ -27,6 +26,8 @@ from shardplan.contracts.strategy import parse_strategy
 from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.limits import MAX_YAML_BYTES
+from shardplan.reading import parse_yaml_text, read_text
 from shardplan.tools.traffic.sizing import parse_traffic, workload_fields
 
 __all__ = ["CASES_DIR", "Case", "CaseRequest", "Expectation", "load_cases", "format_location"]
@@ -260,15 +261,9 @@ def load_case(path: str | Path) -> Case:
             message names the file and the field (``expect[2].degrees.decode.tq: ...``).
     """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}", field="cases", fix="check the path") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}", field="cases",
-                         fix="fix the YAML syntax") from None
+    fix = "fix the YAML syntax"
+    text = read_text(path, what=f"{path}", field="cases", fix="check the path", limit=MAX_YAML_BYTES)
+    data = parse_yaml_text(text, what=str(path), field="cases", fix=fix)
     if not isinstance(data, dict):
         raise InputError(f"{path}: a case file holds one mapping (id, description, request, expect, ...)",
                          field="cases", fix="write the case as key: value pairs")

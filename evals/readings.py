@@ -22,6 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from shardplan.agent.parse.request import parse_request
+from shardplan.limits import MAX_YAML_BYTES
+from shardplan.reading import parse_yaml_text, read_text
 
 __all__ = ["ReadingCase", "CaseScore", "ReadingScore", "load_cases", "score_case", "score_cases"]
 
@@ -74,10 +76,14 @@ class ReadingScore(BaseModel):
 
 
 def load_cases(path: str | Path) -> list[ReadingCase]:
-    """The cases of a YAML file."""
-    import yaml
+    """The cases of a YAML file.
 
-    return [ReadingCase.model_validate(item) for item in yaml.safe_load(Path(path).read_text())]
+    Raises:
+        InputError: the file is missing, too large, not YAML, or expands past the YAML value limit.
+    """
+    what, fix = f"reading cases {path}", "give a YAML list of reading cases"
+    text = read_text(Path(path), what=what, field="cases", fix=fix, limit=MAX_YAML_BYTES)
+    return [ReadingCase.model_validate(item) for item in parse_yaml_text(text, what=what, field="cases", fix=fix)]
 
 
 def _reading(case: ReadingCase) -> Any:

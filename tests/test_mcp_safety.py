@@ -4,6 +4,7 @@ their time limit or are cancelled, after which the server's memory is back at it
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -222,3 +223,55 @@ def test_a_dead_idle_worker_is_replaced() -> None:
         assert anyio.run(scenario) == [True, True]
     finally:
         workers.close()
+
+
+def _large_dag_json(nodes: int) -> str:
+    """A DAG of ``nodes`` wide nodes: under the size and node limits, but tens of MB once parsed and checked."""
+    rows = [{"id": f"n{i}", "kind": "linear", "op": "matmul", "phase": "decode", "layer": i, "flops": 1.5e9 + i,
+             "bytes": 2e6 + i} for i in range(nodes)]
+    return json.dumps({"schema_version": "1", "nodes": rows, "edges": []})
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads memory from /proc")
+def test_a_call_past_the_memory_limit_is_refused_and_the_server_goes_on() -> None:
+    env = {**os.environ, "SHARDPLAN_WORKER_MEMORY": "300M", "SHARDPLAN_TOOL_TIMEOUT": "25"}
+    params = StdioServerParameters(command=SHARDPLAN, args=["mcp"], env=env)
+    dag_json = _large_dag_json(150_000)
+
+    async def scenario(client: Client) -> dict[str, Any]:
+        first = ok(await client.call_tool("get_rule", {"rule_id": "DEC-1"}))
+        refused = error(await client.call_tool("validate_dag", {"dag_json": dag_json}))
+        again = ok(await client.call_tool("get_rule", {"rule_id": "DEC-1"}))
+        return {"first": first, "refused": refused, "again": again}
+
+    seen = talk(params, scenario)
+    refused = seen["refused"]
+    assert seen["first"]["id"] == "DEC-1"  # a small call runs under the limit
+    assert refused["error"] == "MemoryError", refused
+    assert "memory limit of 0.293 GiB" in refused["message"] and "SHARDPLAN_WORKER_MEMORY" in refused["fix"]
+    assert "\n" not in refused["message"]
+    assert seen["again"]["id"] == "DEC-1"  # the server goes on with a fresh worker
+
+
+def test_concurrency_follows_the_memory_available() -> None:
+    from shardplan.tools.api.workers import MAX_WORKERS, concurrent_calls
+
+    gib = 1024**3
+    assert concurrent_calls(4 * gib, 64 * gib) == MAX_WORKERS
+    assert concurrent_calls(4 * gib, 9 * gib) == 2
+    assert concurrent_calls(4 * gib, 1 * gib) == 1  # one call still runs: its own limit guards it
+    assert concurrent_calls(4 * gib, None) == MAX_WORKERS
+
+
+def test_a_bad_memory_setting_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shardplan.limits import worker_memory_bytes
+
+    monkeypatch.setenv("SHARDPLAN_WORKER_MEMORY", "6G")
+    assert worker_memory_bytes() == 6 * 1024**3
+    monkeypatch.setenv("SHARDPLAN_WORKER_MEMORY", "512MiB")
+    assert worker_memory_bytes() == 512 * 1024**2
+    for bad in ("lots", "-1G", "0", "1" * 40):
+        monkeypatch.setenv("SHARDPLAN_WORKER_MEMORY", bad)
+        with pytest.raises(InputError, match="SHARDPLAN_WORKER_MEMORY=") as caught:
+            worker_memory_bytes()
+        assert "\n" not in str(caught.value)

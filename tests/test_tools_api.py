@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from shardplan import limits
 from shardplan.errors import InputError, StrategyError
 from shardplan.tools.api import capabilities, guards
 from shardplan.tools.surfaces.langchain_tools import shardplan_tools
@@ -88,7 +89,7 @@ def test_a_strategy_smaller_than_the_budget_is_priced_on_the_gpus_it_uses() -> N
 
 
 def test_oversized_dags_are_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
-    huge = {"schema_version": "1", "nodes": [{}] * (guards.MAX_DAG_NODES + 1), "edges": []}
+    huge = {"schema_version": "1", "nodes": [{}] * (limits.MAX_DAG_NODES + 1), "edges": []}
     with pytest.raises(InputError, match="nodes exceed the limit") as caught:
         capabilities.validate_dag(dag_json=huge)
     assert caught.value.field == "dag_json"

@@ -19,7 +19,6 @@ from shardplan.tools.builder.build import build_dag
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
 from shardplan.tools.views.exports import collapse
-from shardplan.validators import schema_check
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import INFORMATIONAL, MAX_LISTED, RULES
 from shardplan.validators.schema_check import validate_json
@@ -256,7 +255,7 @@ def test_model_errors_beyond_the_schema_get_paths_too() -> None:
 
 
 def test_too_many_nodes_are_refused_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(schema_check, "MAX_NODES", 10)
+    monkeypatch.setenv("SHARDPLAN_MAX_DAG_NODES", "10")
     report = validate_json(_dag_json())
     assert not report.valid
     assert "exceed the limit of 10" in report.violations[0].message

@@ -12,26 +12,28 @@ malformed input gets a report, not an exception.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
+from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticError
 
-from shardplan.contracts.dag import DAG
+from shardplan.contracts.dag import DAG, Edge, Node
 from shardplan.contracts.plan import dag_part
 from shardplan.contracts.reports import ValidationReport, Violation
 from shardplan.contracts.schemas import json_schema
 from shardplan.contracts.units import rename_old_fields
 from shardplan.errors import InputError
+from shardplan.limits import check_dag_size
 from shardplan.reading import parse_json_text
 from shardplan.validators.validate import validate
 
 __all__ = [
     "SCHEMA_RULE",
     "INTERNAL_RULE",
-    "MAX_NODES",
     "MAX_SCHEMA_VIOLATIONS",
     "validate_json",
     "schema_violations",
@@ -41,11 +43,11 @@ SCHEMA_RULE = "SCHEMA"
 """Rule ID of JSON and JSON Schema problems; not a knowledge rule, it cites the published schema."""
 INTERNAL_RULE = "INTERNAL"
 """Rule ID of a validator that failed on its input: a bug to report, never expected."""
-MAX_NODES = 2_000_000
-"""Largest DAG accepted, in nodes; beyond it the input is refused before any schema work."""
 MAX_SCHEMA_VIOLATIONS = 200
 """Schema errors listed one by one; the rest are counted in one closing violation."""
 
+_NODE: TypeAdapter[Any] = TypeAdapter(Node)
+_EDGE: TypeAdapter[Any] = TypeAdapter(Edge)
 _CITATION = "schemas/dag.schema.json (shardplan schema dag)"
 _SCHEMA_FIX = "make the document match the DAG JSON Schema (shardplan schema dag)"
 _JSON_FIX = "give a DAG or plan JSON file (shardplan build -o, plan -o) with finite numbers of at most 19 digits"
@@ -196,26 +198,25 @@ def _validate_json(source: Any) -> ValidationReport:
             )
     obj = _renamed_cluster_fields(obj)
     nodes, edges = _size(obj, "nodes"), _size(obj, "edges")
-    if nodes > MAX_NODES:
-        return _report(
-            [
-                _schema_error(
-                    f"{prefix}.nodes: {nodes} nodes exceed the limit of {MAX_NODES}",
-                    fix="validate a layer-collapsed view or fewer microbatches",
-                )
-            ],
-            nodes,
-            edges,
-        )
-    violations: list[Violation] = []
-    extra = 0
-    for violation in schema_violations(obj, prefix):
-        if len(violations) < MAX_SCHEMA_VIOLATIONS:
-            violations.append(violation)
-        else:
-            extra += 1
-    if extra:
-        violations.append(_schema_error(f"{prefix}: {extra} more schema errors not listed"))
+    try:
+        check_dag_size(nodes, edges, what=f"{prefix}", field="dag")
+    except InputError as exc:
+        return _report([_schema_error(str(exc).removesuffix(f"; {exc.fix}"), fix=exc.fix or _SCHEMA_FIX)], nodes,
+                       edges)
+    # The strict model accepts a subset of what the schema accepts (the schema is generated from it, and strict
+    # mode coerces nothing), in compiled code: a valid DAG of 100,000 nodes passes in about a second, where the
+    # generic JSON Schema walk takes a millisecond per node. Only the items it refuses are walked by the schema,
+    # for their JSON paths and messages.
+    try:
+        dag = DAG.model_validate(obj, strict=True)
+    except PydanticError as exc:
+        refused = exc
+    else:
+        return validate(dag)
+    violations, more = _first_schema_violations(obj, prefix)
+    if more:
+        violations.append(_schema_error(f"{prefix}: more nodes or edges fail the schema, not listed "
+                                        f"({refused.error_count():,} errors in all)"))
     if violations:
         return _report(violations, nodes, edges)
     try:
@@ -230,3 +231,32 @@ def _validate_json(source: Any) -> ValidationReport:
             edges,
         )
     return validate(dag)
+
+
+def _refused_items(obj: dict[str, Any]) -> Iterator[tuple[str, int]]:
+    """The nodes and edges (``("nodes", 3)``) the strict model refuses one by one, in document order."""
+    for key, adapter in (("nodes", _NODE), ("edges", _EDGE)):
+        items = obj.get(key)
+        for index, item in enumerate(items if isinstance(items, list) else []):
+            try:
+                adapter.validate_python(item, strict=True)
+            except PydanticError:
+                yield key, index
+
+
+def _first_schema_violations(obj: Any, prefix: str) -> tuple[list[Violation], bool]:
+    """Schema violations of ``obj`` without its node and edge lists, then of each refused node and edge alone,
+    at most :data:`MAX_SCHEMA_VIOLATIONS`; and whether refused items were left unchecked past them. Stopping
+    there keeps a DAG of 200,000 bad nodes from costing 200,000 schema walks."""
+    if not isinstance(obj, dict):
+        return list(itertools.islice(schema_violations(obj, prefix), MAX_SCHEMA_VIOLATIONS)), False
+    skeleton = {k: ([] if k in ("nodes", "edges") and isinstance(v, list) else v) for k, v in obj.items()}
+    violations = list(itertools.islice(schema_violations(skeleton, prefix), MAX_SCHEMA_VIOLATIONS))
+    root = json_schema("dag")
+    for key, index in _refused_items(obj):
+        if len(violations) >= MAX_SCHEMA_VIOLATIONS:
+            return violations, True
+        item_schema = {"$defs": root.get("$defs", {}), **root["properties"][key]["items"]}
+        for error in Draft202012Validator(item_schema).iter_errors(obj[key][index]):
+            violations.extend(_describe(leaf, f"{prefix}.{key}[{index}]") for leaf in _leaves(error))
+    return violations[:MAX_SCHEMA_VIOLATIONS], False

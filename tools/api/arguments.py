@@ -23,9 +23,14 @@ from shardplan.tools.traffic.sizing import parse_traffic, workload_fields
 
 
 class Args(BaseModel):
-    """Base of every argument model: unknown keys are an error."""
+    """Base of every argument model: unknown keys are an error, and values are taken as JSON gives them.
 
-    model_config = ConfigDict(extra="forbid")
+    Strict: a boolean is not an integer (``gpus: true`` is not 1 GPU), a string is not a number
+    (``ttft_ms: "Infinity"``), and numbers must be finite, so that an agent's slip is named rather than
+    guessed at; the error is the CLI's one line naming the field.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------------------------------------- arguments

@@ -10,7 +10,7 @@ from typing import Any
 
 from shardplan.contracts.plan import dag_part
 from shardplan.errors import InputError
-from shardplan.limits import MAX_DAG_CHARS, MAX_DAG_NODES
+from shardplan.limits import MAX_DAG_CHARS, check_dag_size
 from shardplan.reading import parse_json_text
 from shardplan.text import one_line
 from shardplan.tools.catalogs.models import resolve_model_name
@@ -112,22 +112,13 @@ def read_dag_json(source: str | dict[str, Any]) -> Any:
                 field="dag_json",
                 fix="send a smaller DAG (fewer GPUs or microbatches)",
             )
-        # Every node has one "id" key and edges have none: count them in the text, so a DAG that claims a
+        # Every node has one "id" key and every edge one "src": count them in the text, so a DAG that claims a
         # million nodes is refused before a million dicts are built.
-        claimed = source.count('"id"')
-        if claimed > MAX_DAG_NODES:
-            raise InputError(
-                f"dag_json: {claimed:,} nodes exceed the limit of {MAX_DAG_NODES:,}",
-                field="dag_json",
-                fix="send a smaller DAG (fewer GPUs or microbatches)",
-            )
+        check_dag_size(source.count('"id"'), source.count('"src"'), what="dag_json", field="dag_json")
         source = parse_json_text(source, what="dag_json", field="dag_json", fix=_DAG_JSON_FIX)
     obj = dag_part(source)
     nodes = obj.get("nodes") if isinstance(obj, dict) else None
-    if isinstance(nodes, list) and len(nodes) > MAX_DAG_NODES:
-        raise InputError(
-            f"dag_json: {len(nodes):,} nodes exceed the limit of {MAX_DAG_NODES:,}",
-            field="dag_json",
-            fix="send a smaller DAG (fewer GPUs or microbatches)",
-        )
+    edges = obj.get("edges") if isinstance(obj, dict) else None
+    check_dag_size(len(nodes) if isinstance(nodes, list) else 0, len(edges) if isinstance(edges, list) else 0,
+                   what="dag_json", field="dag_json")
     return source

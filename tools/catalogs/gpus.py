@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from shardplan.contracts.hardware import GPU, Cluster
 from shardplan.contracts.units import rename_old_fields
 from shardplan.errors import InputError
-from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NODES, check_count
+from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NODES, MAX_YAML_BYTES, check_count
 from shardplan.reading import parse_yaml_text, read_text
 from shardplan.text import one_line
 
@@ -117,8 +117,8 @@ def load_cluster(path: str | Path) -> Cluster:
     """
     file = Path(path)
     what, fix = f"cluster file {one_line(str(path), 200)}", "give a YAML file with gpu, gpus_per_node and nodes"
-    raw: Any = parse_yaml_text(read_text(file, what=what, field="cluster", fix=fix), what=what, field="cluster",
-                               fix=fix)
+    text = read_text(file, what=what, field="cluster", fix=fix, limit=MAX_YAML_BYTES)
+    raw: Any = parse_yaml_text(text, what=what, field="cluster", fix=fix)
     if not isinstance(raw, dict) or "gpu" not in raw:
         raise InputError(
             f"cluster file {file} has no 'gpu' key",

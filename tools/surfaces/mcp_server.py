@@ -18,8 +18,8 @@ killed, so the server's memory returns to its baseline (plus the kept full resul
 :data:`~shardplan.limits.MAX_STORED_RESULTS` and :data:`~shardplan.limits.MAX_STORED_RESULT_CHARS`).
 A bad argument never reaches the capability unchecked and never stops the server: the call returns a
 result with ``isError`` set whose text is the JSON of ``{"error", "message", "field", "fix"}``. Sizes are
-bounded (:data:`~shardplan.tools.api.MAX_DAG_CHARS`, :data:`~shardplan.tools.api.MAX_DAG_NODES`, checked
-on the text before it is parsed); config paths are read only under the allowed roots (the working
+bounded (:data:`~shardplan.tools.api.MAX_DAG_CHARS`; nodes and edges by :func:`~shardplan.limits.check_dag_size`,
+counted on the text before it is parsed); config paths are read only under the allowed roots (the working
 directory, or ``$SHARDPLAN_ALLOWED_ROOTS``); nothing runs a shell.
 
 >>> import anyio
