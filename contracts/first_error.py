@@ -17,7 +17,7 @@ __all__ = ["first_error"]
 
 _FEW = 20
 """Errors listed the plain way; past this many the parts are validated one by one."""
-_ITEMS = {"nodes": TypeAdapter(Node), "edges": TypeAdapter(Edge)}
+_ITEMS: dict[str, TypeAdapter[Any]] = {"nodes": TypeAdapter(Node), "edges": TypeAdapter(Edge)}
 
 
 def _plain(exc: ValidationError, prefix: tuple[str | int, ...]) -> tuple[str, str]:

@@ -90,14 +90,14 @@ def attention(
         flops = attention_flops(spec, layer, q_len, kv_len, causal=prefill) * sequences / tp
     if spec.mla is not None:
         m = spec.mla
-        cached = (m.kv_lora_rank + m.qk_rope_head_dim) * kb
+        cached_bytes = (m.kv_lora_rank + m.qk_rope_head_dim) * kb
         if not prefill:
             # Weight absorption: each head scores against the latent and sums latents.
             flops = 2.0 * sequences * q_len * seen * q_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
     else:
-        cached = 2 * kv_heads * spec.head_dim * kb
+        cached_bytes = 2 * kv_heads * spec.head_dim * kb
     q_bytes = sequences * q_len * q_heads * spec.head_dim * ab
-    kv_bytes = sequences * seen * cached
+    kv_bytes = sequences * seen * cached_bytes
     return Work(
         flops,
         q_bytes + kv_bytes,

@@ -51,7 +51,7 @@ class SweepGrid(Contract):
     models: list[str] = Field(min_length=1, description="Bundled model names or config.json paths.")
     gpus: list[str] = Field(min_length=1, description="GPU catalog names, one GPU type a cell.")
     gpu_count: int = Field(default=8, ge=1, description="GPUs each cell may use (the plan's --gpus).")
-    engines: list[ServingEngine] = Field(default_factory=lambda: ["vllm"], min_length=1,
+    engines: list[ServingEngine] = Field(default_factory=lambda: ["vllm"], min_length=1,  # type: ignore[arg-type]
                                          description="Serving engines priced.")
     lengths: list[Lengths] = Field(default_factory=lambda: [Lengths(isl=2048, osl=256)],
                                    description="Prompt and output lengths; replaced by workloads when given.")

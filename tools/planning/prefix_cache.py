@@ -9,6 +9,8 @@ under the targets, beside the same decode workers.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from shardplan.contracts.feature_effects import PrefixCacheEffect
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
@@ -54,7 +56,7 @@ def worker_capacity(model: ModelSpec, cluster: Cluster, strategy: Strategy, work
     lengths, its shared prefix held once."""
     replica = replica_strategy(strategy)
     layout = replica.decode.model_copy(update={"dp": 1})
-    pool = "decode" if strategy.disaggregated else "shared"
+    pool: Literal["decode", "shared"] = "decode" if strategy.disaggregated else "shared"
     also = None if strategy.disaggregated else replica.prefill
     tokens = workload.isl + workload.osl
     return memory_report(model, cluster.gpu, layout, workload.at_concurrency(1), pool, tokens, also).max_batch
