@@ -159,23 +159,31 @@ def _median_abs(values: list[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
+def _medians(chosen: list[FeatureRow]) -> str:
+    parts = []
+    for name, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")):
+        on = _median_abs([_error(getattr(r.own_on, name, None), getattr(r.aic_on, name, None)) for r in chosen])
+        off = _median_abs([_error(getattr(r.own_off, name, None), getattr(r.aic_off, name, None)) for r in chosen])
+        effect = _median_abs([
+            _error(_effect(r.own_on, r.own_off, name), _effect(r.aic_on, r.aic_off, name)) for r in chosen
+        ])
+        parts.append(f"{label} {_abs_pct(on)} (off {_abs_pct(off)}, effect {_abs_pct(effect)})")
+    return ", ".join(parts)
+
+
 def feature_summary(rows: list[FeatureRow]) -> list[str]:
-    """Median |error| of TTFT and TPOT with the feature on (and off), and of the feature's effect, per feature."""
+    """Per feature, over every request and over the static batches alone (where neither tool's queueing enters):
+    median |error| of TTFT and TPOT with the feature on, off, and of the feature's effect (on / off)."""
     lines = []
     for feature in ("spec", "prefix"):
         chosen = [row for row in rows if row.request.feature == feature]
         if not chosen:
             continue
-        parts = []
-        for name, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")):
-            on = _median_abs([_error(getattr(r.own_on, name, None), getattr(r.aic_on, name, None)) for r in chosen])
-            off = _median_abs([_error(getattr(r.own_off, name, None), getattr(r.aic_off, name, None)) for r in chosen])
-            effect = _median_abs([
-                _error(_effect(r.own_on, r.own_off, name), _effect(r.aic_on, r.aic_off, name)) for r in chosen
-            ])
-            parts.append(f"{label} {_abs_pct(on)} (off {_abs_pct(off)}, effect {_abs_pct(effect)})")
         title = "speculation (--nextn / --spec)" if feature == "spec" else "prefix caching (--prefix / --prefix-hit)"
-        lines.append(f"{title}, {len(chosen)} requests, median |shardplan - AIC| / AIC: " + ", ".join(parts))
+        lines.append(f"{title}, {len(chosen)} requests, median |shardplan - AIC| / AIC: {_medians(chosen)}")
+        static = [row for row in chosen if row.request.batching == "static"]
+        if static and len(static) < len(chosen):
+            lines.append(f"  the {len(static)} static batches: {_medians(static)}")
     return lines
 
 

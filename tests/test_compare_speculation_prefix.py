@@ -155,3 +155,8 @@ def test_errors_effects_and_medians() -> None:
     summary, = cmp.feature_summary([row, other, missing])
     assert "3 requests" in summary
     assert "TTFT 20.0% (off 20.0%, effect 0.0%)" in summary and "TPOT 5.0% (off 0.0%, effect 5.0%)" in summary
+    continuous = next(r for r in fr.FEATURE_REQUESTS if r.feature == "spec" and r.batching == "continuous")
+    queued = cmp.FeatureRow(continuous, aic_off=cmp.Figures(100, 10), aic_on=cmp.Figures(100, 5),
+                            own_off=cmp.Figures(50, 10), own_on=cmp.Figures(50, 5))
+    overall, static = cmp.feature_summary([row, queued])
+    assert "TTFT 30.0%" in overall and static.strip().startswith("the 1 static batches: TTFT 10.0%")
