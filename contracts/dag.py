@@ -92,6 +92,12 @@ class _NodeBase(Contract):
     step: int = Field(default=0, ge=0, description="Decode step relative to the drawn one: 0 is step t, 1 is t+1.")
     ranks: list[int] = Field(description="Global ranks (GPUs) that run the node.")
     shard: int | None = Field(default=None, description="SP shard, attention-DP group or expert rank the node covers.")
+    draft_pass: int | None = Field(
+        default=None,
+        ge=0,
+        description="Speculative decoding: the draft pass (0 to K-1) of the drafter this decode node belongs to; "
+        "None for the target model's own nodes (its verify pass).",
+    )
     category: NodeCategory | None = Field(
         default=None,
         description="compute, communication or control (routing, KV cache, step boundaries); derived from kind "

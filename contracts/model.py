@@ -75,6 +75,12 @@ class ModelSpec(Contract):
     mla: MLASpec | None = Field(default=None, description="Latent attention parameters; None for MHA/GQA.")
     moe: MoESpec | None = Field(default=None, description="Mixture-of-experts parameters; None for dense models.")
     max_position_embeddings: int = Field(default=131072, ge=1, description="Longest supported context.")
+    mtp_layers: int = Field(
+        default=0,
+        ge=0,
+        description="Multi-token-prediction layers the checkpoint ships after the main ones (the config's "
+        "num_nextn_predict_layers; DeepSeek-V3: 1): speculative decoding's mtp drafter. 0: none.",
+    )
     weight_dtype: DType = Field(default="bf16", description="Storage format of the weights.")
     expert_dtype: DType | None = Field(
         default=None, description="Storage format of routed-expert weights when it differs (gpt-oss: MXFP4 experts)."

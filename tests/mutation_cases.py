@@ -16,6 +16,7 @@ from mutations import MUTATIONS
 
 from shardplan.contracts.dag import DAG
 from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.speculation import parse_speculation
 from shardplan.contracts.strategy import Strategy, parse_strategy
 from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_dag
@@ -45,10 +46,13 @@ class Case:
     layers: int
     gpus: int
     spec: str
+    speculation: str | None = None
+    """Speculative decoding (``mtp:2``, ``eagle:2``, ...): the decode step verifies and drafts."""
 
     @property
     def label(self) -> str:
-        return f"{self.model}[{self.layers}L] {self.spec} on {self.gpus}"
+        drafted = f" --spec {self.speculation}" if self.speculation else ""
+        return f"{self.model}[{self.layers}L] {self.spec} on {self.gpus}{drafted}"
 
 
 CASES: tuple[Case, ...] = (
@@ -62,6 +66,8 @@ CASES: tuple[Case, ...] = (
     Case("mixtral-8x7b", 4, 8, "prefill:tp=2,ep=2,pp=2;decode:dp=2,tp=2,ep=2;disagg"),
     Case("deepseek-v3", 5, 8, "prefill:sp=2,tp=2,ep=2,pp=2,mb=2;decode:adp=2,tp=2,ep=2,pp=2"),
     Case("mixtral-8x7b", 4, 4, "pp=2,ep=2"),
+    Case("deepseek-v3", 5, 4, "adp=2,tp=2,ep=4", speculation="mtp:2"),
+    Case("llama-3.1-8b", 4, 4, "tp=2,pp=2", speculation="eagle:2"),
 )
 """Strategies that, together, give every operator something to break."""
 
@@ -81,7 +87,9 @@ def case_dag(case: Case) -> DAG:
         trimmed_model(case.model, case.layers),
         make_cluster("H100", case.gpus),
         parse_strategy(case.spec),
-        WORKLOAD,
+        WORKLOAD.model_copy(update={"speculation": parse_speculation(case.speculation, 1.0)})
+        if case.speculation
+        else WORKLOAD,
     )
 
 

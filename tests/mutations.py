@@ -228,8 +228,9 @@ def drop_kv_transfer(dag: DAG) -> DAG | None:
 
 @mutation("DEC-1")
 def drop_sampler_sync(dag: DAG) -> DAG | None:
-    """Let step t+1 start without waiting for a sampler."""
-    sampler = _find(dag, lambda n: _is(n, "sampler", "decode"))
+    """Let step t+1 start without waiting for a sampler (the last one drawn: under speculative decoding the verify
+    pass's samplers reach step t+1 through the draft passes they feed anyway)."""
+    sampler = next((n for n in reversed(dag.nodes) if _is(n, "sampler", "decode")), None)
     if sampler is None:
         return None
     return _drop_edges(dag, lambda e: e.src == sampler.id and e.dst == "decode/step_t+1")
@@ -597,6 +598,25 @@ def reduce_on_other_group(dag: DAG) -> DAG | None:
             if set(other) <= _stage_ranks(dag, node.phase, node.stage):
                 return _update(dag, node.id, ranks=other)
     return None
+
+
+@mutation("SPEC-1", "speculative decoding")
+def unchained_draft(dag: DAG) -> DAG | None:
+    """The first draft pass starts without the tokens the verify pass accepted."""
+    firsts = {n.id for n in dag.nodes if n.kind == "embedding" and n.draft_pass == 0}
+    if not firsts:
+        return None
+    samplers = {n.id for n in dag.nodes if n.kind == "sampler" and n.phase == "decode" and n.draft_pass is None}
+    return _drop_edges(dag, lambda e: e.dst in firsts and e.src in samplers)
+
+
+@mutation("SPEC-1", "speculative decoding")
+def drafts_without_speculation(dag: DAG) -> DAG | None:
+    """Draft passes in a DAG whose workload does not speculate."""
+    if dag.meta.workload.speculation is None:
+        return None
+    return _dag(dag, meta=dag.meta.model_copy(update={"workload": dag.meta.workload.model_copy(
+        update={"speculation": None})}))
 
 
 # The structural operators live in their own module; importing it registers them in MUTATIONS.

@@ -32,6 +32,7 @@ REQUIRED_RULES: dict[str, str] = {
     "KV-1": "mandatory",
     "KV-2": "mandatory",
     "MEM-1": "mandatory",
+    "SPEC-1": "mandatory",
 }
 
 DOCS = [

@@ -160,7 +160,8 @@ def _all_to_all_sizes(ix: DagIndex) -> list[tuple[str, str]]:
     if moe is None:
         return found
     hidden = ix.meta.model.hidden_size
-    routed_by_layer: dict[tuple[str, int, int | None], float] = {}
+    # Keyed by layer and, for a speculative drafter's nodes (outside the layers), by draft pass.
+    routed_by_layer: dict[tuple[str, int, int | None, object], float] = {}
     for c in ix.of_kind("all_to_all"):
         if ix.purpose[c] != "ep_dispatch":
             continue
@@ -169,13 +170,13 @@ def _all_to_all_sizes(ix: DagIndex) -> list[tuple[str, str]]:
         if len(sizes) != 1:
             continue
         copies = sizes.pop() * moe.experts_per_token * hidden
-        routed_by_layer[(ix.phase[c], ix.mb[c], ix.layer[c])] = copies
+        routed_by_layer[(ix.phase[c], ix.mb[c], ix.layer[c], ix.attr(c, "draft_pass"))] = copies
         expected = copies * _bytes(ix, c)
         message = _message(ix, c)
         if not _close(expected, message):
             found.append((ix.ids[c], f"dispatches {message:.0f} B per GPU but its routers route {expected:.0f} B"))
     for c in ix.of_kind("all_to_all"):
-        returned = routed_by_layer.get((ix.phase[c], ix.mb[c], ix.layer[c]))
+        returned = routed_by_layer.get((ix.phase[c], ix.mb[c], ix.layer[c], ix.attr(c, "draft_pass")))
         if ix.purpose[c] != "ep_combine" or returned is None:
             continue
         expected = returned * _bytes(ix, c)

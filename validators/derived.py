@@ -103,6 +103,8 @@ def _partial_by_shape(ix: DagIndex) -> set[int]:
         if n == hidden and kinds[i] in _GEMM_KINDS and len(ranks[i]) > 1:
             if not isinstance(k, int) or k <= 0:
                 continue
+            if ix.parallel[i] == "replicated" and k % hidden == 0 and k > hidden:
+                continue  # a whole projection over full-width tensors side by side (a drafter's fusing projection)
             # k equal to the hidden width is ambiguous (a Q projection and an o_proj can look alike): then
             # the producer decides, since only attention hands a GEMM a head-split tensor of that width.
             if k != hidden or (

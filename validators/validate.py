@@ -25,6 +25,7 @@ from shardplan.validators.rules import (
     phases,
     pp,
     sp,
+    speculation,
     structure,
     tp,
 )
@@ -42,6 +43,7 @@ RULE_MODULES = (
     phases,
     pp,
     sp,
+    speculation,
     structure,
     tp,
 )

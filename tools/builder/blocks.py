@@ -64,7 +64,11 @@ def attention_block(b: PhaseBuilder, site: Site, inputs: dict[Unit, str]) -> dic
     outs: dict[Unit, tuple[str, str]] = {}
     for unit in b.units():
         here, (g, k) = site.at(unit), unit
-        kv_state = f"kv/L{site.layer}/mb{site.mb}" + (f"/g{g}" if s.adp > 1 else "") + (f"/s{k}" if s.sp > 1 else "")
+        kv_state = (
+            f"{b.kv_prefix}kv/L{site.layer}/mb{site.mb}"
+            + (f"/g{g}" if s.adp > 1 else "")
+            + (f"/s{k}" if s.sp > 1 else "")
+        )
         write = b.g.state(
             id=b.node_id(here, "kv_write"),
             name="kv_write",

@@ -28,10 +28,12 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
 from shardplan.errors import StrategyError
+from shardplan.tools.builder.draft import emit_drafts
 from shardplan.tools.builder.graph import GraphBuffer
 from shardplan.tools.builder.phase import PhaseBuilder, decode_context
 from shardplan.tools.builder.ranks import RankLayout
 from shardplan.tools.builder.skeleton import emit_phase
+from shardplan.tools.catalogs.drafters import drafter_for
 
 __all__ = ["build_dag", "build_phase_sample", "decode_context", "representative_layers"]
 
@@ -69,6 +71,9 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
         g.edge(prefill_end, decode_start, "sync")
     decode = PhaseBuilder(g, model, "decode", strategy.decode, decode_layout, workload)
     emit_phase(decode, decode_start)
+    if workload.speculation is not None:
+        # The verify pass above, then the drafter's passes that propose step t+1's drafts (SPEC-1).
+        decode.ends += emit_drafts(g, drafter_for(model, workload.speculation), decode, workload)
     # Step t+1 waits for every sampler and every KV-cache write of step t (DEC-1, DEC-5).
     next_step = _boundary(
         g,

@@ -21,12 +21,17 @@ from shardplan.tools.builder import ops
 from shardplan.tools.builder.graph import GraphBuffer
 from shardplan.tools.builder.ranks import RankLayout
 
-__all__ = ["Site", "Unit", "PhaseBuilder", "decode_context"]
+__all__ = ["Site", "Unit", "PhaseBuilder", "decode_context", "verify_tokens"]
 
 Unit = tuple[int, int]
 """(attention-DP group, sequence shard) of a stage."""
 
 _HEAD_OPS = {"final_norm", "final_norm.all_gather", "lm_head", "lm_head.all_gather", "sampler"}
+
+
+def verify_tokens(workload: Workload) -> int:
+    """New positions per sequence in a decode step: 1, or the last token and its K drafts under speculation."""
+    return workload.speculation.verify_tokens if workload.speculation else 1
 
 
 def decode_context(workload: Workload) -> int:
@@ -66,8 +71,12 @@ class PhaseBuilder:
         self.wb = DTYPE_BYTES[model.weight_dtype]
         # Sequences handled by one attention group in one microbatch (DP replicas share the batch).
         self.seqs = math.ceil(workload.phase_batch(phase_name) / (phase.dp * phase.adp * phase.mb))
-        self.q_len = math.ceil(workload.isl / phase.sp) if self.prefill else 1
+        # A decode step verifies each sequence's last token and its drafts under speculative decoding (K + 1).
+        self.q_len = math.ceil(workload.isl / phase.sp) if self.prefill else verify_tokens(workload)
         self.unit_tokens = self.seqs * self.q_len
+        # Logits at each prompt's last position; a verify step checks every position it carries.
+        self.logit_positions = 1 if self.prefill else self.q_len
+        self.kv_prefix = ""  # told apart from the target's caches by a drafter's passes
         self.kv_len = workload.isl if self.prefill else decode_context(workload)
         self.boundary_in = ""
         self.ends: list[str] = []  # what the closing boundary waits for (samplers and KV writes)
@@ -250,7 +259,7 @@ class PhaseBuilder:
 
     def head(self, mb: int, inputs: dict[Unit, str]) -> None:
         m, tp = self.m, self.s.tp
-        rows = self.seqs  # logits only for the last position of each sequence
+        rows = self.seqs * self.logit_positions
         for unit in self.units():
             if self.prefill and unit[1] != self.s.sp - 1:
                 continue  # only the shard holding the last prompt tokens produces logits

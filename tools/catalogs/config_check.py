@@ -29,6 +29,7 @@ INT_KEYS = (
     "qk_rope_head_dim", "v_head_dim", "n_routed_experts", "num_local_experts", "num_experts",
     "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size", "first_k_dense_replace",
     "num_experts_per_tok", "experts_per_token", "top_k", "sliding_window", "max_position_embeddings",
+    "num_nextn_predict_layers",
 )
 """Keys read as whole numbers."""
 _MAPPING_KEYS = ("quantization_config", "text_config", "rope_scaling")

@@ -292,6 +292,7 @@ def model_from_config(
             mla=mla,
             moe=moe,
             max_position_embeddings=int(config.get("max_position_embeddings") or 131072),
+            mtp_layers=int(config.get("num_nextn_predict_layers") or 0),
             weight_dtype=weight_dtype or base_dtype,
             expert_dtype=None if weight_dtype else expert_dtype,
             kv_dtype=kv_dtype or "bf16",

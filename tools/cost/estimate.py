@@ -173,7 +173,8 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None, backend: Backend = "
     handoff = sched.finish[bounds.decode_start] - sched.finish[bounds.prefill_end]
     decode = _phase_cost(dag, sched, "decode", bounds.decode_start, bounds.decode_end, cluster)
     ttft = prefill.latency_ms + handoff * 1e3
-    tpot = decode.latency_ms
+    # A speculative decode step (verify, then draft) emits A + 1 tokens per sequence on average.
+    tpot = decode.latency_ms / meta.workload.tokens_per_decode_step
     strategy, workload = meta.strategy, meta.workload
     tokens = throughput(strategy, workload, ttft, tpot)
     memory = memory_reports(meta.model, cluster.gpu, strategy, workload)

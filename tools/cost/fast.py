@@ -15,16 +15,19 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from shardplan.contracts.common import DTYPE_BYTES
+from shardplan.contracts.dag import ComputeNode
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.contracts.workload import Workload
+from shardplan.tools.builder import ops
 from shardplan.tools.builder.build import build_phase_sample
 from shardplan.tools.builder.graph import GraphBuffer
 from shardplan.tools.cost.pricing import Backend, make_pricer
 from shardplan.tools.cost.schedule import Schedule, schedule_graph
 
-__all__ = ["PhaseTimes", "phase_times"]
+__all__ = ["PhaseTimes", "phase_times", "gemm_time_s"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +104,28 @@ def _embedding_done(graph: GraphBuffer, sched: Schedule) -> float:
         (sched.finish[n.id] for n in graph.nodes if n.id in lookups or (n.id in completing and n.layer is None)),
         default=0.0,
     )
+
+
+def gemm_time_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    phase: PhaseStrategy,
+    tokens: int,
+    out_width: int,
+    in_width: int,
+    workload: Workload,
+    backend: Backend = "auto",
+) -> float:
+    """Seconds of one decode GEMM of ``tokens`` rows through an ``in_width x out_width`` weight held whole on each
+    rank (a replicated projection, such as the drafters' fusing projection), priced as the DAG's linear nodes
+    are: the measured GEMM table of the workload's engine where it covers the shape, the roofline otherwise."""
+    work = ops.gemm(max(1, tokens), out_width, in_width, DTYPE_BYTES[model.weight_dtype],
+                    DTYPE_BYTES[model.activation_dtype])
+    node = ComputeNode(
+        id="decode/gemm", name="gemm", kind="linear", op="fuse_proj", phase="decode", ranks=[0],
+        dtype=model.weight_dtype, shape=work.shape, flops=work.flops, bytes_read=work.bytes_read,
+        bytes_written=work.bytes_written,
+    )
+    pricer = make_pricer(cluster, model, {"decode": phase}, workload.engine, backend)
+    pricer.prepare([node])
+    return pricer.node_time_s(node)

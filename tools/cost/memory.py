@@ -15,6 +15,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.reports import MemoryReport
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
+from shardplan.tools.catalogs.drafters import drafter_for, drafter_layout
 from shardplan.tools.cost.calibration import calibration
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "memory_reports",
     "peak_memory",
     "largest_fitting",
+    "drafter_bytes_per_gpu",
 ]
 
 GB = 1e9
@@ -90,6 +92,32 @@ def kv_bytes_per_sequence_per_gpu(spec: ModelSpec, phase: PhaseStrategy, tokens:
     return worst
 
 
+def drafter_bytes_per_gpu(
+    spec: ModelSpec, phase: PhaseStrategy, workload: Workload, tokens: int
+) -> tuple[float, float]:
+    """What speculative decoding's drafter puts on a GPU of the target's last stage: its weight bytes, and the
+    KV-cache bytes of one sequence of ``tokens`` tokens (0, 0 without speculation). The pool's account adds them to
+    its most loaded stage, which overstates a pipelined layout whose last stage is not the fullest.
+
+    MTP layers and an EAGLE head hold their blocks (sharded as the target's layers are: attention over the TP group,
+    experts over the expert ranks), the replicated fusing projection and a KV cache per block, and read the target's
+    embedding and LM head; a draft model holds all its weights and its whole KV cache on the target's TP group.
+
+    Raises:
+        InputError: the speculation's drafter does not exist for ``spec``.
+    """
+    if workload.speculation is None:
+        return 0.0, 0.0
+    drafter = drafter_for(spec, workload.speculation)
+    net, layout = drafter.network, drafter_layout(phase, drafter)
+    kv = kv_bytes_per_sequence_per_gpu(net, layout, tokens)
+    if not drafter.shares_head:
+        return weight_bytes_per_gpu(net, layout), kv
+    block = _attention_bytes_per_rank(net, layout.tp) + _ffn_bytes_per_rank(net, 0, layout)
+    fuse = drafter.fuse_width * net.hidden_size * DTYPE_BYTES[net.weight_dtype]
+    return drafter.held_layers * (block + fuse), drafter.held_layers * kv
+
+
 def _activation_bytes(spec: ModelSpec, phase: PhaseStrategy, workload: Workload, prefill: bool) -> float:
     """Live activations of the largest step: per microbatch, the tokens one step carries.
 
@@ -101,7 +129,9 @@ def _activation_bytes(spec: ModelSpec, phase: PhaseStrategy, workload: Workload,
     ab = DTYPE_BYTES[spec.activation_dtype]
     groups = phase.dp * phase.adp * phase.mb
     seqs = math.ceil(workload.phase_batch("prefill" if prefill else "decode") / groups)
-    tokens = seqs * (math.ceil(workload.isl / phase.sp) if prefill else 1)
+    # A decode step carries one token per sequence, or its K + 1 verified positions under speculative decoding.
+    verify = workload.speculation.verify_tokens if workload.speculation else 1
+    tokens = seqs * (math.ceil(workload.isl / phase.sp) if prefill else verify)
     if workload.batching == "continuous":
         tokens = min(tokens, max(1, math.ceil(workload.max_batched_tokens / phase.mb)))
     width = (
@@ -137,8 +167,9 @@ def _pool_account(
     prefill_phase: PhaseStrategy | None,
 ) -> tuple[float, float, Callable[[Workload], tuple[float, float]]]:
     """A pool's fixed bytes per GPU (weights, workspace) and its account of a sized workload (KV, activations)."""
-    weights = weight_bytes_per_gpu(spec, phase)
-    kv_seq = kv_bytes_per_sequence_per_gpu(spec, phase, kv_tokens)
+    drafter_weights, drafter_kv = drafter_bytes_per_gpu(spec, phase, workload, kv_tokens)
+    weights = weight_bytes_per_gpu(spec, phase) + drafter_weights
+    kv_seq = kv_bytes_per_sequence_per_gpu(spec, phase, kv_tokens) + drafter_kv
     # Inside the engine's share the runtime, NCCL buffers and CUDA graphs take a fixed amount; the engine leaves
     # (1 - gpu_memory_utilization) of something alone. vLLM and SGLang take their share of the whole GPU;
     # TensorRT-LLM takes its share (kv_cache_free_gpu_memory_fraction, 0.9 by default, and what `shardplan export

@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections import Counter
 
 from shardplan.contracts.dag import DAG, CommNode
+from shardplan.contracts.feature_effects import SpeculationEffect
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import Alternative, Deployment
 from shardplan.contracts.strategy import Strategy
+from shardplan.tools.planning.speculation import speculation_sentence
 
 __all__ = ["explain", "collectives_by_group"]
 
@@ -98,6 +100,8 @@ def explain(
     deployment: Deployment | None,
     runner_up: Alternative | None,
     reviewing: bool = False,
+    *,
+    speculation: SpeculationEffect | None = None,
 ) -> str:
     """A few sentences on the deployment and why its layout suits the request, each from the plan itself.
 
@@ -134,6 +138,8 @@ def explain(
         f"Predicted TTFT {figures.ttft_ms:.1f} ms, TPOT {figures.tpot_ms:.2f} ms, {figures.tokens_per_s_per_gpu:.1f} "
         f"tokens/s/GPU, {figures.memory_per_gpu_gb:.1f} GB per GPU."
     )
+    if speculation is not None:
+        parts.append(speculation_sentence(speculation))
     if runner_up is not None and reviewing:
         parts.append(f"Beaten by {runner_up.strategy} (against it, the reviewed strategy: {runner_up.why_not}).")
     elif runner_up is not None:

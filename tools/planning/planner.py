@@ -16,6 +16,7 @@ from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.targets import miss_texts
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError, StrategyError
+from shardplan.tools.catalogs.drafters import drafter_for
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.deployment import (
@@ -26,6 +27,7 @@ from shardplan.tools.planning.deployment import (
 )
 from shardplan.tools.planning.explain import explain
 from shardplan.tools.planning.rejections import rejection_summary
+from shardplan.tools.planning.speculation import speculation_effect
 from shardplan.tools.search.constraint_checks import strategy_violations
 from shardplan.tools.search.deployments import SearchResult, search
 from shardplan.tools.search.ranking import near_tie, rank_key
@@ -49,10 +51,12 @@ def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
 
     Raises:
         InputError: unknown model or GPU, unreadable cluster file, a GPU count that does not fit nodes, a
-            prompt plus output longer than the model's context.
+            prompt plus output longer than the model's context, a speculation whose drafter the model lacks.
     """
     model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
     check_context(model, request.workload.isl, request.workload.osl)
+    if request.workload.speculation is not None:
+        drafter_for(model, request.workload.speculation)  # MTP on a model without MTP layers: say so up front
     return model, cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster)
 
 
@@ -165,6 +169,10 @@ def plan_for_strategy(
         status = "infeasible"
     deployment = deployment_section(cluster, strategy, request.workload, evaluated, frontier)
     figures = option.figures if option is not None else None
+    dag_cost = evaluated.evaluation.cost
+    if option is not None and request.workload.speculation is not None:
+        effect = speculation_effect(model, cluster, option, request.workload)
+        dag_cost = dag_cost.model_copy(update={"speculation": effect})
     found = option.misses if option is not None else []
     return Plan(
         shardplan_version=__version__,
@@ -177,11 +185,11 @@ def plan_for_strategy(
         simulation=option.simulation if option is not None else None,
         dag=dag,
         validation=validation,
-        dag_cost=evaluated.evaluation.cost,
+        dag_cost=dag_cost,
         alternatives=alternatives,
         near_tie=_near_tie(request.workload, figures, evaluated.evaluation.cost, alternatives, reviewing),
         explanation=explain(model, strategy, figures or evaluated.evaluation.cost.figures, dag, deployment,
-                            alternatives[0] if alternatives else None, reviewing),
+                            alternatives[0] if alternatives else None, reviewing, speculation=dag_cost.speculation),
         messages=list(messages or []) + evaluated.notes + miss_texts(found),
     )
 

@@ -55,7 +55,9 @@ def aggregated_options(
     if most < 1 or capacity < floor:
         return []
     pricer = pricer or StepPricer.for_workload(model, cluster, replica, workload)
-    limit = min(capacity, workload.max_batched_tokens - 1) if workload.batching == "continuous" else capacity
+    # Each running sequence takes one token of a step's budget, or its K + 1 verified positions under speculation.
+    step_room = (workload.max_batched_tokens - 1) // pricer.verify_tokens
+    limit = min(capacity, step_room) if workload.batching == "continuous" else capacity
     counts = [replicas] if replicas is not None else list(range(1, most + 1))
     if workload.rate is not None and workload.batch is None:
         return _at_rate(model, cluster, replica, workload, pricer, counts, limit, budget)

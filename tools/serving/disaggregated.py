@@ -158,11 +158,12 @@ class PrefillWorker:
 
 @dataclass(frozen=True)
 class DecodeWorker:
-    """One decode worker's layout, sequences in flight, step time and request rate."""
+    """One decode worker's layout, sequences in flight, time per output token and request rate."""
 
     layout: PhaseStrategy
     sequences: int
     step_s: float
+    """Its step over the tokens each sequence gains in it (one, or the accepted drafts plus one): the TPOT."""
     osl: int
 
     @property
@@ -197,13 +198,14 @@ def decode_workers(
         return []
     pricer = pricer or StepPricer.for_workload(model, cluster, layout, workload)
     return [
-        decode_worker(pricer, c, workload) for c in concurrency_grid(min(capacity, workload.max_batched_tokens), floor)
+        decode_worker(pricer, c, workload)
+        for c in concurrency_grid(min(capacity, workload.max_batched_tokens // pricer.verify_tokens), floor)
     ]
 
 
 def decode_worker(pricer: StepPricer, sequences: int, workload: Workload) -> DecodeWorker:
     """A decode worker of the pricer's layout running pure decode steps of ``sequences`` sequences."""
-    return DecodeWorker(pricer.layout, sequences, pricer.step_s(sequences, 0), workload.osl)
+    return DecodeWorker(pricer.layout, sequences, pricer.tpot_s(sequences, 0), workload.osl)
 
 
 def kv_transfer_s(
@@ -341,7 +343,7 @@ def _decode_load(
     if pricer is None or workload.rate is None or workload.osl <= 1:
         return float(decode.sequences), decode.step_s
     steps = workload.osl - 1
-    load = load_for_rate(lambda b: b / (steps * pricer.step_s(b, 0)), rate, 1.0, float(decode.sequences))
+    load = load_for_rate(lambda b: b / (steps * pricer.tpot_s(b, 0)), rate, 1.0, float(decode.sequences))
     if load is None:
         return float(decode.sequences), decode.step_s
-    return load, pricer.step_s(load, 0)
+    return load, pricer.tpot_s(load, 0)

@@ -29,6 +29,11 @@ budget of ``B`` tokens (``max_batched_tokens``):
   and a budget ``B`` of its own, and the ranks step together; the mean step, a chunk's pass and the wait for
   the step under way come from how many ranks carry a chunk in the same step (:mod:`.attention_dp`).
 
+Speculative decoding: a decode step verifies ``K + 1`` positions per sequence and emits ``A + 1`` tokens per
+sequence on average, so a request decodes in ``(O - 1) / (A + 1)`` steps, each decoding sequence takes ``K + 1``
+tokens of the step budget, prompts must enter at ``D (A + 1) / (O - 1)`` requests per step, and TPOT is the mean
+step over ``A + 1`` (the step itself from :class:`~.steps.StepPricer`, which prices the verify pass and the drafting).
+
 Static batching: the whole replica batch is prefilled together (TTFT), then decoded together (TPOT),
 ``C O / (TTFT + (O - 1) TPOT)`` tokens/s; ``prefill_batch`` splits the prefill into rounds.
 """
@@ -140,7 +145,8 @@ def continuous_point(
     prompt, out, budget = workload.isl, workload.osl, workload.max_batched_tokens
     ranks = pricer.layout.adp
     per_rank = concurrency / ranks
-    if per_rank >= budget:
+    verify, gained = pricer.verify_tokens, pricer.tokens_per_step
+    if per_rank * verify >= budget:
         return None
     if out == 1:
         # Prefill only: every step is prompt chunks; the first token ends the request.
@@ -148,14 +154,15 @@ def continuous_point(
         step = _steps(pricer, 0, chunk, 1.0, rule).round_s
         rate = ranks * chunk / prompt / step
         return ServingPoint(concurrency, concurrency / rate, 0.0, rate, 0.0, chunk, out)
-    decode_cap = budget * (out - 1) / (out - 1 + prompt)
+    per_request = (out - 1) / gained  # decode steps a request takes
+    decode_cap = budget * per_request / (per_request * verify + prompt)
     open_arrivals = workload.open_arrivals
     decoding = min(per_rank, decode_cap)
     steps = RankSteps(0.0, 0.0, 0.0)
     chunk = ttft = 0.0
     for _ in range(8):
-        free = max(budget - decoding, 1.0)
-        needed = decoding * prompt / (out - 1)
+        free = max(budget - decoding * verify, 1.0)
+        needed = decoding * prompt / per_request
         chunk = min(free, max(float(prompt), needed))
         share = min(1.0, needed / chunk)
         if ranks > 1:
@@ -163,13 +170,14 @@ def continuous_point(
             service = math.ceil(prompt / free) * steps.chunk_out_s
             ttft = steps.wait_s + queue_wait(share, service) + service
         else:
-            steps, ttft = _replica_steps(pricer, decoding, prompt, free, chunk, share, out, open_arrivals)
-        settled = min(per_rank * (out - 1) * steps.round_s / (ttft + (out - 1) * steps.round_s), decode_cap)
+            steps, ttft = _replica_steps(pricer, decoding, prompt, free, chunk, share, per_request, open_arrivals)
+        decoding_s = per_request * steps.round_s
+        settled = min(per_rank * decoding_s / (ttft + decoding_s), decode_cap)
         if abs(settled - decoding) <= 0.005 * decoding:
             decoding = settled
             break
         decoding = (decoding + settled) / 2
-    tpot = steps.round_s
+    tpot = steps.round_s / gained
     rate = ranks * decoding / ((out - 1) * tpot)
     ttft = max(ttft, concurrency / rate - (out - 1) * tpot)
     return ServingPoint(concurrency, ttft, tpot, rate, ranks * decoding, chunk, out)
@@ -187,19 +195,19 @@ def _steps(pricer: StepPricer, decoding: float, chunk: float, share: float, rule
 
 
 def _replica_steps(
-    pricer: StepPricer, decoding: float, prompt: int, free: float, chunk: float, share: float, out: int,
+    pricer: StepPricer, decoding: float, prompt: int, free: float, chunk: float, share: float, per_request: float,
     open_arrivals: bool,
 ) -> tuple[RankSteps, float]:
     """One scheduler's steady steps and TTFT (the module docstring's rule): open arrivals meet the step under way
     half-way through and queue for the budget; a closed population's next request follows a completion, at the
-    end of a step, so it waits out the whole step just begun."""
+    end of a step, so it waits out the whole step just begun. ``per_request``: decode steps a request takes."""
     plain = pricer.step_s(decoding, 0)
-    tpot = share * pricer.step_s(decoding, chunk) + (1 - share) * plain
+    mean = share * pricer.step_s(decoding, chunk) + (1 - share) * plain
     per_prompt = prompt / free * pricer.step_s(decoding, free)
-    rate = decoding / ((out - 1) * tpot)
-    wait = queue_wait(rate * per_prompt, per_prompt) + plain / 2 if open_arrivals else tpot
+    rate = decoding / (per_request * mean)
+    wait = queue_wait(rate * per_prompt, per_prompt) + plain / 2 if open_arrivals else mean
     ttft = wait + _prompt_passes_s(pricer, decoding, prompt, free, chunk, rate, wait)
-    return RankSteps(tpot, pricer.chunk_pass_s(decoding, chunk), wait), ttft
+    return RankSteps(mean, pricer.chunk_pass_s(decoding, chunk), wait), ttft
 
 
 def _prompt_passes_s(
@@ -223,7 +231,7 @@ def static_point(pricer: StepPricer, concurrency: int, workload: Workload) -> Se
     per_round = min(workload.prefill_batch or concurrency, concurrency)
     rounds = math.ceil(concurrency / per_round)
     ttft = pricer.prefill_s(per_round)
-    tpot = pricer.decode_step_s(concurrency) if workload.osl > 1 else 0.0
+    tpot = pricer.decode_step_s(concurrency) / pricer.tokens_per_step if workload.osl > 1 else 0.0
     rate = concurrency / (rounds * ttft + (workload.osl - 1) * tpot)
     return ServingPoint(concurrency, ttft, tpot, rate, float(concurrency), 0.0, workload.osl)
 

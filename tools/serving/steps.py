@@ -24,6 +24,16 @@ fill. A lane's pass is priced on the layout with one microbatch (its stages one 
 stage serves every lane once per round, so a round lasts the mean of the lanes' passes, the one carrying
 the prompt chunk included. Static batching keeps the layout's own microbatches (a GPipe-style fill).
 
+Speculative decoding (``speculation``): a step of ``D`` running sequences is a verify step, carrying ``D (K + 1)``
+tokens through the linear work and ``K + 1`` queries per sequence through attention (one read of each cache:
+``verify_attention``), followed by the drafting of the next step's tokens (:mod:`.drafting`):
+
+    step(D, P) = linear(D (K + 1) + P) + verify_attention(D) + prefill_attention(P) + draft(D, P)
+
+Each sequence then gains ``A + 1`` tokens a step on average, so TPOT is the step over ``A + 1``
+(:meth:`StepPricer.tpot_s`): every consumer (steady state, attention DP, split pools, simulator) takes the step from
+here and divides by :attr:`StepPricer.tokens_per_step`.
+
 Token counts are sampled at powers of two and interpolated linearly between them, memoised, so a search
 pays for a few dozen sampled shapes per layout. Powers of four are too coarse: a dense step is convex
 in the tokens (flat while weight reads dominate, then growing with the work), but an MoE step is concave
@@ -39,10 +49,13 @@ from dataclasses import dataclass, field
 from shardplan.contracts.common import ServingEngine
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.speculation import Speculation
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.contracts.workload import Workload
-from shardplan.tools.cost.fast import PhaseTimes, phase_times
+from shardplan.tools.catalogs.drafters import drafter_for, drafter_layout
+from shardplan.tools.cost.fast import PhaseTimes, gemm_time_s, phase_times
 from shardplan.tools.cost.pricing import Backend
+from shardplan.tools.serving.drafting import DraftPricer
 
 __all__ = ["StepPricer", "interpolate_power_grid", "forget_samples"]
 
@@ -90,6 +103,12 @@ class StepPricer:
     """``auto``: measured tables where they cover a node, the roofline elsewhere; ``roofline``: the roofline."""
     base: int = 2
     """Sampled token counts are the powers of ``base``."""
+    speculation: Speculation | None = None
+    """Speculative decoding: each decode step verifies K drafts per sequence and drafts the next K."""
+    fuse_width: int = 0
+    """For a drafter network's own pricer: the input width of its fusing projection (0: none)."""
+    drafting: bool = False
+    """Whether this prices a drafter network (its passes), not a target that drafts."""
     _samples: dict[tuple[str, int], PhaseTimes] = field(default_factory=dict, repr=False)
     _own: dict[tuple[float, float], float] = field(default_factory=dict, repr=False)
 
@@ -103,13 +122,37 @@ class StepPricer:
             self.engine,
             self.backend,
         )
+        self.draft: DraftPricer | None = None
+        if self.speculation is not None and not self.drafting:
+            drafter = drafter_for(self.model, self.speculation)
+            network = StepPricer(
+                drafter.network, self.cluster, drafter_layout(self.layout, drafter), self.isl, self.osl,
+                engine=self.engine, backend=self.backend, base=self.base, speculation=self.speculation,
+                fuse_width=drafter.fuse_width, drafting=True,
+            )
+            self.draft = DraftPricer(drafter, network)
 
     @classmethod
     def for_workload(
         cls, model: ModelSpec, cluster: Cluster, layout: PhaseStrategy, workload: Workload, backend: Backend = "auto"
     ) -> StepPricer:
-        """A pricer at the workload's lengths, under its engine."""
-        return cls(model, cluster, layout, workload.isl, workload.osl, engine=workload.engine, backend=backend)
+        """A pricer at the workload's lengths, under its engine, with its speculative decoding.
+
+        Raises:
+            InputError: the speculation's drafter does not exist for ``model`` (:func:`drafter_for`).
+        """
+        return cls(model, cluster, layout, workload.isl, workload.osl, engine=workload.engine, backend=backend,
+                   speculation=workload.speculation)
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Output tokens a decode step emits per sequence on average: 1, or the accepted drafts plus 1."""
+        return self.speculation.tokens_per_step if self.speculation and not self.drafting else 1.0
+
+    @property
+    def verify_tokens(self) -> int:
+        """Step-budget tokens a decoding sequence takes per step: 1, or its last token and K drafts."""
+        return self.speculation.verify_tokens if self.speculation and not self.drafting else 1
 
     @property
     def lanes(self) -> int:
@@ -125,12 +168,16 @@ class StepPricer:
         """A sampled shape: ``linear``/``decode``/``prefill`` on one lane, ``static_*`` on the whole layout."""
         key = (kind, n)
         if key not in self._samples:
-            shared = (*self._key, self.isl, self.osl, kind, n)
+            # A verify shape carries K + 1 positions per sequence (the builder's decode step under speculation).
+            verifying = kind == "verify" or kind == "static_decode" and self.draft is not None
+            spec = self.speculation if verifying else None
+            shared = (*self._key, self.isl, self.osl, f"{kind}/{spec.verify_tokens if spec else 1}", n)
             if shared not in _SHARED:
                 layout = self.layout if kind.startswith("static_") else self._lane
                 phase = "prefill" if kind.endswith("prefill") else "decode"
-                length = {"linear": 1, "decode": self.context, "static_decode": self.context}.get(kind, self.isl)
-                shape = Workload(isl=length, osl=1, batch=n, engine=self.engine)
+                length = {"linear": 1, "decode": self.context, "static_decode": self.context,
+                          "verify": self.context}.get(kind, self.isl)
+                shape = Workload(isl=length, osl=1, batch=n, engine=self.engine, speculation=spec)
                 if len(_SHARED) >= _SHARED_LIMIT:
                     _SHARED.clear()
                 _SHARED[shared] = phase_times(self.model, self.cluster, phase, layout, shape, self.backend)
@@ -142,13 +189,19 @@ class StepPricer:
         section that every attention group joins, from the ``linear`` sample."""
         if kind == "experts":
             return self._times("linear", n).moe_s
+        if kind == "fuse":
+            return gemm_time_s(self.model, self.cluster, self._lane, n, self.model.hidden_size, self.fuse_width,
+                               Workload(isl=1, osl=1, batch=n, engine=self.engine), self.backend)
         times = self._times(kind, n)
         return times.total_s - times.attention_s if kind == "linear" else times.total_s
 
     def decode_sample_s(self, sequences: int) -> float:
-        """One lane's pure decode step of ``sequences`` sequences at the mean context: a single sampled shape,
-        the search's cheap probe."""
-        return self._sample("decode", max(1, sequences))
+        """One lane's pure decode step of ``sequences`` sequences at the mean context per output token: a single
+        sampled shape (a verify step and its drafting under speculation), the search's cheap probe."""
+        if self.draft is None:
+            return self._sample("decode", max(1, sequences))
+        step = self._sample("verify", max(1, sequences)) + self.draft.draft_s(max(1, sequences))
+        return step / self.tokens_per_step
 
     def _curve(self, kind: str, n: float) -> float:
         low = self.base ** int(math.floor(math.log(max(n, 1), self.base) + 1e-9))
@@ -158,6 +211,26 @@ class StepPricer:
     def linear_s(self, tokens: float) -> float:
         """Weight reads, projections, experts and collectives of a step carrying ``tokens`` tokens."""
         return self._curve("linear", tokens)
+
+    def fuse_s(self, tokens: float) -> float:
+        """A drafter's projection fusing the token embedding with the target's hidden state, for ``tokens`` tokens
+        (0 without one)."""
+        if self.fuse_width <= 0 or tokens <= 0:
+            return 0.0
+        return self._curve("fuse", tokens)
+
+    def verify_attention_s(self, sequences: float) -> float:
+        """What ``sequences`` sequences add to a verify step by attending with their K + 1 positions to their
+        context: a sampled verify step less its linear work on ``sequences x (K + 1)`` tokens."""
+        if sequences <= 0 or self.speculation is None:
+            return self.decode_attention_s(sequences)
+        tokens = sequences * self.speculation.verify_tokens
+        return max(0.0, self._curve("verify", sequences) - self._curve("linear", tokens))
+
+    def tpot_s(self, decode_tokens: float, prefill_tokens: float = 0.0) -> float:
+        """Time per output token of a round carrying ``decode_tokens`` running sequences and a prompt chunk: the
+        round itself, or under speculation the round over the ``A + 1`` tokens each sequence gains in it."""
+        return self.step_s(decode_tokens, prefill_tokens) / self.tokens_per_step
 
     def decode_attention_s(self, sequences: float) -> float:
         """What ``sequences`` decoding sequences add to a step by attending to their context."""
@@ -188,6 +261,13 @@ class StepPricer:
         """One lane's pass through every stage, carrying its share of the decode tokens and the whole prompt
         chunk (how long the chunk takes to come out)."""
         decode = decode_tokens / self.lanes
+        if self.draft is not None:
+            return (
+                self.linear_s(decode * self.verify_tokens + prefill_tokens)
+                + self.verify_attention_s(decode)
+                + self.prefill_attention_s(prefill_tokens)
+                + self.draft.draft_s(decode, prefill_tokens)
+            )
         return (
             self.linear_s(decode + prefill_tokens)
             + self.decode_attention_s(decode)
@@ -215,19 +295,30 @@ class StepPricer:
         if found is None:
             groups = self.layout.adp
             decode = decode_tokens / self.lanes
-            tokens = groups * (decode + prefill_tokens)
+            tokens = groups * (decode * self.verify_tokens + prefill_tokens)
+            # Under speculation the rank also drafts, every rank at this load (the drafter's MoE section, if it has
+            # one, counted here whole: its share of the step is not split between the ranks' own parts and the
+            # experts they share).
+            drafting = self.draft.draft_s(groups * decode, groups * prefill_tokens) if self.draft is not None else 0.0
             found = self._own[key] = (
                 self.linear_s(tokens)
                 - self.experts_s(tokens)
-                + self.decode_attention_s(groups * decode)
+                + self.verify_attention_s(groups * decode)
                 + self.prefill_attention_s(prefill_tokens)
+                + drafting
             )
         return found
 
     def decode_step_s(self, sequences: int) -> float:
-        """A static-batching decode step of ``sequences`` sequences on the layout (its microbatches)."""
-        return self._sample("static_decode", max(1, sequences))
+        """A static-batching decode step of ``sequences`` sequences on the layout (its microbatches); under
+        speculation a verify step and the drafting after it."""
+        step = self._sample("static_decode", max(1, sequences))
+        return step + self.draft.draft_s(max(1, sequences)) if self.draft is not None else step
 
     def prefill_s(self, prompts: int) -> float:
-        """A static-batching prefill of ``prompts`` whole prompts together on the layout."""
-        return self._sample("static_prefill", max(1, prompts))
+        """A static-batching prefill of ``prompts`` whole prompts together on the layout, and the drafter's pass
+        over them under speculation."""
+        prefill = self._sample("static_prefill", max(1, prompts))
+        if self.draft is not None:
+            prefill += self.draft.prefill_s(max(1, prompts), max(1, prompts) * self.isl)
+        return prefill

@@ -14,7 +14,7 @@ from shardplan.contracts.hardware import GPU
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.contracts.workload import Workload
-from shardplan.tools.cost.memory import GB, kv_bytes_per_sequence_per_gpu, memory_report
+from shardplan.tools.cost.memory import GB, drafter_bytes_per_gpu, kv_bytes_per_sequence_per_gpu, memory_report
 
 __all__ = ["BLOCK_TOKENS", "kv_blocks", "engine_seq_cap"]
 
@@ -50,7 +50,9 @@ def kv_blocks(
         return 0
     full = memory_report(model, gpu, worker, workload.at_concurrency(one.max_batch), pool, tokens, prefill_layout)
     free = (full.capacity_gb - full.weights_gb - full.workspace_gb - full.activations_gb) * GB
-    per_token = kv_bytes_per_sequence_per_gpu(model, worker, tokens) / tokens
+    # A speculative drafter keeps a KV cache of its own beside the target's, token for token.
+    drafter_kv = drafter_bytes_per_gpu(model, worker, workload, tokens)[1]
+    per_token = (kv_bytes_per_sequence_per_gpu(model, worker, tokens) + drafter_kv) / tokens
     return int(free / per_token) * worker.adp // block_tokens
 
 

@@ -14,6 +14,12 @@ Each step, in order:
   whose tokens are all computed emits its next token at the end of it (its first one when its prompt's last
   chunk comes out of the pipeline: ``chunk_pass_s``).
 
+Speculative decoding (``emit`` = A + 1, ``verify`` = K + 1): a decoding sequence takes ``verify`` tokens of the
+step budget, and the step (priced by the pricer as a verify step and its drafting) leaves it ``emit`` tokens
+longer on average, its KV cache with them (the rejected drafts' entries are dropped). No acceptance distribution
+is invented: every sequence of a step gains the same whole number of tokens, the floor or the ceiling of the mean,
+a fractional carry from step to step making them average exactly the mean.
+
 Per-request state lives in numpy arrays (:class:`~.state.Requests`) with local copies for the running set, and
 a step does O(running) vectorised work. Steps that are pure decode with nothing to admit repeat identically
 until a sequence finishes, the KV cache runs short or the next request may arrive: those are taken together.
@@ -142,6 +148,10 @@ class Engine:
     """Admit a request only when the free blocks hold its whole prompt and output (TensorRT-LLM's default
     GUARANTEED_NO_EVICT policy), so nothing is ever preempted; otherwise its prompt's blocks suffice and the
     running set is preempted when decoding outgrows the cache (vLLM, SGLang)."""
+    emit: float = 1.0
+    """Output tokens a decode step adds to each decoding sequence on average (A + 1 under speculative decoding)."""
+    verify: int = 1
+    """Step-budget tokens a decoding sequence takes (its last token and K drafts under speculative decoding)."""
     clock: float = 0.0
     waiting: deque[int] = field(default_factory=deque)
     _state: np.ndarray = field(default_factory=lambda: np.zeros((5, 0), dtype=np.int64))
@@ -154,6 +164,8 @@ class Engine:
     _nearest: int = 0
     """Fewest output tokens any running sequence has left."""
     _prices: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    _carry: float = 0.0
+    """The fractional part of the mean emission not yet paid out (speculative decoding)."""
     # What it measured: integrals over time (seconds x count) and counts.
     running_s: float = 0.0
     resident_s: float = 0.0
@@ -215,10 +227,13 @@ class Engine:
             RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
         """
         count = self._state.shape[1]
-        if self._prefilling or count > self.max_batched_tokens:
+        if self._prefilling or count * self.verify > self.max_batched_tokens:
             return self._mixed()
-        # Every running sequence decodes: one token each, and a new block for those whose blocks are full.
-        grow = int(np.count_nonzero(self._state[_COMPUTED] % self.block_tokens == 0)) if count else 0
+        # Every running sequence decodes: one token each (up to ``emit`` under speculation), and a new block for
+        # those whose blocks are full.
+        computed = self._state[_COMPUTED]
+        step = math.ceil(self.emit)
+        grow = int(np.count_nonzero(self._blocks(computed + step) > self._blocks(computed))) if count else 0
         if self._used + grow > self.kv_blocks:
             return self._mixed()
         if count and (not self.waiting or count >= self.max_num_seqs):
@@ -231,21 +246,38 @@ class Engine:
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
-            state[_COMPUTED:_GENERATED + 1] += repeats
+            gained = self._emitted(repeats)
+            state[_COMPUTED:_GENERATED + 1] += gained
             first = self._used + grow
-            self._used = int(self._blocks(state[_COMPUTED]).sum()) if repeats > 1 else first
+            self._used = int(self._blocks(state[_COMPUTED]).sum()) if repeats > 1 or self.emit != 1 else first
             self._account(now, duration * repeats, repeats, count, count, 0, first)
-            self._nearest -= repeats
-            if repeats < nearest:
+            self._nearest -= gained
+            if gained < nearest:
                 return self._none()
             return self._finish(state[_GENERATED] >= state[_OSL])
 
-        return StepPlan(count, 0, self._most_repeats(nearest), run)
+        return StepPlan(count, 0, self._most_repeats(self._steps_to(nearest)), run)
+
+    def _emitted(self, repeats: int) -> int:
+        """Tokens each decoding sequence gains over ``repeats`` decode steps: ``emit`` a step on average, the
+        fractional part carried over to the next steps."""
+        if self.emit == 1.0:
+            return repeats
+        total = self._carry + repeats * self.emit
+        gained = math.floor(total + 1e-9)
+        self._carry = total - gained
+        return gained
+
+    def _steps_to(self, tokens: int) -> int:
+        """Decode steps until the sequences have gained ``tokens`` tokens, from the current carry."""
+        if self.emit == 1.0 or tokens <= 0:
+            return tokens
+        return max(1, math.ceil((tokens - self._carry - 1e-9) / self.emit))
 
     def _admitting(self, count: int, grow: int) -> StepPlan:
         """Every running sequence decodes and waiting requests are admitted: when each admitted one computes all
         its known tokens (a whole prompt, or a decode token whose KV cache came over), every sequence emits."""
-        admitted = self._admit(count, self._used + grow, self.clock)
+        admitted = self._admit(count * self.verify, self._used + grow, self.clock)
         if not admitted.chunks:
             if count:  # blocked until a sequence finishes and frees blocks or a seat
                 return self._decode(count, grow)
@@ -258,15 +290,17 @@ class Engine:
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
-            state[_COMPUTED] = state[_KNOWN]
-            state[_KNOWN:_GENERATED + 1] += 1
+            # A decoding sequence gains ``emit`` tokens on average (their KV cache with them), a prompt its first.
+            gained = np.where(state[_GENERATED] > 0, self._emitted(1), 1) if self.emit != 1 else 1
+            state[_COMPUTED] = state[_KNOWN] + gained - 1
+            state[_KNOWN:_GENERATED + 1] += gained
             first_token = self.requests.first_token
             for rid in admitted.firsts:
                 first_token[rid] = now + chunk_pass
-            self._used = admitted.blocks
+            self._used = admitted.blocks if self.emit == 1 else int(self._blocks(state[_COMPUTED]).sum())
             self._account(now, duration, 1, state.shape[1], decode, prefill, admitted.blocks)
-            self._nearest = min(self._nearest if count else admitted.nearest, admitted.nearest) - 1
-            return self._finish(state[_GENERATED] >= state[_OSL]) if self._nearest == 0 else self._none()
+            self._nearest = int((state[_OSL] - state[_GENERATED]).min())
+            return self._finish(state[_GENERATED] >= state[_OSL]) if self._nearest <= 0 else self._none()
 
         return StepPlan(decode, prefill, 1, run)
 
@@ -275,15 +309,21 @@ class Engine:
         the blocks run out."""
         state = self._state
         need = state[_KNOWN] - state[_COMPUTED]
-        before = np.cumsum(need) - need
-        grant = np.minimum(need, np.maximum(self.max_batched_tokens - before, 0))
+        # A decoding sequence's one token is its K + 1 verified positions of the budget under speculation.
+        cost = need + (self.verify - 1) * ((need == 1) & (state[_GENERATED] > 0))
+        before = np.cumsum(cost) - cost
+        room = np.maximum(self.max_batched_tokens - before, 0)
+        grant = np.where(cost > need, (room >= cost).astype(need.dtype), np.minimum(need, room))
         wanted = int(self._blocks(state[_COMPUTED] + grant).sum())
         preempted = wanted > self.kv_blocks
         if preempted:
             grant, wanted = self._preempt(grant)
         # A step that preempted admits no one (vLLM v1), unless it preempted every sequence.
         if self.waiting and (not preempted or self._state.shape[1] == 0):
-            admitted = self._admit(int(grant.sum()), wanted, self.clock)
+            running = self._state
+            decoding = (grant == 1) & (running[_KNOWN] - running[_COMPUTED] == 1) & (running[_GENERATED] > 0)
+            taken = int(grant.sum()) + (self.verify - 1) * int(np.count_nonzero(decoding))
+            admitted = self._admit(taken, wanted, self.clock)
             if admitted.chunks:
                 grant = np.concatenate([grant, np.array(admitted.chunks, dtype=np.int64)])
                 wanted = admitted.blocks
@@ -302,17 +342,23 @@ class Engine:
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
             emitted = state[_KNOWN] - state[_COMPUTED] == grant
-            state[_COMPUTED] += grant
-            state[_KNOWN:_GENERATED + 1] += emitted
+            gained = emitted.astype(np.int64)
+            if self.emit != 1:
+                # Decoding sequences gain ``emit`` tokens on average and keep the accepted drafts' KV entries.
+                decoding = emitted & (state[_GENERATED] > 0)
+                if decoding.any():
+                    gained[decoding] = self._emitted(1)
+            state[_COMPUTED] += grant + gained - emitted
+            state[_KNOWN:_GENERATED + 1] += gained
             first = emitted & (state[_GENERATED] == 1)
             if first.any():
                 self.requests.first_token[state[_ID, first]] = now + chunk_pass
-            self._used = wanted
+            self._used = wanted if self.emit == 1 else int(self._blocks(state[_COMPUTED]).sum())
             self._prefilling = not emitted.all()
             self._account(now, duration, 1, state.shape[1], decode, tokens - decode, wanted)
             left = state[_OSL] - state[_GENERATED]
             self._nearest = int(left.min())
-            return self._finish(left == 0) if self._nearest == 0 else self._none()
+            return self._finish(left <= 0) if self._nearest <= 0 else self._none()
 
         return StepPlan(decode, tokens - decode, 1, run)
 
@@ -375,6 +421,17 @@ class Engine:
             return 1
         computed, size = self._state[_COMPUTED], self.block_tokens
         count, free = computed.size, self.kv_blocks - self._used
+        if self.emit != 1.0:
+            # Under speculation a step adds up to ceil(emit) tokens a sequence: the most steps whose blocks fit.
+            step, held = math.ceil(self.emit), self._blocks(computed)
+            low, high = 1, steps
+            while low < high:
+                middle = (low + high + 1) // 2
+                if int((self._blocks(computed + middle * step) - held).sum()) <= free:
+                    low = middle
+                else:
+                    high = middle - 1
+            return low
         if free >= count * -(-steps // size):
             return steps
         # Each sequence needs its next block at step ``first`` (1 when its blocks are full), then every ``size``

@@ -189,6 +189,12 @@ def simulate(
     trtllm = priced.engine == "trtllm"
     engines = _replicas(record, pricer, ranks, blocks, seqs, priced.max_batched_tokens, strategy.decode.dp,
                         options.record_steps, trtllm)
+    if priced.speculation is not None:
+        spec = priced.speculation
+        notes.append(f"speculative decoding: each step verifies {spec.verify_tokens} positions per decoding sequence "
+                     f"(that many tokens of the step budget) and adds {spec.tokens_per_step:g} tokens to it on "
+                     "average, every sequence of a step the same whole number, a fractional carry making them average "
+                     "the request's acceptance (no acceptance distribution is assumed)")
     if trtllm:
         notes.append("TensorRT-LLM's scheduler: whole prompts (no context chunking), and a request admitted only when "
                      "the KV cache holds its whole prompt and output (GUARANTEED_NO_EVICT): no preemption")
@@ -240,11 +246,13 @@ def _replicas(
     reserved in the cache)."""
     if ranks == 1:
         return [Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps, chunked_prefill=not trtllm,
-                       reserve_whole=trtllm) for _ in range(count)]
+                       reserve_whole=trtllm, emit=pricer.tokens_per_step, verify=pricer.verify_tokens)
+                for _ in range(count)]
     return [
         RankGroup(
             [Engine(record, pricer, blocks // ranks, -(-seqs // ranks), budget, BLOCK_TOKENS,
-                    chunked_prefill=not trtllm, reserve_whole=trtllm) for _ in range(ranks)],
+                    chunked_prefill=not trtllm, reserve_whole=trtllm, emit=pricer.tokens_per_step,
+                    verify=pricer.verify_tokens) for _ in range(ranks)],
             pricer,
             record_steps,
         )

@@ -149,18 +149,24 @@ def rule_one_token_step(ix: DagIndex) -> Iterator[Finding]:
         )
     multi = []
     shapes = attention_shapes(ix)
+    # Speculative decoding verifies the last token and its K drafts in one step (10-decode-constraints.md): still
+    # one step, each position depending on the ones before it (causal), so K + 1 positions and no other count.
+    spec = ix.meta.workload.speculation
+    allowed = (1, spec.verify_tokens) if spec else (1,)
     for i in ix.of_kind("attention"):
         shape = shapes[i]
-        if ix.phase[i] == "decode" and shape.get("q_len", 1) != 1:
+        if ix.phase[i] == "decode" and shape.get("q_len", 1) not in allowed:
             multi.append((ix.ids[i], shape.get("q_len")))
     for i in ix.of_kind("kv_write"):
-        if ix.phase[i] == "decode" and ix.attr(i, "tokens") not in (0, 1):
+        if ix.phase[i] == "decode" and ix.attr(i, "tokens") not in (0, *allowed):
             multi.append((ix.ids[i], ix.attr(i, "tokens")))
     if multi:
+        step = f"1 (or the {allowed[-1]} positions a verify step checks)" if spec else "1"
         yield Finding(
-            message=f"{len(multi)} decode attention or kv_write nodes handle more than one new token per "
-            f"sequence, e.g. {multi[0][0]} with {multi[0][1]} tokens",
-            fix="decode one token per sequence per step: q_len=1 and kv_write tokens=1",
+            message=f"{len(multi)} decode attention or kv_write nodes handle a number of new tokens per sequence "
+            f"other than {step}, e.g. {multi[0][0]} with {multi[0][1]} tokens",
+            fix="decode one token per sequence per step (q_len=1, kv_write tokens=1), or under speculative "
+            "decoding the K + 1 positions of the verify step",
             nodes=[name for name, _ in multi],
         )
     with_sampler = {ix.mb[i] for i in ix.of_kind("sampler") if ix.phase[i] == "decode"}

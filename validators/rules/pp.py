@@ -64,6 +64,8 @@ def _expected_stage(
     strategy = ix.phase_strategy(phase)
     if strategy is None or kind == "step_boundary":
         return None
+    if kind == "draft":
+        return strategy.pp - 1
     if layer is None:
         return 0 if kind == "embedding" else strategy.pp - 1 if kind == "sampler" else None
     expected = ix.layer_stage.get(phase, {}).get(layer)
@@ -84,7 +86,10 @@ def rule_stages_contiguous(ix: DagIndex) -> Iterator[Finding]:
     yield from _stage_table_findings(ix)
     yield from from_problems(ix, "PP-1")
     hops = [purpose == "pp_activation" for purpose in ix.purpose]
-    keys = list(zip(ix.phase, ix.layer, ix.kind, hops, ix.stage, strict=True))
+    # A speculative drafter runs on the last stage, its own embedding and head included (SPEC-1).
+    drafting = [ix.attr(i, "draft_pass") is not None for i in range(len(ix))]
+    kinds = ["draft" if draft else kind for kind, draft in zip(ix.kind, drafting, strict=True)]
+    keys = list(zip(ix.phase, ix.layer, kinds, hops, ix.stage, strict=True))
     verdicts = {key: _expected_stage(ix, *key) for key in set(keys)}
     wrong = {
         key: expected for key, expected in verdicts.items() if expected is not None and expected != key[4]

@@ -90,10 +90,17 @@ def _attention_query(node: ComputeNode, model: ModelSpec) -> Query | None:
     kv_quant = _KV_QUANT.get(model.kv_dtype)
     if kv_quant is None:
         return None
+    # A verify step of speculative decoding attends with each sequence's K + 1 positions over one cached KV. The
+    # decode kernels fold those positions into the query heads and read the KV once: FlashMLA is scheduled for
+    # ``s_q * h_q // h_kv`` query rows per KV head (its README's get_mla_metadata), and TensorRT-LLM runs MTP's
+    # K + 1 tokens through the same FlashMLA generation kernel on Hopper (its DeepSeek-R1 MTP blog). So a verify
+    # attention is the measured generation kernel with (K + 1) times the query heads, where the tables hold that
+    # head count; the roofline otherwise.
+    folded = heads * q_len if node.phase == "decode" else heads
     if model.mla is not None:
         if node.phase == "prefill":
             return Query("context_mla", (heads, kv_quant, "bfloat16"), True, batch, q_len, max(0, kv_len - q_len))
-        return Query("generation_mla", (heads, kv_quant), False, batch, kv_len)
+        return Query("generation_mla", (folded, kv_quant), False, batch, kv_len)
     tp = max(1, model.num_attention_heads // heads)
     kv_heads = max(1, model.num_kv_heads // tp)
     sliding = node.layer is not None and model.layer_types[node.layer] == "sliding"
@@ -102,7 +109,7 @@ def _attention_query(node: ComputeNode, model: ModelSpec) -> Query | None:
         prefix = max(0, kv_len - q_len)
         args = (heads, kv_heads, kv_quant, "bfloat16", model.head_dim, window)
         return Query("context_attention", args, True, batch, q_len, prefix)
-    return Query("generation_attention", (heads, kv_heads, kv_quant, model.head_dim, window), False, batch, kv_len)
+    return Query("generation_attention", (folded, kv_heads, kv_quant, model.head_dim, window), False, batch, kv_len)
 
 
 def _expert_query(node: ComputeNode, model: ModelSpec, phase: PhaseStrategy) -> Query | None:

@@ -1,0 +1,135 @@
+"""The drafter of speculative decoding as a network of its own: what one draft pass runs, and what it holds.
+
+A speculative decode step runs the target once over each sequence's last token and its drafts (the verify pass),
+samples the accepted ones, and then drafts the next step's tokens with ``draft_tokens`` (K) passes of the drafter,
+one after another, each feeding the next (vLLM V1's proposer runs its drafter after the rejection sampler of the
+same step; TensorRT-LLM's MTP runs "verification, then a new draft stage" inside one engine forward, its blog on
+DeepSeek-R1 MTP). The drafter is:
+
+* ``mtp``: the model's own multi-token-prediction layers (``num_nextn_predict_layers``). Each is a transformer block
+  of the model's own kind (DeepSeek-V3: MLA and MoE, like its last layer) after a projection ``eh_proj`` that fuses
+  the token's embedding with the target's hidden state (``2 h -> h``); the embedding and the LM head are the
+  target's (TensorRT-LLM: "the embedding layer and output head in MTP modules are shared with the main model").
+  With more draft tokens than MTP layers the engines reuse the layers in turn: vLLM's DeepSeek MTP picks layer
+  ``spec_step_idx % num_mtp_layers``, and TensorRT-LLM's default "MTP Eagle" path calls its one MTP module K times
+  with one KV cache. So K passes, over ``min(K, layers)`` distinct layers held in memory with their KV caches.
+* ``eagle``: an EAGLE head, one decoder layer of the target's width (a dense FFN of the target's dense width) after
+  an ``fc`` fusing embedding and hidden state (``2 h -> h``), reusing the target's embedding and LM head (EAGLE-1/2
+  as vLLM runs them; EAGLE-3's own small-vocabulary head is not modelled).
+* ``draft``: a separate, smaller model with its own embedding, layers and head, run with the target's tensor
+  parallelism (vLLM requires the draft's TP to equal the target's) on the GPUs of the target's last stage.
+
+The first pass of a step runs over every token the verify pass scheduled (vLLM V1 drafts from all of them, then
+K - 1 passes over one token per sequence), so a prompt chunk in the step also passes through the drafter: that is
+the drafter's prefill, which builds its own KV cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from shardplan.contracts.common import DType
+from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.speculation import Speculation, speculation_text
+from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.errors import InputError
+from shardplan.tools.catalogs.models import load_model
+
+__all__ = ["Drafter", "drafter_for", "drafter_layout"]
+
+
+@dataclass(frozen=True)
+class Drafter:
+    """What one draft pass runs, and what the drafter keeps on a GPU."""
+
+    speculation: Speculation
+    network: ModelSpec
+    """The network of one pass as a model: one block for MTP and EAGLE (embedding and head are the target's),
+    the whole draft model for ``draft``."""
+    fuse_width: int
+    """Input width of the projection that fuses the token embedding and the target's hidden state before the
+    block (MTP's ``eh_proj``, EAGLE's ``fc``); 0 for a draft model, which reads its own embedding only."""
+    held_layers: int
+    """Distinct drafter blocks held in memory, each with its own KV cache (MTP: the checkpoint's MTP layers that
+    the K passes use; EAGLE: 1; a draft model: all its layers, counted by its own spec)."""
+
+    @property
+    def shares_head(self) -> bool:
+        """Whether the drafter reads the target's embedding and LM head instead of holding its own."""
+        return self.speculation.method != "draft"
+
+    @property
+    def passes(self) -> int:
+        """Draft passes per step, one per draft token, one after another."""
+        return self.speculation.draft_tokens
+
+
+def _one_block(model: ModelSpec, *, dense: bool) -> ModelSpec:
+    """``model`` cut down to one block of its last layer's kind (MTP) or one dense block (EAGLE)."""
+    moe = None if dense or model.moe is None else model.moe.model_copy(update={"first_dense_layers": 0})
+    return model.model_copy(
+        update={
+            "name": f"{model.name} ({'EAGLE head' if dense else 'MTP layer'})",
+            "num_layers": 1,
+            "layer_types": ["full"] if dense else [model.layer_types[-1]],
+            "moe": moe,
+            "mtp_layers": 0,
+            "warnings": [],
+        }
+    )
+
+
+@lru_cache(maxsize=32)
+def _draft_model(name: str, weight_dtype: DType, kv_dtype: DType) -> ModelSpec:
+    """The draft model, read once, stored in the target's formats (engines load it so)."""
+    return load_model(name, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+
+
+def drafter_for(model: ModelSpec, speculation: Speculation) -> Drafter:
+    """The drafter ``speculation`` names for ``model``.
+
+    Raises:
+        InputError: ``mtp`` on a model whose config ships no MTP layers (field ``spec``), or a draft model that is
+            not bundled or readable, or whose vocabulary differs from the target's (its drafts could not be
+            verified token by token).
+    """
+    method = speculation.method
+    if method == "mtp":
+        if model.mtp_layers < 1:
+            raise InputError(
+                f"--spec {speculation_text(speculation)}: {model.name} has no multi-token-prediction layers "
+                "(its config sets no num_nextn_predict_layers)",
+                field="spec",
+                fix=f"use --spec eagle:{speculation.draft_tokens} (an EAGLE head) or "
+                f"--spec draft:MODEL:{speculation.draft_tokens} (a smaller draft model of the same vocabulary)",
+            )
+        held = min(speculation.draft_tokens, model.mtp_layers)
+        return Drafter(speculation, _one_block(model, dense=False), 2 * model.hidden_size, held)
+    if method == "eagle":
+        return Drafter(speculation, _one_block(model, dense=True), 2 * model.hidden_size, 1)
+    assert speculation.draft_model is not None
+    draft = _draft_model(speculation.draft_model, model.weight_dtype, model.kv_dtype)
+    if draft.vocab_size != model.vocab_size:
+        raise InputError(
+            f"--spec {speculation_text(speculation)}: the draft model's vocabulary ({draft.vocab_size:,} tokens) "
+            f"is not the target's ({model.vocab_size:,}), so its drafts cannot be verified token by token",
+            field="spec",
+            fix="draft with a model of the target's family (e.g. llama-3.1-8b for llama-3.1-70b)",
+        )
+    return Drafter(speculation, draft, 0, draft.num_layers)
+
+
+def drafter_layout(layout: PhaseStrategy, drafter: Drafter) -> PhaseStrategy:
+    """The layout a draft pass runs on: the target's tensor parallelism and attention groups on the GPUs of its
+    last pipeline stage (vLLM places MTP layers with the last stage's; a draft model runs with the target's TP),
+    one microbatch, and expert parallelism only where the drafter has experts."""
+    return layout.model_copy(
+        update={
+            "dp": 1,
+            "pp": 1,
+            "mb": 1,
+            "layer_split": None,
+            "ep": layout.ep if drafter.network.is_moe else 1,
+        }
+    )
