@@ -34,6 +34,8 @@ COMMANDS: dict[str, Command] = {
     "show-model": Command("catalog", "Show a model's architecture and derived sizes (parameters, KV bytes per token)."),
     "schema": Command("catalog", "Print the JSON Schema of a contract."),
     "plan": Command("plan", "Plan a deployment: search, build the DAG, validate it, price it, explain the choice."),
+    "sweep": Command("sweep", "Plan every cell of a grid (models x GPU types x traffic x engines); finished cells are "
+                     "cached in --out."),
     "cost": Command("cost", "Cost report of a DAG/plan FILE, or of --model and --strategy."),
     "search": Command("search", "Ranked deployments and the Pareto frontier of tokens/s/GPU against tokens/s/user."),
     "simulate": Command("simulate", "Simulate a plan's deployment request by request: latency percentiles, goodput, "

@@ -8,6 +8,7 @@ from rich.table import Table
 from shardplan.cli.app import console
 from shardplan.cli.percentiles import latency_table
 from shardplan.cli.rankings import print_alternatives, print_frontier
+from shardplan.contracts.economics import economics_lines
 from shardplan.contracts.figures import headline
 from shardplan.contracts.plan import FitHint, Plan, PlanRequest
 from shardplan.contracts.simulation import SimulationSummary
@@ -137,6 +138,8 @@ def print_plan(plan: Plan) -> None:
     out.print(f"{headline(f)} (weights {mem.weights_gb:.1f}, KV {mem.kv_cache_gb:.1f})")
     if plan.simulation is not None:
         print_simulated(plan.simulation)
+    for line in economics_lines(plan.economics) if plan.economics is not None else []:
+        out.print(line)
     errors = [x for x in v.violations if x.severity == "error"]
     verdict = "[green]valid[/green]" if v.valid else f"[red]{len(errors)} violations[/red]"
     out.print(

@@ -34,22 +34,32 @@ class Working:
 
 @contextmanager
 def working(
-    what: str, *, total: int | None = None, quiet: bool = False, transient: bool = True, console: Any = None
+    what: str, *, total: int | None = None, quiet: bool = False, transient: bool = True, console: Any = None,
+    remaining: bool = False,
 ) -> Iterator[Working]:
     """Show ``what`` with a spinner and the time elapsed on stderr for as long as the block runs; with
-    ``total``, a bar counting to it. ``quiet`` (``--json``) shows nothing; ``console`` replaces stderr's
-    (a rich Console).
+    ``total``, a bar counting to it (and, with ``remaining``, the time left at the pace so far). ``quiet``
+    (``--json``) shows nothing; ``console`` replaces stderr's (a rich Console).
 
     >>> with working("searching", quiet=True) as step:
     ...     step.status("priced 10 deployments")
     """
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     columns: list[Any] = [SpinnerColumn(), TextColumn(what, markup=False)]
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn()]
-    columns += [TimeElapsedColumn(), TextColumn("{task.description}", markup=False)]
+    columns += [TimeElapsedColumn()] + ([TextColumn("left"), TimeRemainingColumn()] if remaining and total else [])
+    columns += [TextColumn("{task.description}", markup=False)]
     screen = console or Console(stderr=True)
     # Off a terminal (a log, a pipe) a spinner is noise: only the lines a command keeps are written there.
     with Progress(*columns, console=screen, transient=transient, disable=quiet or not screen.is_terminal) as progress:

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from shardplan.contracts.common import Contract, DType
 from shardplan.contracts.constraints import Constraints
 from shardplan.contracts.dag import DAG
+from shardplan.contracts.economics import Economics, GpuPrice
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.old_plans import read_old_plan
 from shardplan.contracts.reports import CostReport, ValidationReport
@@ -65,6 +66,11 @@ class PlanRequest(Contract):
     assumptions: list[str] = Field(
         default_factory=list,
         description="Values the request did not give and that were defaulted or guessed, one line each.",
+    )
+    price: GpuPrice | None = Field(
+        default=None,
+        description="The price of one GPU-hour the request gives (--gpu-price, a prices file); None: the bundled, "
+        "dated list price of the GPU where there is one.",
     )
 
 
@@ -267,6 +273,11 @@ class Plan(Contract):
         "error of each other (the ranking among them is not meaningful); None otherwise.",
     )
     explanation: str = Field(default="", description="Why this strategy, in a few sentences, citing rule IDs.")
+    economics: Economics | None = Field(
+        default=None,
+        description="Dollars per hour and per million tokens, power and joules per token of the deployment; None "
+        "when infeasible.",
+    )
     min_gpus: int | None = Field(
         default=None, description="When infeasible for memory: the fewest GPUs that would fit."
     )

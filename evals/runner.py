@@ -24,7 +24,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -39,6 +38,7 @@ from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError, ShardplanError
 from shardplan.evals.cases import Case
 from shardplan.evals.checks import CaseRun, Score, run_checks
+from shardplan.executor import ExecutorChoice, run_calls
 from shardplan.tools.api.shared import evaluate_strategy, search_request
 from shardplan.tools.planning.planner import resolve_request
 
@@ -342,13 +342,20 @@ def _append(handle: Any, record: dict[str, Any]) -> None:
     os.fsync(handle.fileno())
 
 
+def _run_pair(pair: tuple[Case, str, Baselines | None]) -> dict[str, Any]:
+    """One (case, policy) pair's record: the executor's unit of work."""
+    return run_case(*pair)
+
+
 def run_eval(cases: Sequence[Case], policies: Sequence[str], out_dir: str | Path, workers: int = 1,
              resume: bool = False,
-             on_result: Callable[[dict[str, Any], int, int], None] | None = None) -> list[dict[str, Any]]:
+             on_result: Callable[[dict[str, Any], int, int], None] | None = None,
+             choice: ExecutorChoice | None = None) -> list[dict[str, Any]]:
     """Run every (case, policy) pair and append one line per finished pair to ``out_dir/results.jsonl``.
 
     ``workers`` threads run pairs at once (the planner is CPU-bound Python, so 1 or 2 is the useful
-    range). ``on_result(record, done, total)`` is called in the calling thread after each line is on
+    range); ``choice`` runs them elsewhere instead (local processes, a Ray cluster: the sweep's executor).
+    ``on_result(record, done, total)`` is called in the calling thread after each line is on
     disk; ``done`` and ``total`` count the pairs of this run, resumed ones included.
 
     Returns the records of the requested pairs, in case and policy order (earlier runs' records
@@ -380,33 +387,15 @@ def run_eval(cases: Sequence[Case], policies: Sequence[str], out_dir: str | Path
             kept[(record["case"], record["policy"])] = record
     todo = pending_pairs(cases, policies, set(kept))
     total, done = len(wanted), len(kept)
-    baselines = Baselines()
-    with path.open("a") as handle, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool:
-        queue = iter(todo)
-        running: dict[Future[dict[str, Any]], tuple[str, str]] = {}
-
-        def submit_next() -> None:
-            pair = next(queue, None)
-            if pair is not None:
-                running[pool.submit(run_case, pair[0], pair[1], baselines)] = (pair[0].id, pair[1])
-
-        # Submit only as many pairs as there are workers: an interrupted run then has nothing queued to cancel.
-        for _ in range(workers):
-            submit_next()
-        try:
-            while running:
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    running.pop(future)
-                    record = future.result()
-                    _append(handle, record)
-                    kept[(record["case"], record["policy"])] = record
-                    done += 1
-                    if on_result is not None:
-                        on_result(record, done, total)
-                    submit_next()
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+    # Threads share one memo of the searches; processes and Ray workers each keep their own.
+    choice = choice or ExecutorChoice("threads", workers=workers)
+    baselines = Baselines() if choice.backend == "threads" else None
+    with path.open("a") as handle:
+        for _, record in run_calls(_run_pair, [(case, policy, baselines) for case, policy in todo], choice):
+            _append(handle, record)
+            kept[(record["case"], record["policy"])] = record
+            done += 1
+            if on_result is not None:
+                on_result(record, done, total)
     order = {pair: i for i, pair in enumerate((c.id, p) for c in cases for p in policies)}
     return sorted(kept.values(), key=lambda r: order[(r["case"], r["policy"])])

@@ -10,12 +10,13 @@ import typer
 from shardplan.agent.policies import make_policy
 from shardplan.cli.app import app, console, emit_json, fail
 from shardplan.cli.progress import working
+from shardplan.cli.ray_option import BareRayFlag, RayOption, executor_choice
 from shardplan.evals.cases import load_cases
 from shardplan.evals.report import SUMMARY_COLUMNS, below, summarize, summary_rows, write_report
 from shardplan.evals.runner import RESULTS_FILE, run_eval
 
 
-@app.command("eval")
+@app.command("eval", cls=BareRayFlag)
 def eval_command(
     policy: Annotated[list[str] | None, typer.Option(
         "--policy", help="Policy to evaluate: builtin or openai:MODEL; repeat to compare several.")] = None,
@@ -26,6 +27,7 @@ def eval_command(
     resume: Annotated[bool, typer.Option(
         "--resume", help="Keep the results already in --out and run only the missing (case, policy) pairs.")] = False,
     workers: Annotated[int, typer.Option("--workers", "-w", help="Pairs run at once (threads; 1-2 is useful).")] = 1,
+    ray: RayOption = None,
     fail_under: Annotated[float | None, typer.Option(
         "--fail-under", help="Exit 1 when a policy passes fewer than this share of cases (0-1).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON instead of a table.")] = False,
@@ -41,7 +43,8 @@ def eval_command(
         make_policy(name)  # an unknown policy or a missing API key ends here, before any case runs
     selected = load_cases(cases)
     total = len(selected) * len(policies)
-    records = _run_with_progress(run_eval, selected, policies, out, workers, resume, total, quiet=as_json)
+    records = _run_with_progress(run_eval, selected, policies, out, workers, resume, total, quiet=as_json,
+                                 choice=executor_choice(ray, workers, local="threads"))
     summary = summarize(records)
     paths = write_report(records, out)
     failing = below(summary, fail_under) if fail_under is not None else []
@@ -68,11 +71,11 @@ def eval_command(
 
 
 def _run_with_progress(run_eval: Any, cases: Any, policies: list[str], out: Path, workers: int, resume: bool,
-                       total: int, *, quiet: bool) -> Any:
+                       total: int, *, quiet: bool, choice: Any = None) -> Any:
     """``run_eval`` under a progress bar on stderr that stays when done (hidden with ``quiet``)."""
     with working("eval", total=total, quiet=quiet, transient=False) as step:
         def advance(record: dict[str, Any], done: int, total_pairs: int) -> None:
             mark = "ok" if record.get("passed") else "FAIL"
             step.status(f"{record['case']} [{record['policy']}] {mark}", completed=done)
 
-        return run_eval(cases, policies, out, workers=workers, resume=resume, on_result=advance)
+        return run_eval(cases, policies, out, workers=workers, resume=resume, on_result=advance, choice=choice)

@@ -11,6 +11,7 @@ from shardplan.agent.run import progress_line, run_plan
 from shardplan.cli.app import app, console, emit_json
 from shardplan.cli.common import JsonFlag, request_options
 from shardplan.cli.plan_text import print_plan
+from shardplan.cli.price_options import GpuPriceOption, PricesOption, given_prices
 from shardplan.cli.progress import working
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.io import write_atomic
@@ -29,9 +30,14 @@ def plan_command(
         typer.Option("--strategy", "-s", help="Review this SPEC instead of searching: its plan, and what beats it."),
     ] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the plan JSON here.")] = None,
+    gpu_price: GpuPriceOption = None,
+    prices: PricesOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Plan a deployment: search, build the DAG, validate it, price it, explain the choice."""
+    price = given_prices(gpu_price, prices).get(request.gpu)
+    if price is not None:
+        request = request.model_copy(update={"price": price})
 
     with working("planning", quiet=as_json) as step:
         if strategy is not None:

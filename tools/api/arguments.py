@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shardplan.contracts.common import DType, Objective, ServingEngine
 from shardplan.contracts.constraints import parse_constraints
+from shardplan.contracts.economics import GpuPrice
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.speculation import speculation_option, speculation_text
 from shardplan.contracts.targets import parse_slo_percentile
@@ -153,6 +154,11 @@ class RequestArgs(Args):
         description="Share of prompt tokens found in the prefix cache (0 to below 1), e.g. 0.7 when a shared "
         "system prompt is 70% of each prompt.",
     )
+    gpu_price: float | None = Field(
+        default=None, gt=0, le=1e4, allow_inf_nan=False,
+        description="US dollars per GPU-hour of the request's GPU, for the plan's cost; omitted: the bundled, dated "
+        "list price where there is one.",
+    )
     constraints: list[Annotated[str, Field(min_length=1, max_length=60)]] | None = Field(
         default=None,
         max_length=32,
@@ -210,6 +216,8 @@ class RequestArgs(Args):
             weight_dtype=self.weight_dtype,
             kv_dtype=self.kv_dtype,
             constraints=parse_constraints(self.constraints) if self.constraints else None,
+            price=GpuPrice(gpu=gpu, usd_per_gpu_hour=self.gpu_price, source="the request's gpu_price")
+            if self.gpu_price is not None else None,
         )
         given = given | ({"gpu", "gpus_per_node"} if self.cluster else set())
         return request.model_copy(update={"assumptions": request_assumptions(request, given)})
@@ -243,6 +251,7 @@ class RequestArgs(Args):
             "spec": speculation_text(w.speculation) if w.speculation else None,
             "spec_accept": w.speculation.accepted if w.speculation else None,
             "prefix_hit": w.prefix_hit or None,
+            "gpu_price": request.price.usd_per_gpu_hour if request.price is not None else None,
         }
         traffic = w.traffic
         if traffic is not None:

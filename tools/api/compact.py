@@ -12,6 +12,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from shardplan.contracts.economics import Economics
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import Alternative, Deployment, FitHint, NearTie, Plan, PlanRequest, PlanStatus
 from shardplan.contracts.reports import CostReport, ValidationReport
@@ -80,6 +81,10 @@ class PlanSummary(Result):
     )
     near_tie: NearTie | None = Field(
         default=None, description="Set when the leading deployments are within the model's stated error of each other."
+    )
+    economics: Economics | None = Field(
+        default=None, description="Dollars per hour and per million tokens (with the price's source), power and "
+        "joules per token (an upper bound at board power); None when infeasible."
     )
     messages: list[str] = Field(description="What the planner noticed along the way.")
     assumptions: list[str] = Field(description="Every value that was defaulted or guessed rather than given.")
@@ -167,6 +172,7 @@ def plan_summary(plan: Plan, *, detail: bool = False) -> PlanSummary:
         min_gpus=plan.min_gpus,
         hints=plan.hints,
         near_tie=plan.near_tie,
+        economics=rounded(plan.economics) if plan.economics is not None else None,
         messages=plan.messages,
         assumptions=plan.assumptions,
         plan=plan if detail else None,

@@ -25,6 +25,7 @@ from shardplan.tools.planning.deployment import (
     deployment_section,
     evaluate_deployment,
 )
+from shardplan.tools.planning.economics import economics_of
 from shardplan.tools.planning.explain import explain
 from shardplan.tools.planning.rejections import rejection_summary
 from shardplan.tools.planning.speculation import speculation_effect
@@ -191,6 +192,8 @@ def plan_for_strategy(
         explanation=explain(model, strategy, figures or evaluated.evaluation.cost.figures, dag, deployment,
                             alternatives[0] if alternatives else None, reviewing, speculation=dag_cost.speculation),
         messages=list(messages or []) + evaluated.notes + miss_texts(found),
+        economics=economics_of(cluster.gpu, request.workload, figures, deployment, evaluated.evaluation.cost,
+                               request.price) if status != "infeasible" else None,
     )
 
 

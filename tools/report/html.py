@@ -10,6 +10,7 @@ the page cites. An infeasible plan gets a page that says why nothing fits.
 
 from __future__ import annotations
 
+from shardplan.contracts.economics import Economics, economics_lines
 from shardplan.contracts.plan import Plan
 from shardplan.tools.cost.calibration import calibration
 from shardplan.tools.report.dagview import dag_section
@@ -216,6 +217,8 @@ def _feasible_sections(plan: Plan, known: set[str]) -> str:
     out.append(f'<div class="grid2">{"".join(top)}</div>')
     if plan.simulation is not None:
         out.append(_card("latency", "Latency under the traffic, beside the targets", latency_html(plan)))
+    if plan.economics is not None:
+        out.append(_card("economics", "Cost and energy", _economics_html(plan.economics)))
     if dag is not None and sched is not None:
         lanes = node_lanes(dag, sched)
         body = [f'<p class="legend">{timeline_legend(dag)}</p>']
@@ -238,6 +241,17 @@ def _feasible_sections(plan: Plan, known: set[str]) -> str:
     explain += [f'<li>{linkify_rules(m, known)}</li>' for m in plan.messages + cost.notes]
     out.append(_card("explanation", "Why this strategy", explain[0] + f"<ul>{''.join(explain[1:])}</ul>"))
     return "".join(out)
+
+
+def _economics_html(economics: Economics) -> str:
+    """The plan's dollars and energy, each line with the basis it rests on (the price's source, the split, the
+    power model)."""
+    lines = [f"<p>{esc(line)}</p>" for line in economics_lines(economics)]
+    if economics.dollars is not None:
+        lines.append(f'<p class="muted">Input and output split: {esc(economics.dollars.split_basis)}.</p>')
+    if economics.energy is not None:
+        lines.append(f'<p class="muted">Energy: {esc(economics.energy.basis)}.</p>')
+    return "".join(lines)
 
 
 def _stated_error(plan: Plan) -> tuple[float, float] | None:
