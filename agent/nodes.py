@@ -14,6 +14,7 @@ from langchain_core.tools import BaseTool
 
 from shardplan.agent.followup import answer_follow_up
 from shardplan.agent.hygiene import clean_reply, unusable_replies
+from shardplan.agent.parse.features import parsed_features
 from shardplan.agent.parse.request import ParsedRequest, parse_request, to_plan_request
 from shardplan.agent.policies import redact, request_block
 from shardplan.agent.state import AgentState, proposal_rank
@@ -178,6 +179,7 @@ class Nodes:
                                    gpus_per_node=request.gpus_per_node, isl=w.isl, osl=w.osl, batch=w.batch,
                                    ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms, objective=w.objective,
                                    weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype,
+                                   **parsed_features(w),
                                    constraints=request.constraints.to_texts() if request.constraints else [])
             return {**update, "intent": "plan", "request": request.model_dump(mode="json"),
                     "parsed": parsed.model_dump(mode="json")}
@@ -192,7 +194,8 @@ class Nodes:
             request = to_plan_request(parsed, policy=self.policy_name)
         except InputError as exc:
             # A missing field's fix is the question to ask; any other error is said whole, numbers included.
-            ask = exc.fix if exc.field in ("model", "gpu", "gpus", "request") and exc.fix else str(exc)
+            asking = ("model", "gpu", "gpus", "request", "spec_method", "spec_tokens", "spec_accept")
+            ask = exc.fix if exc.field in asking and exc.fix else str(exc)
             return {**update, "intent": "ask", "parsed": parsed.model_dump(mode="json"),
                     "messages": [AIMessage(content=ask)]}
         return {**update, "intent": "plan", "request": request.model_dump(mode="json"),

@@ -14,8 +14,10 @@ from shardplan.agent.policies import PolicyError, redact
 from shardplan.contracts.figures import Figures, headline
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.contracts.workload import Workload
 from shardplan.tools.api.guards import trusting
 from shardplan.tools.api.shared import evaluated_strategy
+from shardplan.tools.planning.feature_words import feature_words
 
 __all__ = ["run_plan", "stream_turn", "describe_update", "plan_from_state", "request_message", "show_on_stderr",
            "progress_line"]
@@ -65,7 +67,8 @@ def describe_update(node: str, update: dict[str, Any]) -> list[str]:
         r = update["request"]
         lines.append(
             f"request: {r['model']} on {r['gpus']} x {r['gpu']}, isl {r['workload']['isl']}, "
-            f"osl {r['workload']['osl']}, batch {r['workload']['batch'] or 'to choose'}, policy {r['policy']}"
+            f"osl {r['workload']['osl']}, batch {r['workload']['batch'] or 'to choose'}"
+            + feature_words(Workload.model_validate(r["workload"])) + f", policy {r['policy']}"
         )
     if node == "retrieve":
         ids = [rule["id"] for rule in update.get("rules", [])]
@@ -177,7 +180,9 @@ def run_plan(
     }
     config = {"recursion_limit": recursion_limit()}
     trace = request.workload.traffic.trace if request.workload.traffic else None
-    with trusting(request.model, request.cluster, trace):  # the caller's own files; the model's paths stay confined
+    spec = request.workload.speculation
+    draft = spec.draft_model if spec is not None else None
+    with trusting(request.model, request.cluster, trace, draft):  # the caller's own files; the model's stay confined
         return plan_from_state(stream_turn(graph, payload, config, (show or show_on_stderr) if progress else None))
 
 

@@ -24,6 +24,7 @@ from shardplan.contracts.speculation import speculation_option
 from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.assumptions import request_assumptions
@@ -89,7 +90,8 @@ def build_request(
 
     given = {name for name, value in (("isl", isl), ("osl", osl), ("batch", batch), ("objective", objective),
                                       ("gpu", gpu or cluster), ("gpus_per_node", gpus_per_node or cluster),
-                                      ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype), ("rate", rate))
+                                      ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype), ("rate", rate),
+                                      ("spec", spec))
              if value is not None}
     constraints = parse_constraints(constraint) if constraint else None
     where = cluster_for(gpu if gpu is not None else (None if cluster else "H100"), gpus, gpus_per_node, cluster)
@@ -139,8 +141,9 @@ def build_request(
             fix=_FIXES.get(name, "see shardplan plan --help"),
         ) from None
     # The model is read now, so a wrong name or a broken config.json fails before any planning starts.
-    spec = load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
-    check_context(spec, request.workload.isl, request.workload.osl)
+    model_spec = load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    check_context(model_spec, request.workload.isl, request.workload.osl)
+    check_drafter(model_spec, request.workload.speculation)
     return request.model_copy(update={"assumptions": request_assumptions(request, given)})
 
 

@@ -15,6 +15,7 @@ from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.targets import miss_texts
 from shardplan.contracts.traffic import arrival_text, length_text
 from shardplan.contracts.workload import Workload
+from shardplan.tools.planning.feature_words import effect_lines, feature_words
 
 __all__ = ["print_plan", "print_deployment", "print_simulated", "print_fit_hints", "hint_options"]
 
@@ -44,6 +45,7 @@ def _request_line(plan: Plan) -> str:
         + f", objective {w.objective}"
         + (f", {stat}TTFT <= {w.ttft_ms:g} ms" if w.ttft_ms else "")
         + (f", {stat}TPOT <= {w.tpot_ms:g} ms" if w.tpot_ms else "")
+        + feature_words(w)
     )
 
 
@@ -136,6 +138,8 @@ def print_plan(plan: Plan) -> None:
     assert c is not None and v is not None and f is not None
     mem = max(c.memory, key=lambda m: m.total_gb)
     out.print(f"{headline(f)} (weights {mem.weights_gb:.1f}, KV {mem.kv_cache_gb:.1f})")
+    for line in effect_lines(plan):
+        out.print(line, markup=False)
     if plan.simulation is not None:
         print_simulated(plan.simulation)
     for line in economics_lines(plan.economics) if plan.economics is not None else []:

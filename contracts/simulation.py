@@ -19,10 +19,12 @@ from shardplan.contracts.traffic import Traffic
 
 __all__ = ["Router", "ROUTERS", "DISTRIBUTION_PERCENTS", "SimulationSummary"]
 
-Router = Literal["round_robin", "least_outstanding"]
-"""How requests are spread over replicas: in turn, or to the replica with the fewest requests not yet finished."""
+Router = Literal["round_robin", "least_outstanding", "cache_affinity"]
+"""How requests are spread over replicas: in turn, to the replica with the fewest requests not yet finished, or to the
+replica whose prefix cache holds the request's prefix unless the load is out of balance (SGLang's cache-aware
+router)."""
 
-ROUTERS: tuple[Router, ...] = ("round_robin", "least_outstanding")
+ROUTERS: tuple[Router, ...] = ("round_robin", "least_outstanding", "cache_affinity")
 
 DISTRIBUTION_PERCENTS: tuple[float, ...] = (0, 1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 97.5, 99, 99.9, 100)
 """The percentiles a summary's ``distribution`` gives: enough points to draw each latency's CDF, dense in the tail
@@ -57,6 +59,13 @@ class SimulationSummary(Contract):
     max_num_seqs: int = Field(ge=1, description="Running sequences one replica (or decode worker) admits at most.")
     kv_blocks: int = Field(
         ge=1, description="KV-cache blocks of one replica (or decode worker), from the memory model."
+    )
+    prefix_hit: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Share of the prompt tokens that a prefix cache (the replica's, or the prefill worker's) held when "
+        "each request was first prefilled, as measured over the run; None: no prefix caching.",
     )
     block_tokens: int = Field(ge=1, description="Tokens per KV-cache block.")
     duration_s: float = Field(ge=0, description="Simulated time from the first arrival to the last completion.")

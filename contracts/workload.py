@@ -121,6 +121,14 @@ class Workload(Contract):
         return self.prefix_hit * self.isl
 
     @property
+    def prefill_tokens(self) -> int:
+        """Prompt tokens per request that prefill computes: those the prefix cache does not hold, and at least one,
+        as an engine recomputes the last prompt token even when the cache holds the whole prompt, to sample the
+        first output token from it (vLLM's KV-cache manager caps a hit at the prompt less one token). The cached
+        rest is ``isl`` less these."""
+        return self.isl - min(round(self.cached_prompt_tokens), self.isl - 1)
+
+    @property
     def tokens_per_decode_step(self) -> float:
         """Output tokens one decode step emits per sequence, on average: 1, or the accepted drafts plus 1."""
         return self.speculation.tokens_per_step if self.speculation else 1.0

@@ -79,3 +79,21 @@ def test_bad_policy_and_missing_key_are_one_line_errors(tmp_path: Path) -> None:
     assert keyless.returncode == 2 and "OPENAI_API_KEY is not set" in keyless.stderr
     assert "Traceback" not in keyless.stderr
     assert not (tmp_path / "chat.sqlite").exists()  # refused before the conversation store was opened
+
+
+def test_a_drafter_without_its_acceptance_is_asked_back_then_planned(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    db = str(tmp_path / "conversations.sqlite")
+    asked = run_cli("chat", "Llama 3.1 8B on 1 H100, 1k prompts, 128 outputs, batch 2, EAGLE-3 with 3 draft tokens",
+                    "--thread", "spec", "--db", db, "--json", env=env)
+    assert asked.returncode == 0, asked.stderr
+    reply = json.loads(asked.stdout)
+    assert reply["intent"] == "ask" and "accepted per step" in reply["answer"]
+    answered = run_cli("chat", "accept length 2.5, 60% of the prompt is a shared system prompt", "--thread", "spec",
+                       "--db", db, "--json", env=env)
+    assert answered.returncode == 0, answered.stderr
+    request = json.loads(answered.stdout)["plan"]["request"]
+    assert request["workload"]["speculation"] == {"method": "eagle", "draft_tokens": 3, "accepted": 1.5,
+                                                  "draft_model": None}
+    assert request["workload"]["prefix_hit"] == 0.6
+    assert any("'accept length 2.5' as 1.5 accepted" in line for line in request["assumptions"])

@@ -106,5 +106,5 @@ def test_request_assumptions_list_exactly_what_was_not_given() -> None:
     for expected in said:
         assert expected in text
     assert "prompt length" not in text and "output length" not in text
-    everything = {"gpu", "gpus_per_node", "isl", "osl", "batch", "objective", "weight_dtype", "kv_dtype"}
+    everything = {"gpu", "gpus_per_node", "isl", "osl", "batch", "objective", "weight_dtype", "kv_dtype", "spec"}
     assert request_assumptions(request.model_copy(update={"model": "deepseek-v3"}), everything) == []

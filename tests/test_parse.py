@@ -309,3 +309,65 @@ def test_module_examples() -> None:
 def test_any_text_parses_without_raising(text: str) -> None:
     parsed = parse_request(text, previous=parse_request(HEADLINE))
     assert parsed.model is not None and parsed.gpu is not None  # a follow-up never loses what was said
+
+
+# ------------------------------------------------------------------------ speculative decoding, prefix reuse
+
+
+def test_speculation_and_prefix_reach_the_request_with_their_words_echoed() -> None:
+    parsed = parse_request("Llama 3.1 70B on 4 H100, 8k prompts, EAGLE-3 with 3 draft tokens, accept length 2.6, "
+                           "a 2k-token system prompt shared by all requests")
+    request = to_plan_request(parsed)
+    spec = request.workload.speculation
+    assert spec is not None and (spec.method, spec.draft_tokens, spec.accepted) == ("eagle", 3, 1.6)
+    assert request.workload.prefix_hit == 0.25  # 2048 of 8192 prompt tokens
+    said = " ".join(request.assumptions)
+    assert "'accept length 2.6' as 1.6 accepted" in said and "length - 1" in said
+    assert "'eagle-3'" in said and "'3 draft tokens'" in said
+    assert "2048-token shared prefix of the 8192-token prompt" in said
+
+
+def test_speculation_without_an_acceptance_asks_for_it_and_never_assumes_one() -> None:
+    parsed = parse_request("Llama 3.1 70B on 4 H100 with eagle, 3 draft tokens")
+    assert missing_fields(parsed) == ["spec_accept"]
+    with pytest.raises(InputError) as caught:
+        to_plan_request(parsed)
+    assert caught.value.field == "spec_accept" and "accepted per step" in (caught.value.fix or "")
+    answered = to_plan_request(parse_request("2 accepted tokens", parsed))
+    assert answered.workload.speculation is not None and answered.workload.speculation.accepted == 2.0
+
+
+def test_mtp_without_a_count_drafts_with_the_models_mtp_layers_when_they_hold_the_acceptance() -> None:
+    one = to_plan_request(parse_request("DeepSeek-V3 on 8 H200, mtp, 0.8 accepted"))
+    assert one.workload.speculation is not None and one.workload.speculation.draft_tokens == 1
+    assert any("num_nextn_predict_layers" in line for line in one.assumptions)
+    # Two accepted drafts need at least two draft tokens, more than DeepSeek-V3's one MTP layer: ask.
+    assert missing_fields(parse_request("DeepSeek-V3 on 8 H200, MTP with 2 accepted tokens")) == ["spec_tokens"]
+
+
+def test_an_acceptance_rate_waits_for_the_draft_tokens() -> None:
+    rate_only = parse_request("Llama 3.1 70B on 8 H100 with eagle, acceptance rate 70%")
+    assert rate_only.spec_accept is None and "spec_accept" in missing_fields(rate_only)
+    assert any("share of draft tokens accepted" in note for note in rate_only.notes)
+    assert parse_request("4 draft tokens, acceptance rate 70%", rate_only).spec_accept == pytest.approx(2.8)
+
+
+def test_figures_without_a_drafter_ask_for_one_and_bad_shares_are_ignored_with_a_note() -> None:
+    assert missing_fields(parse_request("Llama 3.1 70B on 8 H100, 2 accepted tokens")) == ["spec_method"]
+    full = parse_request("Llama 3.1 8B on 1 H100, 100% of the prompt is a shared system prompt")
+    assert full.prefix_hit is None and any("below 1" in note for note in full.notes)
+
+
+def test_a_shared_prefix_as_long_as_the_prompt_is_an_input_error() -> None:
+    parsed = parse_request("Llama 3.1 8B on 1 H100, 1k prompts, a 2k-token system prompt")
+    with pytest.raises(InputError) as caught:
+        to_plan_request(parsed)
+    assert caught.value.field == "prefix_hit"
+
+
+def test_the_draft_model_is_not_read_as_the_model_to_plan() -> None:
+    parsed = parse_request("Llama 3.1 70B on 8 H100, draft model llama-3.1-8b, 4 tokens, 2.5 accepted")
+    assert parsed.model == "meta-llama/Llama-3.1-70B" and not parsed.contradictions
+    request = to_plan_request(parsed)
+    assert request.workload.speculation is not None
+    assert request.workload.speculation.draft_model == "meta-llama/Llama-3.1-8B"

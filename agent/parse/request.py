@@ -30,6 +30,13 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from shardplan.agent.parse.constraint_phrases import read_constraints
+from shardplan.agent.parse.features import (
+    FEATURE_SETTINGS,
+    missing_features,
+    read_features,
+    settle_features,
+    workload_features,
+)
 from shardplan.agent.parse.machines import read_machines
 from shardplan.agent.parse.readers import (
     _note_leftovers,
@@ -53,6 +60,7 @@ from shardplan.contracts.targets import SloPercentile
 from shardplan.contracts.traffic import Traffic, parse_arrival
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.assumptions import request_assumptions
@@ -102,6 +110,17 @@ class ParsedRequest(BaseModel):
     weight_dtype: DType | None = Field(default=None, description="Weight format override.")
     kv_dtype: DType | None = Field(default=None, description="KV-cache format override.")
     disaggregated: bool | None = Field(default=None, description="Prefill and decode on separate GPUs.")
+    spec_method: str | None = Field(
+        default=None, description="Speculative decoding's drafter: mtp, eagle or draft:MODEL (a bundled id or path)."
+    )
+    spec_tokens: int | None = Field(default=None, ge=1, description="Draft tokens per step (K).")
+    spec_accept: float | None = Field(
+        default=None, ge=0, description="Mean accepted draft tokens per step, as said (never assumed)."
+    )
+    prefix_hit: float | None = Field(
+        default=None, ge=0, lt=1, description="Share of prompt tokens found in the prefix cache."
+    )
+    prefix_tokens: int | None = Field(default=None, ge=1, description="Tokens of a prefix every prompt shares.")
     intent: Intent = Field(default="plan", description="What the message asks for.")
     about: str | None = Field(
         default=None, description="Technique(s) asked about, comma-separated: pp, tp, ep, sp, dp, adp, disagg, mb."
@@ -132,6 +151,7 @@ _SETTINGS = (
     "weight_dtype",
     "kv_dtype",
     "disaggregated",
+    *FEATURE_SETTINGS,
 )
 """The fields a message sets and a follow-up inherits."""
 
@@ -194,9 +214,13 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
     if said["arrival"] is None and clients:
         said["arrival"] = f"closed:{clients[0]}"  # "64 concurrent users": a closed loop, unless arrivals are named
     merged = {name: getattr(previous, name) for name in _SETTINGS} if previous else dict.fromkeys(_SETTINGS)
+    drafter_before = merged["spec_method"]
     if said["batch"] is not None and said["arrival"] is None and str(merged["arrival"]).startswith("closed:"):
         merged["arrival"] = None  # the earlier clients were the earlier concurrency, which this message replaces
     merged.update({name: value for name, value in said.items() if value is not None})
+    if said["prefix_hit"] is not None or said["prefix_tokens"] is not None:  # the latest way of saying it wins
+        merged.update(prefix_hit=said["prefix_hit"], prefix_tokens=said["prefix_tokens"])
+    settle_features(merged, drafter_before, found)
     before = _Counts(previous.gpus, previous.nodes, previous.gpus_per_node) if previous else _Counts()
     counts = _settle_counts(_Counts(said["gpus"], said["nodes"], said["gpus_per_node"]), before, merged["gpu"], found)
     merged.update(gpus=counts.gpus, nodes=counts.nodes, gpus_per_node=counts.per_node)
@@ -249,6 +273,7 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
     intent, about = _read_intent(scan)
     found = Findings(comparing=intent == "compare")
     for reader in (
+        read_features,
         _read_models,
         read_constraints,
         read_machines,
@@ -283,7 +308,7 @@ def missing_fields(parsed: ParsedRequest) -> list[str]:
         missing.append("gpu")
     if parsed.gpus is None and parsed.nodes is None:
         missing.append("gpus")
-    return missing
+    return missing + missing_features(parsed)
 
 
 _QUESTIONS = {
@@ -293,6 +318,10 @@ _QUESTIONS = {
     "isl": "how long the prompts are",
     "osl": "how many tokens each answer generates",
     "batch": "how many requests run at once",
+    "spec_method": "what drafts the speculative tokens (MTP, an EAGLE head or a draft model)",
+    "spec_tokens": "how many draft tokens each speculative step proposes",
+    "spec_accept": "how many draft tokens are accepted per step on average (the engine's mean acceptance length "
+    "minus one; it is measured, never assumed)",
 }
 
 
@@ -334,8 +363,11 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
     traffic = Traffic(arrival=parse_arrival(parsed.arrival)) if parsed.arrival else None
     fields = workload_fields(traffic, isl=parsed.isl, osl=parsed.osl, batch=parsed.batch, rate=parsed.rate,
                              default_isl=DEFAULT_ISL, default_osl=DEFAULT_OSL)
+    notes = [n for n in parsed.notes if not n.startswith("No ") or "length given" not in n]
+    features = workload_features(parsed, fields["isl"], notes)
     workload = Workload(
         **fields,
+        **features,
         ttft_ms=parsed.ttft_ms,
         tpot_ms=parsed.tpot_ms,
         slo_percentile=parsed.slo_percentile or "mean",
@@ -355,12 +387,14 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         policy=policy,
         constraints=parse_constraints(texts) if texts else None,
     )
-    check_context(load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype),
-                  workload.isl, workload.osl)
+    model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    check_context(model, workload.isl, workload.osl)
+    check_drafter(model, workload.speculation)
     given = {name for name in _SETTINGS if getattr(parsed, name) is not None}
+    if parsed.spec_method is not None:
+        given.add("spec")
     if parsed.nodes and parsed.gpus_per_node is None:
         given.discard("gpus_per_node")
     stated = request_assumptions(request, given)
     # The parser's own notes say what it read into words and what it did not use; the defaults are stated once.
-    notes = [n for n in parsed.notes if not n.startswith("No ") or "length given" not in n]
     return request.model_copy(update={"assumptions": notes + stated})

@@ -78,6 +78,11 @@ _LABELS = {
     "weight_dtype": "weight formats",
     "kv_dtype": "KV-cache formats",
     "disaggregated": "answers on disaggregation",
+    "spec_method": "speculative-decoding drafters",
+    "spec_tokens": "draft-token counts",
+    "spec_accept": "acceptances (accepted draft tokens per step)",
+    "prefix_hit": "prefix-cache hit rates",
+    "prefix_tokens": "shared-prefix lengths",
 }
 
 

@@ -61,6 +61,9 @@ def report_command(
 def export_command(
     plan_file: PlanArg,
     engine: Annotated[str, typer.Option("--engine", "-e", help="vllm, sglang or trtllm.")] = "vllm",
+    spec_model: Annotated[str | None, typer.Option(
+        "--spec-model", help="The drafter's weights (a folder or Hugging Face id): the EAGLE head, which a plan with "
+        "--spec eagle:K needs, or a local copy of the draft model of --spec draft:MODEL:K.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Print the launch command that serves a plan's strategy with vLLM, SGLang or TensorRT-LLM."""
@@ -70,7 +73,7 @@ def export_command(
     plan = read_plan(plan_file)
     if plan.strategy is None:
         fail(f"{plan_file} is an infeasible plan: no strategy to launch ({plan.explanation})")
-    spec = launch_command(plan, engine)  # type: ignore[arg-type]
+    spec = launch_command(plan, engine, spec_model)  # type: ignore[arg-type]
     if as_json:
         emit_json(spec)
         return

@@ -13,6 +13,7 @@ from shardplan.cli.progress import working
 from shardplan.cli.rankings import print_search
 from shardplan.errors import InfeasibleError
 from shardplan.tools.cost.pricing import pricing_backend
+from shardplan.tools.planning.feature_words import feature_words
 from shardplan.tools.planning.planner import resolve_request
 from shardplan.tools.search.deployments import search
 
@@ -42,4 +43,7 @@ def search_command(
         emit_json(result)
         return
 
+    features = feature_words(request.workload)
+    if features:
+        console().print(f"priced with{features.removeprefix(',')}", markup=False)
     print_search(result, pricing_backend(cl, request.workload.engine), request.workload.slo_percentile)

@@ -100,8 +100,9 @@ def simulate_command(
     requests: Annotated[int, typer.Option("--requests", min=1, max=1_000_000, help="Requests to replay.")] = 2000,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the request stream.")] = 0,
     router: Annotated[
-        str, typer.Option("--router", help="round-robin or least-outstanding, across replicas.")
-    ] = "round-robin",
+        str | None, typer.Option("--router", help="round-robin, least-outstanding or cache-affinity, across replicas "
+                                 "[default: cache-affinity when requests share prefixes, else round-robin].")
+    ] = None,
     max_num_seqs: Annotated[
         int | None,
         typer.Option("--max-num-seqs", min=1, max=1_000_000, help="Running sequences per replica (or decode "
@@ -114,10 +115,10 @@ def simulate_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON instead of tables.")] = False,
 ) -> None:
     """Simulate a plan's deployment request by request: latency percentiles, goodput, queueing, preemptions."""
-    route = router.replace("-", "_")
-    if route not in ROUTERS:
+    route = router.replace("-", "_") if router is not None else None
+    if route is not None and route not in ROUTERS:
         raise InputError(f"--router {router!r} is not known", field="router",
-                         fix="choose round-robin or least-outstanding")
+                         fix="choose round-robin, least-outstanding or cache-affinity")
     plan = read_plan(plan_file)
     deployment = plan.priced()
     if deployment is None:
@@ -149,8 +150,8 @@ def simulate_command(
         console().print(f"trace written to {trace} (open it in ui.perfetto.dev)", markup=False)
 
 
-def _router(name: str) -> Router:
-    return "least_outstanding" if name == "least_outstanding" else "round_robin"
+def _router(name: str | None) -> Router | None:
+    return next((known for known in ROUTERS if known == name), None)
 
 
 def print_simulation(summary: SimulationSummary, plan: Plan) -> None:
@@ -172,6 +173,11 @@ def print_simulation(summary: SimulationSummary, plan: Plan) -> None:
     out.print(f"engine: {summary.steps:,} steps, running batch {summary.mean_running_batch:.1f} on average (at most "
               f"{summary.max_num_seqs}), KV cache {summary.kv_cache_use:.0%} in use on average, "
               f"{summary.kv_cache_peak:.0%} at peak, {summary.preemptions:,} preemptions", markup=False)
+    hit = getattr(summary, "prefix_hit", None)  # the simulated LRU block cache's, where the simulator measures it
+    if hit is not None:
+        assumed = plan.request.workload.prefix_hit
+        out.print(f"prefix cache: {hit:.1%} of prompt tokens found in the simulated cache (the plan assumed "
+                  f"{assumed:.0%})", markup=False)
     for miss in summary.misses:
         out.print(f"misses {miss.message}", markup=False)
     for note in summary.notes:

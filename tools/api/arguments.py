@@ -179,6 +179,9 @@ class RequestArgs(Args):
         """
 
         check_path(self.model, "model")
+        speculation = speculation_option(self.spec, self.spec_accept)
+        if speculation is not None and speculation.draft_model is not None:
+            check_path(speculation.draft_model, "spec")  # read like the model: a bundled name or a config path
         if self.cluster:
             check_path(self.cluster, "cluster", always=True)
         if self.workload and bundled_trace_name(self.workload) is None:
@@ -198,7 +201,7 @@ class RequestArgs(Args):
             gpu_memory_utilization=self.gpu_memory_utilization,
             max_batched_tokens=self.max_batched_tokens,
             engine=self.engine,
-            speculation=speculation_option(self.spec, self.spec_accept),
+            speculation=speculation,
             prefix_hit=self.prefix_hit or 0.0,
         )
         gpu = self.gpu

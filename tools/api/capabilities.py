@@ -145,6 +145,7 @@ def search_strategies(args: SearchArgs) -> SearchSummary:
 
     When nothing fits, ``feasible`` is false, ``min_gpus`` says how many GPUs would, and ``hints`` name each
     single change (weight or KV format, GPU count, context, sequences in flight) that would make it fit.
+    Speculative decoding (spec with spec_accept) and prefix caching (prefix_hit) are priced as in plan.
     """
     request = args.to_request()
     return _summarize_search(search_request(request), request.workload.objective, args.top, args.detail)
@@ -244,6 +245,10 @@ def build_dag(args: BuildArgs) -> BuildSummary:
 @capability(PlanArgs)
 def plan(args: PlanArgs) -> PlanSummary:
     """Plan a deployment: search, build, validate and price; the best strategy with runners-up and why.
+
+    Speculative decoding: spec ('mtp:K', 'eagle:K' or 'draft:MODEL:K') with spec_accept, the accepted draft tokens
+    per step the engine measured (required: never assumed). Prefix caching: prefix_hit, the share of prompt tokens
+    found in the cache. The request echoes both; dag_cost.speculation and dag_cost.prefix_cache show their effect.
 
     Returns a compact summary (strategy, deployment, figures, verdict, first runners-up, explanation); with
     detail=true the whole plan too, under ``plan``.

@@ -120,6 +120,8 @@ def cost_summary(cost: CostReport, *, detail: bool = False) -> CostSummary:
         meets_targets=not cost.misses,
         misses=cost.misses,
         pricing=cost.pricing,
+        speculation=rounded(cost.speculation) if cost.speculation is not None else None,
+        prefix_cache=rounded(cost.prefix_cache) if cost.prefix_cache is not None else None,
         report=cost if detail else None,
     )
 

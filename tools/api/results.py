@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shardplan.contracts.feature_effects import PrefixCacheEffect, SpeculationEffect
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import FitHint
 from shardplan.contracts.reports import CostReport, PricingReport, ValidationReport
@@ -156,6 +157,12 @@ class CostSummary(Result):
     misses: list[Miss] = Field(default_factory=list)
     pricing: PricingReport | None = Field(
         default=None, description="Which backend priced the figures, on which data, with its measured error."
+    )
+    speculation: SpeculationEffect | None = Field(
+        default=None, description="What speculative decoding did: the verify step, TPOT without it, draft memory."
+    )
+    prefix_cache: PrefixCacheEffect | None = Field(
+        default=None, description="What prefix caching did: the hit rate and its source, prefill saved, TTFT without."
     )
     report: CostReport | None = Field(
         default=None, description="The whole cost report (critical paths of both phases, notes); only with "

@@ -81,7 +81,8 @@ def attention_block(b: PhaseBuilder, site: Site, inputs: dict[Unit, str]) -> dic
         )
         b.g.edge(qkv[unit], write, "state")
         b.ends.append(write)
-        attn_work = ops.attention(m, site.layer or 0, b.seqs, b.q_len, b.kv_len, s.tp, prefill=b.prefill)
+        attn_work = ops.attention(m, site.layer or 0, b.seqs, b.q_len, b.kv_len, s.tp, prefill=b.prefill,
+                                  cached=b.cached)
         # Nodes are written in dependency order (the cache read before the attention that uses it), so
         # the list itself is a topological order and validation need not sort the graph.
         read = None

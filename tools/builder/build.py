@@ -151,7 +151,9 @@ def _kv_handoff(
             {r for s, held in enumerate(prefill_stages) if set(held) & set(layers) for r in prefill.stage_ranks(s)}
         )
         dst = decode.stage_ranks(stage)
-        size = batch_per_replica * workload.isl * per_token_layer * len(layers) / len(dst)
+        # Only the KV the decode worker lacks moves: its prefix cache holds a cached prefix (as vLLM's NIXL
+        # connector asks for the prompt less the tokens its own cache computed).
+        size = batch_per_replica * workload.prefill_tokens * per_token_layer * len(layers) / len(dst)
         node = g.comm(
             id=f"handoff/kv_transfer/stage{stage}",
             name="kv_transfer",

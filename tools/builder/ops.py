@@ -68,17 +68,26 @@ def qkv_projection(spec: ModelSpec, tokens: int, tp: int) -> Work:
     return gemm(tokens, n, h, wb, ab)
 
 
-def attention(spec: ModelSpec, layer: int, sequences: int, q_len: int, kv_len: int, tp: int, *, prefill: bool) -> Work:
+def attention(
+    spec: ModelSpec, layer: int, sequences: int, q_len: int, kv_len: int, tp: int, *, prefill: bool, cached: int = 0
+) -> Work:
     """Attention of ``sequences`` sequences, ``q_len`` queries each over ``kv_len`` keys, on one TP rank.
 
     Prefill is causal over the prompt (work grows with the square of its length); decode reads the
-    cached K/V of ``kv_len`` tokens (bound by KV bytes). MLA decodes in the latent space.
+    cached K/V of ``kv_len`` tokens (bound by KV bytes). MLA decodes in the latent space. A prefill behind
+    ``cached`` prefix tokens (the prefix cache held them) computes only the rest of the prompt: its queries
+    attend causally among themselves and to every cached key, as FlashAttention's varlen prefill with a KV
+    cache does (the queries sit at the end of the keys), so the whole prompt's causal work less the prefix's.
     """
     ab, kb = DTYPE_BYTES[spec.activation_dtype], DTYPE_BYTES[spec.kv_dtype]
     q_heads, kv_heads = _heads_per_rank(spec, tp)
     window = spec.sliding_window if spec.layer_types[layer] == "sliding" else None
     seen = min(kv_len, window) if window else kv_len
-    flops = attention_flops(spec, layer, q_len, kv_len, causal=prefill) * sequences / tp
+    if prefill and cached and not window:
+        pairs = attention_flops(spec, layer, q_len, kv_len - cached, causal=True)
+        flops = (pairs + attention_flops(spec, layer, q_len, cached, causal=False)) * sequences / tp
+    else:
+        flops = attention_flops(spec, layer, q_len, kv_len, causal=prefill) * sequences / tp
     if spec.mla is not None:
         m = spec.mla
         cached = (m.kv_lora_rank + m.qk_rope_head_dim) * kb

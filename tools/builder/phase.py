@@ -78,6 +78,12 @@ class PhaseBuilder:
         self.logit_positions = 1 if self.prefill else self.q_len
         self.kv_prefix = ""  # told apart from the target's caches by a drafter's passes
         self.kv_len = workload.isl if self.prefill else decode_context(workload)
+        self.cached = 0
+        if self.prefill and workload.prefill_tokens < workload.isl:
+            # A cached prefix: prefill computes only the prompt's uncached rest, which attends to the whole prompt.
+            self.cached = workload.isl - workload.prefill_tokens
+            self.q_len = math.ceil(workload.prefill_tokens / phase.sp)
+            self.unit_tokens = self.seqs * self.q_len
         self.boundary_in = ""
         self.ends: list[str] = []  # what the closing boundary waits for (samplers and KV writes)
 

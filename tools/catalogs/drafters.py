@@ -36,7 +36,7 @@ from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.models import load_model
 
-__all__ = ["Drafter", "drafter_for", "drafter_layout"]
+__all__ = ["Drafter", "drafter_for", "drafter_layout", "mtp_layers", "check_drafter"]
 
 
 @dataclass(frozen=True)
@@ -98,8 +98,8 @@ def drafter_for(model: ModelSpec, speculation: Speculation) -> Drafter:
     if method == "mtp":
         if model.mtp_layers < 1:
             raise InputError(
-                f"--spec {speculation_text(speculation)}: {model.name} has no multi-token-prediction layers "
-                "(its config sets no num_nextn_predict_layers)",
+                f"--spec {speculation_text(speculation)}: {model.name} has no MTP layers "
+                "(multi-token prediction: its config sets no num_nextn_predict_layers)",
                 field="spec",
                 fix=f"use --spec eagle:{speculation.draft_tokens} (an EAGLE head) or "
                 f"--spec draft:MODEL:{speculation.draft_tokens} (a smaller draft model of the same vocabulary)",
@@ -133,3 +133,23 @@ def drafter_layout(layout: PhaseStrategy, drafter: Drafter) -> PhaseStrategy:
             "ep": layout.ep if drafter.network.is_moe else 1,
         }
     )
+
+
+def mtp_layers(model: ModelSpec) -> int:
+    """MTP modules in ``model``'s checkpoint (``num_nextn_predict_layers``; 0 when its config has none).
+
+    >>> mtp_layers(load_model("deepseek-v3")), mtp_layers(load_model("llama-3.1-8b"))
+    (1, 0)
+    """
+    return model.mtp_layers
+
+
+def check_drafter(model: ModelSpec, speculation: Speculation | None) -> None:
+    """Refuse a speculation ``model`` cannot run (MTP without MTP layers, a draft model of another vocabulary)
+    before any work starts.
+
+    Raises:
+        InputError: field ``spec`` (see :func:`drafter_for`).
+    """
+    if speculation is not None:
+        drafter_for(model, speculation)

@@ -21,6 +21,7 @@ from shardplan.tools.cost.calibration import calibration
 __all__ = [
     "weight_bytes_per_gpu",
     "kv_bytes_per_sequence_per_gpu",
+    "shared_prefix_kv",
     "memory_report",
     "memory_reports",
     "peak_memory",
@@ -118,6 +119,20 @@ def drafter_bytes_per_gpu(
     return drafter.held_layers * (block + fuse), drafter.held_layers * kv
 
 
+def shared_prefix_kv(spec: ModelSpec, phase: PhaseStrategy, workload: Workload, kv_tokens: int) -> tuple[float, float]:
+    """KV-cache bytes per GPU of one sequence of ``kv_tokens`` behind the workload's cached prefix, and of that
+    prefix, which the engine's prefix cache holds once for every sequence sharing it (their block tables point at
+    the same blocks) rather than once per sequence: ``(kv(kv_tokens - prefix), kv(prefix))``; ``(kv(kv_tokens),
+    0)`` without prefix caching. One shared prefix per cache (an attention group's, a worker's) is assumed: the
+    request's ``prefix_hit`` says how much of each prompt is cached, not how many distinct prefixes there are.
+    """
+    prefix = workload.isl - workload.prefill_tokens
+    if prefix <= 0:
+        return kv_bytes_per_sequence_per_gpu(spec, phase, kv_tokens), 0.0
+    own = kv_bytes_per_sequence_per_gpu(spec, phase, kv_tokens - prefix)
+    return own, kv_bytes_per_sequence_per_gpu(spec, phase, prefix)
+
+
 def _activation_bytes(spec: ModelSpec, phase: PhaseStrategy, workload: Workload, prefill: bool) -> float:
     """Live activations of the largest step: per microbatch, the tokens one step carries.
 
@@ -129,9 +144,10 @@ def _activation_bytes(spec: ModelSpec, phase: PhaseStrategy, workload: Workload,
     ab = DTYPE_BYTES[spec.activation_dtype]
     groups = phase.dp * phase.adp * phase.mb
     seqs = math.ceil(workload.phase_batch("prefill" if prefill else "decode") / groups)
-    # A decode step carries one token per sequence, or its K + 1 verified positions under speculative decoding.
+    # A decode step carries one token per sequence, or its K + 1 verified positions under speculative decoding;
+    # behind a cached prefix a prompt's prefill carries only its uncached tokens.
     verify = workload.speculation.verify_tokens if workload.speculation else 1
-    tokens = seqs * (math.ceil(workload.isl / phase.sp) if prefill else verify)
+    tokens = seqs * (math.ceil(workload.prefill_tokens / phase.sp) if prefill else verify)
     if workload.batching == "continuous":
         tokens = min(tokens, max(1, math.ceil(workload.max_batched_tokens / phase.mb)))
     width = (
@@ -169,7 +185,8 @@ def _pool_account(
     """A pool's fixed bytes per GPU (weights, workspace) and its account of a sized workload (KV, activations)."""
     drafter_weights, drafter_kv = drafter_bytes_per_gpu(spec, phase, workload, kv_tokens)
     weights = weight_bytes_per_gpu(spec, phase) + drafter_weights
-    kv_seq = kv_bytes_per_sequence_per_gpu(spec, phase, kv_tokens) + drafter_kv
+    kv_seq, kv_prefix = shared_prefix_kv(spec, phase, workload, kv_tokens)
+    kv_seq += drafter_kv
     # Inside the engine's share the runtime, NCCL buffers and CUDA graphs take a fixed amount; the engine leaves
     # (1 - gpu_memory_utilization) of something alone. vLLM and SGLang take their share of the whole GPU;
     # TensorRT-LLM takes its share (kv_cache_free_gpu_memory_fraction, 0.9 by default, and what `shardplan export
@@ -184,7 +201,8 @@ def _pool_account(
     workspace = fixed + (1 - workload.gpu_memory_utilization) * pool_bytes
 
     def account(sized: Workload) -> tuple[float, float]:
-        kv = math.ceil(sized.phase_batch(pool) / (phase.dp * phase.adp)) * kv_seq
+        held = math.ceil(sized.phase_batch(pool) / (phase.dp * phase.adp))
+        kv = held * kv_seq + (kv_prefix if held else 0.0)
         return kv, _activations(spec, phase, sized, pool, prefill_phase)
 
     return weights, workspace, account

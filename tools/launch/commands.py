@@ -49,7 +49,7 @@ class LaunchSpec(BaseModel):
     notes: list[str] = Field(default_factory=list, description="What the engine cannot express, and how to run it.")
 
 
-def launch_command(plan: Plan, engine: Engine) -> LaunchSpec:
+def launch_command(plan: Plan, engine: Engine, spec_model: str | None = None) -> LaunchSpec:
     """The command line that serves ``plan``'s strategy with ``engine``.
 
     Colocated plans get one server role (``serve``); disaggregated plans get ``prefill`` and ``decode``
@@ -57,8 +57,14 @@ def launch_command(plan: Plan, engine: Engine) -> LaunchSpec:
     separate servers. Ports: vLLM 8000 (8100 prefill, 8200 decode), SGLang 30000 (30100 decode, router
     8000), TensorRT-LLM 8000 (8001 context, 8101 generation, orchestrator 8000).
 
+    A plan that speculates gets each engine's speculative-decoding flags on every server (prefill and decode pools
+    hold the same layers, the drafter's included, so the KV cache they hand over has one layout); ``spec_model``
+    is the EAGLE head (required for ``eagle``) or a local copy of the draft model. A plan that counts on prefix
+    caching gets the flag that turns the engine's cache on where it is not on by default.
+
     Raises:
-        InputError: unknown engine, or a plan without a strategy (infeasible).
+        InputError: unknown engine, a plan without a strategy (infeasible), or a drafter that cannot be loaded
+            (:func:`shardplan.tools.launch.features.drafting`).
     """
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}", field="engine", fix=f"choose one of {', '.join(ENGINES)}")
@@ -69,7 +75,7 @@ def launch_command(plan: Plan, engine: Engine) -> LaunchSpec:
     notes: list[str] = []
     if plan.status == "infeasible":
         notes.append("the plan is marked infeasible (it does not fit in GPU memory); these commands will not start")
-    target = plan_target(plan)
+    target = plan_target(plan, spec_model)
     running = target.sequences("decode" if plan.strategy.disaggregated else "serve")
     if open_arrivals(plan) and plan.deployment is not None and running > plan.deployment.concurrency:
         notes.append(f"the plan keeps {plan.deployment.concurrency} sequences in flight on average at "
@@ -86,10 +92,13 @@ def launch_command(plan: Plan, engine: Engine) -> LaunchSpec:
         else:
             trtllm.configure(target, server, notes, disaggregated, files)
     if engine == "vllm":
+        vllm.feature_notes(target, servers, notes)
         extras = vllm.extras(servers, notes)
     elif engine == "sglang":
+        sglang.feature_notes(target, servers, notes)
         extras = sglang.extras(servers, notes)
     else:
+        trtllm.feature_notes(target, servers, notes)
         extras = trtllm.extras(servers, notes, files)
         if target.kv_fp8:
             notes.append("the plan assumes an fp8 KV cache; set the KV-cache format in the TensorRT-LLM config as "

@@ -14,6 +14,7 @@ from shardplan.contracts.plan import Plan
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.packing import place_workers
 from shardplan.tools.catalogs.gpus import cluster_for
+from shardplan.tools.launch.features import Drafting, drafting, prefix_hit
 from shardplan.tools.planning.planner import resolve_request
 
 __all__ = [
@@ -56,6 +57,10 @@ class Target:
     """Sequences in flight per server role across all its processes, from the plan's deployment."""
     isl: int
     kv_fp8: bool
+    drafting: Drafting | None = None
+    """Speculative decoding, with where the drafter's weights are; None when the plan does not speculate."""
+    prefix_hit: float = 0.0
+    """Share of prompt tokens the plan assumed found in the prefix cache."""
 
     def sequences(self, role: str) -> int:
         """Sequences the servers of ``role`` hold together (their engines' concurrency limits add up to it)."""
@@ -83,7 +88,9 @@ class Server:
         return self.phase.replica_gpus * (self.phase.dp // self.instances)
 
 
-def plan_target(plan: Plan) -> Target:
+def plan_target(plan: Plan, spec_model: str | None = None) -> Target:
+    """What the engine mappings need of ``plan``; ``spec_model`` is the EAGLE head or draft model to load
+    (:func:`shardplan.tools.launch.features.drafting`)."""
     workload = plan.request.workload
     if plan.dag is not None:
         spec = plan.dag.meta.model
@@ -93,7 +100,8 @@ def plan_target(plan: Plan) -> Target:
     request = plan.request
     cluster = cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster)
     return Target(model=spec.name, moe=spec.is_moe, gpus_per_node=cluster.gpus_per_node, gpus=cluster.world_size,
-                   in_flight=in_flight_by_role(plan), isl=workload.isl, kv_fp8=spec.kv_dtype == "fp8")
+                   in_flight=in_flight_by_role(plan), isl=workload.isl, kv_fp8=spec.kv_dtype == "fp8",
+                   drafting=drafting(plan, spec, spec_model), prefix_hit=prefix_hit(plan))
 
 
 def open_arrivals(plan: Plan) -> bool:

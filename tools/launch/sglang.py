@@ -9,13 +9,56 @@ Flag names checked against the engine's own documentation (read through the sear
   nixl``); ``--enable-ep-moe`` is deprecated in favour of ``--ep-size`` (sgl-project/SpecForge#246);
   ``docs/advanced_features/pd_disaggregation.md`` (``--tp-size 16 --dp-size 8 --enable-dp-attention``,
   ``python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL``).
+* Speculative decoding: ``docs/advanced_features/speculative_decoding.md`` (``--speculative-algorithm`` EAGLE,
+  EAGLE3, STANDALONE or NEXTN, the alias of EAGLE that MTP models use; ``--speculative-draft-model-path``, which MTP
+  models may leave out; ``--speculative-num-steps``, ``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``,
+  set all three or none, and with topk 1 the draft tokens are num_steps + 1; STANDALONE does not support
+  ``--enable-dp-attention``). Prefix caching: the radix cache is on by default (``--disable-radix-cache`` in
+  ``server_arguments.md`` turns it off), so a plan that counts on it needs no flag.
 """
 
 from __future__ import annotations
 
 from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
 
-__all__ = ["configure", "extras"]
+__all__ = ["configure", "extras", "feature_notes"]
+
+_ALGORITHM = {"mtp": "NEXTN", "eagle": "EAGLE3", "draft": "STANDALONE"}
+# SGLang's documented MTP models: MiMo (speculative_decoding.md) and DeepSeek (basic_usage/deepseek_v32.md).
+_MTP_MODEL_TYPES = frozenset({"deepseek_v3", "deepseek_v32", "mimo"})
+
+
+def _feature_flags(target: Target, server: Server) -> None:
+    drafting = target.drafting
+    if drafting is None:
+        return
+    flags = server.flags
+    flags["--speculative-algorithm"] = _ALGORITHM[drafting.spec.method]
+    if drafting.drafter is not None:
+        flags["--speculative-draft-model-path"] = drafting.drafter
+    # One chain of K drafts (topk 1), as the plan priced it: K drafting steps, K + 1 tokens verified.
+    flags["--speculative-num-steps"] = drafting.spec.draft_tokens
+    flags["--speculative-eagle-topk"] = 1
+    flags["--speculative-num-draft-tokens"] = drafting.spec.verify_tokens
+
+
+def feature_notes(target: Target, servers: list[Server], notes: list[str]) -> None:
+    """What SGLang does with the plan's speculation and prefix caching that the flags do not say."""
+    drafting = target.drafting
+    if drafting is not None and drafting.spec.method == "mtp" and drafting.model_type not in _MTP_MODEL_TYPES:
+        notes.append(f"SGLang documents MTP (NEXTN) for DeepSeek and MiMo models; check that your release supports "
+                     f"it for {drafting.model_type}")
+    if drafting is not None and drafting.spec.method == "draft":
+        for server in servers:
+            if server.flags.get("--enable-dp-attention"):
+                notes.append(f"{server.role}: SGLang's STANDALONE draft model does not support "
+                             "--enable-dp-attention; drop one of the two")
+    if drafting is not None and drafting.spec.method == "eagle":
+        notes.append("the EAGLE head is loaded as EAGLE-3 (--speculative-algorithm EAGLE3); for an EAGLE-1/2 head "
+                     "write EAGLE")
+    if target.prefix_hit > 0:
+        notes.append(f"the plan counts on {target.prefix_hit:.0%} of prompt tokens found in the prefix cache: "
+                     "SGLang's radix cache, on by default, finds them (do not pass --disable-radix-cache)")
 
 
 def configure(target: Target, server: Server, notes: list[str], disaggregated: bool) -> None:
@@ -55,6 +98,7 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
         microbatch_note("SGLang", server.role, p, notes)
     if target.kv_fp8:
         flags["--kv-cache-dtype"] = "fp8_e4m3"
+    _feature_flags(target, server)
     if disaggregated:
         flags["--disaggregation-mode"] = server.role
         flags["--disaggregation-transfer-backend"] = "nixl"

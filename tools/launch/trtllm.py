@@ -9,13 +9,55 @@ Flag names checked against the engine's own documentation (read through the sear
   disagg-serving.md`` (``cache_transceiver_config: {backend: NIXL, max_tokens_in_buffer}``,
   ``disable_overlap_scheduler: True`` on context servers, ``trtllm-serve disaggregated -c
   disagg_config.yaml``); Dynamo's TRT-LLM guide: attention DP sets ``attention_dp_size = tp_size``.
+* Speculative decoding: ``docs/source/features/speculative-decoding.md`` (``speculative_config`` in the YAML,
+  ``decoding_type`` MTP, Eagle3 or DraftTarget; MTP "is currently only supported by Deepseek", its
+  ``num_nextn_predict_layers`` must match ``max_draft_len``; Eagle3 and DraftTarget take ``max_draft_len`` and
+  ``speculative_model_dir``, the older name that newer releases keep as an alias of ``speculative_model``; the
+  draft/target example disables the overlap scheduler). Prefix caching: ``kv_cache_config.enable_block_reuse``
+  (``KvCacheConfig``, default true in recent releases), written out where the plan counts on it.
 """
 
 from __future__ import annotations
 
+import json
+import re
+
 from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
 
-__all__ = ["configure", "extras"]
+__all__ = ["configure", "extras", "feature_notes"]
+
+_DECODING_TYPE = {"mtp": "MTP", "eagle": "Eagle3", "draft": "DraftTarget"}
+_MTP_MODEL_TYPES = frozenset({"deepseek_v3"})
+_PLAIN_YAML = re.compile(r"[A-Za-z0-9_./-]+")
+
+
+def _yaml_text(text: str) -> str:
+    """``text`` as a YAML scalar: plain where it is a simple path or id, else a JSON string (valid YAML)."""
+    return text if _PLAIN_YAML.fullmatch(text) and text[0] not in "-." else json.dumps(text)
+
+
+def _feature_options(target: Target, options: list[str]) -> None:
+    drafting = target.drafting
+    if drafting is not None:
+        k = drafting.spec.draft_tokens
+        options += ["speculative_config:", f"  decoding_type: {_DECODING_TYPE[drafting.spec.method]}",
+                    f"  max_draft_len: {k}"]
+        if drafting.spec.method == "mtp":
+            options.append(f"  num_nextn_predict_layers: {k}")
+        if drafting.drafter is not None:
+            options.append(f"  speculative_model_dir: {_yaml_text(drafting.drafter)}")
+        if drafting.spec.method == "draft" and "disable_overlap_scheduler: true" not in options:
+            options.append("disable_overlap_scheduler: true")
+    if target.prefix_hit > 0:
+        options += ["kv_cache_config:", "  enable_block_reuse: true"]
+
+
+def feature_notes(target: Target, servers: list[Server], notes: list[str]) -> None:
+    """What TensorRT-LLM does with the plan's speculation that the options do not say."""
+    drafting = target.drafting
+    if drafting is not None and drafting.spec.method == "mtp" and drafting.model_type not in _MTP_MODEL_TYPES:
+        notes.append(f"TensorRT-LLM documents MTP for DeepSeek models only; {drafting.model_type} is not one, so this "
+                     "speculative_config may not load")
 
 
 def configure(target: Target, server: Server, notes: list[str], disaggregated: bool,
@@ -44,9 +86,10 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
     groups = p.dp * (p.stage_gpus if attention_dp else 1)
     flags["--max_batch_size"] = seqs_per_scheduler(p, target.sequences(server.role), groups)
     microbatch_note("TensorRT-LLM", server.role, p, notes)
+    if disaggregated and server.role == "prefill":
+        options.append("disable_overlap_scheduler: true")
+    _feature_options(target, options)
     if disaggregated:
-        if server.role == "prefill":
-            options.append("disable_overlap_scheduler: true")
         options += ["cache_transceiver_config:", "  backend: NIXL", f"  max_tokens_in_buffer: {target.isl}"]
         server.port = 8001 if server.role == "prefill" else 8101
     elif server.instances > 1:

@@ -12,6 +12,13 @@ Flag names checked against the engine's own documentation (read through the sear
   ``--distributed-executor-backend ray``), ``docs/features/quantization/quantized_kvcache.md``
   (``--kv-cache-dtype fp8``); context parallelism (``--prefill-context-parallel-size``) is documented only
   for a few models and backends and is not used.
+* Speculative decoding: ``docs/features/speculative_decoding/mtp.md`` (``--speculative-config
+  '{"method":"mtp","num_speculative_tokens":1}'``; MTP works for model families whose checkpoints carry MTP layers,
+  ``vllm.config.speculative.MTP_MODEL_TYPES``: deepseek_mtp, mimo_mtp, glm4_moe_mtp, qwen3_next_mtp, ...; older
+  releases name the DeepSeek method ``deepseek_mtp``), ``eagle.md`` (``"method": "eagle3"`` with ``"model"`` the
+  head), ``draft_model.md`` (``"method": "draft_model"``, ``"model"``; the separate ``--speculative-model`` flags are
+  deprecated). Prefix caching: ``--enable-prefix-caching`` (``--no-enable-prefix-caching`` turns it off; on by
+  default in the V1 engine, ``docs/design/prefix_caching.md``), written out where the plan counts on it.
 """
 
 from __future__ import annotations
@@ -20,7 +27,37 @@ import json
 
 from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
 
-__all__ = ["configure", "extras"]
+__all__ = ["configure", "extras", "feature_notes"]
+
+_METHOD = {"mtp": "mtp", "eagle": "eagle3", "draft": "draft_model"}
+# Target model types behind vLLM's MTP drafters (MTP_MODEL_TYPES: deepseek_mtp, mimo_mtp, glm4_moe_mtp,
+# qwen3_next_mtp), by the model_type of the checkpoint that carries the layers.
+_MTP_MODEL_TYPES = frozenset({"deepseek_v3", "mimo", "glm4_moe", "qwen3_next"})
+
+
+def _feature_flags(target: Target, server: Server) -> None:
+    drafting = target.drafting
+    if drafting is not None:
+        config: dict[str, str | int] = {"method": _METHOD[drafting.spec.method]}
+        if drafting.drafter is not None:
+            config["model"] = drafting.drafter
+        config["num_speculative_tokens"] = drafting.spec.draft_tokens
+        server.flags["--speculative-config"] = json.dumps(config, separators=(",", ":"))
+    if target.prefix_hit > 0:
+        server.flags["--enable-prefix-caching"] = True
+
+
+def feature_notes(target: Target, servers: list[Server], notes: list[str]) -> None:
+    """What vLLM does with the plan's speculation that the flags do not say."""
+    drafting = target.drafting
+    if drafting is None:
+        return
+    if drafting.spec.method == "mtp" and drafting.model_type not in _MTP_MODEL_TYPES:
+        notes.append(f"vLLM's MTP drafters cover deepseek_v3, mimo, glm4_moe and qwen3_next checkpoints; check that "
+                     f"your release supports MTP for {drafting.model_type}")
+    if drafting.spec.method == "eagle":
+        notes.append("the EAGLE head is loaded as EAGLE-3 (\"method\": \"eagle3\"); for an EAGLE-1/2 head write "
+                     "\"method\": \"eagle\"")
 
 
 def configure(target: Target, server: Server, notes: list[str], disaggregated: bool) -> None:
@@ -53,6 +90,7 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
     flags["--max-num-seqs"] = seqs_per_scheduler(p, target.sequences(server.role), p.dp * p.adp)
     if target.kv_fp8:
         flags["--kv-cache-dtype"] = "fp8"
+    _feature_flags(target, server)
     if disaggregated:
         flags["--kv-transfer-config"] = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"},
                                                    separators=(",", ":"))

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.traffic import ClosedLoop, GammaArrivals, TraceArrivals, arrival_text
 from shardplan.contracts.workload import Workload
+from shardplan.tools.catalogs.drafters import mtp_layers
 from shardplan.tools.catalogs.gpus import get_gpu
 from shardplan.tools.catalogs.model_names import alias_note
 from shardplan.tools.catalogs.models import load_model
@@ -41,9 +43,9 @@ def _traffic_lines(w: Workload, given: Collection[str]) -> list[str]:
 
 def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[str]:
     """One line per request value that was not in ``given`` (field names: ``isl``, ``osl``, ``batch``,
-    ``objective``, ``gpu``, ``gpus_per_node``, ``weight_dtype``, ``kv_dtype``, ``rate``) and so was defaulted or
-    taken from the workload's traffic, plus the model name read as another bundled architecture and how
-    bursty or replayed arrivals are priced.
+    ``objective``, ``gpu``, ``gpus_per_node``, ``weight_dtype``, ``kv_dtype``, ``rate``, ``spec``) and so was
+    defaulted or taken from the workload's traffic, plus the model name read as another bundled architecture and
+    how bursty or replayed arrivals are priced; speculative decoding left off on a model with MTP layers.
 
     >>> from shardplan.contracts.workload import Workload
     >>> r = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=1, workload=Workload(isl=512, osl=256))
@@ -67,6 +69,11 @@ def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[st
             lines.append(f"{what} {getattr(w, which)} tokens: " + (f"the mean of {source}, " if source else "")
                          + "not given")
     lines += _traffic_lines(w, given)
+    if w.prefix_hit > 0:
+        cached = w.isl - w.prefill_tokens
+        lines.append(f"prefix cache: {w.prefix_hit:.0%} of each prompt ({cached} tokens) is one prefix shared by "
+                     "every request of a replica (a decode worker when split), held once in its KV cache; prefill "
+                     "computes the rest")
     arrival = w.traffic.arrival if w.traffic is not None else None
     from_clients = isinstance(arrival, ClosedLoop) and w.batch == arrival.clients  # stated with the traffic
     if "batch" not in given and w.batch is None:
@@ -82,4 +89,16 @@ def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[st
         lines.append(f"weights in {spec.weight_dtype}{experts}: the model's own format, not given")
     if "kv_dtype" not in given:
         lines.append(f"KV cache in {spec.kv_dtype}: not given")
-    return lines + spec.warnings
+    return lines + ([] if "spec" in given else _speculation_lines(w, spec)) + spec.warnings
+
+
+def _speculation_lines(w: Workload, model: ModelSpec) -> list[str]:
+    """Speculative decoding left off where the model could draft with its own MTP layers: a reader weighing TPOT
+    wants to know it is priced without. The acceptance that would turn it on is the reader's to measure, never
+    filled in here."""
+    layers = mtp_layers(model) if w.speculation is None else 0
+    if not layers:
+        return []
+    return [f"speculative decoding off: not given ({model.name} has {layers} MTP layer{'s' if layers > 1 else ''}; "
+            f"--spec mtp:{layers} with --spec-accept A, the accepted drafts per step your engine measures, turns it "
+            "on)"]

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from shardplan.contracts.arithmetic.feasibility import Problem, strategy_problems
+from shardplan.contracts.feature_effects import PrefixCacheEffect
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import Deployment, FrontierPoint, PricedDeployment, WorkerPool
@@ -23,6 +24,7 @@ from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.packing import max_workers, packs, pools_pack
 from shardplan.tools.planning.evaluation import Evaluation, evaluate
+from shardplan.tools.planning.prefix_cache import prefix_cache_effect
 from shardplan.tools.search.ranking import ranked
 from shardplan.tools.search.simulated import needs_simulation, simulate_option
 from shardplan.tools.serving.deployments import given_deployment
@@ -95,6 +97,8 @@ class DeploymentEvaluation:
     """The GPUs one replica (or one prefill and decode worker pair) occupies."""
     notes: list[str]
     """What the deployment's figures rest on, one sentence each."""
+    prefix_cache: PrefixCacheEffect | None = None
+    """What prefix caching did to the deployment (the cost report's ``prefix_cache``); None when not on."""
 
 
 def evaluate_deployment(
@@ -151,7 +155,9 @@ def evaluate_deployment(
                 f"(no steady state: their queue would grow without bound); each decode worker runs the largest "
                 f"batch they feed, {option.worker_concurrency}"
             )
-    return DeploymentEvaluation(option=option, evaluation=evaluation, cluster=occupied, notes=notes)
+    prefix = prefix_cache_effect(model, cluster, strategy, workload, option)
+    return DeploymentEvaluation(option=option, evaluation=evaluation, cluster=occupied, notes=notes,
+                                prefix_cache=prefix)
 
 
 def simulated_figures_note(option: PricedDeployment, run: SimulationSummary) -> str:

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections import Counter
 
 from shardplan.contracts.dag import DAG, CommNode
-from shardplan.contracts.feature_effects import SpeculationEffect
+from shardplan.contracts.feature_effects import PrefixCacheEffect, SpeculationEffect
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import Alternative, Deployment
 from shardplan.contracts.strategy import Strategy
+from shardplan.tools.planning.prefix_cache import prefix_cache_sentence
 from shardplan.tools.planning.speculation import speculation_sentence
 
 __all__ = ["explain", "collectives_by_group"]
@@ -102,6 +103,7 @@ def explain(
     reviewing: bool = False,
     *,
     speculation: SpeculationEffect | None = None,
+    prefix_cache: PrefixCacheEffect | None = None,
 ) -> str:
     """A few sentences on the deployment and why its layout suits the request, each from the plan itself.
 
@@ -140,6 +142,8 @@ def explain(
     )
     if speculation is not None:
         parts.append(speculation_sentence(speculation))
+    if prefix_cache is not None:
+        parts.append(prefix_cache_sentence(prefix_cache, strategy, figures.ttft_ms))
     if runner_up is not None and reviewing:
         parts.append(f"Beaten by {runner_up.strategy} (against it, the reviewed strategy: {runner_up.why_not}).")
     elif runner_up is not None:

@@ -16,7 +16,7 @@ from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.targets import miss_texts
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError, StrategyError
-from shardplan.tools.catalogs.drafters import drafter_for
+from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.deployment import (
@@ -52,12 +52,11 @@ def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
 
     Raises:
         InputError: unknown model or GPU, unreadable cluster file, a GPU count that does not fit nodes, a
-            prompt plus output longer than the model's context, a speculation whose drafter the model lacks.
+            prompt plus output longer than the model's context, MTP on a model without MTP layers.
     """
     model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
     check_context(model, request.workload.isl, request.workload.osl)
-    if request.workload.speculation is not None:
-        drafter_for(model, request.workload.speculation)  # MTP on a model without MTP layers: say so up front
+    check_drafter(model, request.workload.speculation)
     return model, cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster)
 
 
@@ -170,7 +169,7 @@ def plan_for_strategy(
         status = "infeasible"
     deployment = deployment_section(cluster, strategy, request.workload, evaluated, frontier)
     figures = option.figures if option is not None else None
-    dag_cost = evaluated.evaluation.cost
+    dag_cost = _with_effects(evaluated)
     if option is not None and request.workload.speculation is not None:
         effect = speculation_effect(model, cluster, option, request.workload)
         dag_cost = dag_cost.model_copy(update={"speculation": effect})
@@ -190,11 +189,21 @@ def plan_for_strategy(
         alternatives=alternatives,
         near_tie=_near_tie(request.workload, figures, evaluated.evaluation.cost, alternatives, reviewing),
         explanation=explain(model, strategy, figures or evaluated.evaluation.cost.figures, dag, deployment,
-                            alternatives[0] if alternatives else None, reviewing, speculation=dag_cost.speculation),
+                            alternatives[0] if alternatives else None, reviewing, speculation=dag_cost.speculation,
+                            prefix_cache=evaluated.prefix_cache),
         messages=list(messages or []) + evaluated.notes + miss_texts(found),
         economics=economics_of(cluster.gpu, request.workload, figures, deployment, evaluated.evaluation.cost,
                                request.price) if status != "infeasible" else None,
     )
+
+
+def _with_effects(evaluated: DeploymentEvaluation) -> CostReport:
+    """The replica's cost report with what the request's engine features did to the deployment (the evaluation's
+    own report is shared by every plan of the same replica, so it is copied, not changed)."""
+    cost = evaluated.evaluation.cost
+    if evaluated.prefix_cache is None:
+        return cost
+    return cost.model_copy(update={"prefix_cache": evaluated.prefix_cache})
 
 
 def _near_tie(

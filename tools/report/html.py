@@ -14,6 +14,7 @@ from shardplan.contracts.economics import Economics, economics_lines
 from shardplan.contracts.plan import Plan
 from shardplan.tools.cost.calibration import calibration
 from shardplan.tools.report.dagview import dag_section
+from shardplan.tools.report.features import features_html
 from shardplan.tools.report.latency import latency_html
 from shardplan.tools.report.panels import (
     cited_rules,
@@ -215,6 +216,9 @@ def _feasible_sections(plan: Plan, known: set[str]) -> str:
            _card("memory", "Memory per GPU", memory_html(cost.memory)),
            _card("pareto", "Alternatives: throughput against interactivity", _pareto_html(plan))]
     out.append(f'<div class="grid2">{"".join(top)}</div>')
+    features = features_html(plan)
+    if features:
+        out.append(_card("features", "Speculative decoding and prefix caching", features))
     if plan.simulation is not None:
         out.append(_card("latency", "Latency under the traffic, beside the targets", latency_html(plan)))
     if plan.economics is not None:

@@ -15,6 +15,7 @@ from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.errors import InputError
 from shardplan.knowledge.rules import get_rule
 from shardplan.tools.launch.commands import ENGINES, launch_command
+from shardplan.tools.planning.feature_words import feature_words
 from shardplan.tools.report.svg import CATEGORY_COLOURS, category_of, esc, fmt_ms, fmt_num, svg_open, text, text_width
 from shardplan.tools.views.phase_columns import PHASE_COLUMNS, column_label
 
@@ -71,8 +72,8 @@ def header_html(plan: Plan) -> str:
     parts = [f'<header><div class="title"><h1>{esc(model)} on {req.gpus} × {esc(req.gpu)}</h1>'
              f'<span class="badge {badge}">{esc(said)}</span></div>'
              f'<p class="muted">input {w.isl:,} tokens · output {w.osl:,} tokens · {_in_flight(plan)} · objective '
-             f"{esc(w.objective)}{esc(targets)}{esc(per_node)} · policy {esc(req.policy)} · shardplan "
-             f"{esc(plan.shardplan_version)}</p>"]
+             f"{esc(w.objective)}{esc(targets)}{esc(feature_words(w))}{esc(per_node)} · policy {esc(req.policy)} · "
+             f"shardplan {esc(plan.shardplan_version)}</p>"]
     f = plan.figures
     if f is not None and plan.strategy is not None:
         tiles = [("TTFT", fmt_ms(f.ttft_ms)), ("TPOT", fmt_ms(f.tpot_ms)),

@@ -177,7 +177,8 @@ def prefill_worker(
     """A prefill worker of ``layout``, or None when its step of prompts does not fit in memory."""
     layout = layout.model_copy(update={"dp": 1})
     # Each attention-DP group schedules its own step of prompts (vLLM's token budget is per DP rank).
-    prompts = max(1, workload.max_batched_tokens // workload.isl) * layout.adp * layout.mb
+    # Behind a cached prefix the budget counts only the tokens computed, so a step takes more prompts.
+    prompts = max(1, workload.max_batched_tokens // workload.prefill_tokens) * layout.adp * layout.mb
     sized = workload.at_concurrency(prompts)
     if not memory_report(model, cluster.gpu, layout, sized, "prefill", workload.isl).fits:
         return None
@@ -256,7 +257,10 @@ def pool_options(
             if busy >= 1.0:
                 # The prefill pool cannot feed these decode batches: no steady state at this sizing.
                 continue
-            transfer = kv_transfer_s(model, cluster, prefill.layout, decode.layout, workload.isl, gpus <= per_node)
+            # The decode worker's prefix cache holds the cached prefix: only the rest of the prompt's KV moves.
+            transfer = kv_transfer_s(
+                model, cluster, prefill.layout, decode.layout, workload.prefill_tokens, gpus <= per_node
+            )
             # The x prefill workers serve one queue (Dynamo's prefill queue, or a router sending each prompt to
             # an idle worker), so the pool queues as x servers, not as x workers each with a random share of
             # the arrivals. A step takes up to ``prompts`` waiting prompts at once (bulk service): each worker

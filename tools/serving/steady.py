@@ -34,6 +34,9 @@ sequence on average, so a request decodes in ``(O - 1) / (A + 1)`` steps, each d
 tokens of the step budget, prompts must enter at ``D (A + 1) / (O - 1)`` requests per step, and TPOT is the mean
 step over ``A + 1`` (the step itself from :class:`~.steps.StepPricer`, which prices the verify pass and the drafting).
 
+Prefix caching: ``I`` above is the prompt tokens prefill computes, those the prefix cache does not hold
+(:attr:`~shardplan.contracts.workload.Workload.prefill_tokens`); the pricer's chunks attend to the whole prompt.
+
 Static batching: the whole replica batch is prefilled together (TTFT), then decoded together (TPOT),
 ``C O / (TTFT + (O - 1) TPOT)`` tokens/s; ``prefill_batch`` splits the prefill into rounds.
 """
@@ -142,7 +145,8 @@ def continuous_point(
     Returns None when the step budget cannot carry one token for every running sequence plus some prompt
     (``concurrency >= max_batched_tokens`` per scheduler), as engines cap running sequences at the budget.
     """
-    prompt, out, budget = workload.isl, workload.osl, workload.max_batched_tokens
+    # Behind a cached prefix a prompt's chunks carry only its uncached tokens (the budget counts what is computed).
+    prompt, out, budget = workload.prefill_tokens, workload.osl, workload.max_batched_tokens
     ranks = pricer.layout.adp
     per_rank = concurrency / ranks
     verify, gained = pricer.verify_tokens, pricer.tokens_per_step

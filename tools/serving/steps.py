@@ -18,6 +18,12 @@ step is split into what scales with the tokens it carries and what scales with t
   of a whole prompt's attention kernels (under attention DP, the prefill of one prompt per group, the
   groups attending side by side).
 
+Prefix caching (``prefix_hit`` h): a prompt's prefill computes only its uncached rest, ``(1 - h) isl`` tokens
+(:attr:`~shardplan.contracts.workload.Workload.prefill_tokens`), so chunks and token budgets count those; each of
+them still attends to the whole prompt before it. The prefill samples are built with the cached prefix (the DAG's
+prefill attention then covers the uncached queries over every key, the whole prompt's causal work less the
+prefix's: ``1 - h^2`` of it), and a chunk's attention is its share of that sample's, ``P / ((1 - h) isl)``.
+
 Pipeline parallelism: engines keep ``pp`` batches in flight (vLLM's virtual engines), one per stage, so
 in steady state a replica runs ``pp`` lanes whose steps pass through every stage without pipeline
 fill. A lane's pass is priced on the layout with one microbatch (its stages one after another); each
@@ -59,7 +65,7 @@ from shardplan.tools.serving.drafting import DraftPricer
 
 __all__ = ["StepPricer", "interpolate_power_grid", "forget_samples"]
 
-_SHARED: dict[tuple[str, str, str, str, str, int, int, str, int], PhaseTimes] = {}
+_SHARED: dict[tuple[str, str, str, str, str, int, int, str, int, float], PhaseTimes] = {}
 """Sampled shapes shared by every pricer of the process: the search, the agent's checks and the final plan
 price the same layouts. Keyed by model, cluster, layout, engine, backend, lengths, kind and token count."""
 _SHARED_LIMIT = 200_000
@@ -109,12 +115,15 @@ class StepPricer:
     """For a drafter network's own pricer: the input width of its fusing projection (0: none)."""
     drafting: bool = False
     """Whether this prices a drafter network (its passes), not a target that drafts."""
+    prefix_hit: float = 0.0
+    """Share of each prompt found in the prefix cache: prefill computes only the rest (the module docstring)."""
     _samples: dict[tuple[str, int], PhaseTimes] = field(default_factory=dict, repr=False)
     _own: dict[tuple[float, float], float] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.layout = self.layout.model_copy(update={"dp": 1})
         self._lane = self.layout.model_copy(update={"mb": 1})
+        self._prefill_tokens = Workload(isl=self.isl, osl=self.osl, prefix_hit=self.prefix_hit).prefill_tokens
         self._key = (
             self.model.model_dump_json(),
             self.cluster.model_dump_json(),
@@ -142,7 +151,7 @@ class StepPricer:
             InputError: the speculation's drafter does not exist for ``model`` (:func:`drafter_for`).
         """
         return cls(model, cluster, layout, workload.isl, workload.osl, engine=workload.engine, backend=backend,
-                   speculation=workload.speculation)
+                   speculation=workload.speculation, prefix_hit=workload.prefix_hit)
 
     @property
     def tokens_per_step(self) -> float:
@@ -160,6 +169,11 @@ class StepPricer:
         return self.layout.pp
 
     @property
+    def prefill_tokens(self) -> int:
+        """Prompt tokens a prompt's prefill computes: those the prefix cache does not hold."""
+        return self._prefill_tokens
+
+    @property
     def context(self) -> int:
         """Mean attention context of a decoding sequence: the prompt plus half the output."""
         return self.isl + self.osl // 2
@@ -168,16 +182,18 @@ class StepPricer:
         """A sampled shape: ``linear``/``decode``/``prefill`` on one lane, ``static_*`` on the whole layout."""
         key = (kind, n)
         if key not in self._samples:
-            # A verify shape carries K + 1 positions per sequence (the builder's decode step under speculation).
+            # A verify shape carries K + 1 positions per sequence (the builder's decode step under speculation);
+            # a prefill shape computes only the prompt tokens behind the cached prefix.
             verifying = kind == "verify" or kind == "static_decode" and self.draft is not None
             spec = self.speculation if verifying else None
-            shared = (*self._key, self.isl, self.osl, f"{kind}/{spec.verify_tokens if spec else 1}", n)
+            hit = self.prefix_hit if kind.endswith("prefill") else 0.0
+            shared = (*self._key, self.isl, self.osl, f"{kind}/{spec.verify_tokens if spec else 1}", n, hit)
             if shared not in _SHARED:
                 layout = self.layout if kind.startswith("static_") else self._lane
                 phase = "prefill" if kind.endswith("prefill") else "decode"
                 length = {"linear": 1, "decode": self.context, "static_decode": self.context,
                           "verify": self.context}.get(kind, self.isl)
-                shape = Workload(isl=length, osl=1, batch=n, engine=self.engine, speculation=spec)
+                shape = Workload(isl=length, osl=1, batch=n, engine=self.engine, speculation=spec, prefix_hit=hit)
                 if len(_SHARED) >= _SHARED_LIMIT:
                     _SHARED.clear()
                 _SHARED[shared] = phase_times(self.model, self.cluster, phase, layout, shape, self.backend)
@@ -239,13 +255,14 @@ class StepPricer:
         return max(0.0, self._curve("decode", sequences) - self._curve("linear", sequences))
 
     def prefill_attention_s(self, tokens: float) -> float:
-        """Causal attention of ``tokens`` prompt tokens, as their share of a whole prompt's attention kernels.
+        """Causal attention of ``tokens`` prompt tokens, as their share of a whole prompt's attention kernels (of its
+        uncached rest's, behind a cached prefix).
 
         The builder gives every attention data-parallel group at least one sequence, so the smallest prefill it
         prices is one prompt per group, the groups attending side by side: its attention is one prompt's."""
         if tokens <= 0:
             return 0.0
-        return self._times("prefill", self.layout.adp).attention_s * tokens / self.isl
+        return self._times("prefill", self.layout.adp).attention_s * tokens / self.prefill_tokens
 
     def step_s(self, decode_tokens: float, prefill_tokens: float) -> float:
         """One continuous-batching round of the replica: ``decode_tokens`` running sequences spread over its

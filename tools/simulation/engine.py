@@ -10,6 +10,10 @@ Each step, in order:
   and loses its KV cache) until they do, and that step admits no one;
 * waiting requests are admitted first come, first served while the budget, ``max_num_seqs`` and the free
   blocks allow, each with a chunk of its prompt (the whole prompt when the budget holds it);
+* with a prefix cache (:class:`~.prefix_cache.PrefixCache`), a request admitted with nothing computed finds the
+  cached blocks of its prefix group's prefix and computes only the rest of its prompt; its sequence holds its own
+  blocks beyond that prefix, the prefix's blocks are held once, pinned while a running sequence references them,
+  and evicted least recently used when an allocation needs room;
 * the step lasts ``step_s(decode tokens, prefill tokens)`` of the serving model's step pricer; a sequence
   whose tokens are all computed emits its next token at the end of it (its first one when its prompt's last
   chunk comes out of the pipeline: ``chunk_pass_s``).
@@ -35,6 +39,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
+from shardplan.tools.simulation.prefix_cache import PrefixCache
 from shardplan.tools.simulation.state import Requests
 
 __all__ = ["StepCosts", "StepRecord", "StepPlan", "Replica", "Engine", "repeats_before"]
@@ -64,6 +69,9 @@ class Replica(Protocol):
     def step(self, horizon: float) -> np.ndarray: ...
 
     def outstanding_at(self, now: float) -> int: ...
+
+    def cached_tokens(self, group: int) -> int:
+        """Tokens of prefix group ``group``'s prefix its prefix cache holds (0 without one)."""
 
     @property
     def resident_s(self) -> float: ...
@@ -144,6 +152,8 @@ class Engine:
     chunked_prefill: bool = True
     """A prompt may be split over steps to fill the token budget (vLLM, SGLang). Without (TensorRT-LLM's default,
     no context chunking) a prompt enters a step only whole, unless it is longer than the whole budget."""
+    prefix: PrefixCache | None = None
+    """The prefix cache of this scheduler's KV cache; None: no prefix caching."""
     reserve_whole: bool = False
     """Admit a request only when the free blocks hold its whole prompt and output (TensorRT-LLM's default
     GUARANTEED_NO_EVICT policy), so nothing is ever preempted; otherwise its prompt's blocks suffice and the
@@ -154,11 +164,12 @@ class Engine:
     """Step-budget tokens a decoding sequence takes (its last token and K drafts under speculative decoding)."""
     clock: float = 0.0
     waiting: deque[int] = field(default_factory=deque)
-    _state: np.ndarray = field(default_factory=lambda: np.zeros((5, 0), dtype=np.int64))
+    _state: np.ndarray = field(default_factory=lambda: np.zeros((6, 0), dtype=np.int64))
     """The running set in admission order, one column per sequence: rows ``_ID``, ``_COMPUTED`` (KV tokens),
-    ``_KNOWN`` (prompt plus output tokens so far), ``_GENERATED``, ``_OSL``; written back when it leaves."""
+    ``_KNOWN`` (prompt plus output tokens so far), ``_GENERATED``, ``_OSL``, ``_SHARED`` (blocks of its cached
+    prefix, held by the prefix cache); written back when it leaves."""
     _used: int = 0
-    """KV-cache blocks the running set holds."""
+    """KV-cache blocks the running set holds of its own (shared prefix blocks are the prefix cache's)."""
     _prefilling: bool = False
     """Some running sequence still has prompt tokens to compute."""
     _nearest: int = 0
@@ -197,6 +208,10 @@ class Engine:
         """Requests routed here and not finished by ``now`` (those of a step still under way count)."""
         return self.running + len(self.waiting) + (self.last_finished if now < self.last_end else 0)
 
+    def cached_tokens(self, group: int) -> int:
+        """Tokens of prefix group ``group``'s prefix its prefix cache holds (0 without one)."""
+        return self.prefix.held(group) if self.prefix is not None else 0
+
     def enqueue(self, rid: int, now: float) -> None:
         """Put request ``rid`` at the back of the waiting queue at time ``now``.
 
@@ -234,7 +249,7 @@ class Engine:
         computed = self._state[_COMPUTED]
         step = math.ceil(self.emit)
         grow = int(np.count_nonzero(self._blocks(computed + step) > self._blocks(computed))) if count else 0
-        if self._used + grow > self.kv_blocks:
+        if self._used + grow > self._room():
             return self._mixed()
         if count and (not self.waiting or count >= self.max_num_seqs):
             return self._decode(count, grow)
@@ -249,7 +264,8 @@ class Engine:
             gained = self._emitted(repeats)
             state[_COMPUTED:_GENERATED + 1] += gained
             first = self._used + grow
-            self._used = int(self._blocks(state[_COMPUTED]).sum()) if repeats > 1 or self.emit != 1 else first
+            recount = repeats > 1 or self.emit != 1
+            self._used = int(self._own(state[_COMPUTED], state[_SHARED]).sum()) if recount else first
             self._account(now, duration * repeats, repeats, count, count, 0, first)
             self._nearest -= gained
             if gained < nearest:
@@ -314,8 +330,8 @@ class Engine:
         before = np.cumsum(cost) - cost
         room = np.maximum(self.max_batched_tokens - before, 0)
         grant = np.where(cost > need, (room >= cost).astype(need.dtype), np.minimum(need, room))
-        wanted = int(self._blocks(state[_COMPUTED] + grant).sum())
-        preempted = wanted > self.kv_blocks
+        wanted = int(self._own(state[_COMPUTED] + grant, state[_SHARED]).sum())
+        preempted = wanted > self._room()
         if preempted:
             grant, wanted = self._preempt(grant)
         # A step that preempted admits no one (vLLM v1), unless it preempted every sequence.
@@ -374,8 +390,13 @@ class Engine:
         to the running set's at the end."""
         self.running_s += count * elapsed
         self.resident_s += (count + len(self.waiting)) * elapsed
-        self.blocks_s += (first + self._used) / 2 * elapsed
-        self.peak_blocks = max(self.peak_blocks, self._used)
+        cached = 0
+        if self.prefix is not None:
+            # An allocation takes the least recently used unpinned prefixes' blocks when the free ones run short.
+            self.prefix.evict(self.kv_blocks - self._used)
+            cached = self.prefix.blocks
+        self.blocks_s += ((first + self._used) / 2 + cached) * elapsed
+        self.peak_blocks = max(self.peak_blocks, self._used + cached)
         self.peak_running = max(self.peak_running, count)
         self.steps += repeats
         if self.record_steps:
@@ -389,7 +410,9 @@ class Engine:
         finished = gone[_ID]
         self.requests.finish[finished] = self.clock
         self.requests.generated[finished] = gone[_GENERATED]
-        self._used -= int(self._blocks(gone[_COMPUTED]).sum())
+        self._used -= int(self._own(gone[_COMPUTED], gone[_SHARED]).sum())
+        if self.prefix is not None:
+            self._unpin(gone, finished=True)
         self._state = state = state.compress(~done, axis=1)
         self._nearest = int((state[_OSL] - state[_GENERATED]).min()) if state.shape[1] else 0
         self.last_finished, self.last_end = int(finished.size), self.clock
@@ -408,6 +431,27 @@ class Engine:
     def _blocks(self, tokens: np.ndarray) -> np.ndarray:
         return (tokens + (self.block_tokens - 1)) // self.block_tokens
 
+    def _own(self, tokens: np.ndarray, shared: np.ndarray) -> np.ndarray:
+        """Blocks sequences of ``tokens`` KV tokens hold of their own, beyond the ``shared`` blocks of their prefix."""
+        return np.maximum(self._blocks(tokens) - shared, 0)
+
+    def _room(self) -> int:
+        """Blocks the running set may hold: the KV cache less the prefixes that running sequences pin (unpinned
+        cached prefixes give way)."""
+        return self.kv_blocks - (self.prefix.pinned if self.prefix is not None else 0)
+
+    def _unpin(self, gone: np.ndarray, finished: bool) -> None:
+        """Release the prefix pins of the sequences ``gone`` (columns of the running set); a finished one leaves
+        what its group reuses of its sequence cached."""
+        assert self.prefix is not None
+        req = self.requests
+        for rid, shared in zip(gone[_ID].tolist(), gone[_SHARED].tolist(), strict=True):
+            group = int(req.group[rid])
+            if shared:
+                self.prefix.release(group)
+            if finished and req.keeps[rid]:
+                self.prefix.extend(group, int(req.keeps[rid]))
+
     def _reserved(self) -> int:
         """Blocks the running set holds or will hold by its last token (prompt plus output)."""
         state = self._state
@@ -420,7 +464,7 @@ class Engine:
         if steps <= 1:
             return 1
         computed, size = self._state[_COMPUTED], self.block_tokens
-        count, free = computed.size, self.kv_blocks - self._used
+        count, free = computed.size, self._room() - self._used
         if self.emit != 1.0:
             # Under speculation a step adds up to ceil(emit) tokens a sequence: the most steps whose blocks fit.
             step, held = math.ceil(self.emit), self._blocks(computed)
@@ -444,12 +488,14 @@ class Engine:
         """Preempt the most recently admitted sequences until the step's blocks fit, as vLLM v1 does (recompute:
         back to the front of the waiting queue, KV cache dropped); returns the step's grants and blocks."""
         state = self._state
-        held = self._blocks(state[_COMPUTED])
-        extra = self._blocks(state[_COMPUTED] + grant) - held
+        held = self._own(state[_COMPUTED], state[_SHARED])
+        extra = self._own(state[_COMPUTED] + grant, state[_SHARED]) - held
         # Keeping the first p sequences needs sum(extra[:p]) blocks and frees every block of the others.
         needed = np.concatenate([[0], np.cumsum(extra)])
         freed = np.concatenate([np.cumsum(held[::-1])[::-1], [0]])
-        keep = int(np.flatnonzero(needed <= self.kv_blocks - int(held.sum()) + freed)[-1])
+        keep = int(np.flatnonzero(needed <= self._room() - int(held.sum()) + freed)[-1])
+        if self.prefix is not None:
+            self._unpin(state[:, keep:], finished=False)
         gone = state[_ID, keep:]
         req = self.requests
         req.computed[gone] = 0
@@ -461,14 +507,16 @@ class Engine:
         self._used = int(held[:keep].sum())
         self._nearest = int((self._state[_OSL] - self._state[_GENERATED]).min()) if keep else 0
         grant = grant[:keep]
-        return grant, int(self._blocks(self._state[_COMPUTED] + grant).sum())
+        return grant, int(self._own(self._state[_COMPUTED] + grant, self._state[_SHARED]).sum())
 
     def _admit(self, tokens: int, blocks: int, now: float) -> _Admitted:
         """Admit waiting requests first come, first served while the token budget (``tokens`` of it taken),
         ``max_num_seqs`` and the free blocks (``blocks`` taken) allow."""
         req, size = self.requests, self.block_tokens
         room = self.max_num_seqs - self._state.shape[1]
-        columns: list[tuple[int, int, int, int, int]] = []
+        cache = self.prefix
+        pinned = cache.pinned if cache is not None else 0
+        columns: list[tuple[int, int, int, int, int, int]] = []
         chunks: list[int] = []
         firsts: list[int] = []
         ready, whole, nearest = 0, True, 1 << 62
@@ -477,19 +525,29 @@ class Engine:
             rid = self.waiting[0]
             computed, generated = int(req.computed[rid]), int(req.generated[rid])
             known, osl = int(req.isl[rid]) + generated, int(req.osl[rid])
+            group, prefix, shared, pins = int(req.group[rid]), int(req.prefix[rid]), 0, 0
+            if cache is not None and prefix:
+                if computed == 0:  # nothing of it here yet: the cached blocks of its prefix skip their prefill
+                    computed = cache.hit_tokens(group, prefix, int(req.isl[rid]))
+                shared, pins = prefix // size, cache.growth(group, prefix)
             chunk = min(known - computed, self.max_batched_tokens - tokens)
             if not self.chunked_prefill and chunk < known - computed <= self.max_batched_tokens:
                 break  # the prompt waits, first in line, for a step with room for all of it
-            wanted = -(-(computed + chunk) // size)
+            wanted = max(-(-(computed + chunk) // size) - shared, 0)
             if self.reserve_whole:
                 whole_blocks = -(-(int(req.isl[rid]) + osl) // size)
                 if reserved + whole_blocks > self.kv_blocks:
                     break
                 reserved += whole_blocks
-            elif blocks + wanted > self.kv_blocks:
+            elif blocks + wanted > self.kv_blocks - pinned - pins:
                 break
             self.waiting.popleft()
-            columns.append((rid, computed, known, generated, osl))
+            if cache is not None and prefix:
+                cache.acquire(group, prefix)
+                pinned += pins
+                if req.hit[rid] < 0:
+                    req.hit[rid] = computed
+            columns.append((rid, computed, known, generated, osl, shared))
             chunks.append(chunk)
             if chunk < known - computed:
                 whole = False
@@ -524,5 +582,5 @@ class _Admitted(NamedTuple):
     """Fewest output tokens any of them has left."""
 
 
-_ID, _COMPUTED, _KNOWN, _GENERATED, _OSL = range(5)
+_ID, _COMPUTED, _KNOWN, _GENERATED, _OSL, _SHARED = range(6)
 _NONE = np.zeros(0, dtype=np.int64)

@@ -20,7 +20,7 @@ import numpy as np
 from shardplan.contracts.simulation import Router
 from shardplan.tools.simulation.engine import Replica
 from shardplan.tools.simulation.pools import PrefillPool
-from shardplan.tools.simulation.router import ROUTES, least_outstanding
+from shardplan.tools.simulation.router import ROUTES, cache_affinity, least_outstanding
 from shardplan.tools.simulation.state import Requests
 
 __all__ = ["Workers", "run_events"]
@@ -57,7 +57,8 @@ def run_events(
     """
     total = len(requests)
     engines, pool, transfer = workers.engines, workers.prefill, workers.transfer_s
-    route = least_outstanding if pool is not None else ROUTES[workers.router]
+    affinity = pool is None and workers.router == "cache_affinity"
+    route = least_outstanding if pool is not None else ROUTES.get(workers.router, least_outstanding)
     coupled = clients is not None or (len(engines) > 1 and route is least_outstanding)
     sent = min(clients, total) if clients is not None else total
     if clients is not None:
@@ -72,7 +73,10 @@ def run_events(
 
     def to_engine(rid: int, now: float) -> None:
         nonlocal turn
-        index = route(engines, now, turn)
+        if affinity:
+            index = cache_affinity(engines, now, int(requests.group[rid]), int(requests.prefix[rid]))
+        else:
+            index = route(engines, now, turn)
         turn += 1
         engine = engines[index]
         engine.enqueue(rid, now)

@@ -50,6 +50,10 @@ class RankGroup:
     def running(self) -> int:
         return sum(rank.running for rank in self.ranks)
 
+    def cached_tokens(self, group: int) -> int:
+        """Tokens of ``group``'s prefix the rank that caches most of it holds."""
+        return max(rank.cached_tokens(group) for rank in self.ranks)
+
     @property
     def resident_s(self) -> float:
         return sum(rank.resident_s for rank in self.ranks)

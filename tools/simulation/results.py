@@ -24,7 +24,7 @@ from shardplan.tools.simulation.loop import Workers
 from shardplan.tools.simulation.state import Requests
 
 __all__ = ["Latencies", "latencies", "percentiles", "distribution", "goodput_mask", "queue_settles", "RunFacts",
-           "summarise"]
+           "summarise", "measured_prefix_hit"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,14 @@ class RunFacts:
     notes: list[str]
 
 
+def measured_prefix_hit(requests: Requests) -> float | None:
+    """Share of the prompt tokens a prefix cache held when each request was first prefilled; None when no request
+    shares a prefix (no prefix caching)."""
+    if not requests.prefix.any():
+        return None
+    return float(np.maximum(requests.hit, 0).sum() / max(int(requests.isl.sum()), 1))
+
+
 def summarise(requests: Requests, workers: Workers, end_s: float, facts: RunFacts) -> SimulationSummary:
     """The summary of a finished run that ended at ``end_s``.
 
@@ -187,6 +195,7 @@ def summarise(requests: Requests, workers: Workers, end_s: float, facts: RunFact
         router=facts.router,
         max_num_seqs=facts.max_num_seqs,
         kv_blocks=facts.kv_blocks,
+        prefix_hit=measured_prefix_hit(requests),
         block_tokens=facts.block_tokens,
         duration_s=duration,
         completed_per_s=count / duration,

@@ -39,6 +39,8 @@ from shardplan.tools.simulation.capacity import BLOCK_TOKENS, engine_seq_cap, kv
 from shardplan.tools.simulation.engine import Engine, Replica
 from shardplan.tools.simulation.loop import Workers, run_events
 from shardplan.tools.simulation.pools import PrefillPool
+from shardplan.tools.simulation.prefix_cache import PrefixCache
+from shardplan.tools.simulation.prefixes import SharedPrefixes, shared_prefixes
 from shardplan.tools.simulation.ranks import RankGroup
 from shardplan.tools.simulation.results import RunFacts, summarise
 from shardplan.tools.simulation.state import Requests
@@ -51,7 +53,8 @@ __all__ = ["SimulationOptions", "Simulation", "simulate", "describe_traffic", "r
 class SimulationOptions:
     """How to run the deployment: the router, the engine's sequence cap, the pricing backend, the trace."""
 
-    router: Router = "round_robin"
+    router: Router | None = None
+    """None: round robin, or cache affinity when requests share prefixes and there are several replicas."""
     max_num_seqs: int | None = None
     """Running sequences per replica (or decode worker); None: the plan's per-worker concurrency under a closed loop,
     the engine's default under open arrivals."""
@@ -157,12 +160,15 @@ def simulate(
     rate = None if stream.clients is not None else (rate if rate is not None else workload.rate)
     priced = workload.model_copy(update={"isl": max(1, round(stream.mean_isl)), "osl": max(1, round(stream.mean_osl))})
     strategy = deployment.strategy
-    record = Requests.from_stream(stream)
+    shares = shared_prefixes(stream, workload.prefix_hit)
+    record = Requests.from_stream(stream, *((shares.prefix, shares.keeps) if shares else ()))
+    if shares is not None:
+        record.group = shares.group
     replica = replica_strategy(strategy)
     notes = [
         f"steps priced by the serving model's step pricer ({options.backend} backend) at the mean lengths, isl "
         f"{priced.isl} and osl {priced.osl}: decode attention at the mean context",
-        "no prefix caching: requests sharing a prefix recompute it",
+        _prefix_note(shares),
     ]
     if strategy.disaggregated:
         decode_layout = replica.decode
@@ -188,7 +194,7 @@ def simulate(
     # waits until its whole prompt and output fit the cache); vLLM's and SGLang's chunk prompts and preempt.
     trtllm = priced.engine == "trtllm"
     engines = _replicas(record, pricer, ranks, blocks, seqs, priced.max_batched_tokens, strategy.decode.dp,
-                        options.record_steps, trtllm)
+                        options.record_steps, trtllm, shares is not None)
     if priced.speculation is not None:
         spec = priced.speculation
         notes.append(f"speculative decoding: each step verifies {spec.verify_tokens} positions per decoding sequence "
@@ -206,9 +212,14 @@ def simulate(
                      f"blocks, at most {-(-seqs // ranks)} running sequences, {priced.max_batched_tokens:,} tokens a "
                      "step), requests to the rank with the lowest 4 x waiting + running; every step lasts as long as "
                      "the slowest rank's own part plus the MoE layers on all the ranks' tokens")
-    workers = Workers(engines, options.router)
+    router = options.router or ("cache_affinity" if shares is not None and len(engines) > 1 else "round_robin")
+    if router == "cache_affinity" and not strategy.disaggregated:
+        notes.append("requests routed by cache affinity: to the replica holding most of their prefix unless the load "
+                     "is out of balance (SGLang's cache-aware routing, its gateway's defaults)")
+    workers = Workers(engines, router)
     if strategy.disaggregated:
-        workers = _split_workers(model, cluster, deployment, priced, stream, record, engines, options, notes)
+        workers = _split_workers(model, cluster, deployment, priced, stream, record, engines, options, notes,
+                                 shares is not None)
     end = run_events(record, workers, stream.clients, progress)
     facts = RunFacts(
         analytic=deployment.steady_state,
@@ -217,7 +228,7 @@ def simulate(
         traffic=traffic,
         rate=rate,
         seed=seed,
-        router="least_outstanding" if strategy.disaggregated else options.router,
+        router="least_outstanding" if strategy.disaggregated else router,
         max_num_seqs=seqs,
         kv_blocks=blocks,
         block_tokens=BLOCK_TOKENS,
@@ -226,6 +237,15 @@ def simulate(
         notes=notes,
     )
     return Simulation(summarise(record, workers, end, facts), record, workers)
+
+
+def _prefix_note(shares: SharedPrefixes | None) -> str:
+    """How the run's requests share prefixes, in words."""
+    if shares is None:
+        return "no prefix caching: requests sharing a prefix recompute it"
+    return (f"prefix caching, an LRU cache of {BLOCK_TOKENS}-token blocks per scheduler (and per prefill worker): "
+            f"{shares.rule}; a request finding its group's prefix cached computes the rest of its prompt, shared "
+            "blocks are held once, pinned while running sequences use them")
 
 
 def _replicas(
@@ -238,21 +258,24 @@ def _replicas(
     count: int,
     record_steps: bool,
     trtllm: bool = False,
+    prefix: bool = False,
 ) -> list[Replica]:
     """``count`` replicas (or decode workers) of ``blocks`` KV-cache blocks and ``seqs`` running sequences each: one
     scheduler each, or with attention data parallelism (``ranks > 1``) a group of rank schedulers, each with its
     share of the blocks and of the sequences (``max_num_seqs`` counts per rank, as ``shardplan export`` sets it)
     and a whole token budget of its own. ``trtllm``: TensorRT-LLM's scheduler (whole prompts, whole requests
-    reserved in the cache)."""
+    reserved in the cache). ``prefix``: each scheduler keeps a prefix cache in its KV cache."""
     if ranks == 1:
         return [Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps, chunked_prefill=not trtllm,
-                       reserve_whole=trtllm, emit=pricer.tokens_per_step, verify=pricer.verify_tokens)
+                       reserve_whole=trtllm, emit=pricer.tokens_per_step, verify=pricer.verify_tokens,
+                       prefix=PrefixCache(BLOCK_TOKENS) if prefix else None)
                 for _ in range(count)]
     return [
         RankGroup(
             [Engine(record, pricer, blocks // ranks, -(-seqs // ranks), budget, BLOCK_TOKENS,
                     chunked_prefill=not trtllm, reserve_whole=trtllm, emit=pricer.tokens_per_step,
-                    verify=pricer.verify_tokens) for _ in range(ranks)],
+                    verify=pricer.verify_tokens, prefix=PrefixCache(BLOCK_TOKENS) if prefix else None)
+                for _ in range(ranks)],
             pricer,
             record_steps,
         )
@@ -270,6 +293,7 @@ def _split_workers(
     engines: list[Replica],
     options: SimulationOptions,
     notes: list[str],
+    prefix: bool = False,
 ) -> Workers:
     """The prefill pool and the KV transfer of each request in front of the decode workers ``engines``."""
     strategy = deployment.strategy
@@ -280,13 +304,17 @@ def _split_workers(
         raise InputError(f"a prefill worker of {replica.prefill.to_spec()} does not fit a step of prompts",
                          field="plan", fix="simulate a plan whose deployment fits")
     groups = replica.prefill.adp * replica.prefill.mb
+    caches = [PrefixCache(BLOCK_TOKENS) for _ in range(strategy.prefill.dp)] if prefix else None
+    cache_blocks = kv_blocks(model, cluster.gpu, replica.prefill, priced, "decode") if prefix else 0
     pool = PrefillPool(record, pricer, strategy.prefill.dp, worker.prompts, priced.max_batched_tokens * groups,
-                       options.record_steps)
+                       options.record_steps, caches, cache_blocks)
     same_node = strategy.gpus <= cluster.gpus_per_node
-    lengths, where = np.unique(stream.isl, return_inverse=True)
+    # Only the KV the decode worker lacks moves: its own prefix cache holds the request's shared prefix.
+    moved = stream.isl - np.minimum(record.prefix, stream.isl - 1)
+    lengths, where = np.unique(moved, return_inverse=True)
     moves = np.array([kv_transfer_s(model, cluster, replica.prefill, replica.decode, int(n), same_node)
                       for n in lengths.tolist()])
-    mean = kv_transfer_s(model, cluster, replica.prefill, replica.decode, priced.isl, same_node)
+    mean = kv_transfer_s(model, cluster, replica.prefill, replica.decode, priced.prefill_tokens, same_node)
     notes.append(f"{strategy.prefill.dp} prefill worker(s), one queue, steps of up to {worker.prompts} whole prompts; "
                  f"KV transfer {mean * 1e3:.2f} ms at the mean prompt, in TTFT, without link contention; each request "
                  "to the decode worker with the fewest outstanding")

@@ -38,10 +38,21 @@ class Requests:
     """Output tokens produced so far (int64)."""
     preemptions: np.ndarray
     """Times it lost its KV cache to a preemption (int64)."""
+    group: np.ndarray
+    """Its prefix group (int64; -1: none)."""
+    prefix: np.ndarray
+    """Leading tokens of its prompt it shares with earlier requests of its group (int64; 0: none)."""
+    keeps: np.ndarray
+    """Tokens of its sequence its group's next requests reuse once it finishes (int64; 0: only its prefix)."""
+    hit: np.ndarray
+    """Prompt tokens a prefix cache held when it was first prefilled (int64; -1: not yet, or no prefix cache)."""
 
     @classmethod
-    def from_stream(cls, stream: RequestStream) -> Requests:
-        """The requests of ``stream``, none started; arrival times as drawn (a closed loop's are set later).
+    def from_stream(
+        cls, stream: RequestStream, prefix: np.ndarray | None = None, keeps: np.ndarray | None = None
+    ) -> Requests:
+        """The requests of ``stream``, none started; arrival times as drawn (a closed loop's are set later); each
+        sharing ``prefix`` tokens with its prefix group and leaving ``keeps`` to it (default none).
 
         >>> import numpy as np
         >>> s = RequestStream(np.zeros(2), np.array([8, 9]), np.array([2, 3]), np.full(2, -1))
@@ -59,6 +70,10 @@ class Requests:
             computed=np.zeros(count, dtype=np.int64),
             generated=np.zeros(count, dtype=np.int64),
             preemptions=np.zeros(count, dtype=np.int64),
+            group=stream.prefix_group.astype(np.int64),
+            prefix=(prefix if prefix is not None else np.zeros(count)).astype(np.int64),
+            keeps=(keeps if keeps is not None else np.zeros(count)).astype(np.int64),
+            hit=np.full(count, -1, dtype=np.int64),
         )
 
     def __len__(self) -> int:

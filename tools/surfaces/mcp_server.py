@@ -88,11 +88,12 @@ shardplan plans how to split a large language model across GPUs for inference. I
 strategy (TP, PP, EP, SP, DP per phase), its DAG of compute, communication and KV-cache steps, the
 validators' verdict (violations name knowledge rule IDs and a fix) and the cost model's figures (TTFT,
 TPOT, throughput, memory per GPU).
-Start with `plan` (model, gpu, gpus, isl, osl, targets); use `search_strategies` to compare alternatives,
-`build_dag` + `validate_dag` + `estimate_cost` to check one strategy, `search_knowledge` and `get_rule` to
-cite the rules. `list_models`, `list_gpus` and `describe_model` show what is bundled. A strategy SPEC reads
-'tp=4,pp=2' or 'prefill:sp=2,tp=4;decode:adp=2,tp=4'. Errors come back as JSON with a field and a fix.
-Results are compact (a plan is a few KB); pass detail=true for the whole result (critical paths, every
+Start with `plan` (model, gpu, gpus, isl, osl, targets; speculative decoding as spec='mtp:1' with spec_accept,
+the measured accepted draft tokens per step, and prefix caching as prefix_hit=0.5); use `search_strategies` to
+compare alternatives, `build_dag` + `validate_dag` + `estimate_cost` to check one strategy, `search_knowledge`
+and `get_rule` to cite the rules. `list_models`, `list_gpus` and `describe_model` show what is bundled. A
+strategy SPEC reads 'tp=4,pp=2' or 'prefill:sp=2,tp=4;decode:adp=2,tp=4'. Errors come back as JSON with a
+field and a fix. Results are compact (a plan is a few KB); pass detail=true for the whole result (critical paths, every
 violation, every candidate), or read the shardplan://results/<id> resource a result links to."""
 
 

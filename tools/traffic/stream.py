@@ -43,6 +43,9 @@ class RequestStream:
     """Shared-prefix group of each request (int64; -1: none)."""
     clients: int | None = None
     """A closed loop of this many clients (each sends its next request when its last completes); None: open."""
+    prefix_tokens: np.ndarray | None = None
+    """Leading prompt tokens each request shares with earlier requests of its prefix group, as a trace states them
+    (int64); None: the trace does not say."""
 
     def __len__(self) -> int:
         return int(self.isl.shape[0])
@@ -118,7 +121,8 @@ def request_stream(workload: Workload, *, requests: int, rate: float | None = No
             arrival = trace_times(trace, requests, rate, rng)
         else:
             arrival = arrival_times(traffic, rate, requests, rng)
-        return RequestStream(arrival, trace.isl[rows], trace.osl[rows], trace.prefix_group[rows], clients)
+        shared = trace.prefix_tokens[rows] if trace.prefix_tokens is not None else None
+        return RequestStream(arrival, trace.isl[rows], trace.osl[rows], trace.prefix_group[rows], clients, shared)
     isl = draw_lengths(traffic.isl or FixedLength(kind="fixed", tokens=workload.isl), requests, rng)
     osl = draw_lengths(traffic.osl or FixedLength(kind="fixed", tokens=workload.osl), requests, rng)
     arrival = arrival_times(traffic, rate, requests, rng)

@@ -10,6 +10,8 @@ traces and benchmark tools spell them:
 * arrival time, optional: ``TIMESTAMP`` (Azure), ``timestamp``, ``arrival_time``, ``time``, ``request_time`` ...;
   seconds, or ISO datetimes; a name ending in ``_ms``, ``_us`` or ``_ns`` is in that unit.
 * prefix group, optional: ``prefix_group``, ``session_id``, ``conversation_id``, ``group_id`` ...; any text.
+* prefix tokens, optional: ``prefix_tokens``, ``cached_tokens``, ``prefix_len``, ``shared_prefix_tokens`` ...;
+  the leading tokens of the prompt shared with earlier requests of its prefix group, 0 up to the prompt's length.
 
 Other columns are ignored.
 
@@ -30,8 +32,8 @@ from shardplan.errors import InputError
 from shardplan.limits import MAX_TRACE_TOKENS
 from shardplan.text import one_line
 
-__all__ = ["TraceColumns", "recognise_columns", "token_count", "arrival_time", "ROLE_SPELLINGS", "TOKEN_FIX",
-           "TIME_FIX"]
+__all__ = ["TraceColumns", "recognise_columns", "token_count", "prefix_count", "arrival_time", "ROLE_SPELLINGS",
+           "TOKEN_FIX", "TIME_FIX", "PREFIX_FIX"]
 
 ROLE_SPELLINGS: dict[str, tuple[str, ...]] = {
     "isl": ("contexttokens", "inputtokens", "prompttokens", "inputlength", "promptlength", "inputlen", "promptlen",
@@ -44,10 +46,13 @@ ROLE_SPELLINGS: dict[str, tuple[str, ...]] = {
              "sendtime"),
     "group": ("prefixgroup", "prefixgroupid", "prefixid", "sessionid", "session", "conversationid",
               "conversation", "groupid"),
+    "prefix": ("prefixtokens", "prefixlen", "prefixlength", "cachedtokens", "sharedprefixtokens", "sharedtokens",
+               "numcachedtokens", "cachedprompttokens", "prefixtokencount"),
 }
 """Column names of each role, squashed (lowercase, letters and digits only)."""
 
-_LABELS = {"isl": "prompt-token", "osl": "output-token", "time": "arrival-time", "group": "prefix-group"}
+_LABELS = {"isl": "prompt-token", "osl": "output-token", "time": "arrival-time", "group": "prefix-group",
+           "prefix": "prefix-token"}
 _EXAMPLES = {"isl": "input_tokens (or ContextTokens, prompt_tokens, input_length)",
              "osl": "output_tokens (or GeneratedTokens, completion_tokens, output_length)"}
 _TIME_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "secs": 1.0, "seconds": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -64,6 +69,8 @@ class TraceColumns:
     group: str | None = None
     time_scale: float = 1.0
     """Seconds per unit of a numeric time column (0.001 for ``*_ms``)."""
+    prefix: str | None = None
+    """Prompt tokens shared with the request's prefix group."""
 
 
 def _squash(name: str) -> str:
@@ -107,8 +114,9 @@ def recognise_columns(names: list[str], what: str) -> TraceColumns:
                              field=_FIELD, fix=f"name that column {_EXAMPLES[required]}")
     time = found.get("time")
     group = found.get("group")
+    prefix = found.get("prefix")
     return TraceColumns(found["isl"][0], found["osl"][0], time[0] if time else None, group[0] if group else None,
-                        time[1] if time else 1.0)
+                        time[1] if time else 1.0, prefix[0] if prefix else None)
 
 
 TOKEN_FIX = f"give a whole number of tokens from 1 to {MAX_TRACE_TOKENS:,} on that row, or drop the row"
@@ -143,6 +151,27 @@ def token_count(value: object) -> int:
         raise ValueError("is not a count of 1 or more tokens")
     if count > MAX_TRACE_TOKENS:
         raise ValueError(f"exceeds the limit of {MAX_TRACE_TOKENS:,} tokens")
+    return count
+
+
+PREFIX_FIX = "give the prompt tokens shared with earlier requests of its group: a whole number from 0 to the prompt's"
+"""How to mend a cell :func:`prefix_count` refuses."""
+
+
+def prefix_count(value: object, prompt: int) -> int:
+    """A cell holding the prompt tokens a request shares with its prefix group: a whole number from 0 to ``prompt``.
+
+    >>> prefix_count("0", 512), prefix_count(256.0, 512)
+    (0, 256)
+
+    Raises:
+        ValueError: anything else; the message says what is wrong with the value (as :func:`token_count`).
+    """
+    if value in (0, "0", 0.0):
+        return 0
+    count = token_count(value)
+    if count > prompt:
+        raise ValueError(f"exceeds the prompt's {prompt} tokens")
     return count
 
 

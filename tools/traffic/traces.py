@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +37,12 @@ from shardplan.reading import read_text
 from shardplan.text import one_line
 from shardplan.tools.catalogs.trace_files import bundled_trace_name, bundled_trace_text, bundled_traces
 from shardplan.tools.traffic.trace_columns import (
+    PREFIX_FIX,
     TIME_FIX,
     TOKEN_FIX,
     TraceColumns,
     arrival_time,
+    prefix_count,
     recognise_columns,
     token_count,
 )
@@ -65,6 +67,8 @@ class Trace:
     """Arrival times in seconds from the earliest request, non-decreasing (float64); None: the trace has none."""
     prefix_group: np.ndarray
     """Shared-prefix group of each request (int64; -1: none)."""
+    prefix_tokens: np.ndarray | None = None
+    """Leading prompt tokens each request shares with earlier requests of its group (int64); None: no such column."""
 
     def __len__(self) -> int:
         return int(self.isl.shape[0])
@@ -145,6 +149,7 @@ def parse_trace_text(text: str, *, name: str, kind: str) -> Trace:
     osl: list[int] = []
     times: list[float | datetime] = []
     groups: list[int] = []
+    shared: list[int] = []
     numbering: dict[str, int] = {}
     for row, (line, cells) in enumerate(rows, 1):
         if row > MAX_TRACE_ROWS:
@@ -152,6 +157,9 @@ def parse_trace_text(text: str, *, name: str, kind: str) -> Trace:
                              fix=f"give at most {MAX_TRACE_ROWS:,} rows (a sample of the trace)")
         isl.append(_convert(cells, columns.isl, token_count, TOKEN_FIX, (what, row, line)))
         osl.append(_convert(cells, columns.osl, token_count, TOKEN_FIX, (what, row, line)))
+        if columns.prefix is not None:
+            shared.append(_convert(cells, columns.prefix, partial(prefix_count, prompt=isl[-1]), PREFIX_FIX,
+                                   (what, row, line)))
         if columns.time is not None:
             times.append(_time(cells, columns, (what, row, line), times[0] if times else None))
         group = cells.get(columns.group) if columns.group is not None else None
@@ -159,7 +167,8 @@ def parse_trace_text(text: str, *, name: str, kind: str) -> Trace:
                       numbering.setdefault(str(group).strip(), len(numbering)))
     if not isl:
         raise InputError(f"workload: {what} holds no requests", field=_FIELD, fix="give one request a row")
-    return _arrays(name, isl, osl, times if columns.time is not None else None, groups)
+    return _arrays(name, isl, osl, times if columns.time is not None else None, groups,
+                   shared if columns.prefix is not None else None)
 
 
 _Place = tuple[str, int, int | None]
@@ -191,7 +200,7 @@ def _time(cells: dict[str, Any], columns: TraceColumns, place: _Place,
 
 
 def _arrays(name: str, isl: list[int], osl: list[int], times: list[float | datetime] | None,
-            groups: list[int]) -> Trace:
+            groups: list[int], shared: list[int] | None = None) -> Trace:
     """The trace's arrays, sorted by arrival time, made read-only (a cached trace is shared)."""
     seconds = None
     if times is not None:
@@ -203,6 +212,8 @@ def _arrays(name: str, isl: list[int], osl: list[int], times: list[float | datet
             seconds = np.array(times, dtype=np.float64)
             seconds -= seconds.min()
     arrays = [np.array(isl, dtype=np.int64), np.array(osl, dtype=np.int64), np.array(groups, dtype=np.int64)]
+    if shared is not None:
+        arrays.append(np.array(shared, dtype=np.int64))
     if seconds is not None:
         order = np.argsort(seconds, kind="stable")
         seconds = seconds[order]
@@ -210,7 +221,7 @@ def _arrays(name: str, isl: list[int], osl: list[int], times: list[float | datet
     for array in (*arrays, seconds):
         if array is not None:
             array.flags.writeable = False
-    return Trace(name, arrays[0], arrays[1], seconds, arrays[2])
+    return Trace(name, arrays[0], arrays[1], seconds, arrays[2], arrays[3] if shared is not None else None)
 
 
 @lru_cache(maxsize=4)

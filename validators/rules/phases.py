@@ -65,9 +65,9 @@ def _kv_findings(ix: DagIndex, phase: str, fix: str) -> Iterator[Finding]:
 
 
 def short_prompt_writes(ix: DagIndex) -> list[tuple[str, int]]:
-    """Prefill KV writes that cover fewer than ``isl`` prompt positions: per microbatch, layer and
-    attention group (its SP shards together), the first write and the tokens written. Writes that
-    state no token count (0) are not judged."""
+    """Prefill KV writes that cover fewer than the prompt positions prefill computes (``isl``, less a prefix the
+    prefix cache already holds): per microbatch, layer and attention group (its SP shards together), the first
+    write and the tokens written. Writes that state no token count (0) are not judged."""
     sp = max(ix.meta.strategy.prefill.sp, 1)
     written: dict[tuple[int, int | None, int], list[int]] = {}
     for i in ix.of_kind("kv_write"):
@@ -76,7 +76,7 @@ def short_prompt_writes(ix: DagIndex) -> list[tuple[str, int]]:
         shard = ix.attr(i, "shard")
         key = (ix.mb[i], ix.layer[i], shard // sp if isinstance(shard, int) else 0)
         written.setdefault(key, []).append(i)
-    isl = ix.meta.workload.isl
+    isl = ix.meta.workload.prefill_tokens
     short = []
     for writes in written.values():
         tokens = sum(ix.fields[i].get("tokens") or 0 for i in writes)
@@ -99,7 +99,8 @@ def rule_prefill_writes_kv(ix: DagIndex) -> Iterator[Finding]:
         name, tokens = short[0]
         yield Finding(
             message=f"{len(short)} prefill layer caches hold fewer tokens than the prompt: {name} and its "
-            f"shards write {tokens} of isl={ix.meta.workload.isl} positions",
+            f"shards write {tokens} of the {ix.meta.workload.prefill_tokens} positions prefill computes "
+            f"(isl={ix.meta.workload.isl})",
             fix="write the K/V of every prompt position: the shards of an attention group together cover isl",
             nodes=[n for n, _ in short],
         )

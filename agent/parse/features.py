@@ -1,0 +1,308 @@
+"""Reading speculative decoding and prefix reuse from plain language.
+
+Speculative decoding: the drafter ("MTP", "EAGLE-3", "draft model llama-3.1-8b"), the draft tokens per step ("3
+draft tokens", "mtp 1 draft", "4 tokens" right after a draft model) and the acceptance, which is never assumed:
+
+* "2 accepted tokens", "2.5 accepted": the mean accepted drafts per step (``spec_accept``), as written;
+* "accept length 2.6", "acceptance length 2.6": vLLM's and SGLang's mean acceptance length, which counts the token
+  the verify step adds itself, so 1.6 drafts are accepted (the note says so);
+* "acceptance 0.8", "acceptance rate 80%": the share of draft tokens accepted (vLLM's draft acceptance rate), so
+  rate x K drafts per step; read once the draft tokens are known.
+
+Prefix reuse: "70% of the prompt is a shared system prompt", "prefix cache hit rate 50%" (``prefix_hit``, the share
+of prompt tokens found in the cache) or "a 2k-token system prompt shared by all requests" (``prefix_tokens``, which
+becomes a share of the prompt once its length is settled).
+
+Every value read is echoed in a note with the words it came from. The reader runs before the model reader, so the
+draft model's name is not read as the model to plan.
+
+>>> from shardplan.agent.parse.text import Findings, Scan
+>>> found = Findings()
+>>> read_features(Scan("eagle-3 with 3 draft tokens, accept length 2.6"), found)
+>>> found.values
+{'spec_method': ['eagle'], 'spec_tokens': [3], 'spec_accept': [1.6]}
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from shardplan.agent.parse.text import _LEN, Findings, Scan, _count, _tokens
+from shardplan.contracts.speculation import MAX_DRAFT_TOKENS, parse_speculation
+from shardplan.contracts.workload import Workload
+from shardplan.errors import InputError
+from shardplan.tools.catalogs.drafters import mtp_layers
+from shardplan.tools.catalogs.models import load_model, resolve_model_name
+
+__all__ = [
+    "FEATURE_SETTINGS", "read_features", "parsed_features", "settle_features", "missing_features", "workload_features",
+]
+
+
+
+FEATURE_SETTINGS = ("spec_method", "spec_tokens", "spec_accept", "prefix_hit", "prefix_tokens")
+"""The fields this reader sets, which a follow-up inherits."""
+
+
+def _num(name: str) -> str:
+    """A decimal number in a group of its own name (one pattern may hold several)."""
+    return rf"(?<![\w.])(?P<{name}>\d+(?:\.\d+)?)"
+
+
+_SPEC_OFF = re.compile(
+    r"(?<![\w#])(?:no|without|disable[ds]?|turn\s+off|drop)\s+(?:the\s+)?(?:speculative[\s-]+decoding|speculation"
+    r"|spec(?:ulative)?[\s-]+decode|mtp|eagle(?:[\s-]*[123])?|draft\s+model)(?![\w])"
+)
+_PREFIX_OFF = re.compile(
+    r"(?<![\w#])(?:no|without|disable[ds]?|turn\s+off)\s+(?:the\s+)?(?:prefix[\s-]+(?:caching|cache|reuse)"
+    r"|shared\s+(?:system[\s-]+)?(?:prompt|prefix)|radix\s+cache)(?![\w])"
+)
+_MTP = re.compile(r"(?<![\w#])(?:mtp|multi[\s-]*token[\s-]*prediction|nextn)(?![a-z])")
+_EAGLE = re.compile(r"(?<![\w#])eagle(?:[\s-]*[123])?(?![\w])")
+_WORD = r"[a-z0-9/~.][\w./-]*"
+_DRAFT_MODEL = re.compile(
+    rf"(?<![\w#])(?:draft(?:er)?[\s-]+model|drafter)\s*(?:is\s+|of\s+|=\s*|:\s*)?(?P<after>{_WORD}(?:\s+{_WORD}){{0,3}})"
+    rf"|(?<![\w#])(?P<before>{_WORD}(?:\s+{_WORD}){{0,3}})\s+as\s+(?:the\s+|a\s+)?draft(?:[\s-]+model)?(?![a-z])"
+)
+"""A draft model named after "draft model" or before "as the draft model"; up to four words, of which the longest
+run that names a bundled model is taken."""
+_TOKENS = re.compile(
+    rf"{_num('k')}\s*(?:speculative\s+|draft(?:ed)?\s+|lookahead\s+)tokens?(?![a-z])"
+    r"|(?<![\w#.])(?P<k2>\d+|one|two|three|four|five|six|seven|eight)\s+drafts?(?![a-z])"
+    r"|(?<![\w#])(?:k|num[\s_-]*speculative[\s_-]*tokens|draft[\s_-]*tokens|speculative[\s_-]*tokens)\s*[=:]?\s*"
+    r"(?P<k3>\d+)(?![\w.])"
+)
+_TOKENS_AFTER_DRAFTER = re.compile(r"^[\s,]*(?:with\s+)?(?P<k>\d+)\s*tokens?(?![a-z])")
+"""The count right after a drafter's name: "draft model llama-3.1-8b, 4 tokens", "mtp 2 tokens"."""
+_LENGTH = re.compile(rf"(?<![\w#])(?:mean\s+)?accept(?:ance|ed)?[\s-]+length\s*(?:of|=|:|is)?\s*{_num('n')}(?![\w.])")
+_RATE = re.compile(
+    rf"(?<![\w#])accept(?:ance)?(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*{_num('n')}\s*(?P<pct>%)?(?![\w.])"
+    rf"|{_num('n2')}\s*(?P<pct2>%)\s+(?:acceptance|accept(?:ed)?)(?:[\s-]+rate)?(?![a-z])"
+)
+_ACCEPTED = re.compile(
+    rf"{_num('n')}\s*(?:tokens?\s+|drafts?\s+|draft\s+tokens?\s+)?accepted(?:\s+(?:draft\s+)?(?:tokens?|drafts?))?"
+    rf"(?:\s+(?:per|a|each)\s+step)?(?![a-z])"
+    rf"|(?<![\w#])accepts?\s+{_num('n2')}(?![\w.%])"
+)
+_SHARE = r"(?P<p>\d+(?:\.\d+)?)\s*%"
+_HITS = r"(?:cache\s+hits?|prefix\s+(?:reuse|hits?)|shared\s+prefix)"
+_SHARED = r"(?:shared|common|cached|reused|repeated|identical|the\s+same)"
+_PREFIX_SHARE = re.compile(
+    rf"{_SHARE}\s+of\s+(?:the\s+|each\s+|every\s+|a\s+)?(?:prompts?|input|context|tokens?)\s+(?:is|are)\s+"
+    rf"(?:a\s+|the\s+)?{_SHARED}(?:[\s-]+(?:system[\s-]+prompt|prefix|preamble))?"
+    rf"|(?<![\w#])(?:prefix|prompt)?[\s-]*cache[\s-]+hit(?:[\s-]+rate)?s?\s*(?:of|=|:|is)?\s*(?:(?P<p2>\d+(?:\.\d+)?)"
+    rf"\s*(?P<pct2>%)?)(?![\w.])"
+    rf"|(?<![\w#])prefix[\s-]+(?:hit|reuse)(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*(?P<p3>\d+(?:\.\d+)?)\s*(?P<pct3>%)?"
+    rf"(?![\w.])"
+    rf"|{_SHARE.replace('(?P<p>', '(?P<p4>')}\s+(?:prefix[\s-]+)?{_HITS}"
+)
+_PREFIX_TOKENS = re.compile(
+    rf"(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]+(?:{_SHARED}[\s-]+)?(?:system[\s-]+prompt|prefix|preamble|instructions)"
+    rf"(?:[\s,]*(?:that\s+is\s+|is\s+|which\s+is\s+)?(?:shared|common|the\s+same|reused)"
+    rf"(?:\s+(?:by|across|among|between|for)\s+(?:all|every|each)\s+(?:requests?|prompts?|users?|calls?))?"
+    rf"|(?=\s*(?:$|[,.;])))"
+    rf"|(?:shared|common)\s+(?:system[\s-]+prompt|prefix)\s+of\s+(?P<v2>{_LEN})\s*(?:tokens?)?"
+)
+
+
+def _number(match: re.Match[str], *names: str) -> str:
+    return next(match.group(n) for n in names if match.groupdict().get(n) is not None)
+
+
+def _draft_model(words: str, before: bool) -> tuple[str, str]:
+    """The draft model in ``words`` (the bundled id of the longest run of words that names one, nearest the marker
+    first) and the words it came from; a name no bundled model matches is kept as written (a path or hub id)."""
+    parts = words.split()
+    runs = ([" ".join(parts[i:]) for i in range(len(parts))] if before
+            else [" ".join(parts[:i]) for i in range(len(parts), 0, -1)])
+    for run in runs:
+        try:
+            return resolve_model_name(run), run
+        except InputError:
+            continue
+    name = parts[-1] if before else parts[0]
+    return name, name
+
+
+def _tokens_after(scan: Scan, end: int, found: Findings) -> None:
+    """A draft-token count written right after the drafter ("mtp 2 tokens", "draft model X, 4 tokens")."""
+    after = _TOKENS_AFTER_DRAFTER.match(scan.text[end:])
+    if after:
+        k = int(after.group("k"))
+        found.add("spec_tokens", k)
+        found.notes.append(f"Read '{after.group().strip(' ,')}' after the drafter as {_drafts(k)} per step.")
+        scan.blank(end, end + after.end())
+
+
+def _drafts(k: int) -> str:
+    return f"{k} draft token{'s' if k != 1 else ''}"
+
+
+def _read_speculation(scan: Scan, found: Findings) -> None:
+    for match in scan.take(_SPEC_OFF):
+        found.add("spec_method", "off")
+        found.notes.append(f"Read '{match.group().strip()}' as no speculative decoding.")
+    for match in list(_DRAFT_MODEL.finditer(scan.text)):
+        before = match.group("before") is not None
+        words = match.group("before") if before else match.group("after")
+        repo, used = _draft_model(words, before)
+        start = match.start("before") + words.rindex(used) if before else match.start()
+        end = match.end() if before else match.start("after") + len(used)
+        phrase = scan.text[start:end]
+        scan.blank(start, end)
+        found.add("spec_method", f"draft:{repo}")
+        bundled = "/" in repo and repo != used
+        found.notes.append(f"Read '{phrase}' as speculative decoding with draft model {repo}"
+                           + ("." if bundled else " (not bundled: the plan needs its config.json path)."))
+        _tokens_after(scan, end, found)
+    for method, pattern in (("mtp", _MTP), ("eagle", _EAGLE)):
+        for match in scan.take(pattern):
+            found.add("spec_method", method)
+            drafter = "the model's MTP layers" if method == "mtp" else "an EAGLE head"
+            found.notes.append(f"Read '{match.group().strip()}' as speculative decoding with {drafter}.")
+            _tokens_after(scan, match.end(), found)
+    for match in scan.take(_TOKENS):
+        text = _number(match, "k", "k2", "k3")
+        k = float(text) if re.fullmatch(r"\d+(?:\.\d+)?", text) else _count(text)
+        if k != int(k) or not 1 <= k <= MAX_DRAFT_TOKENS:
+            found.notes.append(f"Ignored '{match.group().strip()}': draft tokens are a whole number from 1 to "
+                               f"{MAX_DRAFT_TOKENS}.")
+            continue
+        found.add("spec_tokens", int(k))
+        found.notes.append(f"Read '{match.group().strip()}' as {_drafts(int(k))} per step.")
+    for match in scan.take(_LENGTH):
+        length = float(match.group("n"))
+        if length < 1:
+            found.notes.append(f"Ignored '{match.group().strip()}': an acceptance length counts the verify step's own "
+                               "token, so it is at least 1.")
+            continue
+        found.add("spec_accept", round(length - 1, 6))
+        found.notes.append(f"Read '{match.group().strip()}' as {length - 1:g} accepted draft tokens per step: an "
+                           "acceptance length counts the token the verify step adds itself (length - 1).")
+    for match in scan.take(_ACCEPTED):
+        accepted = float(_number(match, "n", "n2"))
+        found.add("spec_accept", accepted)
+        found.notes.append(f"Read '{match.group().strip()}' as {accepted:g} accepted draft tokens per step.")
+    for match in scan.take(_RATE):
+        rate = float(_number(match, "n", "n2")) / (100 if match.group("pct") or match.group("pct2") else 1)
+        if not 0 <= rate <= 1:
+            found.notes.append(f"Ignored '{match.group().strip()}': an acceptance rate is a share from 0 to 1 (or a "
+                               "percentage); for accepted tokens per step write '2 accepted tokens'.")
+            continue
+        found.add("spec_accept_rate", rate)
+        found.add("spec_rate_words", match.group().strip())
+
+
+def _read_prefix(scan: Scan, found: Findings) -> None:
+    for match in scan.take(_PREFIX_OFF):
+        found.add("prefix_hit", 0.0)
+        found.notes.append(f"Read '{match.group().strip()}' as no prompt tokens found in a prefix cache.")
+    for match in scan.take(_PREFIX_SHARE):
+        text = _number(match, "p", "p2", "p3", "p4")
+        percent = match.group("p") is not None or match.group("p4") is not None or any(
+            match.groupdict().get(g) for g in ("pct2", "pct3"))
+        share = float(text) / 100 if percent or float(text) > 1 else float(text)
+        if not 0 <= share < 1:
+            found.notes.append(f"Ignored '{match.group().strip()}': a prefix hit is a share of the prompt below 1 (a "
+                               "request still computes its own last token).")
+            continue
+        found.add("prefix_hit", share)
+        found.notes.append(f"Read '{match.group().strip()}' as a prefix-cache hit of {share:.0%} of prompt tokens.")
+    for match in scan.take(_PREFIX_TOKENS):
+        tokens = _tokens(_number(match, "v", "v2"))
+        if tokens > 0:
+            found.add("prefix_tokens", tokens)
+            found.notes.append(f"Read '{match.group().strip()}' as a {tokens}-token prefix every prompt shares.")
+
+
+def read_features(scan: Scan, found: Findings) -> None:
+    """Speculative decoding and prefix reuse, taken from the text (see the module's docstring)."""
+    _read_speculation(scan, found)
+    _read_prefix(scan, found)
+
+
+def settle_features(merged: dict[str, Any], before: str | None, found: Findings) -> None:
+    """Speculation as this message leaves it, ``before`` being the drafter the earlier messages named: "off" clears
+    it; a new drafter keeps the earlier draft tokens but not the earlier acceptance, which belonged to the other
+    drafter. An acceptance rate read in this message becomes accepted drafts per step (rate x K) once the draft
+    tokens are known, this message's or the earlier ones'; until then it is noted and the acceptance stays unread."""
+    said = found.values.get("spec_method")
+    if merged.get("spec_method") == "off":
+        merged.update(spec_method=None, spec_tokens=None, spec_accept=None)
+        return
+    if said and before is not None and merged["spec_method"] != before and "spec_accept" not in found.values:
+        merged["spec_accept"] = None
+        found.notes.append(f"The acceptance given for {before} does not carry over to {merged['spec_method']}.")
+    rates, words = found.values.get("spec_accept_rate", []), found.values.get("spec_rate_words", [])
+    if not rates or merged.get("spec_accept") is not None and "spec_accept" in found.values:
+        return
+    k = merged.get("spec_tokens")
+    if k is None:
+        found.notes.append(f"'{words[0]}' is a share of draft tokens accepted: say how many draft tokens each step "
+                           "proposes, or give the accepted tokens per step.")
+        return
+    merged["spec_accept"] = round(rates[0] * k, 6)
+    found.notes.append(f"Read '{words[0]}' as {merged['spec_accept']:g} accepted draft tokens per step ({rates[0]:g} "
+                       f"of the {_drafts(k)}).")
+
+
+def _mtp_tokens(model: str) -> int:
+    """The MTP modules in ``model``'s checkpoint: how many tokens MTP drafts when the request does not say."""
+    return mtp_layers(load_model(model))
+
+
+def missing_features(parsed: Any) -> list[str]:
+    """What speculative decoding still needs: ``spec_method`` (figures were given without a drafter),
+    ``spec_tokens`` (K, except for MTP on a model whose MTP layers give it), ``spec_accept`` (always: it is measured,
+    never assumed)."""
+    if parsed.spec_method is None:
+        return ["spec_method"] if parsed.spec_tokens is not None or parsed.spec_accept is not None else []
+    missing = []
+    if parsed.spec_tokens is None:
+        mtp = parsed.spec_method == "mtp" and parsed.model is not None and _mtp_tokens(parsed.model)
+        if not mtp or (parsed.spec_accept is not None and parsed.spec_accept > mtp):
+            missing.append("spec_tokens")
+    if parsed.spec_accept is None:
+        missing.append("spec_accept")
+    return missing
+
+
+def workload_features(parsed: Any, isl: int, notes: list[str]) -> dict[str, Any]:
+    """The workload fields the parsed features give: ``speculation`` and ``prefix_hit`` (a shared prefix of
+    ``prefix_tokens`` over a prompt of ``isl`` tokens), with a note for each value worked out rather than read.
+
+    Raises:
+        InputError: a speculation the contract refuses (accepted more than the draft tokens), or a shared prefix
+            as long as the prompt (field ``prefix_hit``).
+    """
+    fields: dict[str, Any] = {}
+    if parsed.spec_method is not None:
+        k = parsed.spec_tokens
+        if k is None:
+            k = _mtp_tokens(parsed.model)
+            notes.append(f"MTP drafts {_drafts(k)} per step: the model's {k} MTP layer{'s' if k != 1 else ''} "
+                         "(num_nextn_predict_layers), as the request gives no count.")
+        fields["speculation"] = parse_speculation(f"{parsed.spec_method}:{k}", parsed.spec_accept)
+    if parsed.prefix_hit is not None:
+        fields["prefix_hit"] = parsed.prefix_hit
+    elif parsed.prefix_tokens is not None:
+        if parsed.prefix_tokens >= isl:
+            raise InputError(f"the shared prefix of {parsed.prefix_tokens} tokens is not shorter than the "
+                             f"{isl}-token prompt", field="prefix_hit",
+                             fix="say the prompt length, or the share of it that is shared")
+        fields["prefix_hit"] = round(parsed.prefix_tokens / isl, 6)
+        notes.append(f"Prefix hit {fields['prefix_hit']:.1%}: the {parsed.prefix_tokens}-token shared prefix of the "
+                     f"{isl}-token prompt.")
+    return fields
+
+
+def parsed_features(workload: Workload) -> dict[str, Any]:
+    """The parsed fields that stand for ``workload``'s speculation and prefix hit (a structured request's, which a
+    follow-up in words then builds on)."""
+    spec = workload.speculation
+    fields: dict[str, Any] = {"prefix_hit": workload.prefix_hit or None}
+    if spec is not None:
+        method = f"draft:{spec.draft_model}" if spec.draft_model else spec.method
+        fields.update(spec_method=method, spec_tokens=spec.draft_tokens, spec_accept=spec.accepted)
+    return fields
