@@ -298,9 +298,12 @@ def parse_error(output: str) -> str:
     return meaningful[-1] if meaningful else "AIConfigurator gave no output"
 
 
-def estimate_args(deployment: Deployment, moe: bool) -> list[str]:
+def estimate_args(deployment: Deployment, moe: bool, static: bool = False) -> list[str]:
     """``cli estimate`` options that describe the deployment: ``agg`` mode for one replica, ``disagg`` for
-    the pools. Batch sizes are per attention-DP rank, rounded up so that every sequence has a slot."""
+    the pools. Batch sizes are per attention-DP rank, rounded up so that every sequence has a slot.
+
+    ``static`` asks for one static batch of an aggregated deployment instead (``--estimate-mode static``:
+    the batch prefilled together, then decoded together), the same options otherwise."""
 
     def layout(worker: Worker, prefix: str) -> list[str]:
         args = [f"--{prefix}tp", str(worker.tp), f"--{prefix}pp", str(worker.pp), f"--{prefix}dp", str(worker.dp)]
@@ -311,7 +314,8 @@ def estimate_args(deployment: Deployment, moe: bool) -> list[str]:
     if deployment.mode == "agg":
         assert deployment.agg is not None
         per_rank = math.ceil(deployment.concurrency / (deployment.replicas * deployment.agg.dp))
-        return ["--estimate-mode", "agg", *layout(deployment.agg, ""), "--batch-size", str(max(per_rank, 1))]
+        mode = "static" if static else "agg"
+        return ["--estimate-mode", mode, *layout(deployment.agg, ""), "--batch-size", str(max(per_rank, 1))]
     assert deployment.prefill is not None and deployment.decode is not None
     per_rank = math.ceil(deployment.decoding / (deployment.decode_workers * deployment.decode.dp))
     return [

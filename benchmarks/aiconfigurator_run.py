@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 import venv
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from aiconfigurator_cli import (
     parse_search_space,
 )
 
-__all__ = ["ensure_aiconfigurator", "run_default", "run_estimate"]
+__all__ = ["ensure_aiconfigurator", "estimate_command", "run_command", "run_default", "run_estimate"]
 
 
 def ensure_aiconfigurator(venv_dir: Path, timeout_s: float = 1200) -> Path:
@@ -62,11 +63,11 @@ def _run(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[st
         raise AicError(f"AIConfigurator did not finish within {timeout_s:.0f} s") from error
 
 
-def _common(model: str, gpu: str, isl: int, osl: int) -> list[str]:
+def _common(model: str, gpu: str, isl: int, osl: int, backend: str = "vllm") -> list[str]:
     system = SYSTEMS.get(gpu)
     if system is None:
         raise AicError(f"AIConfigurator has no system for GPU {gpu!r} (known: {', '.join(SYSTEMS)})")
-    return ["--model", model, "--system", system, "--backend", "vllm", "--isl", str(isl), "--osl", str(osl)]
+    return ["--model", model, "--system", system, "--backend", backend, "--isl", str(isl), "--osl", str(osl)]
 
 
 def run_default(
@@ -102,6 +103,25 @@ def run_default(
     return replace(result, space=space, wall_s=wall)
 
 
+def estimate_command(
+    executable: Path | str,
+    model: str,
+    gpu: str,
+    isl: int,
+    osl: int,
+    deployment: Deployment,
+    moe: bool,
+    *,
+    static: bool = False,
+    backend: str = "vllm",
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """The ``aiconfigurator cli estimate`` command line for one deployment (``extra``: further options, such
+    as ``--nextn`` or ``--prefix``)."""
+    common = _common(model, gpu, isl, osl, backend)
+    return [str(executable), "cli", "estimate", *common, *estimate_args(deployment, moe, static), *extra, "--no-color"]
+
+
 def run_estimate(
     executable: Path,
     model: str,
@@ -113,8 +133,12 @@ def run_estimate(
     timeout_s: float = 300,
 ) -> Estimate:
     """``aiconfigurator cli estimate`` (vLLM backend, in-flight batching) of one deployment."""
-    command = [str(executable), "cli", "estimate", *_common(model, gpu, isl, osl), *estimate_args(deployment, moe)]
-    done = _run([*command, "--no-color"], timeout_s)
+    return run_command(estimate_command(executable, model, gpu, isl, osl, deployment, moe), timeout_s)
+
+
+def run_command(command: list[str], timeout_s: float = 300) -> Estimate:
+    """Run an ``aiconfigurator cli estimate`` command line and read its summary box."""
+    done = _run(command, timeout_s)
     return parse_estimate(done.stdout, done.stderr)
 
 

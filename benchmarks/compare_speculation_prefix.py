@@ -1,0 +1,379 @@
+"""Speculative decoding and prefix caching: shardplan against AIConfigurator, and against public MTP rows.
+
+**Table 1, the same requests to both tools.** Each request of :mod:`feature_requests` fixes a deployment
+(model, GPUs, one worker's layout, batch, lengths, batching, engine: vLLM) and is priced without and with
+its feature by ``aiconfigurator cli estimate`` (0.12.0; ``--estimate-mode static`` for a static batch,
+``agg`` for continuous batching) and by ``shardplan plan -s SPEC --batch N --batching ...``. The table
+gives both tools' TTFT and TPOT, feature off and on, shardplan's error against AIConfigurator, and each
+tool's effect of the feature (on / off), which separates the feature's pricing from the baseline's.
+
+What AIConfigurator 0.12.0 models (read from its code: ``aiconfigurator/sdk/speculative.py``,
+``aiconfigurator_core/sdk/models/helpers.py`` ``mtp_scale_factor``, ``backends/base_backend.py``
+``run_agg``/``run_mixed``, and aic-core's ``engine/runtime.rs`` and ``operators/attention.rs``, github.com/
+ai-dynamo/aiconfigurator):
+
+* ``--nextn K --nextn-accepted A``: one decode iteration runs every decode op at batch ``b x (K+1)`` (the
+  verify of the last token and K drafts, each query token priced as a sequence of its own, so the decode
+  attention reads each sequence's KV cache K+1 times), and every decode op's count is scaled by
+  ``(L+K)/L``: the drafts are K more layers shaped like the target's decoder layers (the embedding and
+  the LM head are scaled by the same (L+K)/L, not run K more times). Those K layers also run at
+  ``b x (K+1)`` tokens, where an engine's draft passes run at ``b``. The iteration's cost is then divided
+  by ``1 + A`` tokens (TPOT), and the decode iterations of a request number ``1 + (osl-1)/(1+A)``;
+  acceptance never changes the iteration's own cost. Prefill is unchanged (TTFT: no MTP pass over the
+  prompt). In continuous batching (``agg``) a mixed step prices its decode tokens' non-attention work with
+  the prefill ops at ``ctx + b x (K+1)`` tokens, without the draft layers' GEMMs (their attention is kept);
+  decode-only steps carry all of them. The flag is taken for any model, with or without MTP layers
+  (Llama-3.1-8B: no warning): for a model without them it prices a hypothetical K-layer MTP module, so only
+  models that ship MTP layers are asked here.
+* ``--prefix P`` (cached tokens per prompt): prefill runs its GEMMs, norms and communication on the
+  ``isl - P`` new tokens of each prompt; context attention is the table's full ``isl``-token causal
+  attention scaled by ``(isl^2 - P^2) / isl^2``, so the new tokens still attend over the cached prefix;
+  decode is unchanged (its KV holds the whole prompt). In continuous batching a mixed step's token budget
+  still counts the full prompt (``ceil(isl x b / ctx_tokens)`` steps), each step cheaper.
+
+shardplan takes the same request as ``--spec mtp:K --spec-accept A`` and ``--prefix-hit P/isl``; what it
+models is in its cost report (``CostReport.speculation``, ``CostReport.prefix_cache``).
+
+**Table 2, public measured MTP rows** (:mod:`speculation_rows`): every speculative row of
+``calibration/end_to_end.yaml`` priced by shardplan with the acceptance its source states, or left out
+with the reason.
+
+AIConfigurator's figures are stored with the exact call (``data/aic_speculation_prefix.json``):
+``--stored`` reads them instead of running AIConfigurator, so the table reruns where it is not installed.
+
+Usage::
+
+    .venv/bin/python benchmarks/compare_speculation_prefix.py [--markdown] [--cases GLOB,...] [--jobs N]
+        [--stored | --save-aic] [--skip-public] [--json FILE] [--aic-venv DIR] [--shardplan PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+import shlex
+import statistics
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiconfigurator_cli import AIC_VERSION, AicError
+from aiconfigurator_run import ensure_aiconfigurator, estimate_command, run_command
+from compare_aiconfigurator import _default_shardplan, _fmt, markdown_table, print_rich
+from feature_requests import (
+    FEATURE_REQUESTS,
+    FeatureRequest,
+    aic_feature_options,
+    shardplan_feature_options,
+    shardplan_options,
+)
+from shardplan_pick import run_shardplan
+from speculation_rows import PublicRow, measured_tpot_ms, public_rows, row_options, source_name
+
+__all__ = ["Figures", "FeatureRow", "aic_commands", "feature_cells", "feature_summary", "public_cells", "main"]
+
+HERE = Path(__file__).resolve().parent
+STORED = HERE / "data" / "aic_speculation_prefix.json"
+END_TO_END = HERE / "calibration" / "end_to_end.yaml"
+
+
+@dataclass(frozen=True)
+class Figures:
+    ttft_ms: float
+    tpot_ms: float
+
+
+@dataclass
+class FeatureRow:
+    """One request's four pricings (AIConfigurator and shardplan, feature off and on)."""
+
+    request: FeatureRequest
+    aic_off: Figures | None = None
+    aic_on: Figures | None = None
+    own_off: Figures | None = None
+    own_on: Figures | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def aic_commands(request: FeatureRequest, executable: str = "aiconfigurator") -> tuple[list[str], list[str]]:
+    """The ``cli estimate`` command lines of the request, feature off and on."""
+    base = estimate_command(
+        executable, request.aic_model, request.gpu, request.isl, request.osl, request.deployment, request.moe,
+        static=request.batching == "static", backend=request.engine,
+    )
+    return base, [*base, *aic_feature_options(request)]
+
+
+def _error(ours: float | None, theirs: float | None) -> float | None:
+    """shardplan's relative error against AIConfigurator's figure."""
+    if ours is None or theirs is None or theirs <= 0 or math.isnan(ours):
+        return None
+    return ours / theirs - 1.0
+
+
+def _effect(on: Figures | None, off: Figures | None, name: str) -> float | None:
+    if on is None or off is None or getattr(off, name) <= 0:
+        return None
+    return float(getattr(on, name) / getattr(off, name))
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1%}"
+
+
+def _abs_pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def feature_cells(row: FeatureRow) -> dict[str, str]:
+    """One request's cells: both tools' figures off and on, the error with the feature on, the effects."""
+    r, a_off, a_on, s_off, s_on = row.request, row.aic_off, row.aic_on, row.own_off, row.own_on
+
+    def pair(theirs: Figures | None, ours: Figures | None, name: str, digits: int) -> str:
+        return f"{_fmt(getattr(theirs, name, None), digits)} / {_fmt(getattr(ours, name, None), digits)}"
+
+    def effects(name: str) -> str:
+        return f"{_fmt(_effect(a_on, a_off, name), 2)} / {_fmt(_effect(s_on, s_off, name), 2)}"
+
+    return {
+        "request": f"{r.label} ({r.isl}/{r.osl}, {r.batching} {r.batch})",
+        "feature": r.feature_text,
+        "off: TTFT; TPOT ms, AIC / shardplan": f"{pair(a_off, s_off, 'ttft_ms', 0)}; "
+        f"{pair(a_off, s_off, 'tpot_ms', 2)}",
+        "on: TTFT ms AIC / shardplan": pair(a_on, s_on, "ttft_ms", 0),
+        "on: TTFT err": _pct(_error(s_on and s_on.ttft_ms, a_on and a_on.ttft_ms)),
+        "on: TPOT ms AIC / shardplan": pair(a_on, s_on, "tpot_ms", 2),
+        "on: TPOT err": _pct(_error(s_on and s_on.tpot_ms, a_on and a_on.tpot_ms)),
+        "effect on TTFT, TPOT: AIC / shardplan": f"{effects('ttft_ms')}; {effects('tpot_ms')}",
+        "notes": "; ".join(row.notes) or "-",
+    }
+
+
+def _median_abs(values: list[float | None]) -> float | None:
+    present = [abs(value) for value in values if value is not None]
+    return statistics.median(present) if present else None
+
+
+def _medians(chosen: list[FeatureRow]) -> str:
+    parts = []
+    for name, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")):
+        on = _median_abs([_error(getattr(r.own_on, name, None), getattr(r.aic_on, name, None)) for r in chosen])
+        off = _median_abs([_error(getattr(r.own_off, name, None), getattr(r.aic_off, name, None)) for r in chosen])
+        effect = _median_abs([
+            _error(_effect(r.own_on, r.own_off, name), _effect(r.aic_on, r.aic_off, name)) for r in chosen
+        ])
+        parts.append(f"{label} {_abs_pct(on)} (off {_abs_pct(off)}, effect {_abs_pct(effect)})")
+    return ", ".join(parts)
+
+
+def feature_summary(rows: list[FeatureRow]) -> list[str]:
+    """Per feature, over every request and over the static batches alone (where neither tool's queueing enters):
+    median |error| of TTFT and TPOT with the feature on, off, and of the feature's effect (on / off)."""
+    lines = []
+    for feature in ("spec", "prefix"):
+        chosen = [row for row in rows if row.request.feature == feature]
+        if not chosen:
+            continue
+        title = "speculation (--nextn / --spec)" if feature == "spec" else "prefix caching (--prefix / --prefix-hit)"
+        lines.append(f"{title}, {len(chosen)} requests, median |shardplan - AIC| / AIC: {_medians(chosen)}")
+        static = [row for row in chosen if row.request.batching == "static"]
+        if static and len(static) < len(chosen):
+            lines.append(f"  the {len(static)} static batches: {_medians(static)}")
+    return lines
+
+
+@dataclass
+class PublicResult:
+    public: PublicRow
+    measured_tpot_ms: float | None = None
+    own_off: Figures | None = None
+    own_on: Figures | None = None
+    error: str | None = None
+
+    @property
+    def tpot_error(self) -> float | None:
+        return _error(self.own_on and self.own_on.tpot_ms, self.measured_tpot_ms)
+
+    @property
+    def speedups(self) -> tuple[float | None, float | None]:
+        """(measured, shardplan's) speed-up over the same source's row without speculation."""
+        row = self.public.row
+        measured = float(row["value"]) / float(row["no_spec_value"]) if row.get("no_spec_value") else None
+        ours = _effect(self.own_off, self.own_on, "tpot_ms")
+        return measured, ours
+
+
+def public_cells(result: PublicResult) -> dict[str, str]:
+    """One public row's cells: its stated speculation, the measured and predicted TPOT, the speed-ups."""
+    public, row = result.public, result.public.row
+    measured, ours = result.speedups
+    return {
+        "row": public.id,
+        "source": source_name(row),
+        "speculation (stated)": f"mtp:{public.draft_tokens}, A={public.accepted:g}",
+        "TPOT ms measured / shardplan": f"{_fmt(result.measured_tpot_ms, 2)} / "
+        f"{_fmt(result.own_on.tpot_ms if result.own_on else None, 2)}",
+        "TPOT err": _pct(result.tpot_error),
+        "speed-up over no MTP: measured / shardplan": f"{_fmt(measured, 2)} / {_fmt(ours, 2)}",
+        "notes": result.error or "-",
+    }
+
+
+def public_summary(results: list[PublicResult]) -> str:
+    errors = [result.tpot_error for result in results]
+    speedups = [_error(result.speedups[1], result.speedups[0]) for result in results]
+    priced = sum(1 for error in errors if error is not None)
+    return (f"public MTP rows, {priced} priced: median |TPOT error| {_abs_pct(_median_abs(errors))}, "
+            f"median |speed-up error| {_abs_pct(_median_abs(speedups))}")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Running the tools
+
+
+def _own(shardplan: str, options: list[str], timeout_s: float) -> Figures:
+    pick, _ = run_shardplan(shardplan, options, timeout_s)
+    if pick.deployment is None or math.isnan(pick.tpot_ms):
+        raise RuntimeError("; ".join(pick.notes) or pick.status)
+    return Figures(pick.ttft_ms, pick.tpot_ms)
+
+
+def _stored_figures(stored: dict[str, Any], request: FeatureRequest) -> tuple[Figures, Figures]:
+    """AIConfigurator's stored figures of the request, checked to come from the call the script makes now."""
+    entry = stored.get(request.label)
+    if entry is None:
+        raise AicError("no stored AIConfigurator figures: rerun with AIConfigurator installed (--save-aic)")
+    figures = []
+    for key, command in zip(("off", "on"), aic_commands(request), strict=True):
+        if entry[key]["command"] != shlex.join(command):
+            raise AicError(f"stored {key} figures came from another call: {entry[key]['command']}")
+        figures.append(Figures(entry[key]["ttft_ms"], entry[key]["tpot_ms"]))
+    return figures[0], figures[1]
+
+
+def run_request(request: FeatureRequest, aic: Path | None, stored: dict[str, Any], shardplan: str,
+                timeout_s: float) -> FeatureRow:
+    """The four pricings of one request (AIConfigurator's from ``stored`` when ``aic`` is None)."""
+    row = FeatureRow(request)
+    print(f"[{request.label}] running", file=sys.stderr, flush=True)
+    try:
+        if aic is None:
+            row.aic_off, row.aic_on = _stored_figures(stored, request)
+        else:
+            estimates = [run_command(command, timeout_s) for command in aic_commands(request, str(aic))]
+            row.aic_off, row.aic_on = (Figures(each.ttft_ms, each.tpot_ms) for each in estimates)
+    except AicError as error:
+        row.notes.append(f"AIC: {error}")
+    for attribute, options in (("own_off", shardplan_options(request)),
+                               ("own_on", [*shardplan_options(request), *shardplan_feature_options(request)])):
+        try:
+            setattr(row, attribute, _own(shardplan, options, timeout_s))
+        except (RuntimeError, OSError, ValueError, KeyError) as error:
+            row.notes.append(f"shardplan {attribute.removeprefix('own_')}: {error}")
+    if row.own_on is not None and row.own_on == row.own_off:
+        row.notes.append("shardplan's figures do not change with the feature")
+    return row
+
+
+def run_public(public: PublicRow, shardplan: str, timeout_s: float) -> PublicResult:
+    result = PublicResult(public, measured_tpot_ms(public.row))
+    try:
+        result.own_off = _own(shardplan, row_options(public, with_spec=False), timeout_s)
+        result.own_on = _own(shardplan, row_options(public, with_spec=True), timeout_s)
+    except (RuntimeError, OSError, ValueError, KeyError) as error:
+        result.error = f"shardplan: {error}"
+    return result
+
+
+def save_stored(rows: list[FeatureRow], path: Path) -> None:
+    """AIConfigurator's figures with the exact call that gave each (the executable written as ``aiconfigurator``)."""
+    entries: dict[str, Any] = json.loads(path.read_text()).get("requests", {}) if path.exists() else {}
+    for row in rows:
+        if row.aic_off is None or row.aic_on is None:
+            continue
+        commands = aic_commands(row.request)
+        entries[row.request.label] = {
+            key: {"command": shlex.join(command), **asdict(figures)}
+            for key, command, figures in zip(("off", "on"), commands, (row.aic_off, row.aic_on), strict=True)
+        }
+    path.write_text(json.dumps({"aiconfigurator": AIC_VERSION, "requests": entries}, indent=1) + "\n")
+
+
+def select(patterns: str | None) -> list[FeatureRequest]:
+    if not patterns:
+        return list(FEATURE_REQUESTS)
+    wanted = [pattern.strip() for pattern in patterns.split(",") if pattern.strip()]
+    chosen = [r for r in FEATURE_REQUESTS if any(fnmatch.fnmatch(r.label, pattern) for pattern in wanted)]
+    if not chosen:
+        raise ValueError(f"--cases {patterns!r} matches no request; labels: "
+                         + ", ".join(r.label for r in FEATURE_REQUESTS))
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", help="comma-separated labels or globs of table 1 (default: every request)")
+    parser.add_argument("--jobs", type=int, default=1, help="requests run at once (default 1)")
+    parser.add_argument("--markdown", action="store_true", help="print the README's markdown tables")
+    parser.add_argument("--stored", action="store_true", help=f"AIConfigurator's figures from {STORED.name}")
+    parser.add_argument("--save-aic", action="store_true", help=f"write AIConfigurator's figures to {STORED.name}")
+    parser.add_argument("--skip-public", action="store_true", help="leave out table 2 (public MTP rows)")
+    parser.add_argument("--json", type=Path, help="also write every row's figures to this JSON file")
+    parser.add_argument("--aic-venv", type=Path, default=HERE / ".aic-venv")
+    parser.add_argument("--shardplan", default=_default_shardplan(), help="the shardplan command to compare")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds allowed to each tool run")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if not args.shardplan:
+        parser.error("no shardplan command found: install shardplan or pass --shardplan PATH")
+    try:
+        requests = select(args.cases)
+    except ValueError as error:
+        parser.error(str(error))
+    aic: Path | None = None
+    stored: dict[str, Any] = {}
+    if args.stored:
+        stored = json.loads(STORED.read_text())["requests"]
+    else:
+        try:
+            aic = ensure_aiconfigurator(args.aic_venv)
+        except AicError as error:
+            print(f"skipped: AIConfigurator is not available ({error}); --stored reads its stored figures")
+            return 0
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        rows = list(pool.map(lambda r: run_request(r, aic, stored, args.shardplan, args.timeout), requests))
+        publics = [] if args.skip_public else public_rows(yaml.safe_load(END_TO_END.read_text()))
+        priced = [p for p in publics if p.reason is None]
+        results = list(pool.map(lambda p: run_public(p, args.shardplan, args.timeout), priced))
+    if args.save_aic and aic is not None:
+        save_stored(rows, STORED)
+    tables = {f"shardplan vs AIConfigurator {AIC_VERSION}: the same deployments, feature off and on":
+              [feature_cells(row) for row in rows]}
+    if results:
+        tables["shardplan vs public measured MTP rows (acceptance as each source states it)"] = [
+            public_cells(result) for result in results]
+    for title, records in tables.items():
+        if args.markdown:
+            print(f"{title}\n\n{markdown_table(records)}\n")
+        else:
+            print_rich(title, records)
+    print("\n".join(feature_summary(rows)))
+    if results:
+        print(public_summary(results))
+    for public in publics:
+        if public.reason is not None:
+            print(f"left out: {public.id}: {public.reason}")
+    if args.json:
+        args.json.write_text(json.dumps({"requests": [asdict(row) for row in rows],
+                                         "public": [asdict(result) for result in results]}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
