@@ -29,6 +29,7 @@ from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for, get_gpu, gpu_catalog
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.assumptions import request_assumptions
+from shardplan.tools.planning.gpu_choice import several_gpu_types
 from shardplan.tools.planning.planner import resolve_request
 from shardplan.tools.traffic.sizing import parse_traffic, workload_fields
 
@@ -210,7 +211,7 @@ def _several_gpus(options: dict[str, Any]) -> SeveralGpus | None:
         InputError: several types with --cluster (a cluster file holds one type).
     """
     text = options.get("gpu")
-    if text is None or ("," not in text and text.strip().lower() != "any"):
+    if text is None or not several_gpu_types(text):
         return None
     if options.get("cluster") is not None:
         raise InputError("several GPU types in --gpu with --cluster", field="gpu",

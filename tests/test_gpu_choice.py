@@ -113,3 +113,14 @@ def test_costlier_types_say_by_how_much_and_none_meeting_is_said():
 def test_one_type_gets_no_choice_record():
     assert plan_gpu_types(_request(), ["H100"]).gpu_choice is None
     assert _plan_json("-m", "llama-3.1-8b", "--gpu", "H100", "--gpus", "1")["gpu_choice"] is None
+
+
+def test_the_plan_tool_takes_a_list_of_types_and_refuses_a_single_price():
+    from shardplan.tools.api.capabilities import plan as plan_tool
+
+    answer = plan_tool(model="llama-3.1-8b", gpu="H100,B200", gpus=1, isl=512, osl=64, objective="throughput")
+    assert answer.gpu_choice is not None and answer.request.gpu == answer.gpu_choice.chosen
+    assert {row.gpu for row in answer.gpu_choice.options} == {"H100", "B200"}
+    with pytest.raises(InputError) as error:
+        plan_tool(model="llama-3.1-8b", gpu="H100,B200", gpus=1, gpu_price=2.0)
+    assert error.value.field == "gpu_price"

@@ -20,9 +20,18 @@ from shardplan.tools.catalogs.gpus import get_gpu, gpu_catalog
 from shardplan.tools.catalogs.prices import price_for
 from shardplan.tools.planning.planner import plan as plan_one
 
-__all__ = ["parse_gpu_types", "plan_gpu_types", "gpu_budget_text"]
+__all__ = ["several_gpu_types", "parse_gpu_types", "plan_gpu_types", "gpu_budget_text"]
 
 ANY = "any"
+
+
+def several_gpu_types(text: str | None) -> bool:
+    """Whether a --gpu value asks for several GPU types (a comma list or ``any``) rather than one.
+
+    >>> several_gpu_types("H100"), several_gpu_types("H100,B200"), several_gpu_types(" ANY ")
+    (False, True, True)
+    """
+    return text is not None and ("," in text or text.strip().lower() == ANY)
 
 
 def parse_gpu_types(text: str, prices: dict[str, GpuPrice] | None = None) -> list[str]:
