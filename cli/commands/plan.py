@@ -50,6 +50,9 @@ def plan_command(
     if types is not None and strategy is not None:
         raise InputError("--strategy with several GPU types in --gpu", field="gpu",
                          fix="review a strategy on one GPU type: name one in --gpu")
+    if types is not None and policy != "builtin":
+        raise InputError(f"--policy {policy} with several GPU types in --gpu", field="policy",
+                         fix="several types are planned by the builtin planner: leave out --policy, or name one --gpu")
 
     with working("planning", quiet=as_json) as step:
         if types is not None and gpu_types is not None:

@@ -91,7 +91,7 @@ def _option(gpu: str, budget: int | None, result: Plan | None, error: str | None
         return row.model_copy(update={"status": "infeasible", "reason": result.explanation})
     if result.status != "ok":
         missed = "; ".join(m.message for m in result.misses)
-        return row.model_copy(update={"status": "misses_targets", "reason": f"misses the targets: {missed}"})
+        return row.model_copy(update={"status": "misses_targets", "reason": f"misses: {missed}"})
     return row
 
 
@@ -107,8 +107,8 @@ def _ranked(rows: list[GpuOption]) -> tuple[str | None, list[GpuOption]]:
     for r in rows:
         if r is best:
             r = r.model_copy(update={"status": "chosen",
-                                     "reason": f"the fewest dollars per 1M output tokens of the {len(meeting)} "
-                                               f"type(s) that meet the targets"})
+                                     "reason": f"cheapest per 1M output tokens of the {len(meeting)} type(s) "
+                                               "meeting the targets"})
         elif r.status == "costlier":
             more = (r.usd_per_million_output_tokens or 0.0) - price
             share = f" (+{more / price:.0%})" if price > 0 else ""
