@@ -11,7 +11,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 
@@ -26,13 +26,14 @@ from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.limits import MAX_INT_DIGITS
 from shardplan.tools.catalogs.drafters import check_drafter
-from shardplan.tools.catalogs.gpus import cluster_for
+from shardplan.tools.catalogs.gpus import cluster_for, get_gpu, gpu_catalog
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.assumptions import request_assumptions
+from shardplan.tools.planning.gpu_choice import several_gpu_types
 from shardplan.tools.planning.planner import resolve_request
 from shardplan.tools.traffic.sizing import parse_traffic, workload_fields
 
-__all__ = ["build_request", "request_options", "resolve_target", "JsonFlag"]
+__all__ = ["build_request", "request_options", "resolve_target", "JsonFlag", "SeveralGpus"]
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
@@ -189,6 +190,39 @@ def _check_digits(values: dict[str, Any]) -> None:
                              fix=f"give {option} a realistic whole number")
 
 
+_GPU_TEXT = "gpu_types"
+"""A command with a parameter of this name takes several GPU types in --gpu (a comma list or 'any')."""
+
+
+class SeveralGpus(NamedTuple):
+    """--gpu naming several GPU types: its text, and the GPU budget and node size the user gave (None: one node
+    of each type, of its catalog size)."""
+
+    text: str
+    budget: int | None
+    gpus_per_node: int | None
+
+
+def _several_gpus(options: dict[str, Any]) -> SeveralGpus | None:
+    """The --gpu text when it names several GPU types (None for one); the request is then built for the first
+    catalog GPU, with one node of it where --gpus is left out, and the command plans each type itself.
+
+    Raises:
+        InputError: several types with --cluster (a cluster file holds one type).
+    """
+    text = options.get("gpu")
+    if text is None or not several_gpu_types(text):
+        return None
+    if options.get("cluster") is not None:
+        raise InputError("several GPU types in --gpu with --cluster", field="gpu",
+                         fix="a cluster file holds one GPU type: leave out --gpu, or --cluster to compare types")
+    first = get_gpu(next(iter(gpu_catalog())))
+    budget, per_node = options.get("gpus"), options.get("gpus_per_node")
+    options["gpu"] = first.name
+    options["gpus"] = budget or per_node or first.gpus_per_node
+    return SeveralGpus(text, budget, per_node)
+
+
 def request_options(command: Callable[..., None] | None = None, *, optional: bool = False) -> Any:
     """Give a command the shared request options; it receives them as ``request`` (a PlanRequest).
 
@@ -200,8 +234,9 @@ def request_options(command: Callable[..., None] | None = None, *, optional: boo
         own = [
             p.replace(kind=_KW)
             for p in inspect.signature(func, eval_str=True).parameters.values()
-            if p.name != "request"
+            if p.name not in ("request", _GPU_TEXT)
         ]
+        several = _GPU_TEXT in inspect.signature(func).parameters
         shared = list(_REQUEST_PARAMETERS)
         if optional:
             shared[0] = shared[0].replace(
@@ -214,6 +249,8 @@ def request_options(command: Callable[..., None] | None = None, *, optional: boo
             options = {name: kwargs.pop(name) for name in _REQUEST_NAMES}
             if "policy" in kwargs:
                 options["policy"] = kwargs["policy"]
+            if several:
+                kwargs[_GPU_TEXT] = _several_gpus(options)
             request = None if options["model"] is None else build_request(**options)
             func(request=request, **kwargs)
 

@@ -11,6 +11,7 @@ from shardplan.contracts.constraints import Constraints
 from shardplan.contracts.dag import DAG
 from shardplan.contracts.economics import Economics, GpuPrice
 from shardplan.contracts.figures import Figures
+from shardplan.contracts.gpu_choice import GpuChoice
 from shardplan.contracts.old_plans import read_old_plan
 from shardplan.contracts.reports import CostReport, ValidationReport
 from shardplan.contracts.simulation import SimulationSummary
@@ -277,6 +278,11 @@ class Plan(Contract):
         default=None,
         description="Dollars per hour and per million tokens, power and joules per token of the deployment; None "
         "when infeasible.",
+    )
+    gpu_choice: GpuChoice | None = Field(
+        default=None,
+        description="When several GPU types were asked for: each type's deployment and price, and why it lost; "
+        "None for one type.",
     )
     min_gpus: int | None = Field(
         default=None, description="When infeasible for memory: the fewest GPUs that would fit."

@@ -9,12 +9,15 @@ import typer
 
 from shardplan.agent.run import progress_line, run_plan
 from shardplan.cli.app import app, console, emit_json
-from shardplan.cli.common import JsonFlag, request_options
+from shardplan.cli.common import JsonFlag, SeveralGpus, request_options
+from shardplan.cli.gpu_choice_text import print_gpu_choice
 from shardplan.cli.plan_text import print_plan
 from shardplan.cli.price_options import GpuPriceOption, PricesOption, given_prices
 from shardplan.cli.progress import working
 from shardplan.contracts.strategy import parse_strategy
+from shardplan.errors import InputError
 from shardplan.io import write_atomic
+from shardplan.tools.planning.gpu_choice import parse_gpu_types, plan_gpu_types
 from shardplan.tools.planning.planner import review
 
 
@@ -33,14 +36,29 @@ def plan_command(
     gpu_price: GpuPriceOption = None,
     prices: PricesOption = None,
     as_json: JsonFlag = False,
+    gpu_types: SeveralGpus | None = None,
 ) -> None:
-    """Plan a deployment: search, build the DAG, validate it, price it, explain the choice."""
-    price = given_prices(gpu_price, prices).get(request.gpu)
+    """Plan a deployment: search, build the DAG, validate it, price it, explain the choice.
+
+    --gpu may name several types (H100,H200,B200) or any (every priced catalog GPU): each is planned and the
+    cheapest per million output tokens that meets the targets is the answer, with a table of the others."""
+    given = given_prices(gpu_price, prices)
+    price = given.get(request.gpu)
     if price is not None:
         request = request.model_copy(update={"price": price})
+    types = parse_gpu_types(gpu_types.text, given) if gpu_types is not None else None
+    if types is not None and strategy is not None:
+        raise InputError("--strategy with several GPU types in --gpu", field="gpu",
+                         fix="review a strategy on one GPU type: name one in --gpu")
+    if types is not None and policy != "builtin":
+        raise InputError(f"--policy {policy} with several GPU types in --gpu", field="policy",
+                         fix="several types are planned by the builtin planner: leave out --policy, or name one --gpu")
 
     with working("planning", quiet=as_json) as step:
-        if strategy is not None:
+        if types is not None and gpu_types is not None:
+            step.status(f"planning on {len(types)} GPU types: {', '.join(types)}")
+            plan = plan_gpu_types(request, types, given, gpu_types.budget, gpu_types.gpus_per_node)
+        elif strategy is not None:
             step.status(f"reviewing {strategy} against the searched deployments")
             plan = review(request, parse_strategy(strategy))
         else:
@@ -51,6 +69,8 @@ def plan_command(
         emit_json(_plan_summary(plan) if output is not None else plan)
         return
     print_plan(plan)
+    if plan.gpu_choice is not None:
+        print_gpu_choice(plan.gpu_choice)
     if output is not None:
         console().print(f"plan written to {output}")
 

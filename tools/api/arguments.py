@@ -72,7 +72,8 @@ class RequestArgs(Args):
         min_length=1,
         max_length=40,
         description="GPU catalog name: H100, H200, B200, A100, L40S, MI300X, A100-40GB, H100-PCIe, H20, GB200; "
-        "with a cluster file, its GPU unless given.",
+        "with a cluster file, its GPU unless given. plan only: a comma list (H100,H200,B200) or 'any' (every priced "
+        "GPU) plans each type and answers with the cheapest per 1M output tokens that meets the targets.",
     )
     gpus: int = Field(ge=1, le=MAX_GPUS, description="GPUs available.")
     gpus_per_node: int | None = Field(

@@ -43,6 +43,7 @@ from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import load_model
 from shardplan.tools.cost.estimate import estimate_cost as run_cost
 from shardplan.tools.planning.evaluation import price_on_budget
+from shardplan.tools.planning.gpu_choice import parse_gpu_types, plan_gpu_types, several_gpu_types
 from shardplan.tools.planning.planner import plan as run_plan
 from shardplan.tools.planning.planner import resolve_request
 from shardplan.tools.search.deployments import SearchResult
@@ -254,10 +255,26 @@ def plan(args: PlanArgs) -> PlanSummary:
     detail=true the whole plan too, under ``plan``.
     """
 
-    result = run_plan(args.to_request())
+    result = _plan_gpu_types(args) if several_gpu_types(args.gpu) else run_plan(args.to_request())
     if not args.include_dag:
         result.dag = None
     return plan_summary(result, detail=args.detail)
+
+
+def _plan_gpu_types(args: PlanArgs) -> Any:
+    """The plan of ``args`` on each GPU type its gpu names (a comma list or 'any'): the cheapest that meets the
+    targets, with the others in gpu_choice; each type may use ``gpus`` GPUs.
+
+    Raises:
+        InputError: an unknown type, or an option that holds for one type only (cluster, gpu_price).
+    """
+    for name in ("cluster", "gpu_price"):
+        if getattr(args, name) is not None:
+            raise InputError(f"{name} with several GPU types in gpu", field=name,
+                             fix=f"name one GPU type in gpu to use {name}")
+    types = parse_gpu_types(args.gpu)
+    request = args.model_copy(update={"gpu": types[0]}).to_request()
+    return plan_gpu_types(request, types, budget=args.gpus, gpus_per_node=args.gpus_per_node)
 
 
 CAPABILITIES: dict[str, Capability] = {

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from shardplan.contracts.economics import Economics
 from shardplan.contracts.figures import Figures
+from shardplan.contracts.gpu_choice import GpuChoice
 from shardplan.contracts.plan import Alternative, Deployment, FitHint, NearTie, Plan, PlanRequest, PlanStatus
 from shardplan.contracts.reports import CostReport, ValidationReport
 from shardplan.contracts.simulation import SimulationSummary
@@ -85,6 +86,9 @@ class PlanSummary(Result):
     economics: Economics | None = Field(
         default=None, description="Dollars per hour and per million tokens (with the price's source), power and "
         "joules per token (an upper bound at board power); None when infeasible."
+    )
+    gpu_choice: GpuChoice | None = Field(
+        default=None, description="When gpu named several types: each type's deployment and price, and why it lost."
     )
     messages: list[str] = Field(description="What the planner noticed along the way.")
     assumptions: list[str] = Field(description="Every value that was defaulted or guessed rather than given.")
@@ -175,6 +179,7 @@ def plan_summary(plan: Plan, *, detail: bool = False) -> PlanSummary:
         hints=plan.hints,
         near_tie=plan.near_tie,
         economics=rounded(plan.economics) if plan.economics is not None else None,
+        gpu_choice=plan.gpu_choice,
         messages=plan.messages,
         assumptions=plan.assumptions,
         plan=plan if detail else None,

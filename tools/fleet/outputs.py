@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from shardplan.contracts.gpu_choice import cost_rank
 from shardplan.io import write_atomic
 from shardplan.tools.fleet.cells import ROW_COLUMNS
 
@@ -43,8 +44,7 @@ def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str] = _COLUMNS) 
 
 
 def _rank(row: dict[str, Any]) -> tuple[float, float]:
-    price = row.get("usd_per_million_output_tokens")
-    return (price if price is not None else float("inf"), row.get("gpus_used") or float("inf"))
+    return cost_rank(row.get("usd_per_million_output_tokens"), row.get("gpus_used"))
 
 
 def best_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
