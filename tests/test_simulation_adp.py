@@ -27,9 +27,10 @@ from shardplan.tools.serving.options import priced_deployment
 from shardplan.tools.serving.steady import continuous_point
 from shardplan.tools.serving.steps import StepPricer
 from shardplan.tools.simulation import ranks
-from shardplan.tools.simulation.engine import Engine, StepPlan
+from shardplan.tools.simulation.engine import Engine
 from shardplan.tools.simulation.loop import Workers, run_events
 from shardplan.tools.simulation.ranks import RankGroup
+from shardplan.tools.simulation.replica import StepPlan
 from shardplan.tools.simulation.router import least_loaded_rank
 from shardplan.tools.simulation.run import Simulation, SimulationOptions, simulate
 from shardplan.tools.simulation.state import Requests

@@ -63,22 +63,15 @@ class DraftBuilder(PhaseBuilder):
     def draft_inputs(self, mb: int, tokens: dict[Unit, str], hidden: dict[Unit, str]) -> dict[Unit, str]:
         """The embedding of the tokens the previous sampler chose (``tokens``, per unit), fused with the hidden state
         ``hidden`` gives (MTP's ``eh_proj``, EAGLE's ``fc``; a draft model reads its embedding alone)."""
-        h, tp = self.m.hidden_size, self.s.tp
-        outs = {}
-        for unit in self.units():
+        h = self.m.hidden_size
+        outs = self.embedding(mb, after=tokens)
+        if not self.drafter.fuse_width:
+            return outs
+        for unit, node in outs.items():
             site = Site(mb, None, 0, unit)
-            size = self.unit_tokens * h * self.ab
-            work = ops.Work(0.0, size, size, {"m": self.unit_tokens, "n": h, "vocab": self.m.vocab_size // tp})
-            node = self.compute(
-                site, "embedding", "embedding", work, parallel="vocab" if tp > 1 else "replicated", partial=tp > 1
-            )
-            self.g.edge(tokens[unit], node, "sync")
-            if tp > 1:
-                node = self.unit_comm(site, "embedding.all_reduce", "all_reduce", "tp_reduce", size, src=node)
-            if self.drafter.fuse_width:
-                fused = ops.gemm(self.unit_tokens, h, self.drafter.fuse_width, self.wb, self.ab)
-                node = self.compute(site, "fuse_proj", "linear", fused, dtype=self.m.weight_dtype, src=node)
-                self.g.edge(hidden[unit], node)
+            fused = ops.gemm(self.unit_tokens, h, self.drafter.fuse_width, self.wb, self.ab)
+            node = self.compute(site, "fuse_proj", "linear", fused, dtype=self.m.weight_dtype, src=node)
+            self.g.edge(hidden[unit], node)
             outs[unit] = node
         return outs
 

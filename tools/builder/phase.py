@@ -233,7 +233,9 @@ class PhaseBuilder:
         return self.compute(site, op, "norm", work, src=src)
 
     # -- the skeleton --------------------------------------------------------------------------------
-    def embedding(self, mb: int) -> dict[Unit, str]:
+    def embedding(self, mb: int, after: dict[Unit, str] | None = None) -> dict[Unit, str]:
+        """The token embedding of microbatch ``mb`` per unit, each lookup after ``after[unit]`` (a draft pass's: the
+        sampler that chose its tokens) or, by default, the phase's step boundary."""
         h, tp = self.m.hidden_size, self.s.tp
         outs = {}
         for unit in self.units():
@@ -243,7 +245,7 @@ class PhaseBuilder:
             node = self.compute(
                 site, "embedding", "embedding", work, parallel="vocab" if tp > 1 else "replicated", partial=tp > 1
             )
-            self.g.edge(self.boundary_in, node, "sync")
+            self.g.edge(after[unit] if after is not None else self.boundary_in, node, "sync")
             if tp > 1:
                 # A vocabulary-parallel lookup leaves zeros for rows other ranks own: an all-reduce completes it.
                 node = self.unit_comm(site, "embedding.all_reduce", "all_reduce", "tp_reduce", size, src=node)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from shardplan.contracts.simulation import Router
-from shardplan.tools.simulation.engine import Replica
 from shardplan.tools.simulation.pools import PrefillPool
+from shardplan.tools.simulation.replica import Replica
 from shardplan.tools.simulation.router import ROUTES, cache_affinity, least_outstanding
 from shardplan.tools.simulation.state import Requests
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shardplan.tools.serving.attention_dp import RankPrices, synced_round_s
-from shardplan.tools.simulation.engine import Engine, StepPlan, StepRecord, repeats_before
+from shardplan.tools.simulation.engine import Engine
+from shardplan.tools.simulation.replica import StepPlan, StepRecord, repeats_before
 from shardplan.tools.simulation.router import least_loaded_rank
 
 __all__ = ["RankGroup"]

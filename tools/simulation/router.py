@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from shardplan.contracts.simulation import Router
-from shardplan.tools.simulation.engine import Engine, Replica
+from shardplan.tools.simulation.engine import Engine
+from shardplan.tools.simulation.replica import Replica
 
 __all__ = ["round_robin", "least_outstanding", "cache_affinity", "least_loaded_rank", "ROUTES"]
 

@@ -36,12 +36,13 @@ from shardplan.tools.serving.disaggregated import kv_transfer_s, prefill_worker
 from shardplan.tools.serving.placement import replica_strategy
 from shardplan.tools.serving.steps import StepPricer
 from shardplan.tools.simulation.capacity import BLOCK_TOKENS, engine_seq_cap, kv_blocks
-from shardplan.tools.simulation.engine import Engine, Replica
+from shardplan.tools.simulation.engine import Engine
 from shardplan.tools.simulation.loop import Workers, run_events
 from shardplan.tools.simulation.pools import PrefillPool
 from shardplan.tools.simulation.prefix_cache import PrefixCache
 from shardplan.tools.simulation.prefixes import SharedPrefixes, shared_prefixes
 from shardplan.tools.simulation.ranks import RankGroup
+from shardplan.tools.simulation.replica import Replica
 from shardplan.tools.simulation.results import RunFacts, summarise
 from shardplan.tools.simulation.state import Requests
 from shardplan.tools.traffic.stream import RequestStream, request_stream
