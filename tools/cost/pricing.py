@@ -57,7 +57,7 @@ class Pricer:
             phase = self.phases.get(node.phase)
             if phase is None or node.kind not in _TABLE_KINDS:
                 continue
-            query = node_query(node, self.model, phase, self.cluster.gpus_per_node)
+            query = node_query(node, self.model, phase, self.cluster.gpus_per_node, self.tables.engine)
             if query is not None:
                 wanted[node.id] = query
         answers = lookup_seconds(self.tables, wanted.values())

@@ -32,6 +32,16 @@ _KV_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 # MoE shapes only as ``fp8_block``: asking for ``fp8`` there found nothing and left the experts, most of a
 # decode step, to the roofline. Other models try per-tensor first; either falls back to the other.
 _FP8_SCALINGS = ("fp8", "fp8_block")
+# vLLM's block-scaled FP8 GEMM rows were timed eagerly, one GEMM per timing, outside a CUDA graph (AIConfigurator's
+# collector/vllm/collect_gemm.py: ``use_cuda_graph=gemm_type != "fp8_block"``, since its PR #999), so below the host's
+# dispatch time they record that dispatch, not the kernel: in h200_sxm/vllm 0.24.0 every shape from 768x7168 to
+# 7168x16384 takes 55-61 us at 1 to 17 tokens (FlashInfer's kernel) and 80-89 us at 32 to 128 (DeepGEMM's), where
+# SGLang's and TensorRT-LLM's graph-timed rows of the same shapes take 9-19 us, flat. A vLLM step runs its GEMMs
+# inside CUDA graphs (decode) or queued behind longer kernels, so that dispatch is not on the step's path. The same
+# table's per-tensor FP8 rows are graph-timed and read the same FP8 weights (block scaling adds one scale per 128x128
+# block, 1/16384 of them); they price vLLM's block-scaled GEMMs. An H200 measured per-tensor FP8 GEMMs at
+# DeepSeek-V3's shapes flat in tokens up to 128 (benchmarks/data/gpu/kernels_h200.json: 2112x7168 9.4-10.8 us).
+_EAGER_BLOCK_FP8_GEMM_ENGINES = frozenset({"vllm"})
 _MEASURED_NODE_GPUS = 8  # GPUs per node of the systems the database measured (HGX / DGX)
 _NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
              "all_to_all": "alltoall"}
@@ -65,6 +75,13 @@ def _message_shape(message_bytes: float, element_bytes: int = 2) -> tuple[int, i
 
 def _fp8_quant(quant: str, model: ModelSpec) -> str:
     return "fp8_block" if quant == "fp8" and model.mla is not None else quant
+
+
+def _gemm_fp8_quant(quant: str, model: ModelSpec, engine: str | None) -> str:
+    """The FP8 scaling a GEMM is looked up under: the checkpoint's, except where ``engine``'s block-scaled rows
+    timed the host rather than the kernel (the per-tensor rows then; see ``_EAGER_BLOCK_FP8_GEMM_ENGINES``)."""
+    quant = _fp8_quant(quant, model)
+    return "fp8" if quant == "fp8_block" and engine in _EAGER_BLOCK_FP8_GEMM_ENGINES else quant
 
 
 def other_fp8_scaling(query: Query) -> Query | None:
@@ -133,7 +150,7 @@ def _expert_query(node: ComputeNode, model: ModelSpec, phase: PhaseStrategy) -> 
     return Query("moe", args, node.phase == "prefill", tokens)
 
 
-def _compute_query(node: ComputeNode, model: ModelSpec, phase: PhaseStrategy) -> Query | None:
+def _compute_query(node: ComputeNode, model: ModelSpec, phase: PhaseStrategy, engine: str | None) -> Query | None:
     if node.kind == "attention":
         return _attention_query(node, model)
     if node.kind == "expert" and node.op == "routed_experts":
@@ -143,7 +160,7 @@ def _compute_query(node: ComputeNode, model: ModelSpec, phase: PhaseStrategy) ->
         quant = _GEMM_QUANT.get(node.dtype)
         if min(n, k, m) < 1 or quant is None:
             return None
-        return Query("gemm", (n, k, _fp8_quant(quant, model)), node.phase == "prefill", m)
+        return Query("gemm", (n, k, _gemm_fp8_quant(quant, model, engine)), node.phase == "prefill", m)
     return None
 
 
@@ -172,11 +189,15 @@ def _comm_query(node: CommNode, model: ModelSpec, phase: PhaseStrategy, gpus_per
 
 
 def node_query(
-    node: ComputeNode | CommNode | StateNode, model: ModelSpec, phase: PhaseStrategy, gpus_per_node: int
+    node: ComputeNode | CommNode | StateNode,
+    model: ModelSpec,
+    phase: PhaseStrategy,
+    gpus_per_node: int,
+    engine: str | None = None,
 ) -> Query | None:
-    """The measured-table lookup that prices ``node``, or None when the roofline does."""
+    """The measured-table lookup that prices ``node`` on ``engine``'s tables, or None when the roofline does."""
     if isinstance(node, ComputeNode):
-        return _compute_query(node, model, phase)
+        return _compute_query(node, model, phase, engine)
     if isinstance(node, CommNode):
         return _comm_query(node, model, phase, gpus_per_node)
     return None
