@@ -34,10 +34,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
-import math
-import shutil
 import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +51,7 @@ from aiconfigurator_cli import (
     slot_fill,
 )
 from aiconfigurator_run import ensure_aiconfigurator, run_default, run_estimate
+from comparison_tables import default_shardplan, fmt, markdown_table, print_tables, select_labelled
 from shardplan_pick import Pick, run_shardplan, shardplan_spec
 
 __all__ = ["Request", "REQUESTS", "Row", "compare", "summary", "markdown_table", "main"]
@@ -162,20 +160,16 @@ def summary(rows: list[Row]) -> str:
 # Table cells
 
 
-def _fmt(value: float | None, digits: int = 0) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:,.{digits}f}"
-
-
 def cells(row: Row) -> dict[str, str]:
     """The table's cells for one row (shared by the terminal and the markdown table)."""
     request, aic, pick, estimate = row.request, row.aic, row.pick, row.estimate
-    targets = f"{_fmt(request.ttft_ms)} ms / {_fmt(request.tpot_ms)} ms"
+    targets = f"{fmt(request.ttft_ms)} ms / {fmt(request.tpot_ms)} ms"
     aic_best = "-"
     if aic is not None:
-        aic_best = f"{aic.best.label(request.moe)} c={aic.best.concurrency}: {_fmt(aic.tokens_per_s_per_budget_gpu)}"
+        aic_best = f"{aic.best.label(request.moe)} c={aic.best.concurrency}: {fmt(aic.tokens_per_s_per_budget_gpu)}"
     meets = "-"
     if estimate is not None and row.meets_targets is not None:
-        meets = f"{'yes' if row.meets_targets else 'NO'} ({_fmt(estimate.ttft_ms)} ms / {_fmt(estimate.tpot_ms, 1)} ms)"
+        meets = f"{'yes' if row.meets_targets else 'NO'} ({fmt(estimate.ttft_ms)} ms / {fmt(estimate.tpot_ms, 1)} ms)"
     picked = "-" if pick is None else pick.spec + (" †" if row.outside_aic else "")
     label = f"{request.label} ({request.isl}/{request.osl})"
     return {
@@ -183,11 +177,11 @@ def cells(row: Row) -> dict[str, str]:
         "targets TTFT/TPOT": targets,
         "AIC best: layout, concurrency: tok/s/GPU": aic_best,
         "shardplan pick": picked,
-        "shardplan's tok/s/GPU": "-" if pick is None else _fmt(pick.tokens_per_s_per_gpu),
-        "AIC est. of pick tok/s/GPU": _fmt(row.pick_tokens_per_s_per_gpu),
-        "ratio": _fmt(row.ratio, 2),
+        "shardplan's tok/s/GPU": "-" if pick is None else fmt(pick.tokens_per_s_per_gpu),
+        "AIC est. of pick tok/s/GPU": fmt(row.pick_tokens_per_s_per_gpu),
+        "ratio": fmt(row.ratio, 2),
         "meets targets (AIC TTFT/TPOT)": meets,
-        "wall AIC / shardplan s": f"{_fmt(aic.wall_s if aic else None, 1)} / {_fmt(row.shardplan_wall_s, 1)}",
+        "wall AIC / shardplan s": f"{fmt(aic.wall_s if aic else None, 1)} / {fmt(row.shardplan_wall_s, 1)}",
     }
 
 
@@ -202,8 +196,8 @@ def disagreement_cells(row: Row) -> dict[str, str]:
     return {
         "request": row.request.label + (", in AIC's space" if row.constrained else ""),
         "batching": "-" if pick is None else pick.batching,
-        "TTFT ms shardplan / AIC": f"{_fmt(own_ttft)} / {_fmt(aic_ttft)}",
-        "TPOT ms shardplan / AIC": f"{_fmt(own_tpot, 1)} / {_fmt(aic_tpot, 1)}",
+        "TTFT ms shardplan / AIC": f"{fmt(own_ttft)} / {fmt(aic_ttft)}",
+        "TPOT ms shardplan / AIC": f"{fmt(own_tpot, 1)} / {fmt(aic_tpot, 1)}",
         "notes": "; ".join(notes) or "-",
     }
 
@@ -213,7 +207,7 @@ def at_aic_best_cells(row: Row) -> dict[str, str]:
     aic, own = row.aic, row.at_aic_best
 
     def pair(theirs: float | None, ours: float | None, digits: int = 0) -> str:
-        return f"{_fmt(theirs, digits)} / {_fmt(ours, digits)}"
+        return f"{fmt(theirs, digits)} / {fmt(ours, digits)}"
 
     return {
         "request": row.request.label,
@@ -225,28 +219,6 @@ def at_aic_best_cells(row: Row) -> dict[str, str]:
         ),
         "shardplan status": "-" if own is None else f"{own.status} ({own.batching})",
     }
-
-
-def markdown_table(records: list[dict[str, str]]) -> str:
-    """A GitHub markdown table of the records (same keys in each)."""
-    if not records:
-        return ""
-    header = list(records[0])
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    lines += ["| " + " | ".join(record[key].replace("|", "\\|") for key in header) + " |" for record in records]
-    return "\n".join(lines)
-
-
-def print_rich(title: str, records: list[dict[str, str]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title, show_lines=False)
-    for key in records[0] if records else []:
-        table.add_column(key, overflow="fold")
-    for record in records:
-        table.add_row(*record.values())
-    Console(width=250).print(table)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -327,19 +299,7 @@ def run_request(request: Request, aic: Path, shardplan: str, timeout_s: float) -
 
 def select(patterns: str | None) -> list[Request]:
     """The requests whose label matches one of the comma-separated patterns (all when None)."""
-    if not patterns:
-        return list(REQUESTS)
-    wanted = [pattern.strip() for pattern in patterns.split(",") if pattern.strip()]
-    chosen = [request for request in REQUESTS if any(fnmatch.fnmatch(request.label, p) for p in wanted)]
-    if not chosen:
-        labels = ", ".join(request.label for request in REQUESTS)
-        raise ValueError(f"--cases {patterns!r} matches no request; labels: {labels}")
-    return chosen
-
-
-def _default_shardplan() -> str | None:
-    beside = Path(sys.executable).parent / "shardplan"
-    return str(beside) if beside.exists() else shutil.which("shardplan")
+    return select_labelled(REQUESTS, patterns)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -349,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="print the README's markdown tables")
     parser.add_argument("--json", type=Path, help="also write every row's figures to this JSON file")
     parser.add_argument("--aic-venv", type=Path, default=Path(__file__).parent / ".aic-venv")
-    parser.add_argument("--shardplan", default=_default_shardplan(), help="the shardplan command to compare")
+    parser.add_argument("--shardplan", default=default_shardplan(), help="the shardplan command to compare")
     parser.add_argument("--timeout", type=float, default=900, help="seconds allowed to each tool run")
     args = parser.parse_args(argv)
     if args.jobs < 1:
@@ -377,11 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
         "AIConfigurator's best deployment priced by both tools": [at_aic_best_cells(row) for row in rows],
     }
-    for title, records in tables.items():
-        if args.markdown:
-            print(f"{title}\n\n{markdown_table(records)}\n")
-        else:
-            print_rich(title, records)
+    print_tables(tables, args.markdown)
     print(summary(rows))
     print("† the pick is outside AIConfigurator's default search space (reasons in the notes)")
     if args.json:

@@ -50,7 +50,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import math
 import shlex
@@ -64,7 +63,7 @@ from typing import Any
 import yaml
 from aiconfigurator_cli import AIC_VERSION, AicError
 from aiconfigurator_run import ensure_aiconfigurator, estimate_command, run_command
-from compare_aiconfigurator import _default_shardplan, _fmt, markdown_table, print_rich
+from comparison_tables import default_shardplan, fmt, print_tables, select_labelled
 from feature_requests import (
     FEATURE_REQUESTS,
     FeatureRequest,
@@ -135,10 +134,10 @@ def feature_cells(row: FeatureRow) -> dict[str, str]:
     r, a_off, a_on, s_off, s_on = row.request, row.aic_off, row.aic_on, row.own_off, row.own_on
 
     def pair(theirs: Figures | None, ours: Figures | None, name: str, digits: int) -> str:
-        return f"{_fmt(getattr(theirs, name, None), digits)} / {_fmt(getattr(ours, name, None), digits)}"
+        return f"{fmt(getattr(theirs, name, None), digits)} / {fmt(getattr(ours, name, None), digits)}"
 
     def effects(name: str) -> str:
-        return f"{_fmt(_effect(a_on, a_off, name), 2)} / {_fmt(_effect(s_on, s_off, name), 2)}"
+        return f"{fmt(_effect(a_on, a_off, name), 2)} / {fmt(_effect(s_on, s_off, name), 2)}"
 
     return {
         "request": f"{r.label} ({r.isl}/{r.osl}, {r.batching} {r.batch})",
@@ -216,10 +215,10 @@ def public_cells(result: PublicResult) -> dict[str, str]:
         "row": public.id,
         "source": source_name(row),
         "speculation (stated)": f"mtp:{public.draft_tokens}, A={public.accepted:g}",
-        "TPOT ms measured / shardplan": f"{_fmt(result.measured_tpot_ms, 2)} / "
-        f"{_fmt(result.own_on.tpot_ms if result.own_on else None, 2)}",
+        "TPOT ms measured / shardplan": f"{fmt(result.measured_tpot_ms, 2)} / "
+        f"{fmt(result.own_on.tpot_ms if result.own_on else None, 2)}",
         "TPOT err": _pct(result.tpot_error),
-        "speed-up over no MTP: measured / shardplan": f"{_fmt(measured, 2)} / {_fmt(ours, 2)}",
+        "speed-up over no MTP: measured / shardplan": f"{fmt(measured, 2)} / {fmt(ours, 2)}",
         "notes": result.error or "-",
     }
 
@@ -305,14 +304,7 @@ def save_stored(rows: list[FeatureRow], path: Path) -> None:
 
 
 def select(patterns: str | None) -> list[FeatureRequest]:
-    if not patterns:
-        return list(FEATURE_REQUESTS)
-    wanted = [pattern.strip() for pattern in patterns.split(",") if pattern.strip()]
-    chosen = [r for r in FEATURE_REQUESTS if any(fnmatch.fnmatch(r.label, pattern) for pattern in wanted)]
-    if not chosen:
-        raise ValueError(f"--cases {patterns!r} matches no request; labels: "
-                         + ", ".join(r.label for r in FEATURE_REQUESTS))
-    return chosen
+    return select_labelled(FEATURE_REQUESTS, patterns)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-public", action="store_true", help="leave out table 2 (public MTP rows)")
     parser.add_argument("--json", type=Path, help="also write every row's figures to this JSON file")
     parser.add_argument("--aic-venv", type=Path, default=HERE / ".aic-venv")
-    parser.add_argument("--shardplan", default=_default_shardplan(), help="the shardplan command to compare")
+    parser.add_argument("--shardplan", default=default_shardplan(), help="the shardplan command to compare")
     parser.add_argument("--timeout", type=float, default=900, help="seconds allowed to each tool run")
     args = parser.parse_args(argv)
     if args.jobs < 1:
@@ -358,11 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     if results:
         tables["shardplan vs public measured MTP rows (acceptance as each source states it)"] = [
             public_cells(result) for result in results]
-    for title, records in tables.items():
-        if args.markdown:
-            print(f"{title}\n\n{markdown_table(records)}\n")
-        else:
-            print_rich(title, records)
+    print_tables(tables, args.markdown)
     print("\n".join(feature_summary(rows)))
     if results:
         print(public_summary(results))
