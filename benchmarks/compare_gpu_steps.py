@@ -14,6 +14,10 @@ Two things are read off the table:
 * **the step's composition**: ``step(D, P) = linear(D + P) + decode_attention(D) + prefill_attention(P)``. The
   measured column "additive" is prefill(P) + decode(D) - decode(1), what the measured parts predict for the mixed
   step if they add up that way; its error against the measured mixed step tests the formula on the device;
+* **speculative verify steps** (``steps_h200_verify.json``, ``--verify 1 3``): each sequence carries K + 1 positions
+  through the whole pass. The measured verify step over the same run's plain step against shardplan's ratio
+  (``linear(D (K + 1)) + verify_attention(D)`` over the plain step): a ratio cancels the level, and tells whether
+  the K + 1 positions read the cache once (shardplan's pricing) or once each;
 * **the level**: shardplan against the measurement. The measured pass is a floor of an engine's step in its
   kernels' work (no rotary, no KV write, no sampling) but not in their speed: its RMSNorm and SiLU are unfused
   PyTorch ops and its decode attention is PyTorch's flash kernel, which reads the KV cache at about 2.5 TB/s
@@ -36,6 +40,7 @@ from shardplan.tools.serving.steps import StepPricer
 
 DATA = Path(__file__).parent / "data" / "gpu"
 FILES = ("steps_h200_ctx1024.json", "steps_h200.json")
+VERIFY_FILE = "steps_h200_verify.json"
 
 
 def _pricer(prompt: int, context: int, engine: str, backend: str) -> StepPricer:
@@ -60,6 +65,31 @@ def rows(engine: str, backend: str) -> list[dict[str, Any]]:
                 additive = times[(0, chunk)] + times[(decodes, 0)] - times[(1, 0)]
             out.append({"context": context, "decodes": decodes, "chunk": chunk, "measured_ms": ms,
                         "shardplan_ms": priced, "additive_ms": additive})
+    return out
+
+
+def verify_rows(engine: str, backend: str) -> list[dict[str, Any]]:
+    """Each measured verify step against the same run's plain step, with shardplan's ratio of the two."""
+    from shardplan.contracts.speculation import parse_speculation
+
+    measured = json.loads((DATA / VERIFY_FILE).read_text())
+    context = int(measured["context"])
+    plain = {r["decodes"]: float(r["ms"]) for r in measured["rows"] if "ms" in r and not r["chunk"]
+             and r.get("positions", 1) == 1}
+    base = _pricer(context, context, engine, backend)
+    out: list[dict[str, Any]] = []
+    for r in measured["rows"]:
+        positions, decodes = r.get("positions", 1), r["decodes"]
+        if positions == 1 or "ms" not in r or decodes not in plain:
+            continue
+        # the acceptance does not enter a verify step's time; any value in 0..K prices it
+        spec = parse_speculation(f"eagle:{positions - 1}", 0.0)
+        verifying = StepPricer(base.model, base.cluster, base.layout, base.isl, base.osl, engine=base.engine,
+                               backend=base.backend, speculation=spec)
+        verify = verifying.linear_s(decodes * positions) + verifying.verify_attention_s(decodes)
+        out.append({"decodes": decodes, "positions": positions, "measured_ms": float(r["ms"]),
+                    "measured_ratio": float(r["ms"]) / plain[decodes],
+                    "shardplan_ratio": verify / base.step_s(decodes, 0)})
     return out
 
 
@@ -89,6 +119,19 @@ def main() -> None:
     if additive_errors:
         print(f"additive composition of the measured parts: median |error| {statistics.median(additive_errors):.1%} "
               f"over {len(additive_errors)} mixed steps")
+    verify = verify_rows(args.engine, args.backend)
+    print("\nVerify steps (K + 1 positions per sequence, context 4096) over the plain step of the same run")
+    print("| decodes | K + 1 | measured ms | measured ratio | shardplan ratio | error |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    ratio_errors = []
+    for r in verify:
+        error = r["shardplan_ratio"] / r["measured_ratio"] - 1
+        ratio_errors.append(abs(error))
+        print(f"| {r['decodes']} | {r['positions']} | {r['measured_ms']:.2f} | {r['measured_ratio']:.3f} | "
+              f"{r['shardplan_ratio']:.3f} | {error:+.1%} |")
+    if ratio_errors:
+        print(f"\nverify over plain: median |error| {statistics.median(ratio_errors):.1%} "
+              f"over {len(ratio_errors)} steps")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Runs with PyTorch alone: ``python benchmarks/gpu/measure_steps.py --out steps.json``. The step is the model's
 forward pass as a continuous-batching engine runs it: ``D`` running sequences, one token each, attending to a KV
 cache of ``context`` tokens, plus a chunk of ``P`` prompt tokens (one fresh prompt, causal over itself), every
-projection run once on all ``D + P`` tokens, and the LM head on the ``D`` decode tokens plus the chunk's last.
+projection run once on all ``D + P`` tokens, and the LM head on the ``D`` decode tokens plus the chunk's last. With
+``--verify K`` it also times speculative verify steps: each sequence carries K + 1 positions through every
+projection, the LM head and attention (one read of its cache, the positions folded into the query block).
 Random bf16 weights with the model's shapes (32 layers, hidden 4096, 32 query and 8 KV heads of 128, MLP 14336,
 vocabulary 128256), each layer its own weights and KV cache, so every read comes from HBM as in an engine.
 
@@ -52,9 +54,11 @@ class Model:
         self.final_norm = torch.ones(HIDDEN, device=dev, dtype=dt)
         self.lm_head = param(VOCAB, HIDDEN)
 
-    def step(self, x: torch.Tensor, decodes: int, chunk: int) -> torch.Tensor:
+    def step(self, x: torch.Tensor, decodes: int, chunk: int, positions: int = 1) -> torch.Tensor:
+        """One pass; each decoding sequence carries ``positions`` query tokens (K + 1 in a verify step)."""
         from torch.nn.attention import SDPBackend, sdpa_kernel
         group = HEADS // KV_HEADS
+        rows_d = decodes * positions
         for layer in self.layers:
             h = rms_norm(x, layer["norm1"])
             qkv = h @ layer["qkv"].t()
@@ -62,14 +66,17 @@ class Model:
             parts = []
             with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
                 if decodes:
-                    qd = q[:decodes].reshape(decodes, KV_HEADS, group, HEAD_DIM)
+                    # a sequence's positions x its group's heads form one query block per KV head
+                    qd = q[:rows_d].reshape(decodes, positions, KV_HEADS, group, HEAD_DIM).permute(0, 2, 1, 3, 4)
                     out = torch.nn.functional.scaled_dot_product_attention(
-                        qd, layer["k_cache"][:decodes], layer["v_cache"][:decodes])
-                    parts.append(out.reshape(decodes, HEADS * HEAD_DIM))
+                        qd.reshape(decodes, KV_HEADS, positions * group, HEAD_DIM),
+                        layer["k_cache"][:decodes], layer["v_cache"][:decodes])
+                    out = out.reshape(decodes, KV_HEADS, positions, group, HEAD_DIM).permute(0, 2, 1, 3, 4)
+                    parts.append(out.reshape(rows_d, HEADS * HEAD_DIM))
                 if chunk:
-                    qp = q[decodes:].reshape(1, chunk, HEADS, HEAD_DIM).transpose(1, 2)
-                    kp = k[decodes:].reshape(1, chunk, KV_HEADS, HEAD_DIM).transpose(1, 2)
-                    vp = v[decodes:].reshape(1, chunk, KV_HEADS, HEAD_DIM).transpose(1, 2)
+                    qp = q[rows_d:].reshape(1, chunk, HEADS, HEAD_DIM).transpose(1, 2)
+                    kp = k[rows_d:].reshape(1, chunk, KV_HEADS, HEAD_DIM).transpose(1, 2)
+                    vp = v[rows_d:].reshape(1, chunk, KV_HEADS, HEAD_DIM).transpose(1, 2)
                     kp, vp = kp.repeat_interleave(group, dim=1), vp.repeat_interleave(group, dim=1)
                     out = torch.nn.functional.scaled_dot_product_attention(qp, kp, vp, is_causal=True)
                     parts.append(out.transpose(1, 2).reshape(chunk, HEADS * HEAD_DIM))
@@ -78,18 +85,18 @@ class Model:
             h = rms_norm(x, layer["norm2"])
             gate, up = (h @ layer["gate_up"].t()).chunk(2, dim=-1)
             x = x + (torch.nn.functional.silu(gate) * up) @ layer["down"].t()
-        rows = torch.cat([x[:decodes], x[-1:]]) if chunk else x
+        rows = torch.cat([x[:rows_d], x[-1:]]) if chunk else x
         return rms_norm(rows, self.final_norm) @ self.lm_head.t()
 
 
-def timed_ms(model: Model, decodes: int, chunk: int) -> float:
-    x = torch.randn(decodes + chunk, HIDDEN, device="cuda", dtype=torch.bfloat16) * 0.02
+def timed_ms(model: Model, decodes: int, chunk: int, positions: int = 1) -> float:
+    x = torch.randn(decodes * positions + chunk, HIDDEN, device="cuda", dtype=torch.bfloat16) * 0.02
     for _ in range(2):
-        model.step(x, decodes, chunk)
+        model.step(x, decodes, chunk, positions)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        model.step(x, decodes, chunk)
+        model.step(x, decodes, chunk, positions)
     graph.replay()
     torch.cuda.synchronize()
     times = []
@@ -109,6 +116,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--context", type=int, default=4096, help="KV tokens each decoding sequence attends to")
+    parser.add_argument("--verify", type=int, nargs="*", default=[],
+                        help="also time verify steps of K+1 positions per sequence, for each K given (no chunk)")
     parser.add_argument("--budget-s", type=float, default=240.0)
     args = parser.parse_args()
     began = time.monotonic()
@@ -117,14 +126,18 @@ def main() -> None:
     props = torch.cuda.get_device_properties(0)
     result: dict[str, Any] = {"device": props.name, "torch": torch.__version__, "model": "Llama-3.1-8B shapes, bf16",
                               "context": args.context, "method": __doc__.strip().splitlines()[0], "rows": []}
-    configs = [(d, p) for p in (0, 512, 2048) for d in decodes_grid] + [(0, p) for p in (512, 2048, 8192)]
-    for decodes, chunk in configs:
+    configs = [(d, p, 1) for p in (0, 512, 2048) for d in decodes_grid] + [(0, p, 1) for p in (512, 2048, 8192)]
+    configs += [(d, 0, k + 1) for k in args.verify for d in decodes_grid]
+    for decodes, chunk, positions in configs:
         if time.monotonic() - began > args.budget_s:
             break
+        row: dict[str, Any] = {"decodes": decodes, "chunk": chunk}
+        if positions > 1:
+            row["positions"] = positions
         try:
-            row: dict[str, Any] = {"decodes": decodes, "chunk": chunk, "ms": round(timed_ms(model, decodes, chunk), 3)}
+            row["ms"] = round(timed_ms(model, decodes, chunk, positions), 3)
         except Exception as exc:  # recorded, not fatal: the other shapes still count
-            row = {"decodes": decodes, "chunk": chunk, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
         result["rows"].append(row)
         print(json.dumps(row), flush=True)
         with open(args.out, "w") as fh:
