@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from typing import Any
 
 import torch
+from measure_kernels import replay_median_ms
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, MLP, LAYERS, VOCAB = 4096, 32, 8, 128, 14336, 32, 128256
 REPLAYS = 10
@@ -97,19 +97,10 @@ def timed_ms(model: Model, decodes: int, chunk: int, positions: int = 1) -> floa
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         model.step(x, decodes, chunk, positions)
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(REPLAYS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+    ms = replay_median_ms(graph, REPLAYS)
     del graph
     torch.cuda.empty_cache()
-    return statistics.median(times)
+    return ms
 
 
 def main() -> None:
