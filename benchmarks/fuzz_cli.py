@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz_bounds import huge_dag_cases, huge_dag_files, huge_number_cases, wrong_type_cases, yaml_bomb_cases
+from fuzz_table import print_counts
 
 from shardplan.cli.main import main
 from shardplan.tools.catalogs.bundled import _bundled_dir, bundled_models
@@ -351,14 +352,7 @@ def _report(cases: list[Case]) -> None:
         counts["max ms"] = max(counts["max ms"], int(seen["seconds"] * 1000))
     columns = ["runs", "refused", "accepted", "tracebacks", "over 30 s", "half-written files",
                "errors not one line with a fix", "max ms"]
-    print("| kind | " + " | ".join(columns) + " |")
-    print("|---" * (len(columns) + 1) + "|")
-    total: Counter[str] = Counter()
-    for kind, counts in totals.items():
-        print(f"| {kind} | " + " | ".join(f"{counts[c]:,}" for c in columns) + " |")
-        for c in columns:
-            total[c] = max(total[c], counts[c]) if c == "max ms" else total[c] + counts[c]
-    print("| **all** | " + " | ".join(f"{total[c]:,}" for c in columns) + " |")
+    print_counts(totals, columns)
     print(f"{time.perf_counter() - began:.0f} s in all")
     for what, example in examples.items():
         print(f"example {what}: {example!r}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from fuzz_table import print_counts
 from mcp import Client, StdioServerParameters
 from mcp_types import TextContent
 
@@ -149,14 +150,7 @@ def main() -> None:
     totals, examples, alive = anyio.run(run_all, items)
     columns = ["calls", "refused", "accepted", "tracebacks", "protocol errors", "over 30 s",
                "errors not one line with a fix", "max ms"]
-    print("| kind | " + " | ".join(columns) + " |")
-    print("|---" * (len(columns) + 1) + "|")
-    total: Counter[str] = Counter()
-    for kind, counts in totals.items():
-        print(f"| {kind} | " + " | ".join(f"{counts[c]:,}" for c in columns) + " |")
-        for c in columns:
-            total[c] = max(total[c], counts[c]) if c == "max ms" else total[c] + counts[c]
-    print("| **all** | " + " | ".join(f"{total[c]:,}" for c in columns) + " |")
+    print_counts(totals, columns)
     print(f"{time.perf_counter() - began:.0f} s in all; the server {'still answers' if alive else 'DIED'}")
     for what, example in examples.items():
         print(f"example {what}: {example!r}")

@@ -45,20 +45,26 @@ def timed_us(make_call: Callable[[int], Callable[[], Any]], buffer_bytes: int) -
     with torch.cuda.graph(graph):
         for k in range(CALLS_PER_GRAPH):
             calls[k % copies]()
+    us = replay_median_ms(graph, REPLAYS) * 1000.0 / CALLS_PER_GRAPH
+    del graph, calls
+    torch.cuda.empty_cache()
+    return us
+
+
+def replay_median_ms(graph: torch.cuda.CUDAGraph, replays: int) -> float:
+    """Median milliseconds of one replay of a captured graph, after one untimed replay, timed by CUDA events."""
     torch.cuda.synchronize()
     graph.replay()
     torch.cuda.synchronize()
-    per_call = []
-    for _ in range(REPLAYS):
+    times = []
+    for _ in range(replays):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         graph.replay()
         end.record()
         end.synchronize()
-        per_call.append(start.elapsed_time(end) * 1000.0 / CALLS_PER_GRAPH)
-    del graph, calls
-    torch.cuda.empty_cache()
-    return statistics.median(per_call)
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
 
 
 def gemm_row(m: int, n: int, k: int, dtype: str) -> dict[str, Any]:
