@@ -9,11 +9,8 @@ Each step, in order:
   most recently admitted sequences are preempted (recompute: each goes back to the front of the waiting queue
   and loses its KV cache) until they do, and that step admits no one;
 * waiting requests are admitted first come, first served while the budget, ``max_num_seqs`` and the free
-  blocks allow, each with a chunk of its prompt (the whole prompt when the budget holds it);
-* with a prefix cache (:class:`~.prefix_cache.PrefixCache`), a request admitted with nothing computed finds the
-  cached blocks of its prefix group's prefix and computes only the rest of its prompt; its sequence holds its own
-  blocks beyond that prefix, the prefix's blocks are held once, pinned while a running sequence references them,
-  and evicted least recently used when an allocation needs room;
+  blocks allow, each with a chunk of its prompt (:mod:`.admission`; a prefix cache's blocks spare a request the
+  prefill of its group's prefix); blocks are counted as :mod:`.blocks` counts them;
 * the step lasts ``step_s(decode tokens, prefill tokens)`` of the serving model's step pricer; a sequence
   whose tokens are all computed emits its next token at the end of it (its first one when its prompt's last
   chunk comes out of the pipeline: ``chunk_pass_s``).
@@ -34,10 +31,24 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
+from shardplan.tools.simulation.admission import COMPUTED as _COMPUTED
+from shardplan.tools.simulation.admission import GENERATED as _GENERATED
+from shardplan.tools.simulation.admission import ID as _ID
+from shardplan.tools.simulation.admission import KNOWN as _KNOWN
+from shardplan.tools.simulation.admission import OSL as _OSL
+from shardplan.tools.simulation.admission import ROWS, Admitted, admit
+from shardplan.tools.simulation.admission import SHARED as _SHARED
+from shardplan.tools.simulation.blocks import (
+    blocks_for,
+    decode_steps_that_fit,
+    own_blocks,
+    release_pins,
+    reserved_blocks,
+    room,
+)
 from shardplan.tools.simulation.prefix_cache import PrefixCache
 from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepRecord, repeats_before
 from shardplan.tools.simulation.state import Requests
@@ -74,7 +85,7 @@ class Engine:
     """Step-budget tokens a decoding sequence takes (its last token and K drafts under speculative decoding)."""
     clock: float = 0.0
     waiting: deque[int] = field(default_factory=deque)
-    _state: np.ndarray = field(default_factory=lambda: np.zeros((6, 0), dtype=np.int64))
+    _state: np.ndarray = field(default_factory=lambda: np.zeros((ROWS, 0), dtype=np.int64))
     """The running set in admission order, one column per sequence: rows ``_ID``, ``_COMPUTED`` (KV tokens),
     ``_KNOWN`` (prompt plus output tokens so far), ``_GENERATED``, ``_OSL``, ``_SHARED`` (blocks of its cached
     prefix, held by the prefix cache); written back when it leaves."""
@@ -339,60 +350,26 @@ class Engine:
         return found
 
     def _blocks(self, tokens: np.ndarray) -> np.ndarray:
-        return (tokens + (self.block_tokens - 1)) // self.block_tokens
+        return blocks_for(tokens, self.block_tokens)
 
     def _own(self, tokens: np.ndarray, shared: np.ndarray) -> np.ndarray:
-        """Blocks sequences of ``tokens`` KV tokens hold of their own, beyond the ``shared`` blocks of their prefix."""
-        return np.maximum(self._blocks(tokens) - shared, 0)
+        return own_blocks(tokens, shared, self.block_tokens)
 
     def _room(self) -> int:
-        """Blocks the running set may hold: the KV cache less the prefixes that running sequences pin (unpinned
-        cached prefixes give way)."""
-        return self.kv_blocks - (self.prefix.pinned if self.prefix is not None else 0)
+        return room(self.kv_blocks, self.prefix)
 
     def _unpin(self, gone: np.ndarray, finished: bool) -> None:
-        """Release the prefix pins of the sequences ``gone`` (columns of the running set); a finished one leaves
-        what its group reuses of its sequence cached."""
+        """Release the prefix pins of the sequences ``gone`` (columns of the running set)."""
         assert self.prefix is not None
-        req = self.requests
-        for rid, shared in zip(gone[_ID].tolist(), gone[_SHARED].tolist(), strict=True):
-            group = int(req.group[rid])
-            if shared:
-                self.prefix.release(group)
-            if finished and req.keeps[rid]:
-                self.prefix.extend(group, int(req.keeps[rid]))
-
-    def _reserved(self) -> int:
-        """Blocks the running set holds or will hold by its last token (prompt plus output)."""
-        state = self._state
-        return int(self._blocks(state[_KNOWN] - state[_GENERATED] + state[_OSL]).sum())
+        release_pins(self.prefix, self.requests, gone[_ID], gone[_SHARED], finished)
 
     def _most_repeats(self, nearest: int) -> int:
         """How many identical pure-decode steps may be taken at once: until the first sequence finishes
         (``nearest``) and as many as the free KV-cache blocks allow."""
-        steps = nearest
-        if steps <= 1:
+        if nearest <= 1:
             return 1
-        computed, size = self._state[_COMPUTED], self.block_tokens
-        count, free = computed.size, self._room() - self._used
-        if self.emit != 1.0:
-            # Under speculation a step adds up to ceil(emit) tokens a sequence: the most steps whose blocks fit.
-            step, held = math.ceil(self.emit), self._blocks(computed)
-            low, high = 1, steps
-            while low < high:
-                middle = (low + high + 1) // 2
-                if int((self._blocks(computed + middle * step) - held).sum()) <= free:
-                    low = middle
-                else:
-                    high = middle - 1
-            return low
-        if free >= count * -(-steps // size):
-            return steps
-        # Each sequence needs its next block at step ``first`` (1 when its blocks are full), then every ``size``
-        # steps: the first ``free`` blocks needed are those at the earliest such steps.
-        first = (size - computed % size) % size + 1
-        rounds, rest = divmod(free, count)
-        return max(1, min(steps, rounds * size + int(np.partition(first, rest)[rest]) - 1))
+        return decode_steps_that_fit(self._state[_COMPUTED], nearest, self._room() - self._used, self.block_tokens,
+                                     self.emit)
 
     def _preempt(self, grant: np.ndarray) -> tuple[np.ndarray, int]:
         """Preempt the most recently admitted sequences until the step's blocks fit, as vLLM v1 does (recompute:
@@ -419,78 +396,19 @@ class Engine:
         grant = grant[:keep]
         return grant, int(self._own(self._state[_COMPUTED] + grant, self._state[_SHARED]).sum())
 
-    def _admit(self, tokens: int, blocks: int, now: float) -> _Admitted:
+    def _admit(self, tokens: int, blocks: int, now: float) -> Admitted:
         """Admit waiting requests first come, first served while the token budget (``tokens`` of it taken),
-        ``max_num_seqs`` and the free blocks (``blocks`` taken) allow."""
-        req, size = self.requests, self.block_tokens
-        room = self.max_num_seqs - self._state.shape[1]
-        cache = self.prefix
-        pinned = cache.pinned if cache is not None else 0
-        columns: list[tuple[int, int, int, int, int, int]] = []
-        chunks: list[int] = []
-        firsts: list[int] = []
-        ready, whole, nearest = 0, True, 1 << 62
-        reserved = self._reserved() if self.reserve_whole else 0
-        while self.waiting and len(chunks) < room and tokens < self.max_batched_tokens:
-            rid = self.waiting[0]
-            computed, generated = int(req.computed[rid]), int(req.generated[rid])
-            known, osl = int(req.isl[rid]) + generated, int(req.osl[rid])
-            group, prefix, shared, pins = int(req.group[rid]), int(req.prefix[rid]), 0, 0
-            if cache is not None and prefix:
-                if computed == 0:  # nothing of it here yet: the cached blocks of its prefix skip their prefill
-                    computed = cache.hit_tokens(group, prefix, int(req.isl[rid]))
-                shared, pins = prefix // size, cache.growth(group, prefix)
-            chunk = min(known - computed, self.max_batched_tokens - tokens)
-            if not self.chunked_prefill and chunk < known - computed <= self.max_batched_tokens:
-                break  # the prompt waits, first in line, for a step with room for all of it
-            wanted = max(-(-(computed + chunk) // size) - shared, 0)
-            if self.reserve_whole:
-                whole_blocks = -(-(int(req.isl[rid]) + osl) // size)
-                if reserved + whole_blocks > self.kv_blocks:
-                    break
-                reserved += whole_blocks
-            elif blocks + wanted > self.kv_blocks - pinned - pins:
-                break
-            self.waiting.popleft()
-            if cache is not None and prefix:
-                cache.acquire(group, prefix)
-                pinned += pins
-                if req.hit[rid] < 0:
-                    req.hit[rid] = computed
-            columns.append((rid, computed, known, generated, osl, shared))
-            chunks.append(chunk)
-            if chunk < known - computed:
-                whole = False
-            elif generated == 0:
-                firsts.append(rid)
-            ready += known - computed == 1 and generated > 0
-            nearest = min(nearest, osl - generated)
-            tokens += chunk
-            blocks += wanted
-            if math.isnan(req.scheduled[rid]):
-                req.scheduled[rid] = now
-        if columns:
-            added = np.array(columns, dtype=np.int64).T
-            self._state = np.concatenate([self._state, added], axis=1)
-        return _Admitted(chunks, blocks, ready, whole, firsts, nearest)
+        ``max_num_seqs`` and the free blocks (``blocks`` taken) allow (:func:`~.admission.admit`)."""
+        state = self._state
+        reserved = None
+        if self.reserve_whole:
+            reserved = reserved_blocks(state[_KNOWN], state[_GENERATED], state[_OSL], self.block_tokens)
+        admitted = admit(self.requests, self.waiting, self.prefix, seats=self.max_num_seqs - state.shape[1],
+                         budget=self.max_batched_tokens, tokens=tokens, blocks=blocks, kv_blocks=self.kv_blocks,
+                         block_tokens=self.block_tokens, chunked=self.chunked_prefill, reserved=reserved, now=now)
+        if admitted.chunks:
+            self._state = np.concatenate([state, admitted.columns], axis=1)
+        return admitted
 
 
-class _Admitted(NamedTuple):
-    """What one step admitted from the waiting queue."""
-
-    chunks: list[int]
-    """Tokens each admitted request computes in the step, in admission order."""
-    blocks: int
-    """Blocks the step holds with them."""
-    ready: int
-    """How many of them only decode (their KV cache came from a prefill worker)."""
-    whole: bool
-    """Every one of them computes all its known tokens in the step, so each emits a token."""
-    firsts: list[int]
-    """Those whose first output token this step emits."""
-    nearest: int
-    """Fewest output tokens any of them has left."""
-
-
-_ID, _COMPUTED, _KNOWN, _GENERATED, _OSL, _SHARED = range(6)
 _NONE = np.zeros(0, dtype=np.int64)
