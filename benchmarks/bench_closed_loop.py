@@ -110,6 +110,7 @@ sys.path.insert(0, str(HERE / "calibration"))
 
 import error_table as table  # noqa: E402
 
+from shardplan.contracts.plan import PricedDeployment  # noqa: E402
 from shardplan.contracts.strategy import parse_strategy  # noqa: E402
 from shardplan.contracts.traffic import ClosedLoop, Traffic  # noqa: E402
 from shardplan.contracts.workload import Workload  # noqa: E402
@@ -117,10 +118,12 @@ from shardplan.tools.catalogs.gpus import make_cluster  # noqa: E402
 from shardplan.tools.catalogs.models import load_model  # noqa: E402
 from shardplan.tools.planning.deployment import best_option  # noqa: E402
 from shardplan.tools.simulation.results import latencies  # noqa: E402
-from shardplan.tools.simulation.run import simulate  # noqa: E402
+from shardplan.tools.simulation.run import Simulation, SimulationOptions, simulate  # noqa: E402
+from shardplan.tools.simulation.state import Requests  # noqa: E402
 
 CLOSED_LOOP = HERE / "calibration" / "closed_loop.yaml"
 TARGET_PCT = 15.0
+DEFAULTS = SimulationOptions()
 
 
 @dataclass(frozen=True)
@@ -255,8 +258,8 @@ def table_points(covered: set[tuple[str, str, int, str, int, int, int]]) -> tupl
     return list(points.values()), skipped
 
 
-def run_point(point: Point) -> Row:
-    """Plan the point's deployment at its concurrency and simulate its closed loop; the steady state's figures.
+def simulate_point(point: Point, options: SimulationOptions = DEFAULTS) -> tuple[PricedDeployment, Simulation]:
+    """Plan the point's deployment at its concurrency and simulate its closed loop: the plan and the run.
 
     Raises:
         ValueError: no deployment of the layout fits the GPUs.
@@ -270,11 +273,25 @@ def run_point(point: Point) -> Row:
         raise ValueError(f"{d.strategy} of {d.model} does not fit {d.gpus} x {d.gpu}")
     clients = point.clients
     looped = workload.model_copy(update={"traffic": Traffic(arrival=ClosedLoop(kind="closed", clients=clients))})
-    run = simulate(model, cluster, option, looped, requests=max(10 * clients, 400))
+    return option, simulate(model, cluster, option, looped, requests=max(10 * clients, 400), options=options)
+
+
+def steady(record: Requests, clients: int) -> np.ndarray:
+    """The requests of a closed loop's steady state. Requests are sent in id order: the first ``clients`` start
+    cold, the last ``clients`` run as the loop winds down; the steady state lies between."""
+    return np.arange(clients, len(record) - clients)
+
+
+def run_point(point: Point, options: SimulationOptions = DEFAULTS) -> Row:
+    """Plan the point's deployment at its concurrency and simulate its closed loop; the steady state's figures.
+
+    Raises:
+        ValueError: no deployment of the layout fits the GPUs.
+    """
+    d, clients = point.deployment, point.clients
+    option, run = simulate_point(point, options)
     record = run.requests
-    # Requests are sent in id order: the first ``clients`` start cold, the last ``clients`` run as the loop winds
-    # down; the steady state lies between.
-    kept = np.arange(clients, len(record) - clients)
+    kept = steady(record, clients)
     measured = latencies(record)
     pick = np.nanmedian if point.statistic == "median" else np.nanmean
     sent = record.arrival[kept]  # each send after the first round marks a completion
