@@ -34,13 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shardplan.tools.simulation.admission import COMPUTED as _COMPUTED
-from shardplan.tools.simulation.admission import GENERATED as _GENERATED
-from shardplan.tools.simulation.admission import ID as _ID
-from shardplan.tools.simulation.admission import KNOWN as _KNOWN
-from shardplan.tools.simulation.admission import OSL as _OSL
-from shardplan.tools.simulation.admission import ROWS, Admitted, admit
-from shardplan.tools.simulation.admission import SHARED as _SHARED
+from shardplan.tools.simulation.admission import COMPUTED, GENERATED, ID, KNOWN, OSL, ROWS, SHARED, Admitted, admit
 from shardplan.tools.simulation.blocks import (
     blocks_for,
     decode_steps_that_fit,
@@ -86,8 +80,8 @@ class Engine:
     clock: float = 0.0
     waiting: deque[int] = field(default_factory=deque)
     _state: np.ndarray = field(default_factory=lambda: np.zeros((ROWS, 0), dtype=np.int64))
-    """The running set in admission order, one column per sequence: rows ``_ID``, ``_COMPUTED`` (KV tokens),
-    ``_KNOWN`` (prompt plus output tokens so far), ``_GENERATED``, ``_OSL``, ``_SHARED`` (blocks of its cached
+    """The running set in admission order, one column per sequence: rows ``ID``, ``COMPUTED`` (KV tokens),
+    ``KNOWN`` (prompt plus output tokens so far), ``GENERATED``, ``OSL``, ``SHARED`` (blocks of its cached
     prefix, held by the prefix cache); written back when it leaves."""
     _used: int = 0
     """KV-cache blocks the running set holds of its own (shared prefix blocks are the prefix cache's)."""
@@ -167,7 +161,7 @@ class Engine:
             return self._mixed()
         # Every running sequence decodes: one token each (up to ``emit`` under speculation), and a new block for
         # those whose blocks are full.
-        computed = self._state[_COMPUTED]
+        computed = self._state[COMPUTED]
         step = math.ceil(self.emit)
         grow = int(np.count_nonzero(self._blocks(computed + step) > self._blocks(computed))) if count else 0
         if self._used + grow > self._room():
@@ -183,15 +177,15 @@ class Engine:
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
             gained = self._emitted(repeats)
-            state[_COMPUTED:_GENERATED + 1] += gained
+            state[COMPUTED:GENERATED + 1] += gained
             first = self._used + grow
             recount = repeats > 1 or self.emit != 1
-            self._used = int(self._own(state[_COMPUTED], state[_SHARED]).sum()) if recount else first
+            self._used = int(self._own(state[COMPUTED], state[SHARED]).sum()) if recount else first
             self._account(now, duration * repeats, repeats, count, count, 0, first)
             self._nearest -= gained
             if gained < nearest:
                 return self._none()
-            return self._finish(state[_GENERATED] >= state[_OSL])
+            return self._finish(state[GENERATED] >= state[OSL])
 
         return StepPlan(count, 0, self._most_repeats(self._steps_to(nearest)), run)
 
@@ -228,16 +222,16 @@ class Engine:
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
             # A decoding sequence gains ``emit`` tokens on average (their KV cache with them), a prompt its first.
-            gained = np.where(state[_GENERATED] > 0, self._emitted(1), 1) if self.emit != 1 else 1
-            state[_COMPUTED] = state[_KNOWN] + gained - 1
-            state[_KNOWN:_GENERATED + 1] += gained
+            gained = np.where(state[GENERATED] > 0, self._emitted(1), 1) if self.emit != 1 else 1
+            state[COMPUTED] = state[KNOWN] + gained - 1
+            state[KNOWN:GENERATED + 1] += gained
             first_token = self.requests.first_token
             for rid in admitted.firsts:
                 first_token[rid] = now + chunk_pass
-            self._used = admitted.blocks if self.emit == 1 else int(self._blocks(state[_COMPUTED]).sum())
+            self._used = admitted.blocks if self.emit == 1 else int(self._blocks(state[COMPUTED]).sum())
             self._account(now, duration, 1, state.shape[1], decode, prefill, admitted.blocks)
-            self._nearest = int((state[_OSL] - state[_GENERATED]).min())
-            return self._finish(state[_GENERATED] >= state[_OSL]) if self._nearest <= 0 else self._none()
+            self._nearest = int((state[OSL] - state[GENERATED]).min())
+            return self._finish(state[GENERATED] >= state[OSL]) if self._nearest <= 0 else self._none()
 
         return StepPlan(decode, prefill, 1, run)
 
@@ -245,20 +239,20 @@ class Engine:
         """The general step: prompt chunks under way, the token budget shared in admission order, preemption when
         the blocks run out."""
         state = self._state
-        need = state[_KNOWN] - state[_COMPUTED]
+        need = state[KNOWN] - state[COMPUTED]
         # A decoding sequence's one token is its K + 1 verified positions of the budget under speculation.
-        cost = need + (self.verify - 1) * ((need == 1) & (state[_GENERATED] > 0))
+        cost = need + (self.verify - 1) * ((need == 1) & (state[GENERATED] > 0))
         before = np.cumsum(cost) - cost
         room = np.maximum(self.max_batched_tokens - before, 0)
         grant = np.where(cost > need, (room >= cost).astype(need.dtype), np.minimum(need, room))
-        wanted = int(self._own(state[_COMPUTED] + grant, state[_SHARED]).sum())
+        wanted = int(self._own(state[COMPUTED] + grant, state[SHARED]).sum())
         preempted = wanted > self._room()
         if preempted:
             grant, wanted = self._preempt(grant)
         # A step that preempted admits no one (vLLM v1), unless it preempted every sequence.
         if self.waiting and (not preempted or self._state.shape[1] == 0):
             running = self._state
-            decoding = (grant == 1) & (running[_KNOWN] - running[_COMPUTED] == 1) & (running[_GENERATED] > 0)
+            decoding = (grant == 1) & (running[KNOWN] - running[COMPUTED] == 1) & (running[GENERATED] > 0)
             taken = int(grant.sum()) + (self.verify - 1) * int(np.count_nonzero(decoding))
             admitted = self._admit(taken, wanted, self.clock)
             if admitted.chunks:
@@ -267,8 +261,8 @@ class Engine:
         if not grant.size or not grant.any():
             raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
         state = self._state
-        need = state[_KNOWN] - state[_COMPUTED]
-        decode = int(np.count_nonzero((need == 1) & (state[_GENERATED] > 0) & (grant > 0)))
+        need = state[KNOWN] - state[COMPUTED]
+        decode = int(np.count_nonzero((need == 1) & (state[GENERATED] > 0) & (grant > 0)))
         return self._run(grant, decode, wanted)
 
     def _run(self, grant: np.ndarray, decode: int, wanted: int) -> StepPlan:
@@ -278,22 +272,22 @@ class Engine:
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
-            emitted = state[_KNOWN] - state[_COMPUTED] == grant
+            emitted = state[KNOWN] - state[COMPUTED] == grant
             gained = emitted.astype(np.int64)
             if self.emit != 1:
                 # Decoding sequences gain ``emit`` tokens on average and keep the accepted drafts' KV entries.
-                decoding = emitted & (state[_GENERATED] > 0)
+                decoding = emitted & (state[GENERATED] > 0)
                 if decoding.any():
                     gained[decoding] = self._emitted(1)
-            state[_COMPUTED] += grant + gained - emitted
-            state[_KNOWN:_GENERATED + 1] += gained
-            first = emitted & (state[_GENERATED] == 1)
+            state[COMPUTED] += grant + gained - emitted
+            state[KNOWN:GENERATED + 1] += gained
+            first = emitted & (state[GENERATED] == 1)
             if first.any():
-                self.requests.first_token[state[_ID, first]] = now + chunk_pass
-            self._used = wanted if self.emit == 1 else int(self._blocks(state[_COMPUTED]).sum())
+                self.requests.first_token[state[ID, first]] = now + chunk_pass
+            self._used = wanted if self.emit == 1 else int(self._blocks(state[COMPUTED]).sum())
             self._prefilling = not emitted.all()
             self._account(now, duration, 1, state.shape[1], decode, tokens - decode, wanted)
-            left = state[_OSL] - state[_GENERATED]
+            left = state[OSL] - state[GENERATED]
             self._nearest = int(left.min())
             return self._finish(left <= 0) if self._nearest <= 0 else self._none()
 
@@ -328,14 +322,14 @@ class Engine:
         """Remove the sequences ``done`` marks, recording their finish at the clock; returns their ids."""
         state = self._state
         gone = state[:, np.flatnonzero(done)]
-        finished = gone[_ID]
+        finished = gone[ID]
         self.requests.finish[finished] = self.clock
-        self.requests.generated[finished] = gone[_GENERATED]
-        self._used -= int(self._own(gone[_COMPUTED], gone[_SHARED]).sum())
+        self.requests.generated[finished] = gone[GENERATED]
+        self._used -= int(self._own(gone[COMPUTED], gone[SHARED]).sum())
         if self.prefix is not None:
             self._unpin(gone, finished=True)
         self._state = state = state.compress(~done, axis=1)
-        self._nearest = int((state[_OSL] - state[_GENERATED]).min()) if state.shape[1] else 0
+        self._nearest = int((state[OSL] - state[GENERATED]).min()) if state.shape[1] else 0
         self.last_finished, self.last_end = int(finished.size), self.clock
         return finished
 
@@ -361,40 +355,40 @@ class Engine:
     def _unpin(self, gone: np.ndarray, finished: bool) -> None:
         """Release the prefix pins of the sequences ``gone`` (columns of the running set)."""
         assert self.prefix is not None
-        release_pins(self.prefix, self.requests, gone[_ID], gone[_SHARED], finished)
+        release_pins(self.prefix, self.requests, gone[ID], gone[SHARED], finished)
 
     def _most_repeats(self, nearest: int) -> int:
         """How many identical pure-decode steps may be taken at once: until the first sequence finishes
         (``nearest``) and as many as the free KV-cache blocks allow."""
         if nearest <= 1:
             return 1
-        return decode_steps_that_fit(self._state[_COMPUTED], nearest, self._room() - self._used, self.block_tokens,
+        return decode_steps_that_fit(self._state[COMPUTED], nearest, self._room() - self._used, self.block_tokens,
                                      self.emit)
 
     def _preempt(self, grant: np.ndarray) -> tuple[np.ndarray, int]:
         """Preempt the most recently admitted sequences until the step's blocks fit, as vLLM v1 does (recompute:
         back to the front of the waiting queue, KV cache dropped); returns the step's grants and blocks."""
         state = self._state
-        held = self._own(state[_COMPUTED], state[_SHARED])
-        extra = self._own(state[_COMPUTED] + grant, state[_SHARED]) - held
+        held = self._own(state[COMPUTED], state[SHARED])
+        extra = self._own(state[COMPUTED] + grant, state[SHARED]) - held
         # Keeping the first p sequences needs sum(extra[:p]) blocks and frees every block of the others.
         needed = np.concatenate([[0], np.cumsum(extra)])
         freed = np.concatenate([np.cumsum(held[::-1])[::-1], [0]])
         keep = int(np.flatnonzero(needed <= self._room() - int(held.sum()) + freed)[-1])
         if self.prefix is not None:
             self._unpin(state[:, keep:], finished=False)
-        gone = state[_ID, keep:]
+        gone = state[ID, keep:]
         req = self.requests
         req.computed[gone] = 0
-        req.generated[gone] = state[_GENERATED, keep:]
+        req.generated[gone] = state[GENERATED, keep:]
         req.preemptions[gone] += 1
         self.preemptions += int(gone.size)
         self.waiting.extendleft(gone[::-1].tolist())
         self._state = state[:, :keep]
         self._used = int(held[:keep].sum())
-        self._nearest = int((self._state[_OSL] - self._state[_GENERATED]).min()) if keep else 0
+        self._nearest = int((self._state[OSL] - self._state[GENERATED]).min()) if keep else 0
         grant = grant[:keep]
-        return grant, int(self._own(self._state[_COMPUTED] + grant, self._state[_SHARED]).sum())
+        return grant, int(self._own(self._state[COMPUTED] + grant, self._state[SHARED]).sum())
 
     def _admit(self, tokens: int, blocks: int, now: float) -> Admitted:
         """Admit waiting requests first come, first served while the token budget (``tokens`` of it taken),
@@ -402,7 +396,7 @@ class Engine:
         state = self._state
         reserved = None
         if self.reserve_whole:
-            reserved = reserved_blocks(state[_KNOWN], state[_GENERATED], state[_OSL], self.block_tokens)
+            reserved = reserved_blocks(state[KNOWN], state[GENERATED], state[OSL], self.block_tokens)
         admitted = admit(self.requests, self.waiting, self.prefix, seats=self.max_num_seqs - state.shape[1],
                          budget=self.max_batched_tokens, tokens=tokens, blocks=blocks, kv_blocks=self.kv_blocks,
                          block_tokens=self.block_tokens, chunked=self.chunked_prefill, reserved=reserved, now=now)
