@@ -1,7 +1,7 @@
 """The engine simulator against measured public closed-loop rows: N clients, each sending its next request when
 its last one completes, at a stated concurrency.
 
-Run: .venv/bin/python benchmarks/bench_closed_loop.py [--match TEXT] [--json FILE]
+Run: .venv/bin/python benchmarks/bench_closed_loop.py [--match TEXT] [--json FILE] [--send-delay S]
 Target (issue 23): TTFT and TPOT median absolute error 15% or less across concurrency, including the rows past
 the KV cache.
 
@@ -20,74 +20,7 @@ the analytic steady state of the same plan (the plan's own TTFT and TPOT). A row
 its concurrency exceeds the sequences the simulated KV cache holds at the row's lengths: the engine then runs
 what fits and queues the rest.
 
-What the comparison found, and what was changed for it (none of it is a constant fitted to these rows):
-
-* **The KV cache TensorRT-LLM holds.** Past the KV cache, TTFT is the queue of those that do not fit: at 100
-  clients of 5,500-token requests NIM's 70B serves 917 tokens/s with 85 sequences running (throughput x ITL),
-  and a 10% smaller running set makes that queue twice as long. The memory model left (1 - 0.9) of the whole GPU
-  aside, as vLLM's ``gpu_memory_utilization`` does; TensorRT-LLM's ``kv_cache_free_gpu_memory_fraction`` (0.9 by
-  default, ``KvCacheConfig.free_gpu_memory_fraction``: "90% of free GPU memory", nvidia.github.io/TensorRT-LLM
-  examples/kvcacheconfig.html) is a share of the memory left free once the weights are loaded. The memory model
-  now sizes a TensorRT-LLM deployment that way (74 -> 82 sequences here, ~470k tokens of cache, which the 5000/500 and
-  20000/2000 tables both imply).
-* **What TensorRT-LLM does at the KV-cache limit.** Its scheduler (GUARANTEED_NO_EVICT, the default) admits a
-  request only when its whole prompt and output fit the cache, so it never preempts (TensorRT-LLM's
-  performance-tuning guide, "Useful Runtime Options"); vLLM admits on the prompt's
-  blocks and preempts (recompute) when decoding outgrows the cache, which wasted a prompt's work per request at
-  100 clients (95 preemptions in 1,000 requests) and TPOT there. It also runs each prompt whole (no context
-  chunking by default: ``SchedulerConfig.context_chunking_policy`` is None). The simulator now schedules a
-  ``trtllm`` deployment that way.
-* **A closed loop's next request misses the step under way.** A client's next request leaves when its last token
-  arrives, crosses the network and the tokenizer, and reaches an engine that has already scheduled its next
-  step: it waits that step out. The simulator had the new request join the step starting at that very instant;
-  with identical requests the clients then never met one another's prompts, and at 25 and 50 clients TTFT came
-  out at one prefill (391 ms) where NIM measured 689 and 835. Now it waits, as it must.
-
-What the printed summary says (100 rows, 79 with a measured TTFT; the two attention-DP rows of DeepSeek-R1, run by
-the ranks' own schedulers, have only a throughput, which the simulator puts 41% and 59% above the measured one at
-1,024 and 7,168 clients, and the analytic model 16% off: a gap not yet explained): TPOT is within the target over
-all rows (median |error| 6.8%) and past the KV cache (5.7%), and so is TTFT past the KV cache (15.0%, 19 rows, at
-the line). TTFT over all rows is not (43%): the 60 rows within the KV cache miss by a median 66%, for two reasons
-the simulator does not model, neither a constant to fit:
-
-* **Clients in lockstep.** NIM's clients send identical requests. In a deterministic engine every client's cycle
-  is the same number of steps, so clients that start together stay together: from 25 clients up their prompts
-  reach the engine in one burst a cycle, and the simulated TTFT of the 70B at 200/200 and 25 clients is one step
-  of 25 prompts, 420 ms, where NIM measured 139 ms. Started instead with the clients spread over one request's
-  latency (an experiment, not in this script), the simulator keeps them apart and gives the other bound: 48.7 ms
-  for that row. 20 of the 22 rows of the 70B within the KV cache and past one client lie between the two bounds.
-  What the sources say, and what was tried (none of it kept, none of it a constant the sources give):
-
-  - *The requests are identical.* NIM's benchmarking guide runs genai-perf with ``--synthetic-input-tokens-stddev
-    0``, ``--output-tokens-mean`` and ``--extra-inputs max_tokens:OSL min_tokens:OSL ignore_eos:true`` (its
-    AIPerf edition likewise: stddev 0, ``min_tokens:OSL``, ``ignore_eos:true``): no length varies, no output
-    stops at EOS.
-    Each client has a thread of its own (``--max-threads=256``), genai-perf measures over 10 s windows
-    (``--measurement-interval 10000``) until they are stable, so the cold start is left out as here; the AIPerf
-    edition warms up in a run of its own and then measures ``3 x concurrency`` requests. Nothing there spreads the
-    clients.
-  - *An idle executor starts on the first request.* TensorRT-LLM's executor waits only while nothing is queued
-    and nothing runs, then takes what is queued (``Executor::Impl::getLeaderNewReqWithIds``,
-    cpp/tensorrt_llm/executor/executorImpl.cpp). The simulator already does so: a request reaching an idle engine
-    starts a step alone, and those behind it wait for the next.
-  - *A serial frontend ahead of the engine* (each resent request admitted 0.5, 1, 2 or 5 ms after the one before):
-    the first bursts split, but into a few groups that then never change (25 clients at 2 ms: 13, 11 and 1 prompts
-    a step for 60 rounds; TTFT 420 -> 323 ms; 1,009 -> 994 ms at 100 clients). Each group's resends fall within
-    another group's prefill step, which gathers them into one step again.
-  - *A random delay on each resend* (exponential, mean 5, 20 or 50 ms, the delay counted in TTFT): 25 clients 412,
-    354, 331 ms; 100 clients 1,009, 1,023, 1,048 ms against 177 measured.
-
-  So the lockstep is an attractor of an engine that runs each prompt whole: a step of k prompts lasts long enough
-  to gather the next k. Clients arriving at random keep small prefill steps, which gather few (the other bound):
-  the engine has both steady states, the simulated clients start together (one burst) and stay in the first,
-  and NIM's tables lie near the second. What takes real runs from one to the other is nothing the sources state.
-* **Time outside the engine, for the 8B.** The 8B's measured TTFT grows to 30-100 decode steps at 100-250 clients
-  (615 ms at 1000/1000 and 100 clients, with TPOT 10 ms), consistent with its own Little's law and above both
-  bounds in 19 of its 28 rows, while its TPOT and throughput agree within about 10%. No schedule of the engine
-  makes a prompt wait that long with the KV cache half empty; NIM's frontend (tokenising, streaming every token)
-  is the likeliest place, and the simulator has none. At 200-250 clients the 8B also keeps only 190-230
-  sequences decoding (throughput x ITL) where its KV cache holds 379 of 2,500 tokens: a batch cap of NIM's
-  profile that the sources do not state.
+What the comparison found, what was changed for it and what is left: ``docs/closed_loop.md``.
 """
 
 from __future__ import annotations
@@ -110,6 +43,7 @@ sys.path.insert(0, str(HERE / "calibration"))
 
 import error_table as table  # noqa: E402
 
+from shardplan.contracts.plan import PricedDeployment  # noqa: E402
 from shardplan.contracts.strategy import parse_strategy  # noqa: E402
 from shardplan.contracts.traffic import ClosedLoop, Traffic  # noqa: E402
 from shardplan.contracts.workload import Workload  # noqa: E402
@@ -117,10 +51,12 @@ from shardplan.tools.catalogs.gpus import make_cluster  # noqa: E402
 from shardplan.tools.catalogs.models import load_model  # noqa: E402
 from shardplan.tools.planning.deployment import best_option  # noqa: E402
 from shardplan.tools.simulation.results import latencies  # noqa: E402
-from shardplan.tools.simulation.run import simulate  # noqa: E402
+from shardplan.tools.simulation.run import Simulation, SimulationOptions, simulate  # noqa: E402
+from shardplan.tools.simulation.state import Requests  # noqa: E402
 
 CLOSED_LOOP = HERE / "calibration" / "closed_loop.yaml"
 TARGET_PCT = 15.0
+DEFAULTS = SimulationOptions()
 
 
 @dataclass(frozen=True)
@@ -255,8 +191,8 @@ def table_points(covered: set[tuple[str, str, int, str, int, int, int]]) -> tupl
     return list(points.values()), skipped
 
 
-def run_point(point: Point) -> Row:
-    """Plan the point's deployment at its concurrency and simulate its closed loop; the steady state's figures.
+def simulate_point(point: Point, options: SimulationOptions = DEFAULTS) -> tuple[PricedDeployment, Simulation]:
+    """Plan the point's deployment at its concurrency and simulate its closed loop: the plan and the run.
 
     Raises:
         ValueError: no deployment of the layout fits the GPUs.
@@ -270,11 +206,25 @@ def run_point(point: Point) -> Row:
         raise ValueError(f"{d.strategy} of {d.model} does not fit {d.gpus} x {d.gpu}")
     clients = point.clients
     looped = workload.model_copy(update={"traffic": Traffic(arrival=ClosedLoop(kind="closed", clients=clients))})
-    run = simulate(model, cluster, option, looped, requests=max(10 * clients, 400))
+    return option, simulate(model, cluster, option, looped, requests=max(10 * clients, 400), options=options)
+
+
+def steady(record: Requests, clients: int) -> np.ndarray:
+    """The requests of a closed loop's steady state. Requests are sent in id order: the first ``clients`` start
+    cold, the last ``clients`` run as the loop winds down; the steady state lies between."""
+    return np.arange(clients, len(record) - clients)
+
+
+def run_point(point: Point, options: SimulationOptions = DEFAULTS) -> Row:
+    """Plan the point's deployment at its concurrency and simulate its closed loop; the steady state's figures.
+
+    Raises:
+        ValueError: no deployment of the layout fits the GPUs.
+    """
+    d, clients = point.deployment, point.clients
+    option, run = simulate_point(point, options)
     record = run.requests
-    # Requests are sent in id order: the first ``clients`` start cold, the last ``clients`` run as the loop winds
-    # down; the steady state lies between.
-    kept = np.arange(clients, len(record) - clients)
+    kept = steady(record, clients)
     measured = latencies(record)
     pick = np.nanmedian if point.statistic == "median" else np.nanmean
     sent = record.arrival[kept]  # each send after the first round marks a completion
@@ -367,7 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--match", help="only the rows whose id contains TEXT")
     parser.add_argument("--json", type=Path, help="also write the rows and the summary to FILE")
+    parser.add_argument("--send-delay", type=float, default=0.0, metavar="S",
+                        help="mean seconds from a client's completion to its next request reaching the engine "
+                             "(SimulationOptions.send_delay_s; default 0)")
     args = parser.parse_args(argv)
+    options = SimulationOptions(send_delay_s=args.send_delay)
     points = yaml_points()
     covered = {(p.deployment.model, p.deployment.gpu, p.deployment.gpus, p.deployment.strategy, p.deployment.isl,
                 p.deployment.osl, p.clients) for p in points}
@@ -378,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     for point in points:
         try:
-            rows.append(run_point(point))
+            rows.append(run_point(point, options))
         except ValueError as exc:
             skipped.append((point.id, str(exc)))
     print(f"Closed-loop rows: measured vs simulated (steady state, {TARGET_PCT:g}% target) vs analytic, {len(rows)} "

@@ -9,11 +9,8 @@ Each step, in order:
   most recently admitted sequences are preempted (recompute: each goes back to the front of the waiting queue
   and loses its KV cache) until they do, and that step admits no one;
 * waiting requests are admitted first come, first served while the budget, ``max_num_seqs`` and the free
-  blocks allow, each with a chunk of its prompt (the whole prompt when the budget holds it);
-* with a prefix cache (:class:`~.prefix_cache.PrefixCache`), a request admitted with nothing computed finds the
-  cached blocks of its prefix group's prefix and computes only the rest of its prompt; its sequence holds its own
-  blocks beyond that prefix, the prefix's blocks are held once, pinned while a running sequence references them,
-  and evicted least recently used when an allocation needs room;
+  blocks allow, each with a chunk of its prompt (:mod:`.admission`; a prefix cache's blocks spare a request the
+  prefill of its group's prefix); blocks are counted as :mod:`.blocks` counts them;
 * the step lasts ``step_s(decode tokens, prefill tokens)`` of the serving model's step pricer; a sequence
   whose tokens are all computed emits its next token at the end of it (its first one when its prompt's last
   chunk comes out of the pipeline: ``chunk_pass_s``).
@@ -34,10 +31,18 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
+from shardplan.tools.simulation.admission import COMPUTED, GENERATED, ID, KNOWN, OSL, ROWS, SHARED, Admitted, admit
+from shardplan.tools.simulation.blocks import (
+    blocks_for,
+    decode_steps_that_fit,
+    own_blocks,
+    release_pins,
+    reserved_blocks,
+    room,
+)
 from shardplan.tools.simulation.prefix_cache import PrefixCache
 from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepRecord, repeats_before
 from shardplan.tools.simulation.state import Requests
@@ -74,9 +79,9 @@ class Engine:
     """Step-budget tokens a decoding sequence takes (its last token and K drafts under speculative decoding)."""
     clock: float = 0.0
     waiting: deque[int] = field(default_factory=deque)
-    _state: np.ndarray = field(default_factory=lambda: np.zeros((6, 0), dtype=np.int64))
-    """The running set in admission order, one column per sequence: rows ``_ID``, ``_COMPUTED`` (KV tokens),
-    ``_KNOWN`` (prompt plus output tokens so far), ``_GENERATED``, ``_OSL``, ``_SHARED`` (blocks of its cached
+    _state: np.ndarray = field(default_factory=lambda: np.zeros((ROWS, 0), dtype=np.int64))
+    """The running set in admission order, one column per sequence: rows ``ID``, ``COMPUTED`` (KV tokens),
+    ``KNOWN`` (prompt plus output tokens so far), ``GENERATED``, ``OSL``, ``SHARED`` (blocks of its cached
     prefix, held by the prefix cache); written back when it leaves."""
     _used: int = 0
     """KV-cache blocks the running set holds of its own (shared prefix blocks are the prefix cache's)."""
@@ -156,7 +161,7 @@ class Engine:
             return self._mixed()
         # Every running sequence decodes: one token each (up to ``emit`` under speculation), and a new block for
         # those whose blocks are full.
-        computed = self._state[_COMPUTED]
+        computed = self._state[COMPUTED]
         step = math.ceil(self.emit)
         grow = int(np.count_nonzero(self._blocks(computed + step) > self._blocks(computed))) if count else 0
         if self._used + grow > self._room():
@@ -172,15 +177,15 @@ class Engine:
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
             gained = self._emitted(repeats)
-            state[_COMPUTED:_GENERATED + 1] += gained
+            state[COMPUTED:GENERATED + 1] += gained
             first = self._used + grow
             recount = repeats > 1 or self.emit != 1
-            self._used = int(self._own(state[_COMPUTED], state[_SHARED]).sum()) if recount else first
+            self._used = int(self._own(state[COMPUTED], state[SHARED]).sum()) if recount else first
             self._account(now, duration * repeats, repeats, count, count, 0, first)
             self._nearest -= gained
             if gained < nearest:
                 return self._none()
-            return self._finish(state[_GENERATED] >= state[_OSL])
+            return self._finish(state[GENERATED] >= state[OSL])
 
         return StepPlan(count, 0, self._most_repeats(self._steps_to(nearest)), run)
 
@@ -217,16 +222,16 @@ class Engine:
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
             # A decoding sequence gains ``emit`` tokens on average (their KV cache with them), a prompt its first.
-            gained = np.where(state[_GENERATED] > 0, self._emitted(1), 1) if self.emit != 1 else 1
-            state[_COMPUTED] = state[_KNOWN] + gained - 1
-            state[_KNOWN:_GENERATED + 1] += gained
+            gained = np.where(state[GENERATED] > 0, self._emitted(1), 1) if self.emit != 1 else 1
+            state[COMPUTED] = state[KNOWN] + gained - 1
+            state[KNOWN:GENERATED + 1] += gained
             first_token = self.requests.first_token
             for rid in admitted.firsts:
                 first_token[rid] = now + chunk_pass
-            self._used = admitted.blocks if self.emit == 1 else int(self._blocks(state[_COMPUTED]).sum())
+            self._used = admitted.blocks if self.emit == 1 else int(self._blocks(state[COMPUTED]).sum())
             self._account(now, duration, 1, state.shape[1], decode, prefill, admitted.blocks)
-            self._nearest = int((state[_OSL] - state[_GENERATED]).min())
-            return self._finish(state[_GENERATED] >= state[_OSL]) if self._nearest <= 0 else self._none()
+            self._nearest = int((state[OSL] - state[GENERATED]).min())
+            return self._finish(state[GENERATED] >= state[OSL]) if self._nearest <= 0 else self._none()
 
         return StepPlan(decode, prefill, 1, run)
 
@@ -234,20 +239,20 @@ class Engine:
         """The general step: prompt chunks under way, the token budget shared in admission order, preemption when
         the blocks run out."""
         state = self._state
-        need = state[_KNOWN] - state[_COMPUTED]
+        need = state[KNOWN] - state[COMPUTED]
         # A decoding sequence's one token is its K + 1 verified positions of the budget under speculation.
-        cost = need + (self.verify - 1) * ((need == 1) & (state[_GENERATED] > 0))
+        cost = need + (self.verify - 1) * ((need == 1) & (state[GENERATED] > 0))
         before = np.cumsum(cost) - cost
         room = np.maximum(self.max_batched_tokens - before, 0)
         grant = np.where(cost > need, (room >= cost).astype(need.dtype), np.minimum(need, room))
-        wanted = int(self._own(state[_COMPUTED] + grant, state[_SHARED]).sum())
+        wanted = int(self._own(state[COMPUTED] + grant, state[SHARED]).sum())
         preempted = wanted > self._room()
         if preempted:
             grant, wanted = self._preempt(grant)
         # A step that preempted admits no one (vLLM v1), unless it preempted every sequence.
         if self.waiting and (not preempted or self._state.shape[1] == 0):
             running = self._state
-            decoding = (grant == 1) & (running[_KNOWN] - running[_COMPUTED] == 1) & (running[_GENERATED] > 0)
+            decoding = (grant == 1) & (running[KNOWN] - running[COMPUTED] == 1) & (running[GENERATED] > 0)
             taken = int(grant.sum()) + (self.verify - 1) * int(np.count_nonzero(decoding))
             admitted = self._admit(taken, wanted, self.clock)
             if admitted.chunks:
@@ -256,8 +261,8 @@ class Engine:
         if not grant.size or not grant.any():
             raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
         state = self._state
-        need = state[_KNOWN] - state[_COMPUTED]
-        decode = int(np.count_nonzero((need == 1) & (state[_GENERATED] > 0) & (grant > 0)))
+        need = state[KNOWN] - state[COMPUTED]
+        decode = int(np.count_nonzero((need == 1) & (state[GENERATED] > 0) & (grant > 0)))
         return self._run(grant, decode, wanted)
 
     def _run(self, grant: np.ndarray, decode: int, wanted: int) -> StepPlan:
@@ -267,22 +272,22 @@ class Engine:
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
-            emitted = state[_KNOWN] - state[_COMPUTED] == grant
+            emitted = state[KNOWN] - state[COMPUTED] == grant
             gained = emitted.astype(np.int64)
             if self.emit != 1:
                 # Decoding sequences gain ``emit`` tokens on average and keep the accepted drafts' KV entries.
-                decoding = emitted & (state[_GENERATED] > 0)
+                decoding = emitted & (state[GENERATED] > 0)
                 if decoding.any():
                     gained[decoding] = self._emitted(1)
-            state[_COMPUTED] += grant + gained - emitted
-            state[_KNOWN:_GENERATED + 1] += gained
-            first = emitted & (state[_GENERATED] == 1)
+            state[COMPUTED] += grant + gained - emitted
+            state[KNOWN:GENERATED + 1] += gained
+            first = emitted & (state[GENERATED] == 1)
             if first.any():
-                self.requests.first_token[state[_ID, first]] = now + chunk_pass
-            self._used = wanted if self.emit == 1 else int(self._blocks(state[_COMPUTED]).sum())
+                self.requests.first_token[state[ID, first]] = now + chunk_pass
+            self._used = wanted if self.emit == 1 else int(self._blocks(state[COMPUTED]).sum())
             self._prefilling = not emitted.all()
             self._account(now, duration, 1, state.shape[1], decode, tokens - decode, wanted)
-            left = state[_OSL] - state[_GENERATED]
+            left = state[OSL] - state[GENERATED]
             self._nearest = int(left.min())
             return self._finish(left <= 0) if self._nearest <= 0 else self._none()
 
@@ -317,14 +322,14 @@ class Engine:
         """Remove the sequences ``done`` marks, recording their finish at the clock; returns their ids."""
         state = self._state
         gone = state[:, np.flatnonzero(done)]
-        finished = gone[_ID]
+        finished = gone[ID]
         self.requests.finish[finished] = self.clock
-        self.requests.generated[finished] = gone[_GENERATED]
-        self._used -= int(self._own(gone[_COMPUTED], gone[_SHARED]).sum())
+        self.requests.generated[finished] = gone[GENERATED]
+        self._used -= int(self._own(gone[COMPUTED], gone[SHARED]).sum())
         if self.prefix is not None:
             self._unpin(gone, finished=True)
         self._state = state = state.compress(~done, axis=1)
-        self._nearest = int((state[_OSL] - state[_GENERATED]).min()) if state.shape[1] else 0
+        self._nearest = int((state[OSL] - state[GENERATED]).min()) if state.shape[1] else 0
         self.last_finished, self.last_end = int(finished.size), self.clock
         return finished
 
@@ -339,158 +344,65 @@ class Engine:
         return found
 
     def _blocks(self, tokens: np.ndarray) -> np.ndarray:
-        return (tokens + (self.block_tokens - 1)) // self.block_tokens
+        return blocks_for(tokens, self.block_tokens)
 
     def _own(self, tokens: np.ndarray, shared: np.ndarray) -> np.ndarray:
-        """Blocks sequences of ``tokens`` KV tokens hold of their own, beyond the ``shared`` blocks of their prefix."""
-        return np.maximum(self._blocks(tokens) - shared, 0)
+        return own_blocks(tokens, shared, self.block_tokens)
 
     def _room(self) -> int:
-        """Blocks the running set may hold: the KV cache less the prefixes that running sequences pin (unpinned
-        cached prefixes give way)."""
-        return self.kv_blocks - (self.prefix.pinned if self.prefix is not None else 0)
+        return room(self.kv_blocks, self.prefix)
 
     def _unpin(self, gone: np.ndarray, finished: bool) -> None:
-        """Release the prefix pins of the sequences ``gone`` (columns of the running set); a finished one leaves
-        what its group reuses of its sequence cached."""
+        """Release the prefix pins of the sequences ``gone`` (columns of the running set)."""
         assert self.prefix is not None
-        req = self.requests
-        for rid, shared in zip(gone[_ID].tolist(), gone[_SHARED].tolist(), strict=True):
-            group = int(req.group[rid])
-            if shared:
-                self.prefix.release(group)
-            if finished and req.keeps[rid]:
-                self.prefix.extend(group, int(req.keeps[rid]))
-
-    def _reserved(self) -> int:
-        """Blocks the running set holds or will hold by its last token (prompt plus output)."""
-        state = self._state
-        return int(self._blocks(state[_KNOWN] - state[_GENERATED] + state[_OSL]).sum())
+        release_pins(self.prefix, self.requests, gone[ID], gone[SHARED], finished)
 
     def _most_repeats(self, nearest: int) -> int:
         """How many identical pure-decode steps may be taken at once: until the first sequence finishes
         (``nearest``) and as many as the free KV-cache blocks allow."""
-        steps = nearest
-        if steps <= 1:
+        if nearest <= 1:
             return 1
-        computed, size = self._state[_COMPUTED], self.block_tokens
-        count, free = computed.size, self._room() - self._used
-        if self.emit != 1.0:
-            # Under speculation a step adds up to ceil(emit) tokens a sequence: the most steps whose blocks fit.
-            step, held = math.ceil(self.emit), self._blocks(computed)
-            low, high = 1, steps
-            while low < high:
-                middle = (low + high + 1) // 2
-                if int((self._blocks(computed + middle * step) - held).sum()) <= free:
-                    low = middle
-                else:
-                    high = middle - 1
-            return low
-        if free >= count * -(-steps // size):
-            return steps
-        # Each sequence needs its next block at step ``first`` (1 when its blocks are full), then every ``size``
-        # steps: the first ``free`` blocks needed are those at the earliest such steps.
-        first = (size - computed % size) % size + 1
-        rounds, rest = divmod(free, count)
-        return max(1, min(steps, rounds * size + int(np.partition(first, rest)[rest]) - 1))
+        return decode_steps_that_fit(self._state[COMPUTED], nearest, self._room() - self._used, self.block_tokens,
+                                     self.emit)
 
     def _preempt(self, grant: np.ndarray) -> tuple[np.ndarray, int]:
         """Preempt the most recently admitted sequences until the step's blocks fit, as vLLM v1 does (recompute:
         back to the front of the waiting queue, KV cache dropped); returns the step's grants and blocks."""
         state = self._state
-        held = self._own(state[_COMPUTED], state[_SHARED])
-        extra = self._own(state[_COMPUTED] + grant, state[_SHARED]) - held
+        held = self._own(state[COMPUTED], state[SHARED])
+        extra = self._own(state[COMPUTED] + grant, state[SHARED]) - held
         # Keeping the first p sequences needs sum(extra[:p]) blocks and frees every block of the others.
         needed = np.concatenate([[0], np.cumsum(extra)])
         freed = np.concatenate([np.cumsum(held[::-1])[::-1], [0]])
         keep = int(np.flatnonzero(needed <= self._room() - int(held.sum()) + freed)[-1])
         if self.prefix is not None:
             self._unpin(state[:, keep:], finished=False)
-        gone = state[_ID, keep:]
+        gone = state[ID, keep:]
         req = self.requests
         req.computed[gone] = 0
-        req.generated[gone] = state[_GENERATED, keep:]
+        req.generated[gone] = state[GENERATED, keep:]
         req.preemptions[gone] += 1
         self.preemptions += int(gone.size)
         self.waiting.extendleft(gone[::-1].tolist())
         self._state = state[:, :keep]
         self._used = int(held[:keep].sum())
-        self._nearest = int((self._state[_OSL] - self._state[_GENERATED]).min()) if keep else 0
+        self._nearest = int((self._state[OSL] - self._state[GENERATED]).min()) if keep else 0
         grant = grant[:keep]
-        return grant, int(self._own(self._state[_COMPUTED] + grant, self._state[_SHARED]).sum())
+        return grant, int(self._own(self._state[COMPUTED] + grant, self._state[SHARED]).sum())
 
-    def _admit(self, tokens: int, blocks: int, now: float) -> _Admitted:
+    def _admit(self, tokens: int, blocks: int, now: float) -> Admitted:
         """Admit waiting requests first come, first served while the token budget (``tokens`` of it taken),
-        ``max_num_seqs`` and the free blocks (``blocks`` taken) allow."""
-        req, size = self.requests, self.block_tokens
-        room = self.max_num_seqs - self._state.shape[1]
-        cache = self.prefix
-        pinned = cache.pinned if cache is not None else 0
-        columns: list[tuple[int, int, int, int, int, int]] = []
-        chunks: list[int] = []
-        firsts: list[int] = []
-        ready, whole, nearest = 0, True, 1 << 62
-        reserved = self._reserved() if self.reserve_whole else 0
-        while self.waiting and len(chunks) < room and tokens < self.max_batched_tokens:
-            rid = self.waiting[0]
-            computed, generated = int(req.computed[rid]), int(req.generated[rid])
-            known, osl = int(req.isl[rid]) + generated, int(req.osl[rid])
-            group, prefix, shared, pins = int(req.group[rid]), int(req.prefix[rid]), 0, 0
-            if cache is not None and prefix:
-                if computed == 0:  # nothing of it here yet: the cached blocks of its prefix skip their prefill
-                    computed = cache.hit_tokens(group, prefix, int(req.isl[rid]))
-                shared, pins = prefix // size, cache.growth(group, prefix)
-            chunk = min(known - computed, self.max_batched_tokens - tokens)
-            if not self.chunked_prefill and chunk < known - computed <= self.max_batched_tokens:
-                break  # the prompt waits, first in line, for a step with room for all of it
-            wanted = max(-(-(computed + chunk) // size) - shared, 0)
-            if self.reserve_whole:
-                whole_blocks = -(-(int(req.isl[rid]) + osl) // size)
-                if reserved + whole_blocks > self.kv_blocks:
-                    break
-                reserved += whole_blocks
-            elif blocks + wanted > self.kv_blocks - pinned - pins:
-                break
-            self.waiting.popleft()
-            if cache is not None and prefix:
-                cache.acquire(group, prefix)
-                pinned += pins
-                if req.hit[rid] < 0:
-                    req.hit[rid] = computed
-            columns.append((rid, computed, known, generated, osl, shared))
-            chunks.append(chunk)
-            if chunk < known - computed:
-                whole = False
-            elif generated == 0:
-                firsts.append(rid)
-            ready += known - computed == 1 and generated > 0
-            nearest = min(nearest, osl - generated)
-            tokens += chunk
-            blocks += wanted
-            if math.isnan(req.scheduled[rid]):
-                req.scheduled[rid] = now
-        if columns:
-            added = np.array(columns, dtype=np.int64).T
-            self._state = np.concatenate([self._state, added], axis=1)
-        return _Admitted(chunks, blocks, ready, whole, firsts, nearest)
+        ``max_num_seqs`` and the free blocks (``blocks`` taken) allow (:func:`~.admission.admit`)."""
+        state = self._state
+        reserved = None
+        if self.reserve_whole:
+            reserved = reserved_blocks(state[KNOWN], state[GENERATED], state[OSL], self.block_tokens)
+        admitted = admit(self.requests, self.waiting, self.prefix, seats=self.max_num_seqs - state.shape[1],
+                         budget=self.max_batched_tokens, tokens=tokens, blocks=blocks, kv_blocks=self.kv_blocks,
+                         block_tokens=self.block_tokens, chunked=self.chunked_prefill, reserved=reserved, now=now)
+        if admitted.chunks:
+            self._state = np.concatenate([state, admitted.columns], axis=1)
+        return admitted
 
 
-class _Admitted(NamedTuple):
-    """What one step admitted from the waiting queue."""
-
-    chunks: list[int]
-    """Tokens each admitted request computes in the step, in admission order."""
-    blocks: int
-    """Blocks the step holds with them."""
-    ready: int
-    """How many of them only decode (their KV cache came from a prefill worker)."""
-    whole: bool
-    """Every one of them computes all its known tokens in the step, so each emits a token."""
-    firsts: list[int]
-    """Those whose first output token this step emits."""
-    nearest: int
-    """Fewest output tokens any of them has left."""
-
-
-_ID, _COMPUTED, _KNOWN, _GENERATED, _OSL, _SHARED = range(6)
 _NONE = np.zeros(0, dtype=np.int64)

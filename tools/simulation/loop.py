@@ -47,13 +47,15 @@ def run_events(
     workers: Workers,
     clients: int | None = None,
     progress: Callable[[int], None] | None = None,
+    send_delay_s: np.ndarray | None = None,
 ) -> float:
     """Serve every request of ``requests`` and return when the last one finished (seconds).
 
     Open loop: requests arrive at their ``arrival`` times. Closed loop (``clients``): that many are sent at 0,
-    and each completion sends the next one at once. ``progress`` hears the count of finished requests now and
-    then. A split deployment (``workers.prefill``) prefills in the pool, moves the KV cache, then routes each
-    request to the decode worker with the fewest outstanding requests.
+    and each completion sends the next one at once, or ``send_delay_s[r]`` seconds later for request ``r`` (a
+    client's own time between seeing its last token and its next request reaching the engine). ``progress``
+    hears the count of finished requests now and then. A split deployment (``workers.prefill``) prefills in the
+    pool, moves the KV cache, then routes each request to the decode worker with the fewest outstanding requests.
     """
     total = len(requests)
     engines, pool, transfer = workers.engines, workers.prefill, workers.transfer_s
@@ -92,8 +94,9 @@ def run_events(
         done += count
         resent = math.nextafter(now, math.inf)
         while clients is not None and count and sent < total:
-            requests.arrival[sent] = resent
-            heapq.heappush(feeds, (resent, _ARRIVAL, sent))
+            at = resent if send_delay_s is None else now + float(send_delay_s[sent])
+            requests.arrival[sent] = at
+            heapq.heappush(feeds, (at, _ARRIVAL, sent))
             sent += 1
             count -= 1
 

@@ -62,6 +62,11 @@ class SimulationOptions:
     backend: Backend = "auto"
     record_steps: bool = False
     """Keep every step for a trace (:mod:`.trace`)."""
+    send_delay_s: float = 0.0
+    """Closed loop: mean seconds between a client's completion and its next request reaching the engine, drawn
+    per request (exponential, seeded by the run's seed); 0: at once. No source states this time; with identical
+    requests a delay shorter than a step leaves the clients' lockstep as it is
+    (``benchmarks/bench_closed_loop_jitter.py``), so it is off by default."""
 
 
 @dataclass
@@ -221,7 +226,13 @@ def simulate(
     if strategy.disaggregated:
         workers = _split_workers(model, cluster, deployment, priced, stream, record, engines, options, notes,
                                  shares is not None)
-    end = run_events(record, workers, stream.clients, progress)
+    delays = None
+    if options.send_delay_s > 0 and stream.clients is not None:
+        # A stream of its own, so the requests drawn are those of the run without delays.
+        delays = np.random.default_rng([seed, _SEND_DELAY_STREAM]).exponential(options.send_delay_s, len(record))
+        notes.append(f"each client's next request reaches the engine {options.send_delay_s * 1e3:g} ms after its "
+                     "last completion on average (exponential; not counted in TTFT)")
+    end = run_events(record, workers, stream.clients, progress, delays)
     facts = RunFacts(
         analytic=deployment.steady_state,
         deployment=strategy.to_spec(),
@@ -238,6 +249,10 @@ def simulate(
         notes=notes,
     )
     return Simulation(summarise(record, workers, end, facts), record, workers)
+
+
+_SEND_DELAY_STREAM = 1
+"""Second entry of the seed of the send delays' generator (the requests' own is the bare seed)."""
 
 
 def _prefix_note(shares: SharedPrefixes | None) -> str:
