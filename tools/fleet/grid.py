@@ -127,6 +127,8 @@ def grid_cells(grid: SweepGrid) -> list[Cell]:
     if grid.cell_count > MAX_CELLS:
         raise InputError(f"the grid has {grid.cell_count:,} cells, more than {MAX_CELLS:,}", field="grid",
                          fix="split it into smaller grids")
+    for name in grid.gpus:  # every GPU named, before any cell: a request alone resolves its GPU only when planned
+        get_gpu(name)
     prices = {get_gpu(name).name: GpuPrice(gpu=get_gpu(name).name, usd_per_gpu_hour=dollars,
                                            source="the grid's prices")
               for name, dollars in grid.prices.items()}
