@@ -16,6 +16,7 @@ from typing import Annotated, Any, NamedTuple
 import typer
 
 from shardplan.cli.request_options import REQUEST_PARAMETERS as _REQUEST_PARAMETERS
+from shardplan.contracts.common import ServingEngine
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
@@ -227,11 +228,11 @@ def _several_gpus(options: dict[str, Any]) -> SeveralGpus | None:
 _ENGINE_TEXT = "engines"
 """A command with a parameter of this name takes several engines in --engine (a comma list or 'auto')."""
 
-SeveralEngines = list[str]
+SeveralEngines = list[ServingEngine]
 """--engine naming several engines: their names, in the order given."""
 
 
-def _several_engines(options: dict[str, Any]) -> list[str] | None:
+def _several_engines(options: dict[str, Any]) -> list[ServingEngine] | None:
     """The engines --engine names when it names several (None for one); the request is then built for the first,
     and the command plans each itself."""
     text = options.get("engine")

@@ -10,12 +10,16 @@ then GPUs), settles each row's status and reason, and returns the winner's plan 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from shardplan.contracts.choice import Choice, ChoiceDimension, ChoiceOption, cost_rank
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.errors import InputError
 from shardplan.tools.cost.measured.database import measured_tables
 
 __all__ = ["option_row", "option_value", "answer_choice", "choice_basis"]
+
+Backend = Literal["measured", "roofline"]
 
 _NOUN = {"gpu": "GPU type", "engine": "engine"}
 _STATUS_ORDER = ["chosen", "costlier", "slower", "tied", "misses_targets", "infeasible", "no_price"]
@@ -26,13 +30,13 @@ def option_value(row: ChoiceOption, dimension: ChoiceDimension) -> str:
     return row.gpu if dimension == "gpu" else row.engine or ""
 
 
-def _pricing(result: Plan | None, gpu: str, engine: str) -> tuple[str, str]:
+def _pricing(result: Plan | None, gpu: str, engine: str) -> tuple[Backend, str]:
     """What priced a plan: its own cost report's backend and data where it has one, else whether measured tables
     exist for the GPU and engine (an infeasible plan was priced by the same tables it would have used)."""
     report = result.dag_cost.pricing if result is not None and result.dag_cost is not None else None
     if report is not None:
         return report.backend, report.data or report.why_roofline or f"no measured tables for {gpu} under {engine}"
-    tables = measured_tables(gpu, engine)  # type: ignore[arg-type]
+    tables = measured_tables(gpu, engine)
     if tables is not None:
         return "measured", tables.label
     return "roofline", f"no measured tables for {gpu} under {engine}"
@@ -42,10 +46,9 @@ def option_row(gpu: str, engine: str, budget: int | None, result: Plan | None, e
     """One value's row before the ranking: its plan's deployment, price and what priced it, or the refusal
     ``error`` when it has no plan (status chosen, costlier or tied is settled by :func:`answer_choice`)."""
     backend, data = _pricing(result, gpu, engine)
-    pricing = {"pricing": backend, "pricing_data": data}
     if result is None:
         return ChoiceOption(gpu=gpu, engine=engine, status="infeasible", gpu_budget=budget, reason=error or "",
-                            **pricing)
+                            pricing=backend, pricing_data=data)
     usd = result.economics.dollars if result.economics else None
     d, f = result.deployment, result.figures
     row = ChoiceOption(
@@ -54,7 +57,7 @@ def option_row(gpu: str, engine: str, budget: int | None, result: Plan | None, e
         usd_per_hour=usd.usd_per_hour if usd else None,
         usd_per_million_output_tokens=usd.usd_per_million_output_tokens if usd else None,
         tokens_per_s_per_gpu=f.tokens_per_s_per_gpu if f else None, e2e_ms=f.e2e_ms if f else None, reason="",
-        **pricing,
+        pricing=backend, pricing_data=data,
     )
     if result.status == "infeasible":
         return row.model_copy(update={"status": "infeasible", "reason": result.explanation})
