@@ -14,6 +14,7 @@ from shardplan.cli.common import JsonFlag, SeveralEngines, SeveralGpus, request_
 from shardplan.cli.plan_text import print_plan
 from shardplan.cli.price_options import GpuPriceOption, PricesOption, given_prices
 from shardplan.cli.progress import working
+from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError
 from shardplan.io import write_atomic
@@ -62,7 +63,7 @@ def plan_command(
                          fix=f"several are planned by the builtin planner: leave out --policy, or name one "
                              f"--{several[0][0]}")
 
-    def planner(one: Any) -> Any:  # several engines are chosen among on each GPU type
+    def planner(one: PlanRequest) -> Plan:  # several engines are chosen among on each GPU type
         return plan_engines(one, list(engines)) if engines else plan_one(one)
 
     with working("planning", quiet=as_json) as step:
