@@ -16,6 +16,7 @@ from typing import Annotated, Any, NamedTuple
 import typer
 
 from shardplan.cli.request_options import REQUEST_PARAMETERS as _REQUEST_PARAMETERS
+from shardplan.contracts.common import ServingEngine
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
@@ -29,11 +30,12 @@ from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for, get_gpu, gpu_catalog
 from shardplan.tools.catalogs.models import check_context, load_model
 from shardplan.tools.planning.assumptions import request_assumptions
+from shardplan.tools.planning.engine_choice import parse_engines, several_engines
 from shardplan.tools.planning.gpu_choice import several_gpu_types
 from shardplan.tools.planning.planner import resolve_request
 from shardplan.tools.traffic.sizing import parse_traffic, workload_fields
 
-__all__ = ["build_request", "request_options", "resolve_target", "JsonFlag", "SeveralGpus"]
+__all__ = ["build_request", "request_options", "resolve_target", "JsonFlag", "SeveralGpus", "SeveralEngines"]
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
@@ -161,7 +163,7 @@ _FIXES = {
     "rate": "give the requests per second to serve, above 0",
     "gpu_memory_utilization": "give the share of GPU memory the engine may use, above 0 and at most 1 (e.g. 0.9)",
     "max_batched_tokens": "give the tokens one step may carry, 1 or more (e.g. 8192)",
-    "engine": "choose vllm, sglang or trtllm",
+    "engine": "choose vllm, sglang or trtllm (plan also takes auto, or a comma list, to compare them)",
     "prefix_hit": "give the share of prompt tokens found in the prefix cache, from 0 up to below 1 (e.g. 0.5)",
     "weight_dtype": "choose bf16, fp16, fp8, int8 or fp4",
     "kv_dtype": "choose bf16, fp16, fp8, int8 or fp4",
@@ -223,6 +225,24 @@ def _several_gpus(options: dict[str, Any]) -> SeveralGpus | None:
     return SeveralGpus(text, budget, per_node)
 
 
+_ENGINE_TEXT = "engines"
+"""A command with a parameter of this name takes several engines in --engine (a comma list or 'auto')."""
+
+SeveralEngines = list[ServingEngine]
+"""--engine naming several engines: their names, in the order given."""
+
+
+def _several_engines(options: dict[str, Any]) -> list[ServingEngine] | None:
+    """The engines --engine names when it names several (None for one); the request is then built for the first,
+    and the command plans each itself."""
+    text = options.get("engine")
+    if text is None or not several_engines(text):
+        return None
+    engines = list(parse_engines(text))
+    options["engine"] = engines[0]
+    return engines
+
+
 def request_options(command: Callable[..., None] | None = None, *, optional: bool = False) -> Any:
     """Give a command the shared request options; it receives them as ``request`` (a PlanRequest).
 
@@ -234,9 +254,10 @@ def request_options(command: Callable[..., None] | None = None, *, optional: boo
         own = [
             p.replace(kind=_KW)
             for p in inspect.signature(func, eval_str=True).parameters.values()
-            if p.name not in ("request", _GPU_TEXT)
+            if p.name not in ("request", _GPU_TEXT, _ENGINE_TEXT)
         ]
         several = _GPU_TEXT in inspect.signature(func).parameters
+        several_engine = _ENGINE_TEXT in inspect.signature(func).parameters
         shared = list(_REQUEST_PARAMETERS)
         if optional:
             shared[0] = shared[0].replace(
@@ -251,6 +272,8 @@ def request_options(command: Callable[..., None] | None = None, *, optional: boo
                 options["policy"] = kwargs["policy"]
             if several:
                 kwargs[_GPU_TEXT] = _several_gpus(options)
+            if several_engine:
+                kwargs[_ENGINE_TEXT] = _several_engines(options)
             request = None if options["model"] is None else build_request(**options)
             func(request=request, **kwargs)
 

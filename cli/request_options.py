@@ -242,7 +242,9 @@ REQUEST_PARAMETERS = [
         annotation=Annotated[
             str,
             typer.Option(
-                "--engine", help="Serving engine priced: vllm, sglang or trtllm (its measured kernels and collectives)."
+                "--engine", help="Serving engine priced: vllm, sglang or trtllm (its measured kernels and "
+                "collectives); plan also takes auto (every engine) or a comma list, planning each and answering "
+                "with the best."
             ),
         ],
     ),

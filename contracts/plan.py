@@ -6,12 +6,12 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from shardplan.contracts.choice import Choice
 from shardplan.contracts.common import Contract, DType
 from shardplan.contracts.constraints import Constraints
 from shardplan.contracts.dag import DAG
 from shardplan.contracts.economics import Economics, GpuPrice
 from shardplan.contracts.figures import Figures
-from shardplan.contracts.gpu_choice import GpuChoice
 from shardplan.contracts.old_plans import read_old_plan
 from shardplan.contracts.reports import CostReport, ValidationReport
 from shardplan.contracts.simulation import SimulationSummary
@@ -279,10 +279,15 @@ class Plan(Contract):
         description="Dollars per hour and per million tokens, power and joules per token of the deployment; None "
         "when infeasible.",
     )
-    gpu_choice: GpuChoice | None = Field(
+    gpu_choice: Choice | None = Field(
         default=None,
         description="When several GPU types were asked for: each type's deployment and price, and why it lost; "
         "None for one type.",
+    )
+    engine_choice: Choice | None = Field(
+        default=None,
+        description="When several serving engines were asked for (auto or a list): each engine's deployment and "
+        "price on this GPU type, whether measured tables or the roofline priced it, and why it lost; None for one.",
     )
     min_gpus: int | None = Field(
         default=None, description="When infeasible for memory: the fewest GPUs that would fit."

@@ -44,6 +44,7 @@ __all__ = [
     "TOOL_CALL_SECONDS",
     "MAX_STORED_RESULTS",
     "MAX_STORED_RESULT_CHARS",
+    "MAX_TOOL_SWEEP_CELLS",
     "check_count",
     "tool_call_seconds",
     "dag_node_limit",
@@ -112,6 +113,13 @@ MAX_STORED_RESULTS = 32
 MAX_STORED_RESULT_CHARS = 64_000_000
 """Characters of JSON those kept results may hold together (a DeepSeek-V3 plan is about 150,000 without its DAG,
 a few million with it); a result larger than this is not kept."""
+
+MAX_TOOL_SWEEP_CELLS = 64
+"""Cells one ``sweep`` tool call may plan. The call plans them one after another in its worker, under the tool
+time limit (:data:`TOOL_CALL_SECONDS`); a cell is one plan, about 0.5 s to 20 s on 2 cores (Llama-3.1-8B on one
+GPU without a rate, once the worker's search memo is warm, to Llama-3.1-70B at 20 requests/s on 16 H100s), so
+64 of the fastest fill the default limit. Larger grids belong to ``shardplan sweep`` (parallel, resumable, on
+Ray)."""
 
 
 def check_count(field: str, value: int, limit: int) -> int:

@@ -9,7 +9,7 @@ What one line holds (see :func:`run_case`): the plan's status, strategy and figu
 valid plan; how many of the case's expectations held and which failed; whether the targets were met;
 the gap to the best strategy the exhaustive search finds, on the objective's metric; the policy's
 model calls (``iterations``), tool calls and tokens when the run went through a chat model (else
-null); the wall time; and the error text when the run raised.
+null; counted by :mod:`.metering`); the wall time; and the error text when the run raised.
 
 The exhaustive search and the reference strategy are computed outside the timed part, once per
 request (the search shares :func:`shardplan.tools.api.search_request`'s memo with the agent's tools,
@@ -23,9 +23,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,7 @@ from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError, ShardplanError
 from shardplan.evals.cases import Case
 from shardplan.evals.checks import CaseRun, Score, run_checks
+from shardplan.evals.metering import metered
 from shardplan.executor import ExecutorChoice, run_calls
 from shardplan.tools.api.shared import evaluate_strategy, search_request
 from shardplan.tools.planning.planner import resolve_request
@@ -93,82 +92,6 @@ def pending_pairs(cases: Sequence[Case], policies: Sequence[str],
                   done: set[tuple[str, str]]) -> list[tuple[Case, str]]:
     """The (case, policy) pairs not yet in ``done``, case by case in order."""
     return [(case, policy) for case in cases for policy in policies if (case.id, policy) not in done]
-
-
-# ------------------------------------------------------------------------------------------- metering
-
-
-class _Meter:
-    """Counts what a chat-model policy does: model calls, tool calls, tokens (thread-safe)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.model_calls = 0
-        self.tool_calls = 0
-        self.tokens: int | None = None
-
-    def add_tokens(self, count: int) -> None:
-        with self.lock:
-            self.tokens = (self.tokens or 0) + count
-
-
-_METER: ContextVar[Any] = ContextVar("shardplan_eval_meter", default=None)
-_HOOKED = False
-_HOOK_LOCK = threading.Lock()
-
-
-def _handler_class() -> type:
-    from langchain_core.callbacks import BaseCallbackHandler
-
-    class MeterHandler(BaseCallbackHandler):
-        """Feeds a :class:`_Meter` from LangChain callbacks (any chat model, any tool)."""
-
-        def __init__(self, meter: _Meter) -> None:
-            self.meter = meter
-
-        def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
-            with self.meter.lock:
-                self.meter.model_calls += 1
-
-        def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
-            with self.meter.lock:
-                self.meter.tool_calls += 1
-
-        def on_llm_end(self, response: Any, **kwargs: Any) -> None:
-            total = 0
-            for generations in getattr(response, "generations", []) or []:
-                for generation in generations:
-                    usage = getattr(getattr(generation, "message", None), "usage_metadata", None)
-                    if usage:
-                        total += int(usage.get("total_tokens", 0))
-            if not total:
-                usage = (getattr(response, "llm_output", None) or {}).get("token_usage") or {}
-                total = int(usage.get("total_tokens", 0) or 0)
-            if total:
-                self.meter.add_tokens(total)
-
-    return MeterHandler
-
-
-@contextmanager
-def _metered() -> Iterator[_Meter]:
-    """Count the chat-model and tool activity of the code run inside (this thread and what it spawns)."""
-    global _HOOKED
-    meter = _Meter()
-    try:
-        from langchain_core.tracers.context import register_configure_hook
-    except ImportError:  # without LangChain nothing can be metered; the counts stay null
-        yield meter
-        return
-    with _HOOK_LOCK:
-        if not _HOOKED:
-            register_configure_hook(_METER, inheritable=True)
-            _HOOKED = True
-    token = _METER.set(_handler_class()(meter))
-    try:
-        yield meter
-    finally:
-        _METER.reset(token)
 
 
 # -------------------------------------------------------------------------------------------- baselines
@@ -259,7 +182,7 @@ def run_case(case: Case, policy: str, baselines: Baselines | None = None) -> dic
     run = CaseRun(case=case)
     asked_back: str | None = None
     began = time.perf_counter()
-    with _metered() as meter:
+    with metered() as meter:
         try:
             if case.request.prompt is not None:
                 run.request = _read_prompt(case, policy, run)

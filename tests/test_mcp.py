@@ -22,7 +22,7 @@ from mcp_types import CallToolResult, TextContent
 from shardplan.contracts.schemas import SCHEMA_NAMES, json_schema
 from shardplan.knowledge.rules import doc_files
 from shardplan.tools.api import capabilities, guards
-from shardplan.tools.surfaces.mcp_server import HTTP_PATH, TOOL_NAMES, build_server
+from shardplan.tools.surfaces.mcp_server import HTTP_PATH, SERVED, TOOL_NAMES, build_server
 from shardplan.validators import schema_check
 
 SMALL = {"model": "llama-3.1-8b", "gpu": "H100", "gpus": 2, "isl": 512, "osl": 64}
@@ -89,7 +89,7 @@ def test_lists_every_tool_with_its_capability_schema(server: Any) -> None:
     listed = talk(server, lambda c: c.list_tools()).tools
     assert [t.name for t in listed] == list(TOOL_NAMES)
     for tool in listed:
-        cap = capabilities.CAPABILITIES[tool.name]
+        cap = SERVED[tool.name]
         assert tool.description == cap.description
         assert tool.input_schema == cap.args.model_json_schema()
         assert tool.input_schema["type"] == "object" and tool.input_schema["additionalProperties"] is False

@@ -9,15 +9,18 @@ import typer
 
 from shardplan.agent.run import progress_line, run_plan
 from shardplan.cli.app import app, console, emit_json
-from shardplan.cli.common import JsonFlag, SeveralGpus, request_options
-from shardplan.cli.gpu_choice_text import print_gpu_choice
+from shardplan.cli.choice_text import print_choice
+from shardplan.cli.common import JsonFlag, SeveralEngines, SeveralGpus, request_options
 from shardplan.cli.plan_text import print_plan
 from shardplan.cli.price_options import GpuPriceOption, PricesOption, given_prices
 from shardplan.cli.progress import working
+from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError
 from shardplan.io import write_atomic
+from shardplan.tools.planning.engine_choice import plan_engines
 from shardplan.tools.planning.gpu_choice import parse_gpu_types, plan_gpu_types
+from shardplan.tools.planning.planner import plan as plan_one
 from shardplan.tools.planning.planner import review
 
 
@@ -37,27 +40,40 @@ def plan_command(
     prices: PricesOption = None,
     as_json: JsonFlag = False,
     gpu_types: SeveralGpus | None = None,
+    engines: SeveralEngines | None = None,
 ) -> None:
     """Plan a deployment: search, build the DAG, validate it, price it, explain the choice.
 
     --gpu may name several types (H100,H200,B200) or any (every priced catalog GPU): each is planned and the
-    cheapest per million output tokens that meets the targets is the answer, with a table of the others."""
+    cheapest per million output tokens that meets the targets is the answer, with a table of the others. --engine
+    may name several engines (vllm,sglang) or auto (all three), chosen the same way on each GPU type."""
     given = given_prices(gpu_price, prices)
     price = given.get(request.gpu)
     if price is not None:
         request = request.model_copy(update={"price": price})
     types = parse_gpu_types(gpu_types.text, given) if gpu_types is not None else None
-    if types is not None and strategy is not None:
-        raise InputError("--strategy with several GPU types in --gpu", field="gpu",
-                         fix="review a strategy on one GPU type: name one in --gpu")
-    if types is not None and policy != "builtin":
-        raise InputError(f"--policy {policy} with several GPU types in --gpu", field="policy",
-                         fix="several types are planned by the builtin planner: leave out --policy, or name one --gpu")
+    several = [(name, text) for name, text, asked in (("gpu", "GPU types in --gpu", types),
+                                                       ("engine", "engines in --engine", engines)) if asked]
+    if several and strategy is not None:
+        name, text = several[0]
+        raise InputError(f"--strategy with several {text}", field=name,
+                         fix=f"review a strategy on one {name}: name one in --{name}")
+    if several and policy != "builtin":
+        raise InputError(f"--policy {policy} with several {several[0][1]}", field="policy",
+                         fix=f"several are planned by the builtin planner: leave out --policy, or name one "
+                             f"--{several[0][0]}")
+
+    def planner(one: PlanRequest) -> Plan:  # several engines are chosen among on each GPU type
+        return plan_engines(one, list(engines)) if engines else plan_one(one)
 
     with working("planning", quiet=as_json) as step:
         if types is not None and gpu_types is not None:
-            step.status(f"planning on {len(types)} GPU types: {', '.join(types)}")
-            plan = plan_gpu_types(request, types, given, gpu_types.budget, gpu_types.gpus_per_node)
+            step.status(f"planning on {len(types)} GPU types: {', '.join(types)}"
+                        + (f", each under {len(engines)} engines" if engines else ""))
+            plan = plan_gpu_types(request, types, given, gpu_types.budget, gpu_types.gpus_per_node, planner)
+        elif engines:
+            step.status(f"planning under {len(engines)} engines: {', '.join(engines)}")
+            plan = planner(request)
         elif strategy is not None:
             step.status(f"reviewing {strategy} against the searched deployments")
             plan = review(request, parse_strategy(strategy))
@@ -69,8 +85,9 @@ def plan_command(
         emit_json(_plan_summary(plan) if output is not None else plan)
         return
     print_plan(plan)
-    if plan.gpu_choice is not None:
-        print_gpu_choice(plan.gpu_choice)
+    for choice in (plan.gpu_choice, plan.engine_choice):
+        if choice is not None:
+            print_choice(choice)
     if output is not None:
         console().print(f"plan written to {output}")
 

@@ -14,12 +14,16 @@ from shardplan.contracts.speculation import speculation_option, speculation_text
 from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.traffic import arrival_text, length_text
 from shardplan.contracts.workload import Batching, Workload
+from shardplan.errors import InputError
 from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE
 from shardplan.tools.api.guards import SEARCH_DEPTH, check_path
 from shardplan.tools.catalogs.gpus import load_cluster
 from shardplan.tools.catalogs.trace_files import bundled_trace_name, bundled_traces
 from shardplan.tools.planning.assumptions import request_assumptions
 from shardplan.tools.traffic.sizing import parse_traffic, workload_fields
+
+ENGINE_PATTERN = r"^(vllm|sglang|trtllm|auto)(,(vllm|sglang|trtllm))*$"
+"""An engine, 'auto', or a comma list of engines (lower case, no spaces), as the ``engine`` argument takes them."""
 
 
 class Args(BaseModel):
@@ -140,8 +144,11 @@ class RequestArgs(Args):
     objective: Objective = Field(
         default="latency", description="latency, throughput or goodput (throughput under targets)."
     )
-    engine: ServingEngine = Field(
-        default="vllm", description="Serving engine priced: vllm, sglang or trtllm (its measured kernels, collectives)."
+    engine: str = Field(
+        default="vllm", max_length=40, pattern=ENGINE_PATTERN,
+        description="Serving engine priced: vllm, sglang or trtllm (its measured kernels, collectives). plan only: "
+        "'auto' (every engine) or a comma list ('vllm,sglang') plans each and answers with the best, per engine "
+        "whether measured tables or the roofline priced it.",
     )
     weight_dtype: DType | None = Field(default=None, description="Override of the weight format (bf16, fp8, fp4).")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
@@ -206,7 +213,7 @@ class RequestArgs(Args):
             batching=self.batching,
             gpu_memory_utilization=self.gpu_memory_utilization,
             max_batched_tokens=self.max_batched_tokens,
-            engine=self.engine,
+            engine=self._one_engine(),
             speculation=speculation,
             prefix_hit=self.prefix_hit or 0.0,
         )
@@ -230,6 +237,17 @@ class RequestArgs(Args):
         )
         given = given | ({"gpu", "gpus_per_node"} if self.cluster else set())
         return request.model_copy(update={"assumptions": request_assumptions(request, given)})
+
+    def _one_engine(self) -> ServingEngine:
+        """The one engine the request is priced for; several are for the plan tool alone.
+
+        Raises:
+            InputError: 'auto' or a list here.
+        """
+        if "," in self.engine or self.engine == "auto":
+            raise InputError(f"engine {self.engine!r} names several engines", field="engine",
+                             fix="name one of vllm, sglang, trtllm (only plan compares several)")
+        return self.engine  # type: ignore[return-value]  # the pattern allows nothing else
 
     @classmethod
     def from_request(cls, request: PlanRequest) -> dict[str, Any]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from shardplan.contracts.arithmetic.model_math import describe, summary
 from shardplan.contracts.dag import DAG
-from shardplan.contracts.plan import PricedDeployment, dag_part
+from shardplan.contracts.plan import Plan, PlanRequest, PricedDeployment, dag_part
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InfeasibleError, InputError
 from shardplan.knowledge.retriever import search
@@ -42,6 +43,7 @@ from shardplan.tools.catalogs.bundled import bundled_models
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import load_model
 from shardplan.tools.cost.estimate import estimate_cost as run_cost
+from shardplan.tools.planning.engine_choice import parse_engines, plan_engines, several_engines
 from shardplan.tools.planning.evaluation import price_on_budget
 from shardplan.tools.planning.gpu_choice import parse_gpu_types, plan_gpu_types, several_gpu_types
 from shardplan.tools.planning.planner import plan as run_plan
@@ -251,19 +253,29 @@ def plan(args: PlanArgs) -> PlanSummary:
     per step the engine measured (required: never assumed). Prefix caching: prefix_hit, the share of prompt tokens
     found in the cache. The request echoes both; dag_cost.speculation and dag_cost.prefix_cache show their effect.
 
+    Several GPU types (gpu 'H100,H200,B200' or 'any') or engines (engine 'auto' or 'vllm,sglang') plan each and
+    answer with the cheapest that meets the targets, the others in gpu_choice / engine_choice with why each lost
+    (and, per engine, whether measured tables or the roofline priced it); both at once choose the engine per type.
+
     Returns a compact summary (strategy, deployment, figures, verdict, first runners-up, explanation); with
     detail=true the whole plan too, under ``plan``.
     """
 
-    result = _plan_gpu_types(args) if several_gpu_types(args.gpu) else run_plan(args.to_request())
+    engines = parse_engines(args.engine) if several_engines(args.engine) else None
+    one = args.model_copy(update={"engine": engines[0]}) if engines else args
+
+    def planner(request: PlanRequest) -> Plan:
+        return plan_engines(request, engines) if engines else run_plan(request)
+
+    result = _plan_gpu_types(one, planner) if several_gpu_types(args.gpu) else planner(one.to_request())
     if not args.include_dag:
         result.dag = None
     return plan_summary(result, detail=args.detail)
 
 
-def _plan_gpu_types(args: PlanArgs) -> Any:
-    """The plan of ``args`` on each GPU type its gpu names (a comma list or 'any'): the cheapest that meets the
-    targets, with the others in gpu_choice; each type may use ``gpus`` GPUs.
+def _plan_gpu_types(args: PlanArgs, planner: Callable[[PlanRequest], Plan]) -> Plan:
+    """The plan of ``args`` on each GPU type its gpu names (a comma list or 'any'), each planned by ``planner``:
+    the cheapest that meets the targets, with the others in gpu_choice; each type may use ``gpus`` GPUs.
 
     Raises:
         InputError: an unknown type, or an option that holds for one type only (cluster, gpu_price).
@@ -274,7 +286,7 @@ def _plan_gpu_types(args: PlanArgs) -> Any:
                              fix=f"name one GPU type in gpu to use {name}")
     types = parse_gpu_types(args.gpu)
     request = args.model_copy(update={"gpu": types[0]}).to_request()
-    return plan_gpu_types(request, types, budget=args.gpus, gpus_per_node=args.gpus_per_node)
+    return plan_gpu_types(request, types, budget=args.gpus, gpus_per_node=args.gpus_per_node, planner=planner)
 
 
 CAPABILITIES: dict[str, Capability] = {

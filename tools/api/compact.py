@@ -12,9 +12,9 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from shardplan.contracts.choice import Choice
 from shardplan.contracts.economics import Economics
 from shardplan.contracts.figures import Figures
-from shardplan.contracts.gpu_choice import GpuChoice
 from shardplan.contracts.plan import Alternative, Deployment, FitHint, NearTie, Plan, PlanRequest, PlanStatus
 from shardplan.contracts.reports import CostReport, ValidationReport
 from shardplan.contracts.simulation import SimulationSummary
@@ -87,8 +87,12 @@ class PlanSummary(Result):
         default=None, description="Dollars per hour and per million tokens (with the price's source), power and "
         "joules per token (an upper bound at board power); None when infeasible."
     )
-    gpu_choice: GpuChoice | None = Field(
+    gpu_choice: Choice | None = Field(
         default=None, description="When gpu named several types: each type's deployment and price, and why it lost."
+    )
+    engine_choice: Choice | None = Field(
+        default=None, description="When engine named several (auto or a list): each engine's deployment and price, "
+        "whether measured tables or the roofline priced it, and why it lost."
     )
     messages: list[str] = Field(description="What the planner noticed along the way.")
     assumptions: list[str] = Field(description="Every value that was defaulted or guessed rather than given.")
@@ -180,6 +184,7 @@ def plan_summary(plan: Plan, *, detail: bool = False) -> PlanSummary:
         near_tie=plan.near_tie,
         economics=rounded(plan.economics) if plan.economics is not None else None,
         gpu_choice=plan.gpu_choice,
+        engine_choice=plan.engine_choice,
         messages=plan.messages,
         assumptions=plan.assumptions,
         plan=plan if detail else None,

@@ -28,6 +28,7 @@ import multiprocessing
 import os
 import resource
 import signal
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -38,7 +39,7 @@ from pydantic import ValidationError
 from shardplan.errors import InputError, ShardplanError
 from shardplan.limits import worker_memory_bytes
 from shardplan.tools.api.capabilities import CAPABILITIES
-from shardplan.tools.api.registry import dump, error_dict
+from shardplan.tools.api.registry import Capability, dump, error_dict
 
 __all__ = ["CapabilityWorkers", "MAX_WORKERS", "timeout_error", "memory_error", "concurrent_calls"]
 
@@ -135,9 +136,10 @@ def _limit_memory(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _serve(conn: Connection, memory: int) -> None:
-    """A worker's loop: run each (name, arguments, context) it receives and send back (ok, data), in at most
-    ``memory`` bytes of address space; a call that runs out of it ends the worker after its answer."""
+def _serve(conn: Connection, memory: int, functions: Mapping[str, Callable[..., Any]]) -> None:
+    """A worker's loop: run each (name, arguments, context) it receives with ``functions[name]`` and send back
+    (ok, data), in at most ``memory`` bytes of address space; a call that runs out of it ends the worker after its
+    answer."""
     # Under the stdio transport the server's stdout is the protocol: nothing a capability prints may reach it.
     os.dup2(2, 1)
     _limit_memory(memory)
@@ -151,7 +153,7 @@ def _serve(conn: Connection, memory: int) -> None:
             del os.environ[key]
         try:
             os.chdir(context["cwd"])
-            reply: tuple[bool, Any] = (True, dump(CAPABILITIES[name].func(**arguments)))
+            reply: tuple[bool, Any] = (True, dump(functions[name](**arguments)))
         except (ShardplanError, ValidationError) as exc:
             reply = (False, error_dict(exc))
         except RecursionError:
@@ -169,9 +171,10 @@ def _serve(conn: Connection, memory: int) -> None:
 class _Worker:
     """One worker process and the parent's end of its pipe."""
 
-    def __init__(self, context: Any, memory: int) -> None:
+    def __init__(self, context: Any, memory: int, functions: Mapping[str, Callable[..., Any]]) -> None:
         self.conn, child = context.Pipe()
-        self.process: BaseProcess = context.Process(target=_serve, args=(child, memory), daemon=True)
+        # The functions travel by reference (module and name), so a worker imports what it runs.
+        self.process: BaseProcess = context.Process(target=_serve, args=(child, memory, functions), daemon=True)
         self.process.start()
         child.close()
         self.memory = memory
@@ -187,9 +190,14 @@ class _Worker:
 class CapabilityWorkers:
     """Runs capabilities in worker processes, each call bounded by a time limit and stopped when cancelled."""
 
-    def __init__(self) -> None:
+    def __init__(self, capabilities: Mapping[str, Capability] | None = None) -> None:
+        """``capabilities``: what the workers may run, by name (default :data:`CAPABILITIES`; a layer above this
+        one, the sweep's, adds its own)."""
+        chosen = dict(capabilities if capabilities is not None else CAPABILITIES)
+        self._functions = {name: cap.func for name, cap in chosen.items()}
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(_PRELOAD)
+        modules = dict.fromkeys([*_PRELOAD, *(func.__module__ for func in self._functions.values())])
+        self._context.set_forkserver_preload(list(modules))
         self._idle: list[_Worker] = []
         self._slots: anyio.CapacityLimiter | None = None
 
@@ -210,7 +218,7 @@ class CapabilityWorkers:
                 self._idle.pop().kill()  # an idle worker that died (killed for memory, say) is replaced
             if self._idle and self._idle[-1].memory != memory:  # the limit changed: a worker under the new one
                 self._idle.pop().kill()
-            worker = self._idle.pop() if self._idle else _Worker(self._context, memory)
+            worker = self._idle.pop() if self._idle else _Worker(self._context, memory, self._functions)
             finished = False
             try:
                 env = {k: v for k, v in os.environ.items() if k.startswith("SHARDPLAN_")}

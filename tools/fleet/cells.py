@@ -24,7 +24,7 @@ __all__ = ["cell_key", "run_cell", "plan_row", "read_cached", "write_cached", "R
 RESULT_COLUMNS = [
     "status", "gpus_used", "layout", "ttft_ms", "tpot_ms", "tokens_per_s", "tokens_per_s_per_gpu",
     "usd_per_gpu_hour", "usd_per_hour", "usd_per_million_output_tokens", "usd_per_million_input_tokens",
-    "usd_per_million_output_tokens_decode", "power_kw", "joules_per_output_token", "price_source", "error",
+    "usd_per_million_output_tokens_decode", "power_kw", "joules_per_output_token", "price_source", "pricing", "error",
 ]
 """What a cell's plan gives, in the order of the results table."""
 
@@ -71,6 +71,8 @@ def plan_row(result: Plan) -> dict[str, Any]:
         "power_kw": _rounded(energy.power_kw) if energy else None,
         "joules_per_output_token": _rounded(energy.joules_per_output_token) if energy else None,
         "price_source": usd.price.source if usd else None,
+        # measured (the engine's kernel tables for this GPU) or roofline: how far the engines' rows can differ
+        "pricing": result.dag_cost.pricing.backend if result.dag_cost and result.dag_cost.pricing else None,
         "error": None,
     }
 

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from shardplan.contracts.common import Contract, Objective, ServingEngine
 from shardplan.contracts.economics import GpuPrice
@@ -23,8 +23,10 @@ from shardplan.reading import parse_yaml_text, read_text
 from shardplan.text import one_line
 from shardplan.tools.api.arguments import RequestArgs
 from shardplan.tools.catalogs.gpus import get_gpu
+from shardplan.tools.planning.engine_choice import parse_engines
 
-__all__ = ["Lengths", "TargetSet", "SweepGrid", "Cell", "load_grid", "grid_cells", "bundled_grid", "MAX_CELLS"]
+__all__ = ["Lengths", "TargetSet", "SweepGrid", "Cell", "load_grid", "parse_grid", "grid_cells", "bundled_grid",
+           "MAX_CELLS"]
 
 MAX_CELLS = 10_000
 """Cells one grid may hold: a typo in a list (rates: [1..1000]) should not queue days of planning."""
@@ -52,7 +54,8 @@ class SweepGrid(Contract):
     gpus: list[str] = Field(min_length=1, description="GPU catalog names, one GPU type a cell.")
     gpu_count: int = Field(default=8, ge=1, description="GPUs each cell may use (the plan's --gpus).")
     engines: list[ServingEngine] = Field(default_factory=lambda: ["vllm"], min_length=1,  # type: ignore[arg-type]
-                                         description="Serving engines priced.")
+                                         description="Serving engines priced, one a cell: a list, or 'auto' (every "
+                                         "engine) or a comma list, as shardplan plan --engine takes them.")
     lengths: list[Lengths] = Field(default_factory=lambda: [Lengths(isl=2048, osl=256)],
                                    description="Prompt and output lengths; replaced by workloads when given.")
     workloads: list[str] = Field(default_factory=list, description="Bundled traces (azure-code, azure-conv) or "
@@ -65,6 +68,13 @@ class SweepGrid(Contract):
                                         "latency otherwise (as shardplan plan).")
     prices: dict[str, float] = Field(default_factory=dict, description="Dollars per GPU-hour overriding the "
                                      "bundled list prices, by GPU name.")
+
+    @field_validator("engines", mode="before")
+    @classmethod
+    def _engine_text(cls, value: Any) -> Any:
+        # The words of plan --engine: 'auto' is every engine, 'vllm,sglang' a list; the best per question is then
+        # the engine choice of plan (the same order, cost_rank).
+        return parse_engines(value, field="engines") if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _positive_rates(self) -> SweepGrid:
@@ -117,6 +127,8 @@ def grid_cells(grid: SweepGrid) -> list[Cell]:
     if grid.cell_count > MAX_CELLS:
         raise InputError(f"the grid has {grid.cell_count:,} cells, more than {MAX_CELLS:,}", field="grid",
                          fix="split it into smaller grids")
+    for name in grid.gpus:  # every GPU named, before any cell: a request alone resolves its GPU only when planned
+        get_gpu(name)
     prices = {get_gpu(name).name: GpuPrice(gpu=get_gpu(name).name, usd_per_gpu_hour=dollars,
                                            source="the grid's prices")
               for name, dollars in grid.prices.items()}
@@ -150,6 +162,15 @@ def load_grid(path: str | Path) -> SweepGrid:
     what = f"grid file {one_line(str(path), 200)}"
     fix = "give a YAML file with models, gpus and (optionally) engines, lengths, workloads, rates, targets"
     raw = parse_yaml_text(read_text(file, what=what, field="grid", fix=fix), what=what, field="grid", fix=fix)
+    return parse_grid(raw, what, fix)
+
+
+def parse_grid(raw: Any, what: str, fix: str) -> SweepGrid:
+    """The grid a mapping describes (a YAML file's, or a tool's inline argument), called ``what`` in errors.
+
+    Raises:
+        InputError: not a mapping, or a wrong field: one line naming ``what`` and the field, with ``fix``.
+    """
     if not isinstance(raw, dict):
         raise InputError(f"{what} is not a mapping", field="grid", fix=fix)
     try:
@@ -157,7 +178,8 @@ def load_grid(path: str | Path) -> SweepGrid:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "grid"
-        raise InputError(f"{what}: {where}: {first['msg']}", field=f"grid.{where}", fix=fix) from None
+        message = one_line(str(first["msg"]).removeprefix("Value error, "), 300)
+        raise InputError(f"{what}: {where}: {message}", field=f"grid.{where}", fix=fix) from None
 
 
 @lru_cache(maxsize=1)

@@ -3,7 +3,8 @@ cost-against-rate plot per model.
 
 A *question* is a model with its traffic and targets (lengths or workload, rate, targets): its best answer is
 the cheapest cell over the GPU types and engines swept that meets the targets (the lowest dollars per million
-output tokens; the fewest GPUs where no cell has a price). Every file is written whole through a rename.
+output tokens; where no cell has a price, the most output tokens per
+GPU: :func:`~shardplan.contracts.choice.cost_rank`). Every file is written whole through a rename.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shardplan.contracts.gpu_choice import cost_rank
+from shardplan.contracts.choice import cost_rank
 from shardplan.io import write_atomic
 from shardplan.tools.fleet.cells import ROW_COLUMNS
 
@@ -43,8 +44,11 @@ def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str] = _COLUMNS) 
     return buffer.getvalue()
 
 
-def _rank(row: dict[str, Any]) -> tuple[float, float]:
-    return cost_rank(row.get("usd_per_million_output_tokens"), row.get("gpus_used"))
+def _rank(row: dict[str, Any]) -> tuple[float, float, float, float]:
+    ttft, tpot, osl = row.get("ttft_ms"), row.get("tpot_ms"), row.get("osl")
+    latency = ttft + (osl - 1) * tpot if ttft is not None and tpot is not None and osl else None
+    return cost_rank(row.get("usd_per_million_output_tokens"), row.get("gpus_used"), row.get("tokens_per_s_per_gpu"),
+                     latency)
 
 
 def best_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

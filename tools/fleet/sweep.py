@@ -56,10 +56,11 @@ def _out_folder(out: Path) -> Path:
     return out / CELLS_FOLDER
 
 
-def run_sweep(grid: SweepGrid, out: str | Path, choice: ExecutorChoice | None = None,
-              on_result: Progress | None = None) -> SweepResult:
+def run_sweep(grid: SweepGrid, out: str | Path | None, choice: ExecutorChoice | None = None,
+              on_result: Progress | None = None, cells: list[Cell] | None = None) -> SweepResult:
     """Plan every cell of ``grid`` not yet in ``out`` on ``choice``'s backend (local processes by default),
-    then write the tables and plots of all of them into ``out``.
+    then write the tables and plots of all of them into ``out``; with ``out`` None, plan them all and write
+    nothing (the records are the answer). ``cells``: the grid's cells when the caller has expanded them already.
 
     Raises:
         InputError: a malformed grid (unknown model or GPU...), an output folder that cannot be made, Ray asked
@@ -67,12 +68,12 @@ def run_sweep(grid: SweepGrid, out: str | Path, choice: ExecutorChoice | None = 
     """
     began = time.perf_counter()
     choice = choice or ExecutorChoice()
-    folder = _out_folder(Path(out))
-    cells = grid_cells(grid)
+    folder = _out_folder(Path(out)) if out is not None else None
+    cells = cells if cells is not None else grid_cells(grid)
     keys = [cell_key(cell.request) for cell in cells]
     records: dict[str, dict[str, Any]] = {}
     for key in dict.fromkeys(keys):  # a cell that appears twice in a grid is planned once
-        cached = read_cached(folder, key)
+        cached = read_cached(folder, key) if folder is not None else None
         if cached is not None:
             records[key] = cached
     cached_count = len(records)
@@ -84,12 +85,13 @@ def run_sweep(grid: SweepGrid, out: str | Path, choice: ExecutorChoice | None = 
     for position, results in run_calls(run_cell, [cells[i].request.model_dump_json() for i in todo], choice):
         index = todo[position]
         record = cell_record(cells[index], keys[index], results)
-        write_cached(folder, record)
+        if folder is not None:
+            write_cached(folder, record)
         records[keys[index]] = record
         done += 1
         if on_result is not None:
             on_result(record, done, total)
     ordered = [records[key] for key in keys]
-    files, notes = write_outputs(ordered, Path(out), grid.name)
+    files, notes = write_outputs(ordered, Path(out), grid.name) if out is not None else ({}, [])
     return SweepResult(records=ordered, planned=done - cached_count, cached=cached_count,
                        seconds=time.perf_counter() - began, backend=choice.describe(), files=files, notes=notes)

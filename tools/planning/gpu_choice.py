@@ -3,21 +3,24 @@
 Each type is planned on its own, with the same request (model, traffic, targets) and GPU budget, by the
 deterministic planner. The winner is the type whose plan meets the targets (with a rate: serves it within them;
 without: its best throughput within them) at the fewest dollars per million output tokens, prompts included, the
-sweep's order (:func:`~shardplan.contracts.gpu_choice.cost_rank`): without a rate that is the most output tokens
-per dollar. The answer is the winner's plan with a :class:`~shardplan.contracts.gpu_choice.GpuChoice` beside it
-saying, per type, why it lost. A type without a price is not planned: it cannot be compared in dollars.
+sweep's order (:func:`~shardplan.contracts.choice.cost_rank`): without a rate that is the most output tokens
+per dollar. The answer is the winner's plan with a :class:`~shardplan.contracts.choice.Choice` beside it
+saying, per type, why it lost (:mod:`.choice` ranks). A type without a price is not planned: it cannot be compared
+in dollars. The ``planner`` may itself choose among engines (:func:`~.engine_choice.plan_engines`): each type's row
+then names its best engine, and the answer carries the winning type's engine choice too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from shardplan.contracts.choice import ChoiceOption
 from shardplan.contracts.economics import GpuPrice
-from shardplan.contracts.gpu_choice import GpuChoice, GpuOption, cost_rank
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.gpus import get_gpu, gpu_catalog
 from shardplan.tools.catalogs.prices import price_for
+from shardplan.tools.planning.choice import answer_choice, option_row
 from shardplan.tools.planning.planner import plan as plan_one
 
 __all__ = ["several_gpu_types", "parse_gpu_types", "plan_gpu_types", "gpu_budget_text"]
@@ -74,54 +77,6 @@ def _type_request(request: PlanRequest, gpu: str, budget: int | None, per_node: 
     return PlanRequest.model_validate(request.model_dump() | update)
 
 
-def _option(gpu: str, budget: int | None, result: Plan | None, error: str | None) -> GpuOption:
-    """One type's row before the ranking (status chosen/costlier is settled later)."""
-    if result is None:
-        return GpuOption(gpu=gpu, status="infeasible", gpu_budget=budget, reason=error or "")
-    usd = result.economics.dollars if result.economics else None
-    d, f = result.deployment, result.figures
-    row = GpuOption(
-        gpu=gpu, status="costlier", gpu_budget=result.request.gpus, gpus_used=d.gpus_used if d else None,
-        deployment=result.strategy.to_spec() if result.strategy else None,
-        usd_per_hour=usd.usd_per_hour if usd else None,
-        usd_per_million_output_tokens=usd.usd_per_million_output_tokens if usd else None,
-        tokens_per_s_per_gpu=f.tokens_per_s_per_gpu if f else None, reason="",
-    )
-    if result.status == "infeasible":
-        return row.model_copy(update={"status": "infeasible", "reason": result.explanation})
-    if result.status != "ok":
-        missed = "; ".join(m.message for m in result.misses)
-        return row.model_copy(update={"status": "misses_targets", "reason": f"misses: {missed}"})
-    return row
-
-
-def _ranked(rows: list[GpuOption]) -> tuple[str | None, list[GpuOption]]:
-    """The winner among the rows that meet the targets, and every row with its status and reason settled."""
-    meeting = sorted((r for r in rows if r.status == "costlier"), key=lambda r: cost_rank(
-        r.usd_per_million_output_tokens, r.gpus_used))
-    if not meeting:
-        return None, rows
-    best = meeting[0]
-    price = best.usd_per_million_output_tokens or 0.0
-    settled = []
-    for r in rows:
-        if r is best:
-            r = r.model_copy(update={"status": "chosen",
-                                     "reason": f"cheapest per 1M output tokens of the {len(meeting)} type(s) "
-                                               "meeting the targets"})
-        elif r.status == "costlier":
-            more = (r.usd_per_million_output_tokens or 0.0) - price
-            share = f" (+{more / price:.0%})" if price > 0 else ""
-            r = r.model_copy(update={"reason": f"costlier: +${more:,.3f} per 1M output tokens{share} than {best.gpu}"})
-        settled.append(r)
-    return best.gpu, settled
-
-
-def _order(row: GpuOption) -> tuple[int, float, float]:
-    statuses = ["chosen", "costlier", "misses_targets", "infeasible", "no_price"]
-    return (statuses.index(row.status), *cost_rank(row.usd_per_million_output_tokens, row.gpus_used))
-
-
 def plan_gpu_types(
     request: PlanRequest,
     gpus: list[str],
@@ -142,35 +97,19 @@ def plan_gpu_types(
     if len(gpus) == 1:
         return planner(_type_request(request, gpus[0], budget or request.gpus, gpus_per_node,
                                      price_for(gpus[0], prices)))
-    rows: list[GpuOption] = []
+    rows: list[ChoiceOption] = []
     plans: dict[str, Plan] = {}
     for gpu in gpus:
         price = price_for(gpu, prices)
         if price is None:
-            rows.append(GpuOption(gpu=gpu, status="no_price", reason=f"no price for {gpu}: cannot be compared in "
-                                  f"dollars; give one with --gpu-price {gpu}=DOLLARS (per GPU-hour)"))
+            rows.append(ChoiceOption(gpu=gpu, status="no_price", reason=f"no price for {gpu}: cannot be compared in "
+                                     f"dollars; give one with --gpu-price {gpu}=DOLLARS (per GPU-hour)"))
             continue
         try:
             result = planner(_type_request(request, gpu, budget, gpus_per_node, price))
         except InputError as exc:  # e.g. a budget that does not fill whole nodes of this type
-            rows.append(_option(gpu, budget, None, str(exc)))
+            rows.append(option_row(gpu, request.workload.engine, budget, None, str(exc)))
             continue
         plans[gpu] = result
-        rows.append(_option(gpu, result.request.gpus, result, None))
-    chosen, rows = _ranked(rows)
-    rows.sort(key=_order)
-    basis = ("the fewest dollars per 1M output tokens (prompts included) among the types whose plan serves "
-             f"{request.workload.rate:g} requests/s within the targets" if request.workload.rate else
-             "the most output tokens per dollar (the fewest dollars per 1M output tokens) among the types whose plan "
-             "meets the targets")
-    choice = GpuChoice(chosen=chosen, basis=basis, budget=gpu_budget_text(budget, gpus_per_node),
-                       options=rows)
-    # No type meets the targets: answer with the cheapest best effort, else the first type planned.
-    answer = chosen or next((r.gpu for r in rows if r.gpu in plans), None)
-    if answer is None:
-        raise InputError("no GPU type of --gpu has a price to compare", field="gpu",
-                         fix="give prices with --gpu-price GPU=DOLLARS or --prices FILE")
-    result = plans[answer]
-    note = (f"chose {chosen} of {len(gpus)} GPU types: {basis}" if chosen else
-            f"no GPU type of {', '.join(gpus)} meets the targets: showing {answer}, the cheapest best effort")
-    return result.model_copy(update={"gpu_choice": choice, "messages": [note, *result.messages]})
+        rows.append(option_row(gpu, result.request.workload.engine, result.request.gpus, result, None))
+    return answer_choice(request, "gpu", rows, plans, gpu_budget_text(budget, gpus_per_node))

@@ -1,6 +1,6 @@
 """The capabilities of :mod:`shardplan.tools.api` as an MCP server (the official SDK's ``MCPServer``).
 
-:func:`build_server` returns the server: eleven tools, each a thin wrapper over the capability of the same
+:func:`build_server` returns the server: twelve tools, each a thin wrapper over the capability of the same
 name (its argument model is the tool's input schema, its pydantic result the structured output, its
 docstring the description); one resource per knowledge document (``shardplan://knowledge/<file>.md``)
 and per published JSON Schema (``shardplan://schemas/<name>``); the template ``shardplan://results/{id}``
@@ -60,12 +60,19 @@ from shardplan.tools.api import capabilities, guards, registry
 from shardplan.tools.api.result_store import RESULT_URI, ResultStore, result_uri
 from shardplan.tools.api.texts import summary_text
 from shardplan.tools.api.workers import CapabilityWorkers
+from shardplan.tools.fleet import tool as fleet_tool
 
-__all__ = ["TOOL_NAMES", "HTTP_PATH", "DEFAULT_HOST", "DEFAULT_PORT", "MAX_HTTP_BODY", "build_server", "serve"]
+__all__ = ["TOOL_NAMES", "SERVED", "HTTP_PATH", "DEFAULT_HOST", "DEFAULT_PORT", "MAX_HTTP_BODY", "build_server",
+           "serve"]
 
-TOOL_NAMES = ("plan", "build_dag", "validate_dag", "estimate_cost", "search_strategies", "propose_strategy",
+TOOL_NAMES = ("plan", "sweep", "build_dag", "validate_dag", "estimate_cost", "search_strategies", "propose_strategy",
               "search_knowledge", "get_rule", "list_models", "list_gpus", "describe_model")
 """The capabilities served as MCP tools, in listing order."""
+SERVED: dict[str, registry.Capability] = {**capabilities.CAPABILITIES,
+                                          "sweep": fleet_tool.sweep.capability}  # type: ignore[attr-defined]
+"""Every capability the server runs by name: the capability layer's and the sweep (which sits above it)."""
+_TEXTS: dict[str, Callable[[Any], str]] = {"sweep": fleet_tool.sweep_text}
+"""Summaries of the results whose capability sits above the capability layer's own summaries."""
 HTTP_PATH = "/mcp"
 """Path of the streamable HTTP endpoint."""
 DEFAULT_HOST = "127.0.0.1"
@@ -90,7 +97,9 @@ validators' verdict (violations name knowledge rule IDs and a fix) and the cost 
 TPOT, throughput, memory per GPU).
 Start with `plan` (model, gpu, gpus, isl, osl, targets; speculative decoding as spec='mtp:1' with spec_accept,
 the measured accepted draft tokens per step, and prefix caching as prefix_hit=0.5); use `search_strategies` to
-compare alternatives, `build_dag` + `validate_dag` + `estimate_cost` to check one strategy, `search_knowledge`
+compare alternatives; `plan` with gpu='H100,H200' (or 'any') and engine='auto' compares GPU types and serving
+engines and names the cheapest; `sweep` plans a small grid (models x GPUs x engines x rates) in one call;
+`build_dag` + `validate_dag` + `estimate_cost` to check one strategy, `search_knowledge`
 and `get_rule` to cite the rules. `list_models`, `list_gpus` and `describe_model` show what is bundled. A
 strategy SPEC reads 'tp=4,pp=2' or 'prefill:sp=2,tp=4;decode:adp=2,tp=4'. Errors come back as JSON with a
 field and a fix. Results are compact (a plan is a few KB); pass detail=true for the whole result (critical paths, every
@@ -163,7 +172,7 @@ def _tool(name: str, workers: CapabilityWorkers, store: ResultStore) -> Tool:
     :data:`~shardplan.tools.api.results.Result.DETAIL_FIELD`) has it kept in ``store`` and linked; it stays
     in the answer only when the call asked for ``detail``.
     """
-    cap = capabilities.CAPABILITIES[name]
+    cap = SERVED[name]
     field = _detail_field(cap)
 
     async def run(**arguments: Any) -> CallToolResult:
@@ -180,7 +189,7 @@ def _tool(name: str, workers: CapabilityWorkers, store: ResultStore) -> Tool:
             data, link = _keep_full(store, name, field, data, wanted)
         # A short summary for people and models that read the text; the data itself, checked against the
         # output schema by the SDK, as structured content; the full result as a linked resource.
-        text = summary_text(name, data)
+        text = _TEXTS[name](data) if name in _TEXTS else summary_text(name, data)
         if link is not None:
             text += f"\nfull result: {link.uri} (read that resource, or call again with detail=true)"
         content: list[ContentBlock] = [TextContent(type="text", text=text)]
@@ -293,7 +302,7 @@ def build_server() -> MCPServer:
     Tool calls run in worker processes (:class:`~shardplan.tools.api.workers.CapabilityWorkers`), each
     bounded by ``$SHARDPLAN_TOOL_TIMEOUT`` seconds (default :data:`~shardplan.limits.TOOL_CALL_SECONDS`).
     """
-    workers = CapabilityWorkers()
+    workers = CapabilityWorkers(SERVED)
     store = ResultStore()
     server: MCPServer = MCPServer(
         "shardplan", title="shardplan", version=__version__, instructions=_INSTRUCTIONS,
