@@ -46,6 +46,8 @@ def plan_command(
     price = given.get(request.gpu)
     if price is not None:
         request = request.model_copy(update={"price": price})
+    if request.decode_gpu is not None and given.get(request.decode_gpu) is not None:
+        request = request.model_copy(update={"decode_price": given[request.decode_gpu]})
     types = parse_gpu_types(gpu_types.text, given) if gpu_types is not None else None
     if types is not None and strategy is not None:
         raise InputError("--strategy with several GPU types in --gpu", field="gpu",
