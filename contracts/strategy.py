@@ -101,6 +101,8 @@ class Strategy(Contract):
         >>> split = Strategy(prefill=PhaseStrategy(tp=4), decode=PhaseStrategy(tp=8), disaggregated=True)
         >>> split.decode_offset(8), split.decode_offset(16), split.decode_offset()
         (8, 4, 4)
+        >>> split.decode_offset(16, apart=True), split.span(16, apart=True)
+        (16, 32)
         """
         if not self.disaggregated:
             return 0

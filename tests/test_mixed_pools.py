@@ -256,3 +256,17 @@ def test_mixed_memory_fit_uses_the_decode_gpu() -> None:
     on_l40s = best_option(model, cluster, split, request.workload)
     assert on_h200 is not None and on_h200.figures.fits
     assert on_l40s is None or not on_l40s.figures.fits
+
+
+def test_doctests_of_the_modules_that_know_two_pools() -> None:
+    import doctest
+
+    from shardplan.contracts import economics as economics_contract
+    from shardplan.contracts import plan as plan_contract
+    from shardplan.contracts import strategy as strategy_contract
+    from shardplan.tools.catalogs import gpus as gpu_catalog
+    from shardplan.tools.planning import economics as planning_economics
+    from shardplan.tools.serving import placement
+
+    for module in (economics_contract, plan_contract, strategy_contract, gpu_catalog, planning_economics, placement):
+        assert doctest.testmod(module).failed == 0, module.__name__

@@ -46,13 +46,14 @@ def replica_strategy(strategy: Strategy) -> Strategy:
 
 def occupied_cluster(cluster: Cluster, strategy: Strategy) -> Cluster:
     """The GPUs ``strategy`` occupies on ``cluster``: the whole cluster when it uses every GPU, else the part
-    it sits on (a GPU count is a budget: ``tp=8`` on 16 GPUs is priced on the 8 it uses, as ``plan`` does)."""
+    it sits on (a GPU count is a budget: ``tp=8`` on 16 GPUs is priced on the 8 it uses, as ``plan`` does). On two
+    GPU types, the nodes of its prefill worker and of its decode worker, each pool's part of them."""
     span = strategy.span(cluster.gpus_per_node, apart=cluster.mixed)
     if cluster.decode_pool is None:
         return cluster if span >= cluster.world_size else worker_cluster(cluster, span)
-    # Two GPU types: the pair spans the nodes of both pools, which a budget inside one node does not hold.
+    # Two GPU types: the pair spans nodes of both types (more than a budget inside one node holds), and its decode
+    # pool is the nodes from the decode worker's first one on.
     used = cluster if span == cluster.world_size else worker_cluster(cluster, span)
-    # Two GPU types: the decode pool is the nodes from the decode worker's first one on.
     start = strategy.decode_offset(cluster.gpus_per_node, apart=True)
     pool = cluster.decode_pool.model_copy(update={"gpus": used.world_size - start})
     return used.model_copy(update={"decode_pool": pool})
