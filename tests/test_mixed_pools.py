@@ -270,3 +270,12 @@ def test_doctests_of_the_modules_that_know_two_pools() -> None:
 
     for module in (economics_contract, plan_contract, strategy_contract, gpu_catalog, planning_economics, placement):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_an_infeasible_two_pool_request_names_both_gpus_and_each_pools_need() -> None:
+    result = plan(build_request("llama-3.1-405b", "H200", 4, decode_gpu="H100", isl=1024, osl=128,
+                                objective="throughput"))
+    assert result.status == "infeasible"
+    assert "H200 prefill and H100 decode" in result.explanation
+    assert result.min_gpus is not None and result.min_gpus > 4
+    assert not result.hints  # the one-type hints (a count of one type, a format on tp=N) do not apply

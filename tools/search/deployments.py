@@ -241,6 +241,8 @@ def search(
                    .values())
     if not options and constraints is not None and any(k.startswith("constraint") for k in rejected):
         _raise_for_constraints(model, cluster, workload, constraints)
+    if not options and cluster.mixed:
+        _raise_for_two_pools(model, cluster, workload, allowed)
     if not options:
         need = min_gpus_to_fit(model, cluster, workload, allowed)
         weights_gb = weight_bytes(model) / 1e9
@@ -280,6 +282,23 @@ def search(
         simulated=simulated,
         notes=notes,
         simpler_preferred=simpler,
+    )
+
+
+def _raise_for_two_pools(model: ModelSpec, cluster: Cluster, workload: Workload, allowed: PhaseFilter) -> None:
+    """Raise the InfeasibleError of split pools on two GPU types that nothing fits: each pool's GPU named, and the
+    fewest GPUs of each type on which one worker holds the model (the one-type fit hints do not apply)."""
+    needs = {role: min_gpus_to_fit(model, cluster.pool(role), workload, allowed) for role in ("prefill", "decode")}
+    words = [f"{needs[role] or 'no count up to 1024 of'} {cluster.gpu_of(role).name} for a {role} worker"
+             for role in ("prefill", "decode")]
+    weights_gb = weight_bytes(model) / 1e9
+    found = [n for n in needs.values() if n is not None]
+    raise InfeasibleError(
+        f"{model.name} does not fit split pools of {cluster.gpu.name} prefill and {cluster.gpu_of('decode').name} "
+        f"decode on {cluster.world_size} GPUs: its weights are {weights_gb:.0f} GB ({model.weight_dtype}) and "
+        f"{workload.sequences} sequence(s) at {workload.isl}+{workload.osl} tokens add KV cache, and each pool's "
+        f"workers must hold them within its own GPU's memory; the fewest that fit is about {' and '.join(words)}",
+        min_gpus=sum(found) if len(found) == 2 else None,
     )
 
 
