@@ -29,7 +29,7 @@ def request_message(request: PlanRequest) -> str:
     targets = f", TTFT <= {w.ttft_ms:g} ms" if w.ttft_ms else ""
     targets += f", TPOT <= {w.tpot_ms:g} ms" if w.tpot_ms else ""
     return (
-        f"Plan {request.model} on {request.gpus} x {request.gpu}"
+        f"Plan {request.model} on {request.gpu_words}"
         + (f" ({request.gpus_per_node} per node)" if request.gpus_per_node else "")
         + f": prompts of {w.isl} tokens, {w.osl} output tokens, "
         + (f"batch {w.batch}" if w.batch else "concurrency to choose")

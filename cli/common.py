@@ -29,6 +29,7 @@ from shardplan.limits import MAX_INT_DIGITS
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for, get_gpu, gpu_catalog
 from shardplan.tools.catalogs.models import check_context, load_model
+from shardplan.tools.catalogs.pools import check_two_pools
 from shardplan.tools.planning.assumptions import request_assumptions
 from shardplan.tools.planning.engine_choice import parse_engines, several_engines
 from shardplan.tools.planning.gpu_choice import several_gpu_types
@@ -73,6 +74,8 @@ def build_request(
     spec: str | None = None,
     spec_accept: float | None = None,
     prefix_hit: float | None = None,
+    decode_gpu: str | None = None,
+    decode_gpus: int | None = None,
 ) -> PlanRequest:
     """The PlanRequest that command-line options describe; the hardware part is resolved (and checked) here.
     Options left out take their defaults (prompt 2048, output 256, concurrency chosen by the search, objective
@@ -98,7 +101,8 @@ def build_request(
                                       ("spec", spec))
              if value is not None}
     constraints = parse_constraints(constraint) if constraint else None
-    where = cluster_for(gpu if gpu is not None else (None if cluster else "H100"), gpus, gpus_per_node, cluster)
+    where = cluster_for(gpu if gpu is not None else (None if cluster else "H100"), gpus, gpus_per_node, cluster,
+                        decode_gpu, decode_gpus)
     # batch None: the search chooses the concurrency (unless a closed loop of clients fixes it)
     traffic = workload_fields(parse_traffic(isl_dist, osl_dist, workload, arrival), isl=isl, osl=osl, batch=batch,
                               rate=rate)
@@ -129,6 +133,8 @@ def build_request(
                 "gpus": where.world_size,
                 "gpus_per_node": where.gpus_per_node,
                 "cluster": str(cluster) if cluster else None,
+                "decode_gpu": where.decode_pool.gpu.name if where.decode_pool is not None else None,
+                "decode_gpus": where.decode_pool.gpus if where.decode_pool is not None else None,
                 "workload": request_workload,
                 "weight_dtype": weight_dtype,
                 "kv_dtype": kv_dtype,
@@ -148,6 +154,7 @@ def build_request(
     model_spec = load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
     check_context(model_spec, request.workload.isl, request.workload.osl)
     check_drafter(model_spec, request.workload.speculation)
+    check_two_pools(model_spec, where, request.workload, request.constraints)
     return request.model_copy(update={"assumptions": request_assumptions(request, given)})
 
 
@@ -218,6 +225,9 @@ def _several_gpus(options: dict[str, Any]) -> SeveralGpus | None:
     if options.get("cluster") is not None:
         raise InputError("several GPU types in --gpu with --cluster", field="gpu",
                          fix="a cluster file holds one GPU type: leave out --gpu, or --cluster to compare types")
+    if options.get("decode_gpu") is not None:
+        raise InputError("several GPU types in --gpu with --decode-gpu", field="decode_gpu",
+                         fix="name one prefill GPU type in --gpu with --decode-gpu, or leave out --decode-gpu")
     first = get_gpu(next(iter(gpu_catalog())))
     budget, per_node = options.get("gpus"), options.get("gpus_per_node")
     options["gpu"] = first.name

@@ -36,7 +36,7 @@ def _request_line(plan: Plan) -> str:
     w = req.workload
     stat = "" if w.slo_percentile == "mean" else f"{w.slo_percentile.upper()} "
     return (
-        f"[bold]shardplan[/bold] {req.model} on up to {req.gpus} x {req.gpu} - isl {w.isl}, osl {w.osl}, "
+        f"[bold]shardplan[/bold] {req.model} on up to {req.gpu_words} - isl {w.isl}, osl {w.osl}, "
         + _traffic_words(w)
         + (f"{w.batch} sequences in flight" if w.batch else "concurrency chosen by the search")
         + (f", {w.rate:g} requests/s" if w.rate else "")
@@ -65,7 +65,7 @@ def print_deployment(plan: Plan) -> None:
     table = Table("pool", "workers x layout", "GPUs", "seqs/worker", "max seqs", "GB/GPU", "weights", "KV")
     for pool in d.pools:
         table.add_row(
-            pool.role,
+            pool.role + (f" ({pool.gpu})" if pool.gpu else ""),
             f"{pool.workers} x {pool.layout}",
             str(pool.workers * pool.gpus_per_worker),
             str(pool.concurrency_per_worker),

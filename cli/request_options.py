@@ -40,6 +40,31 @@ REQUEST_PARAMETERS = [
         ],
     ),
     inspect.Parameter(
+        "decode_gpu",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                "--decode-gpu",
+                help="Run the decode workers on this GPU type and the prefill workers on --gpu: split pools only, "
+                "the KV cache priced over the network between them.",
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "decode_gpus",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            int | None,
+            typer.Option(
+                "--decode-gpus",
+                help="With --decode-gpu: the most of the --gpus the decode pool may use (default: any share).",
+            ),
+        ],
+    ),
+    inspect.Parameter(
         "gpus",
         _KW,
         default=None,

@@ -185,7 +185,12 @@ class DAGMeta(Contract):
     """What the DAG was built from, so that it can be checked and priced on its own."""
 
     model: ModelSpec = Field(description="The model the graph computes.")
-    gpu: str = Field(description="GPU catalog name.")
+    gpu: str = Field(description="GPU catalog name (of the prefill pool when decode_gpu is set).")
+    decode_gpu: str | None = Field(
+        default=None,
+        description="GPU catalog name of the decode pool when it is another type: the decode ranks then sit on "
+        "nodes of their own (KV-5); None: every rank is gpu.",
+    )
     gpus: int = Field(ge=1, description="GPUs of the deployment (all replicas, both pools).")
     gpus_per_node: int = Field(ge=1, description="GPUs per node, for placing ranks on links.")
     cluster: Cluster | None = Field(

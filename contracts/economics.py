@@ -29,7 +29,12 @@ class GpuPrice(Contract):
 class Dollars(Contract):
     """What the deployment costs to rent, and that cost per million tokens served."""
 
-    price: GpuPrice = Field(description="The GPU-hour price used.")
+    price: GpuPrice = Field(description="The GPU-hour price used (of the prefill pool's GPU when decode_price is set).")
+    decode_price: GpuPrice | None = Field(
+        default=None,
+        description="The decode pool's GPU-hour price when it runs on another GPU type: usd_per_hour then sums each "
+        "pool's GPUs at its own price; None: every GPU at price.",
+    )
     gpus: int = Field(ge=1, description="GPUs the deployment rents (its GPUs used; idle ones of the budget are not).")
     usd_per_hour: float = Field(ge=0, description="GPUs used x price per GPU-hour.")
     usd_per_million_output_tokens: float = Field(
@@ -86,9 +91,13 @@ def economics_lines(economics: Economics) -> list[str]:
     lines = []
     d, e = economics.dollars, economics.energy
     if d is not None:
+        rented = f"{d.gpus} x {d.price.gpu} at ${d.price.usd_per_gpu_hour:.2f}/GPU-h, {d.price.source}"
+        if d.decode_price is not None:
+            rented = (f"prefill {d.price.gpu} at ${d.price.usd_per_gpu_hour:.2f}/GPU-h, decode {d.decode_price.gpu} at "
+                      f"${d.decode_price.usd_per_gpu_hour:.2f}/GPU-h; {d.split_basis}")
         lines.append(
-            f"cost: ${d.usd_per_hour:,.2f}/h ({d.gpus} x {d.price.gpu} at ${d.price.usd_per_gpu_hour:.2f}/GPU-h, "
-            f"{d.price.source}) | ${d.usd_per_million_output_tokens:,.3f} per 1M output tokens, prompts included | "
+            f"cost: ${d.usd_per_hour:,.2f}/h ({rented}) | "
+            f"${d.usd_per_million_output_tokens:,.3f} per 1M output tokens, prompts included | "
             f"split by GPU time: ${d.usd_per_million_input_tokens:,.3f} per 1M input, "
             f"${d.usd_per_million_output_tokens_decode:,.3f} per 1M output"
         )

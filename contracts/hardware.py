@@ -9,9 +9,10 @@ from pydantic import Field, model_validator
 from shardplan.contracts.common import Contract
 from shardplan.contracts.units import GBPerSecond, rename_old_fields
 
-__all__ = ["GPU", "Cluster", "LinkScope"]
+__all__ = ["GPU", "Cluster", "DecodePool", "LinkScope", "PoolRole"]
 
 LinkScope = Literal["intra_node", "inter_node", "local"]
+PoolRole = Literal["prefill", "decode"]
 
 
 class GPU(Contract):
@@ -72,8 +73,27 @@ _WIDER: dict[str, tuple[str, ...]] = {
 }
 
 
+class DecodePool(Contract):
+    """The decode pool of a cluster with two GPU types: split deployments run their decode workers on nodes of
+    this GPU and their prefill workers on nodes of the cluster's own ``gpu``. A node holds one GPU type; the
+    cluster's network (its inter-node figures) joins the two pools and carries each request's KV cache."""
+
+    gpu: GPU = Field(description="The accelerator of the decode pool's nodes.")
+    gpus: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most GPUs the decode pool may use (the prefill pool then has the rest of the cluster); None: "
+        "any share of the cluster's GPU count, each pool on nodes of its own type.",
+    )
+    intra_node_bandwidth_gb_per_s: GBPerSecond = Field(
+        description="Per-GPU unidirectional bandwidth inside a decode node in GB/s (gigabytes), or with its unit."
+    )
+    intra_node_latency_us: float = Field(ge=0, description="Collective latency inside a decode node, microseconds.")
+
+
 class Cluster(Contract):
-    """GPUs of one kind arranged in nodes; link figures are per GPU and unidirectional."""
+    """GPUs arranged in nodes, of one kind, or of two kinds with ``decode_pool`` (prefill nodes of ``gpu``, decode
+    nodes of the pool's GPU); link figures are per GPU and unidirectional."""
 
     name: str = Field(default="cluster", description="A label.")
     gpu: GPU = Field(description="The accelerator in every slot.")
@@ -90,6 +110,11 @@ class Cluster(Contract):
     )
     inter_node_latency_us: float = Field(ge=0, description="Collective latency across nodes, microseconds.")
     description: str = Field(default="", description="Free text.")
+    decode_pool: DecodePool | None = Field(
+        default=None,
+        description="A second GPU type for the decode workers of split deployments (only split deployments then "
+        "run); None: every GPU is ``gpu``.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -104,7 +129,59 @@ class Cluster(Contract):
                 f"intra_node_bandwidth_gb_per_s={self.intra_node_bandwidth_gb_per_s:g}; figures are per GPU, "
                 "unidirectional GB/s (gigabytes: a 400 Gb/s NIC is 50, or write '400Gbps')"
             )
+        cap = self.decode_pool.gpus if self.decode_pool is not None else None
+        if cap is not None:
+            if cap >= self.world_size:
+                raise ValueError(
+                    f"decode_pool.gpus={cap} leaves no GPU of the {self.world_size} for the prefill pool"
+                )
+            per_node = self.gpus_per_node
+            for name, count in (("decode", cap), ("prefill", self.world_size - cap)):
+                if count > per_node and count % per_node:
+                    raise ValueError(
+                        f"the {name} pool's {count} GPUs do not fill whole nodes of {per_node}; each pool sits on "
+                        "nodes of its own GPU type"
+                    )
         return self
+
+    @property
+    def mixed(self) -> bool:
+        """Whether prefill and decode workers run on two GPU types (only split deployments then run)."""
+        return self.decode_pool is not None
+
+    def gpu_of(self, role: PoolRole) -> GPU:
+        """The GPU a split deployment's ``role`` workers run on."""
+        return self.decode_pool.gpu if role == "decode" and self.decode_pool is not None else self.gpu
+
+    def pool_budget(self, role: PoolRole) -> int:
+        """The most GPUs ``role`` workers may use: the whole cluster for one type or an open share, else the
+        decode pool's GPUs or the rest of the cluster."""
+        cap = self.decode_pool.gpus if self.decode_pool is not None else None
+        if cap is None:
+            return self.world_size
+        return cap if role == "decode" else self.world_size - cap
+
+    def pool(self, role: PoolRole) -> Cluster:
+        """The one-type cluster ``role`` workers run on: this cluster when it has one GPU type, else ``role``'s GPU
+        with its scale-up links on nodes of the same size, as many GPUs as :meth:`pool_budget`, and the cluster's
+        network."""
+        if self.decode_pool is None:
+            return self
+        gpus = self.pool_budget(role)
+        update: dict[str, Any] = {
+            "decode_pool": None,
+            "gpus_per_node": min(self.gpus_per_node, gpus),
+            "nodes": -(-gpus // self.gpus_per_node),
+            "name": f"{self.name} ({role} pool)",
+        }
+        if role == "decode":
+            pool = self.decode_pool
+            update |= {
+                "gpu": pool.gpu,
+                "intra_node_bandwidth_gb_per_s": pool.intra_node_bandwidth_gb_per_s,
+                "intra_node_latency_us": pool.intra_node_latency_us,
+            }
+        return self.model_copy(update=update)
 
     @property
     def world_size(self) -> int:

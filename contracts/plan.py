@@ -57,6 +57,17 @@ class PlanRequest(Contract):
     gpus: int = Field(ge=1, description="GPUs available.")
     gpus_per_node: int | None = Field(default=None, ge=1, description="GPUs per node; the GPU's default when None.")
     cluster: str | None = Field(default=None, description="Path of a cluster YAML, when one was given.")
+    decode_gpu: str | None = Field(
+        default=None,
+        description="GPU catalog name of the decode pool when it differs from gpu (--decode-gpu, or a cluster "
+        "file's decode_pool): only split deployments then run, prefill workers on gpu, decode workers on this; "
+        "None: one GPU type.",
+    )
+    decode_gpus: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most GPUs of the gpus the decode pool may use (--decode-gpus); None: any share.",
+    )
     workload: Workload = Field(description="Lengths, batch, targets and objective.")
     weight_dtype: DType | None = Field(default=None, description="Override of the model's weight format.")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
@@ -73,6 +84,22 @@ class PlanRequest(Contract):
         description="The price of one GPU-hour the request gives (--gpu-price, a prices file); None: the bundled, "
         "dated list price of the GPU where there is one.",
     )
+    decode_price: GpuPrice | None = Field(
+        default=None,
+        description="The price of one GPU-hour of decode_gpu the request gives; None: its bundled list price.",
+    )
+
+    @property
+    def gpu_words(self) -> str:
+        """The GPUs asked for, in words.
+
+        >>> PlanRequest(model="m", gpu="H200", gpus=16, decode_gpu="H100", workload=Workload(isl=8, osl=8)).gpu_words
+        '16 GPUs (prefill H200, decode H100)'
+        """
+        if self.decode_gpu is None:
+            return f"{self.gpus} x {self.gpu}"
+        share = f", up to {self.decode_gpus} for decode" if self.decode_gpus else ""
+        return f"{self.gpus} GPUs (prefill {self.gpu}, decode {self.decode_gpu}{share})"
 
 
 class PricedDeployment(Contract):
@@ -195,6 +222,11 @@ class WorkerPool(Contract):
     weights_gb: float = Field(ge=0, description="Weight shard on that GPU.")
     kv_cache_gb: float = Field(ge=0, description="KV cache on that GPU at its concurrency.")
     capacity_gb: float = Field(gt=0, description="The GPU's memory.")
+    gpu: str | None = Field(
+        default=None,
+        description="GPU catalog name of this pool's GPUs when the deployment's pools are two GPU types; None: the "
+        "request's gpu.",
+    )
 
 
 class FrontierPoint(Contract):

@@ -89,31 +89,37 @@ class Strategy(Contract):
             return self.prefill.gpus + self.decode.gpus
         return max(self.prefill.gpus, self.decode.gpus)
 
-    def decode_offset(self, per_node: int | None = None) -> int:
+    def decode_offset(self, per_node: int | None = None, *, apart: bool = False) -> int:
         """First global rank of the decode pool when the DAG draws it after the prefill pool (0 colocated).
 
         The pools are placed as deployments place them (:func:`shardplan.packing.place_workers`, prefill
         first): the decode worker follows the prefill worker directly when it fits in what is left of the
         prefill worker's last node (or both fill whole nodes), else it starts on the next node, so that no
-        worker's groups straddle a node boundary. ``per_node`` None: no node boundaries.
+        worker's groups straddle a node boundary. ``per_node`` None: no node boundaries. ``apart``: the pools
+        run on two GPU types, so the decode worker always starts on a node of its own.
 
         >>> split = Strategy(prefill=PhaseStrategy(tp=4), decode=PhaseStrategy(tp=8), disaggregated=True)
         >>> split.decode_offset(8), split.decode_offset(16), split.decode_offset()
         (8, 4, 4)
+        >>> split.decode_offset(16, apart=True), split.span(16, apart=True)
+        (16, 32)
         """
         if not self.disaggregated:
             return 0
         first = self.prefill.gpus
         if not per_node:
             return first
+        if apart:
+            return -(-first // per_node) * per_node
         room = first + self.decode.gpus + 2 * per_node  # enough whole nodes for any gap
         placed = place_workers([(1, first), (1, self.decode.gpus)], room, per_node)
         # Sizes that do not pack (HIER-2 reports them) are drawn one after the other.
         return placed[1][0] if placed is not None and placed[1][0] >= first else first
 
-    def span(self, per_node: int | None = None) -> int:
+    def span(self, per_node: int | None = None, *, apart: bool = False) -> int:
         """GPUs the drawn strategy occupies: a split one from its first prefill rank to its last decode rank
-        (see :meth:`decode_offset`), rounded up to whole nodes once it spans more than one.
+        (see :meth:`decode_offset`; ``apart``: on two GPU types), rounded up to whole nodes once it spans more
+        than one.
 
         >>> split = Strategy(prefill=PhaseStrategy(tp=2), decode=PhaseStrategy(tp=2), disaggregated=True)
         >>> split.span(8), split.span(3), split.span()
@@ -121,7 +127,7 @@ class Strategy(Contract):
         """
         if not self.disaggregated:
             return self.gpus
-        last = self.decode_offset(per_node) + self.decode.gpus
+        last = self.decode_offset(per_node, apart=apart) + self.decode.gpus
         return last if not per_node or last <= per_node else -(-last // per_node) * per_node
 
     def to_spec(self) -> str:

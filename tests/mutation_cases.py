@@ -20,7 +20,7 @@ from shardplan.contracts.speculation import parse_speculation
 from shardplan.contracts.strategy import Strategy, parse_strategy
 from shardplan.contracts.workload import Workload
 from shardplan.tools.builder.build import build_dag
-from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.gpus import make_cluster, with_decode_pool
 from shardplan.tools.catalogs.models import load_model
 from shardplan.validators.registry import RULES
 from shardplan.validators.validate import validate
@@ -48,11 +48,14 @@ class Case:
     spec: str
     speculation: str | None = None
     """Speculative decoding (``mtp:2``, ``eagle:2``, ...): the decode step verifies and drafts."""
+    decode_gpu: str | None = None
+    """The decode pool's GPU when it is another type than the H100 prefill pool (split strategies only)."""
 
     @property
     def label(self) -> str:
         drafted = f" --spec {self.speculation}" if self.speculation else ""
-        return f"{self.model}[{self.layers}L] {self.spec} on {self.gpus}{drafted}"
+        mixed = f" --decode-gpu {self.decode_gpu}" if self.decode_gpu else ""
+        return f"{self.model}[{self.layers}L] {self.spec} on {self.gpus}{drafted}{mixed}"
 
 
 CASES: tuple[Case, ...] = (
@@ -68,6 +71,7 @@ CASES: tuple[Case, ...] = (
     Case("mixtral-8x7b", 4, 4, "pp=2,ep=2"),
     Case("deepseek-v3", 5, 4, "adp=2,tp=2,ep=4", speculation="mtp:2"),
     Case("llama-3.1-8b", 4, 4, "tp=2,pp=2", speculation="eagle:2"),
+    Case("llama-3.1-8b", 4, 16, "prefill:tp=2;decode:tp=4;disagg", decode_gpu="L40S"),
 )
 """Strategies that, together, give every operator something to break."""
 
@@ -83,9 +87,10 @@ def trimmed_model(name: str, layers: int) -> ModelSpec:
 @functools.cache
 def case_dag(case: Case) -> DAG:
     """The builder DAG of a case (cached; treat it as read-only)."""
+    cluster = make_cluster("H100", case.gpus)
     return build_dag(
         trimmed_model(case.model, case.layers),
-        make_cluster("H100", case.gpus),
+        with_decode_pool(cluster, case.decode_gpu) if case.decode_gpu else cluster,
         parse_strategy(case.spec),
         WORKLOAD.model_copy(update={"speculation": parse_speculation(case.speculation, 1.0)})
         if case.speculation

@@ -226,6 +226,30 @@ def drop_kv_transfer(dag: DAG) -> DAG | None:
     return _add_edges(_remove(dag, transfers, rewire=False), ("prefill/end", "decode/step_t", "state"))
 
 
+@mutation("KV-5", "disaggregated serving with both pools drawn on one node")
+def two_gpu_types_on_one_node(dag: DAG) -> DAG | None:
+    """Claim the decode pool is another GPU type while the pools share a node."""
+    meta = dag.meta
+    if not meta.strategy.disaggregated or meta.decode_gpu is not None:
+        return None
+    per_node = meta.gpus_per_node
+    if not {r // per_node for r in meta.rank_pools["prefill"]} & {r // per_node for r in meta.rank_pools["decode"]}:
+        return None
+    return _dag(dag, meta=meta.model_copy(update={"decode_gpu": "L40S"}))
+
+
+@mutation("KV-5", "two GPU types (prefill on one, decode on the other)")
+def prefill_on_decode_gpus(dag: DAG) -> DAG | None:
+    """Run one prefill projection on the decode pool's GPUs, of the other type."""
+    if dag.meta.decode_gpu is None:
+        return None
+    node = _find(dag, lambda n: _is(n, "linear", "prefill"))
+    if node is None:
+        return None
+    decode = dag.meta.rank_pools["decode"]
+    return _update(dag, node.id, ranks=decode[: len(node.ranks)])
+
+
 @mutation("DEC-1")
 def drop_sampler_sync(dag: DAG) -> DAG | None:
     """Let step t+1 start without waiting for a sampler (the last one drawn: under speculative decoding the verify

@@ -243,7 +243,8 @@ class DagIndex:
     def problems(self) -> list[Problem]:
         """What :func:`strategy_problems` says about the strategy the DAG claims."""
         meta = self.meta
-        return strategy_problems(meta.model, meta.strategy, meta.workload, meta.gpus, meta.gpus_per_node)
+        return strategy_problems(meta.model, meta.strategy, meta.workload, meta.gpus, meta.gpus_per_node,
+                                 apart=meta.decode_gpu is not None)
 
     @cached_property
     def crossing(self) -> dict[str, list[int]]:

@@ -51,6 +51,8 @@ def plan_command(
     price = given.get(request.gpu)
     if price is not None:
         request = request.model_copy(update={"price": price})
+    if request.decode_gpu is not None and given.get(request.decode_gpu) is not None:
+        request = request.model_copy(update={"decode_price": given[request.decode_gpu]})
     types = parse_gpu_types(gpu_types.text, given) if gpu_types is not None else None
     several = [(name, text) for name, text, asked in (("gpu", "GPU types in --gpu", types),
                                                        ("engine", "engines in --engine", engines)) if asked]

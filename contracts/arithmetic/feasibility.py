@@ -170,12 +170,14 @@ def phase_problems(
 
 
 def strategy_problems(
-    model: ModelSpec, strategy: Strategy, workload: Workload, gpus: int, per_node: int | None = None
+    model: ModelSpec, strategy: Strategy, workload: Workload, gpus: int, per_node: int | None = None, *,
+    apart: bool = False,
 ) -> list[Problem]:
     """Every reason ``strategy`` cannot run ``model`` on ``gpus`` GPUs for ``workload``; empty when it can.
 
     ``per_node`` GPUs per node: split pools are drawn on node boundaries (see ``Strategy.span``), so a
-    4-GPU prefill worker and an 8-GPU decode worker span 16 GPUs of 8-GPU nodes.
+    4-GPU prefill worker and an 8-GPU decode worker span 16 GPUs of 8-GPU nodes; ``apart``: the pools run on two
+    GPU types, each worker on nodes of its own type.
 
     >>> from shardplan.tools.catalogs.models import load_model
     >>> from shardplan.contracts.strategy import parse_strategy
@@ -189,8 +191,17 @@ def strategy_problems(
     # Colocated SP prefill of fewer prompts than decode's attention groups (one long prompt, SP's purpose)
     # is legal: the groups without a sequence idle in decode (SP-6).
     problems += phase_problems("decode", d, model, workload, idle_groups=not strategy.disaggregated and p.sp > 1)
+    if apart and not strategy.disaggregated:
+        problems.append(
+            Problem(
+                "KV-5",
+                "prefill and decode share GPUs, but the cluster has two GPU types (prefill on one, decode on the "
+                "other)",
+                "give a split strategy (prefill:...;decode:...;disagg), or one GPU type",
+            )
+        )
     if strategy.disaggregated:
-        span = strategy.span(per_node)
+        span = strategy.span(per_node, apart=apart)
         if span != gpus:
             gap = ""
             if span > p.gpus + d.gpus:

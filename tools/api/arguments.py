@@ -83,6 +83,18 @@ class RequestArgs(Args):
     gpus_per_node: int | None = Field(
         default=None, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node; the GPU's usual 8 when omitted."
     )
+    decode_gpu: str | None = Field(
+        default=None, min_length=1, max_length=40,
+        description="Decode workers on this GPU type, prefill workers on gpu: split pools only, the KV cache priced "
+        "over the network between them (gpus counts both pools).",
+    )
+    decode_gpus: int | None = Field(
+        default=None, ge=1, le=MAX_GPUS, description="With decode_gpu: the most of gpus the decode pool may use."
+    )
+    decode_gpu_price: float | None = Field(
+        default=None, gt=0, le=1e4, allow_inf_nan=False,
+        description="US dollars per GPU-hour of decode_gpu; omitted: its bundled, dated list price.",
+    )
     cluster: str | None = Field(
         default=None, max_length=500, description="Path of a cluster YAML, when the request came with one."
     )
@@ -217,17 +229,23 @@ class RequestArgs(Args):
             speculation=speculation,
             prefix_hit=self.prefix_hit or 0.0,
         )
-        gpu = self.gpu
-        if self.cluster and "gpu" not in self.model_fields_set:
-            # The cluster file names its GPU: the default must not contradict it.
-
-            gpu = load_cluster(self.cluster).gpu.name
+        gpu, decode_gpu = self.gpu, self.decode_gpu
+        if self.cluster:
+            # The cluster file names its GPU (and its decode pool's): the defaults must not contradict it.
+            where = load_cluster(self.cluster)
+            gpu = gpu if "gpu" in self.model_fields_set else where.gpu.name
+            decode_gpu = decode_gpu or (where.decode_pool.gpu.name if where.decode_pool is not None else None)
         request = PlanRequest(
             model=self.model,
             gpu=gpu,
             gpus=self.gpus,
             gpus_per_node=self.gpus_per_node,
             cluster=self.cluster,
+            decode_gpu=decode_gpu,
+            decode_gpus=self.decode_gpus,
+            decode_price=GpuPrice(gpu=decode_gpu, usd_per_gpu_hour=self.decode_gpu_price,
+                                  source="the request's decode_gpu_price")
+            if self.decode_gpu_price is not None and decode_gpu else None,
             workload=workload,
             weight_dtype=self.weight_dtype,
             kv_dtype=self.kv_dtype,
@@ -279,6 +297,9 @@ class RequestArgs(Args):
             "spec_accept": w.speculation.accepted if w.speculation else None,
             "prefix_hit": w.prefix_hit or None,
             "gpu_price": request.price.usd_per_gpu_hour if request.price is not None else None,
+            "decode_gpu": request.decode_gpu,
+            "decode_gpus": request.decode_gpus,
+            "decode_gpu_price": request.decode_price.usd_per_gpu_hour if request.decode_price is not None else None,
         }
         traffic = w.traffic
         if traffic is not None:

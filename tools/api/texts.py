@@ -38,7 +38,7 @@ def _simulated_line(run: SimulationSummary) -> str:
 
 
 def _plan(p: PlanSummary) -> str:
-    gpu = f"{p.request.gpus} x {p.request.gpu}"
+    gpu = p.request.gpu_words
     if p.status == "infeasible" or p.figures is None:
         fewest = f" (at least {p.min_gpus} GPUs would fit)" if p.min_gpus else ""
         return f"plan infeasible: {p.request.model} on {gpu}{fewest}\n{p.explanation}"

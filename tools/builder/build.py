@@ -46,7 +46,8 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
             dense model, degrees whose product is not the GPU count); the message gives every reason
             with its rule ID.
     """
-    problems = strategy_problems(model, strategy, workload, cluster.world_size, cluster.gpus_per_node)
+    problems = strategy_problems(model, strategy, workload, cluster.world_size, cluster.gpus_per_node,
+                                 apart=cluster.mixed)
     if problems:
         reasons = "; ".join(f"{p.message} [{p.rule}]" for p in problems)
         raise StrategyError(
@@ -54,7 +55,10 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
         )
     g = GraphBuffer(cluster)
     prefill_layout = RankLayout.of(strategy.prefill)
-    decode_layout = RankLayout.of(strategy.decode, offset=strategy.decode_offset(cluster.gpus_per_node))
+    # On two GPU types the decode worker starts on a node of its own type (KV-5).
+    decode_layout = RankLayout.of(
+        strategy.decode, offset=strategy.decode_offset(cluster.gpus_per_node, apart=cluster.mixed)
+    )
 
     prefill_start = _boundary(g, "prefill/start", "prefill start", "prefill", "step_start", prefill_layout)
     prefill = PhaseBuilder(g, model, "prefill", strategy.prefill, prefill_layout, workload)
@@ -90,6 +94,7 @@ def build_dag(model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: 
     meta = DAGMeta(
         model=model,
         gpu=cluster.gpu.name,
+        decode_gpu=cluster.decode_pool.gpu.name if cluster.decode_pool is not None else None,
         gpus=cluster.world_size,
         gpus_per_node=cluster.gpus_per_node,
         cluster=cluster,

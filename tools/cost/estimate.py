@@ -17,7 +17,7 @@ from shardplan.errors import InputError
 from shardplan.tools.cost.calibration import calibration
 from shardplan.tools.cost.memory import memory_reports
 from shardplan.tools.cost.op_time import bytes_on_wire
-from shardplan.tools.cost.pricing import Backend, Pricer, make_pricer
+from shardplan.tools.cost.pricing import Backend, Pricer, TwoPoolPricer, make_pricer
 from shardplan.tools.cost.profiles import gpu_profile
 from shardplan.tools.cost.schedule import Schedule, busy_overlap, schedule_dag
 
@@ -63,10 +63,19 @@ def pricing_report(pricer: Pricer) -> PricingReport:
     backend: Literal["measured", "roofline"] = "measured" if max(prefill, decode) > 0 else "roofline"
     name, inherited_from = gpu_profile(pricer.cluster.gpu)
     profile = name if inherited_from is None else f"{name} ({inherited_from})"
+    data = pricer.tables.label if pricer.tables is not None and backend == "measured" else None
+    pool = pricer.decode_pool if isinstance(pricer, TwoPoolPricer) else None
+    if pool is not None:
+        # Two GPU types: each pool's profile and tables, prefill's first.
+        other, other_from = gpu_profile(pool.cluster.gpu)
+        profile = f"prefill {profile}, decode {other if other_from is None else f'{other} ({other_from})'}"
+        if backend == "measured":
+            tables = pool.tables.label if pool.tables is not None else f"none ({pool.why_roofline})"
+            data = f"prefill {data or f'none ({pricer.why_roofline})'}; decode {tables}"
     return PricingReport(
         backend=backend,
         engine=pricer.engine,
-        data=pricer.tables.label if pricer.tables is not None and backend == "measured" else None,
+        data=data,
         prefill_measured_share=round(prefill, 4),
         decode_measured_share=round(decode, 4),
         roofline_profile=profile,
@@ -177,7 +186,9 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None, backend: Backend = "
     tpot = decode.latency_ms / meta.workload.tokens_per_decode_step
     strategy, workload = meta.strategy, meta.workload
     tokens = throughput(strategy, workload, ttft, tpot)
-    memory = memory_reports(meta.model, cluster.gpu, strategy, workload)
+    memory = memory_reports(meta.model, cluster.gpu, strategy, workload,
+                            decode_gpu=cluster.gpu_of("decode") if cluster.mixed else None)
+    worst = max(memory, key=lambda m: m.total_gb / m.capacity_gb)  # each pool against its own GPU's memory
     figures = make_figures(
         "static_batch",
         ttft_ms=ttft,
@@ -185,8 +196,8 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None, backend: Backend = "
         osl=workload.osl,
         tokens_per_s=tokens,
         requests_per_s=tokens / workload.osl,
-        memory_per_gpu_gb=max(m.total_gb for m in memory),
-        gpu_memory_gb=cluster.gpu.memory_gb,
+        memory_per_gpu_gb=worst.total_gb,
+        gpu_memory_gb=worst.capacity_gb,
         fits=all(m.fits for m in memory),
         gpus_used=strategy.gpus,
         gpu_budget=strategy.gpus,

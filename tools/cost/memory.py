@@ -25,6 +25,7 @@ __all__ = [
     "memory_report",
     "memory_reports",
     "peak_memory",
+    "pool_peaks",
     "largest_fitting",
     "drafter_bytes_per_gpu",
 ]
@@ -270,18 +271,35 @@ def _pools(
     return [(strategy.decode, "shared", full, strategy.prefill)]
 
 
-def memory_reports(spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload) -> list[MemoryReport]:
-    """One report per GPU pool: shared by both phases, or prefill and decode pools when disaggregated."""
+def memory_reports(
+    spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload, *, decode_gpu: GPU | None = None
+) -> list[MemoryReport]:
+    """One report per GPU pool: shared by both phases, or prefill and decode pools when disaggregated (the decode
+    pool on ``decode_gpu`` when it is another GPU type)."""
     pools = _pools(strategy, workload)
-    return [memory_report(spec, gpu, phase, workload, pool, kv, also) for phase, pool, kv, also in pools]
+    return [memory_report(spec, decode_gpu if pool == "decode" and decode_gpu else gpu, phase, workload, pool, kv,
+                          also) for phase, pool, kv, also in pools]
 
 
-def peak_memory(spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload) -> tuple[float, bool]:
-    """The worst GPU's memory in GB across the pools of ``strategy``, and whether every pool fits: the account of
-    :func:`memory_reports` without searching each pool's largest batch (the search prices hundreds of deployments)."""
-    worst, fits = 0.0, True
+def pool_peaks(
+    spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload, *, decode_gpu: GPU | None = None
+) -> list[tuple[float, float, bool]]:
+    """Per pool of ``strategy``, its worst GPU's memory and that GPU's capacity in GB, and whether it fits: the
+    account of :func:`memory_reports` without searching each pool's largest batch (the search prices hundreds of
+    deployments). The decode pool is on ``decode_gpu`` when it is another GPU type."""
+    peaks = []
     for phase, pool, kv_tokens, also in _pools(strategy, workload):
-        weights, workspace, account = _pool_account(spec, gpu, phase, workload, pool, kv_tokens, also)
+        device = decode_gpu if pool == "decode" and decode_gpu else gpu
+        weights, workspace, account = _pool_account(spec, device, phase, workload, pool, kv_tokens, also)
         total = weights + workspace + sum(account(workload))
-        worst, fits = max(worst, total), fits and total <= gpu.memory_gb * GB
-    return worst / GB, fits
+        peaks.append((total / GB, device.memory_gb, total <= device.memory_gb * GB))
+    return peaks
+
+
+def peak_memory(
+    spec: ModelSpec, gpu: GPU, strategy: Strategy, workload: Workload, *, decode_gpu: GPU | None = None
+) -> tuple[float, bool]:
+    """The worst GPU's memory in GB across the pools of ``strategy``, and whether every pool fits (see
+    :func:`pool_peaks`)."""
+    peaks = pool_peaks(spec, gpu, strategy, workload, decode_gpu=decode_gpu)
+    return max(used for used, _, _ in peaks), all(fits for _, _, fits in peaks)

@@ -24,7 +24,7 @@ from shardplan.tools.cost.measured.lookup import lookup_seconds
 from shardplan.tools.cost.measured.queries import node_query, other_fp8_scaling
 from shardplan.tools.cost.op_time import expert_load_factor, node_time_s
 
-__all__ = ["Backend", "Pricer", "make_pricer", "pricing_backend"]
+__all__ = ["Backend", "Pricer", "TwoPoolPricer", "make_pricer", "pricing_backend"]
 
 Backend = Literal["auto", "roofline"]
 # Node kinds some measured table may price (the others are norms, adds, samplers, state markers).
@@ -105,6 +105,36 @@ def _why_no_tables(gpu: str) -> str:
     return f"the measured database for {gpu} could not be loaded"
 
 
+@dataclass
+class TwoPoolPricer(Pricer):
+    """A split DAG's pricer on two GPU types: this pricer (on the prefill pool's GPU) prices prefill, ``decode_pool``
+    prices decode on its own GPU and tables, and the KV handoff between them is priced on ``link``, the two-type
+    cluster, whose network joins a node of each type."""
+
+    decode_pool: Pricer | None = None
+    link: Cluster | None = None
+
+    def prepare(self, nodes: Iterable[AnyNode]) -> None:
+        listed = list(nodes)
+        super().prepare([n for n in listed if n.phase != "decode"])
+        if self.decode_pool is not None:
+            self.decode_pool.prepare([n for n in listed if n.phase == "decode"])
+
+    def node_time_s(self, node: AnyNode) -> float:
+        if node.phase == "decode" and self.decode_pool is not None:
+            return self.decode_pool.node_time_s(node)
+        if node.phase == "handoff" and self.link is not None:
+            seconds = node_time_s(node, self.link)
+            self.seconds[node.phase]["roofline"] += seconds
+            return seconds
+        return super().node_time_s(node)
+
+    def measured_share(self, phase: str) -> float:
+        if phase == "decode" and self.decode_pool is not None:
+            return self.decode_pool.measured_share(phase)
+        return super().measured_share(phase)
+
+
 def make_pricer(
     cluster: Cluster,
     model: ModelSpec | None = None,
@@ -112,7 +142,13 @@ def make_pricer(
     engine: ServingEngine = "vllm",
     backend: Backend = "auto",
 ) -> Pricer:
-    """A pricer for ``model`` on ``cluster`` under ``engine``; ``backend="roofline"`` ignores the tables."""
+    """A pricer for ``model`` on ``cluster`` under ``engine``; ``backend="roofline"`` ignores the tables. On a
+    cluster of two GPU types, a :class:`TwoPoolPricer` (each phase on its pool's GPU)."""
+    if cluster.decode_pool is not None:
+        prefill = make_pricer(cluster.pool("prefill"), model, phases, engine, backend)
+        decode = make_pricer(cluster.pool("decode"), model, phases, engine, backend)
+        return TwoPoolPricer(prefill.cluster, model, prefill.phases, engine, prefill.tables, prefill.why_roofline,
+                             decode_pool=decode, link=cluster)
     if backend == "roofline":
         return Pricer(cluster, model, phases or {}, engine, None, "the roofline backend was asked for")
     tables = measured_tables(cluster.gpu.name, engine) if model is not None else None

@@ -27,7 +27,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from shardplan.contracts.plan import Plan
 from shardplan.errors import InputError
 from shardplan.tools.launch import sglang, trtllm, vllm
-from shardplan.tools.launch.servers import ENGINES, Engine, FlagValue, open_arrivals, plan_servers, plan_target
+from shardplan.tools.launch.servers import (
+    ENGINES,
+    Engine,
+    FlagValue,
+    node_labels,
+    open_arrivals,
+    plan_servers,
+    plan_target,
+)
 from shardplan.tools.launch.shell import instance_lines, script, shell_word
 
 __all__ = ["Engine", "ENGINES", "FlagValue", "LaunchSpec", "launch_command", "shell_word"]
@@ -116,7 +124,7 @@ def launch_command(plan: Plan, engine: Engine, spec_model: str | None = None) ->
         per_node[node].append(line)
         commands[role].append(line)
     return LaunchSpec(
-        engine=engine, model=target.model, command=script(per_node, files),
+        engine=engine, model=target.model, command=script(per_node, files, node_labels(servers, target)),
         commands={role: "\n".join(lines) for role, lines in commands.items()},
         flags={s.role: s.flags for s in servers}, env={s.role: s.env for s in servers},
         files=files, notes=notes,

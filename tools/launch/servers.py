@@ -29,6 +29,8 @@ __all__ = [
     "open_arrivals",
     "fold_sp",
     "worker_starts",
+    "two_type_starts",
+    "node_labels",
     "plan_servers",
     "seqs_per_scheduler",
     "microbatch_note",
@@ -61,6 +63,10 @@ class Target:
     """Speculative decoding, with where the drafter's weights are; None when the plan does not speculate."""
     prefix_hit: float = 0.0
     """Share of prompt tokens the plan assumed found in the prefix cache."""
+    gpu: str = ""
+    """GPU type of the servers (of the prefill pool when ``decode_gpu`` is set)."""
+    decode_gpu: str | None = None
+    """GPU type of the decode pool when it differs: each pool then sits on nodes of its own type."""
 
     def sequences(self, role: str) -> int:
         """Sequences the servers of ``role`` hold together (their engines' concurrency limits add up to it)."""
@@ -98,10 +104,12 @@ def plan_target(plan: Plan, spec_model: str | None = None) -> Target:
         spec, _ = resolve_request(plan.request)
     # The DAG sits on one replica's GPUs; servers are placed on the nodes of the whole request.
     request = plan.request
-    cluster = cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster)
+    cluster = cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster, request.decode_gpu,
+                          request.decode_gpus)
     return Target(model=spec.name, moe=spec.is_moe, gpus_per_node=cluster.gpus_per_node, gpus=cluster.world_size,
                    in_flight=in_flight_by_role(plan), isl=workload.isl, kv_fp8=spec.kv_dtype == "fp8",
-                   drafting=drafting(plan, spec, spec_model), prefix_hit=prefix_hit(plan))
+                   drafting=drafting(plan, spec, spec_model), prefix_hit=prefix_hit(plan), gpu=cluster.gpu.name,
+                   decode_gpu=cluster.decode_pool.gpu.name if cluster.decode_pool is not None else None)
 
 
 def open_arrivals(plan: Plan) -> bool:
@@ -152,13 +160,44 @@ def worker_starts(phases: list[PhaseStrategy], target: Target) -> list[list[int]
     return [[first[i] + k * g for k in range(d)] for i, (d, g) in enumerate(pools)]
 
 
+def two_type_starts(prefill: PhaseStrategy, decode: PhaseStrategy, target: Target) -> tuple[list[int], list[int]]:
+    """Where the processes of split pools on two GPU types go: the prefill pool on the first nodes (its type), the
+    decode pool from the next whole node on (the other type), each packed as :func:`worker_starts` packs one pool."""
+    per_node = target.gpus_per_node
+    (prefill_starts,) = worker_starts([prefill], target)
+    used = max((start + prefill.replica_gpus for start in prefill_starts), default=0)
+    offset = -(-used // per_node) * per_node
+    (decode_starts,) = worker_starts([decode], target)
+    return prefill_starts, [offset + start for start in decode_starts]
+
+
+def node_labels(servers: list[Server], target: Target) -> dict[int, str]:
+    """What each node of a two-GPU-type deployment holds ('H200, prefill pool'); empty for one GPU type."""
+    if target.decode_gpu is None:
+        return {}
+    labels: dict[int, str] = {}
+    for server in servers:
+        gpu = target.decode_gpu if server.role == "decode" else target.gpu
+        for start in server.starts:
+            for node in range(start // target.gpus_per_node, (start + server.phase.replica_gpus - 1)
+                              // target.gpus_per_node + 1):
+                labels[node] = f"{gpu} node, {server.role} pool"
+    return labels
+
+
 def plan_servers(plan: Plan, notes: list[str], target: Target) -> list[Server]:
     strategy = plan.strategy
     assert strategy is not None
     if strategy.disaggregated:
         prefill = fold_sp(strategy.prefill, "prefill", notes)
         decode = strategy.decode
-        prefill_starts, decode_starts = worker_starts([prefill, decode], target)
+        if target.decode_gpu is not None:
+            prefill_starts, decode_starts = two_type_starts(prefill, decode, target)
+            notes.append(f"two GPU types: the prefill servers run on {target.gpu} nodes and the decode servers on "
+                         f"{target.decode_gpu} nodes (each node's '# node' line says which); the KV cache crosses the "
+                         "network between them, so give both pools the same KV-cache format and transfer backend")
+        else:
+            prefill_starts, decode_starts = worker_starts([prefill, decode], target)
         return [Server("prefill", prefill, prefill_starts), Server("decode", decode, decode_starts)]
     if strategy.prefill != strategy.decode:
         sp = strategy.prefill.sp

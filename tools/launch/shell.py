@@ -67,13 +67,16 @@ def instance_lines(target: Target, server: Server) -> list[tuple[int, str]]:
     return lines
 
 
-def script(per_node: dict[int, list[str]], files: dict[str, str]) -> str:
+def script(per_node: dict[int, list[str]], files: dict[str, str], labels: dict[int, str] | None = None) -> str:
+    """The shell text: config files, then each node's lines under a ``# node N`` comment (with ``labels[N]``, what
+    the node holds, where given)."""
     parts = [f"cat > {shell_word(name)} <<'EOF'\n{text}EOF" for name, text in files.items()]
     several_nodes = len(per_node) > 1
+    labels = labels or {}
     for node in sorted(per_node):
         lines = per_node[node]
         if several_nodes:
-            parts.append(f"# node {node}")
+            parts.append(f"# node {node}" + (f" ({labels[node]})" if node in labels else ""))
         if len(lines) > 1:
             parts.extend(f"{line} &" for line in lines)
             parts.append("wait")

@@ -22,13 +22,13 @@ from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
-from shardplan.packing import max_workers, packs, pools_pack
+from shardplan.packing import max_workers, packs
 from shardplan.tools.planning.evaluation import Evaluation, evaluate
 from shardplan.tools.planning.prefix_cache import prefix_cache_effect
 from shardplan.tools.search.ranking import ranked
 from shardplan.tools.search.simulated import needs_simulation, simulate_option
 from shardplan.tools.serving.deployments import given_deployment
-from shardplan.tools.serving.placement import occupied_cluster, replica_strategy
+from shardplan.tools.serving.placement import occupied_cluster, replica_strategy, split_pools_fit
 
 __all__ = [
     "DeploymentEvaluation",
@@ -36,6 +36,7 @@ __all__ = [
     "best_option",
     "evaluate_deployment",
     "simulated_figures_note",
+    "two_pool_note",
     "deployment_section",
 ]
 
@@ -46,7 +47,9 @@ def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, 
     replica = replica_strategy(strategy)
     roomy = workload.at_concurrency(max(workload.sequences, 1 << 16))
     per_node, budget = cluster.gpus_per_node, cluster.world_size
-    problems = strategy_problems(model, replica, roomy, replica.span(per_node), per_node)
+    apart = cluster.mixed
+    problems = strategy_problems(model, replica, roomy, replica.span(per_node, apart=apart), per_node, apart=apart)
+
     if strategy.gpus > budget:
         problems.append(
             Problem(
@@ -65,8 +68,8 @@ def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, 
                     f"give each worker at most {per_node} GPUs or a multiple of {per_node}",
                 )
             )
-    pools = ((strategy.prefill.dp, replica.prefill.gpus), (strategy.decode.dp, replica.decode.gpus))
-    if strategy.disaggregated and strategy.gpus <= budget and not pools_pack(pools, budget, per_node):
+    prefill, decode = (strategy.prefill.dp, replica.prefill.gpus), (strategy.decode.dp, replica.decode.gpus)
+    if strategy.disaggregated and strategy.gpus <= budget and not split_pools_fit(cluster, prefill, decode, budget):
         problems.append(
             Problem(
                 "HIER-2",
@@ -155,9 +158,22 @@ def evaluate_deployment(
                 f"(no steady state: their queue would grow without bound); each decode worker runs the largest "
                 f"batch they feed, {option.worker_concurrency}"
             )
+    if cluster.mixed and option is not None:
+        notes.append(two_pool_note(cluster, option.kv_transfer_ms))
     prefix = prefix_cache_effect(model, cluster, strategy, workload, option)
     return DeploymentEvaluation(option=option, evaluation=evaluation, cluster=occupied, notes=notes,
                                 prefix_cache=prefix)
+
+
+def two_pool_note(cluster: Cluster, kv_transfer_ms: float) -> str:
+    """What a deployment on two GPU types rests on: each pool's GPU and the link its KV cache crosses."""
+    return (
+        f"prefill workers on {cluster.gpu.name}, priced on its tables or roofline and its memory; decode workers on "
+        f"{cluster.gpu_of('decode').name}, likewise on its own; each on nodes of its own type (KV-5), so every "
+        f"request's KV cache crosses the network between them, assumed {cluster.inter_node_bandwidth_gb_per_s:g} GB/s "
+        f"per GPU and {cluster.inter_node_latency_us:g} us (the slower of the two GPUs' NICs, or the cluster file's "
+        f"link): {kv_transfer_ms:.2f} ms per request, in TTFT"
+    )
 
 
 def simulated_figures_note(option: PricedDeployment, run: SimulationSummary) -> str:
@@ -172,9 +188,11 @@ def simulated_figures_note(option: PricedDeployment, run: SimulationSummary) -> 
     )
 
 
-def _pool(role: str, workers: int, layout_spec: str, gpus: int, load: int, memory: MemoryReport) -> WorkerPool:
+def _pool(role: str, workers: int, layout_spec: str, gpus: int, load: int, memory: MemoryReport,
+          gpu: str | None = None) -> WorkerPool:
     return WorkerPool.model_validate(
         {
+            "gpu": gpu,
             "role": role,
             "workers": workers,
             "layout": layout_spec,
@@ -223,9 +241,12 @@ def deployment_section(
     per_worker = option.worker_concurrency if option else workload.sequences
     if strategy.disaggregated:
         prompts = option.prefill_prompts if option else 1
+        named = cluster.mixed  # two GPU types: each pool says its own
         pools = [
-            _pool("prefill", strategy.prefill.dp, replica.prefill.to_spec(), replica.prefill.gpus, prompts, memory[0]),
-            _pool("decode", strategy.decode.dp, replica.decode.to_spec(), replica.decode.gpus, per_worker, memory[-1]),
+            _pool("prefill", strategy.prefill.dp, replica.prefill.to_spec(), replica.prefill.gpus, prompts, memory[0],
+                  cluster.gpu_of("prefill").name if named else None),
+            _pool("decode", strategy.decode.dp, replica.decode.to_spec(), replica.decode.gpus, per_worker, memory[-1],
+                  cluster.gpu_of("decode").name if named else None),
         ]
     else:
         pools = [

@@ -6,15 +6,17 @@ output apart, as API price sheets do, the hour is split between prompts and gene
 each takes:
 
 - split deployments (prefill and decode pools): the prefill pool's share of the GPUs, which is exactly the
-  share of the rented hours spent on prompts;
+  share of the rented hours spent on prompts; on two GPU types (prefill on one, decode on the other) each pool's
+  GPUs are rented at their own price, and the prompts' share is the prefill pool's share of the dollars;
 - aggregated deployments (prompts and generation share the GPUs): prefill's share of one request's time in the
   cost report's static batch of the DAG, ``TTFT / (TTFT + (osl - 1) x TPOT)``: the time its GPUs spend on the
   batch's prompts against the time they spend generating its tokens.
 
 Energy: no public source gives the idle or partial-load power of these boards under inference, so every GPU is
-taken at its board power (TDP, from the GPU catalog) all the time. That is an upper bound: decode is memory-bound
-and draws less. Joules per output token are that power over the output tokens the deployment serves per second,
-so a deployment loaded below its capacity (a rate it serves with room to spare) shows more joules per token.
+taken at its board power (TDP, from the GPU catalog) all the time (each pool's GPUs at their own, on two types).
+That is an upper bound: decode is memory-bound and draws less. Joules per output token are that power over the
+output tokens the deployment serves per second, so a deployment loaded below its capacity (a rate it serves with
+room to spare) shows more joules per token.
 """
 
 from __future__ import annotations
@@ -50,9 +52,16 @@ def prefill_share(deployment: Deployment, dag_cost: CostReport | None) -> tuple[
     return 0.0, "no cost report to split the GPU time by: all of it charged to output tokens"
 
 
+def _pool_gpus(deployment: Deployment) -> tuple[int, int]:
+    """GPUs of the prefill pool and of the rest (decode pool, or replicas) of a deployment."""
+    prefill = sum(p.workers * p.gpus_per_worker for p in deployment.pools if p.role == "prefill")
+    return prefill, deployment.gpus_used - prefill
+
+
 def dollars_of(price: GpuPrice, figures: Figures, workload: Workload, deployment: Deployment,
-               dag_cost: CostReport | None) -> Dollars:
-    """The deployment's cost at ``price`` (the module's rule).
+               dag_cost: CostReport | None, decode_price: GpuPrice | None = None) -> Dollars:
+    """The deployment's cost at ``price`` (the module's rule); with ``decode_price``, split pools on two GPU types,
+    the prefill pool's GPUs at ``price`` and the decode pool's at ``decode_price``.
 
     >>> from shardplan.contracts.figures import make_figures
     >>> from shardplan.contracts.plan import WorkerPool
@@ -70,6 +79,14 @@ def dollars_of(price: GpuPrice, figures: Figures, workload: Workload, deployment
     """
     per_hour = figures.gpus_used * price.usd_per_gpu_hour
     share, basis = prefill_share(deployment, dag_cost)
+    if decode_price is not None:
+        # Two GPU types: each pool's GPUs at its own price, and the prompts' share is the prefill pool's dollars.
+        prefill_gpus, decode_gpus = _pool_gpus(deployment)
+        prefill_usd, decode_usd = prefill_gpus * price.usd_per_gpu_hour, decode_gpus * decode_price.usd_per_gpu_hour
+        per_hour = prefill_usd + decode_usd
+        share = prefill_usd / per_hour if per_hour > 0 else 0.0
+        basis = (f"dollars split by pool: {prefill_gpus} x {price.gpu} run prefill (${prefill_usd:,.2f}/h), "
+                 f"{decode_gpus} x {decode_price.gpu} decode (${decode_usd:,.2f}/h)")
     output_per_hour = figures.tokens_per_s * _SECONDS_PER_HOUR
     input_per_hour = figures.requests_per_s * workload.isl * _SECONDS_PER_HOUR
 
@@ -78,6 +95,7 @@ def dollars_of(price: GpuPrice, figures: Figures, workload: Workload, deployment
 
     return Dollars(
         price=price,
+        decode_price=decode_price,
         gpus=figures.gpus_used,
         usd_per_hour=per_hour,
         usd_per_million_output_tokens=per_million(per_hour, output_per_hour),
@@ -88,35 +106,54 @@ def dollars_of(price: GpuPrice, figures: Figures, workload: Workload, deployment
     )
 
 
-def energy_of(gpu: GPU, figures: Figures) -> Energy | None:
+def energy_of(gpu: GPU, figures: Figures, decode_gpu: GPU | None = None,
+              deployment: Deployment | None = None) -> Energy | None:
     """Power and joules per output token of the deployment's GPUs at their board power (the module's rule);
-    None when the GPU has no board power in its description."""
-    if not gpu.tdp_w:
+    with ``decode_gpu`` (and the ``deployment`` whose pools say how many GPUs each has), the decode pool's GPUs at
+    theirs. None when a GPU has no board power in its description."""
+    if not gpu.tdp_w or decode_gpu is not None and not decode_gpu.tdp_w:
         return None
     watts = figures.gpus_used * gpu.tdp_w
+    counted = f"{figures.gpus_used} x {gpu.name} at its {gpu.tdp_w:g} W board power"
+    if decode_gpu is not None and decode_gpu.tdp_w and deployment is not None:
+        prefill_gpus, decode_gpus = _pool_gpus(deployment)
+        watts = prefill_gpus * gpu.tdp_w + decode_gpus * decode_gpu.tdp_w
+        counted = (f"{prefill_gpus} x {gpu.name} at {gpu.tdp_w:g} W and {decode_gpus} x {decode_gpu.name} at "
+                   f"{decode_gpu.tdp_w:g} W board power")
     return Energy(
         power_kw=watts / 1e3,
         joules_per_output_token=watts / figures.tokens_per_s if figures.tokens_per_s > 0 else 0.0,
         board_power_w=gpu.tdp_w,
         upper_bound=True,
-        basis=f"upper bound: {figures.gpus_used} x {gpu.name} at its {gpu.tdp_w:g} W board power (TDP, GPU catalog) "
+        basis=f"upper bound: {counted} (TDP, GPU catalog) "
               f"all the time, over the {figures.tokens_per_s:,.0f} output tokens/s served; no public idle or "
               "partial-load power is used, and host CPUs, network and cooling are left out",
     )
 
 
 def economics_of(gpu: GPU, workload: Workload, figures: Figures | None, deployment: Deployment | None,
-                 dag_cost: CostReport | None, price: GpuPrice | None) -> Economics | None:
+                 dag_cost: CostReport | None, price: GpuPrice | None, *, decode_gpu: GPU | None = None,
+                 decode_price: GpuPrice | None = None) -> Economics | None:
     """Dollars and energy of a plan's deployment (None when it has none); ``price`` is the request's, else the
-    bundled list price of the GPU is used."""
+    bundled list price of the GPU is used. ``decode_gpu``: the decode pool runs on that GPU type, at
+    ``decode_price`` (else its bundled list price)."""
     if figures is None or deployment is None:
         return None
-    price = price or price_for(gpu.name)
     notes = []
-    if price is None:
-        notes.append(f"no price for {gpu.name}: give one with --gpu-price {gpu.name}=DOLLARS (per GPU-hour)")
-    energy = energy_of(gpu, figures)
+    given = {gpu.name: price}
+    if decode_gpu is not None:
+        given[decode_gpu.name] = decode_price if decode_gpu.name != gpu.name else price
+    prices = {name: found or price_for(name) for name, found in given.items()}
+    for name, found in prices.items():
+        if found is None:
+            notes.append(f"no price for {name}: give one with --gpu-price {name}=DOLLARS (per GPU-hour)")
+    energy = energy_of(gpu, figures, decode_gpu, deployment)
     if energy is None:
-        notes.append(f"no board power for {gpu.name}: add tdp_w to its description for an energy estimate")
-    dollars = dollars_of(price, figures, workload, deployment, dag_cost) if price is not None else None
+        missing = [g.name for g in (gpu, decode_gpu) if g is not None and not g.tdp_w]
+        notes.append(f"no board power for {', '.join(missing)}: add tdp_w to its description for an energy estimate")
+    first = prices[gpu.name]
+    second = prices[decode_gpu.name] if decode_gpu is not None else None
+    dollars = None
+    if first is not None and (decode_gpu is None or second is not None):
+        dollars = dollars_of(first, figures, workload, deployment, dag_cost, second)
     return Economics(dollars=dollars, energy=energy, notes=notes)

@@ -71,7 +71,7 @@ def price_on_budget(model: ModelSpec, cluster: Cluster, strategy: Strategy, work
 
     used = occupied_cluster(cluster, strategy)
     report = estimate_cost(build_dag(model, used, strategy, workload), used)
-    if used is cluster:
+    if used.world_size >= cluster.world_size:
         return report
     idle = (
         f"priced on the {used.world_size} of {cluster.world_size} GPUs {strategy.to_spec()} uses; the others stay "

@@ -61,6 +61,9 @@ def _deployment_sentence(model: ModelSpec, cluster: Cluster, strategy: Strategy,
     used = f"{d.gpus_used} of {d.gpu_budget} {cluster.gpu.name} GPUs"
     if strategy.disaggregated:
         prefill, decode = d.pools[0], d.pools[-1]
+        if prefill.gpu and decode.gpu:
+            used = (f"{d.gpus_used} of {d.gpu_budget} GPUs ({prefill.workers * prefill.gpus_per_worker} {prefill.gpu} "
+                    f"for prefill, {decode.workers * decode.gpus_per_worker} {decode.gpu} for decode)")
         text = (
             f"{model.name}: {d.prefill_workers} prefill worker(s) of {prefill.layout} and {d.decode_workers} decode "
             f"worker(s) of {decode.layout} (disaggregated, KV moved between pools in {d.kv_transfer_ms:.2f} ms per "

@@ -92,8 +92,12 @@ def plan_gpu_types(
     ``gpus_per_node`` GPUs (None: the type's catalog node size).
 
     Raises:
-        InputError: the request's model or files are wrong (a type's own refusal is that type's row).
+        InputError: the request's model or files are wrong (a type's own refusal is that type's row), or it has a
+            decode pool of another GPU type (the types compared are each the whole deployment's).
     """
+    if request.decode_gpu is not None and len(gpus) > 1:
+        raise InputError("several GPU types in gpu with decode_gpu", field="decode_gpu",
+                         fix="name one prefill GPU type with decode_gpu, or leave out decode_gpu to compare types")
     if len(gpus) == 1:
         return planner(_type_request(request, gpus[0], budget or request.gpus, gpus_per_node,
                                      price_for(gpus[0], prices)))

@@ -19,6 +19,7 @@ from shardplan.errors import InfeasibleError, StrategyError
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.catalogs.models import check_context, load_model
+from shardplan.tools.catalogs.pools import check_two_pools
 from shardplan.tools.planning.deployment import (
     DeploymentEvaluation,
     deployment_problems,
@@ -52,12 +53,16 @@ def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
 
     Raises:
         InputError: unknown model or GPU, unreadable cluster file, a GPU count that does not fit nodes, a
-            prompt plus output longer than the model's context, MTP on a model without MTP layers.
+            prompt plus output longer than the model's context, MTP on a model without MTP layers, two GPU types
+            for a request that cannot split (:func:`check_two_pools`).
     """
     model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
     check_context(model, request.workload.isl, request.workload.osl)
     check_drafter(model, request.workload.speculation)
-    return model, cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster)
+    cluster = cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster, request.decode_gpu,
+                          request.decode_gpus)
+    check_two_pools(model, cluster, request.workload, request.constraints)
+    return model, cluster
 
 
 def infeasible_explanation(exc: InfeasibleError) -> str:
@@ -193,7 +198,8 @@ def plan_for_strategy(
                             prefix_cache=evaluated.prefix_cache),
         messages=list(messages or []) + evaluated.notes + miss_texts(found),
         economics=economics_of(cluster.gpu, request.workload, figures, deployment, evaluated.evaluation.cost,
-                               request.price) if status != "infeasible" else None,
+                               request.price, decode_gpu=cluster.gpu_of("decode") if cluster.mixed else None,
+                               decode_price=request.decode_price) if status != "infeasible" else None,
     )
 
 

@@ -187,7 +187,7 @@ def render_report(plan: Plan) -> str:
     rules = cited_rules(plan)
     known = set(rules)
     model = plan.dag.meta.model.name if plan.dag is not None else plan.request.model
-    title = f"shardplan · {model} on {plan.request.gpus} × {plan.request.gpu}"
+    title = f"shardplan · {model} on {plan.request.gpu_words}"
     parts = [header_html(plan)]
     if plan.strategy is None:
         parts.append(_infeasible(plan, known))

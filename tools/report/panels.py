@@ -59,6 +59,9 @@ def _in_flight(plan: Plan) -> str:
         return f"batch {w.sequences:,}"
     shape = (f"{d.prefill_workers} prefill + {d.decode_workers} decode workers" if d.prefill_workers
              else f"{d.replicas} replica{'s' if d.replicas > 1 else ''}")
+    if d.prefill_workers and all(p.gpu for p in d.pools):  # two GPU types: each pool's
+        prefill, decode = d.pools[0], d.pools[-1]
+        shape = f"{d.prefill_workers} prefill workers on {prefill.gpu} + {d.decode_workers} decode on {decode.gpu}"
     return f"{d.concurrency:,} sequences in flight on {shape} · {d.batching} batching"
 
 
@@ -69,7 +72,7 @@ def header_html(plan: Plan) -> str:
     badge, said = _STATUS[plan.status]
     targets = (f", TTFT ≤ {w.ttft_ms:g} ms" if w.ttft_ms else "") + (f", TPOT ≤ {w.tpot_ms:g} ms" if w.tpot_ms else "")
     per_node = f", {req.gpus_per_node} per node" if req.gpus_per_node else ""
-    parts = [f'<header><div class="title"><h1>{esc(model)} on {req.gpus} × {esc(req.gpu)}</h1>'
+    parts = [f'<header><div class="title"><h1>{esc(model)} on {esc(req.gpu_words)}</h1>'
              f'<span class="badge {badge}">{esc(said)}</span></div>'
              f'<p class="muted">input {w.isl:,} tokens · output {w.osl:,} tokens · {_in_flight(plan)} · objective '
              f"{esc(w.objective)}{esc(targets)}{esc(feature_words(w))}{esc(per_node)} · policy {esc(req.policy)} · "

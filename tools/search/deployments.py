@@ -146,22 +146,27 @@ def _disaggregated(
     pricers: list[StepPricer],
     allowed: PhaseFilter = any_layout,
     keep: int = 5,
+    decode_pricers: list[StepPricer] | None = None,
 ) -> list[PricedDeployment]:
     """Pools of the ``keep`` best prefill workers (requests/s per GPU, within the TTFT target) and the ``keep``
     best decode layouts (requests/s per GPU within the TPOT target), each at every batch within that target,
-    every sizing of each pair."""
+    every sizing of each pair. On two GPU types ``pricers`` price the prefill pool's GPU and ``decode_pricers``
+    the decode pool's; on one, ``pricers`` serve both."""
     budget = cluster.world_size
     prefills = []
     decodes = []
     for pricer in pricers:
         if pricer.layout.gpus >= budget:
             continue
-        worker = prefill_worker(model, cluster, pricer.layout, workload, pricer)
+        worker = prefill_worker(model, pricer.cluster, pricer.layout, workload, pricer)
         # At light load a request rides a step of one prompt: the least TTFT the worker can give.
         within_ttft = worker is not None and within("ttft", worker.single_s * 1e3, workload.targets)
         if worker is not None and within_ttft and allowed("prefill", pricer.layout):
             prefills.append(worker)
-        grid = decode_workers(model, cluster, pricer.layout, workload, pricer)
+    for pricer in pricers if decode_pricers is None else decode_pricers:
+        if pricer.layout.gpus >= budget:
+            continue
+        grid = decode_workers(model, pricer.cluster, pricer.layout, workload, pricer)
         # The step grows with the batch: the batches within the TPOT target are the grid's first ones.
         meeting = list(takewhile(lambda w: within("tpot", w.step_s * 1e3, workload.targets), grid))
         if meeting and allowed("decode", pricer.layout):
@@ -208,9 +213,12 @@ def search(
     def allowed(phase: str, layout: PhaseStrategy) -> bool:
         return constraints is None or not phase_violations(phase, layout, constraints, per_node)
 
-    pricers = _screen(model, cluster, workload, rejected, allowed)
+    # Two GPU types serve only split pools, each pool's layouts screened on its own GPU.
+    split_asked = split_asked or cluster.mixed
+    pricers = _screen(model, cluster.pool("prefill"), workload, rejected, allowed)
+    decode_pricers = _screen(model, cluster.pool("decode"), workload, rejected, allowed) if cluster.mixed else None
     split = (
-        disaggregated
+        (disaggregated or cluster.mixed)
         and workload.batching == "continuous"
         and (split_asked or (workload.batch is None and workload.objective != "latency"))
         and workload.osl > 1
@@ -220,7 +228,7 @@ def search(
     def price(sized: Workload) -> list[PricedDeployment]:
         options = [] if split_asked else _aggregated(model, cluster, sized, pricers, allowed)
         if split:
-            options += _disaggregated(model, cluster, sized, pricers, allowed)
+            options += _disaggregated(model, cluster, sized, pricers, allowed, decode_pricers=decode_pricers)
         if constraints is None:
             return options
         kept = [o for o in options if satisfies(o.strategy, constraints, per_node)]
@@ -233,6 +241,8 @@ def search(
                    .values())
     if not options and constraints is not None and any(k.startswith("constraint") for k in rejected):
         _raise_for_constraints(model, cluster, workload, constraints)
+    if not options and cluster.mixed:
+        _raise_for_two_pools(model, cluster, workload, allowed)
     if not options:
         need = min_gpus_to_fit(model, cluster, workload, allowed)
         weights_gb = weight_bytes(model) / 1e9
@@ -272,6 +282,23 @@ def search(
         simulated=simulated,
         notes=notes,
         simpler_preferred=simpler,
+    )
+
+
+def _raise_for_two_pools(model: ModelSpec, cluster: Cluster, workload: Workload, allowed: PhaseFilter) -> None:
+    """Raise the InfeasibleError of split pools on two GPU types that nothing fits: each pool's GPU named, and the
+    fewest GPUs of each type on which one worker holds the model (the one-type fit hints do not apply)."""
+    needs = {role: min_gpus_to_fit(model, cluster.pool(role), workload, allowed) for role in ("prefill", "decode")}
+    words = [f"{needs[role] or 'no count up to 1024 of'} {cluster.gpu_of(role).name} for a {role} worker"
+             for role in ("prefill", "decode")]
+    weights_gb = weight_bytes(model) / 1e9
+    found = [n for n in needs.values() if n is not None]
+    raise InfeasibleError(
+        f"{model.name} does not fit split pools of {cluster.gpu.name} prefill and {cluster.gpu_of('decode').name} "
+        f"decode on {cluster.world_size} GPUs: its weights are {weights_gb:.0f} GB ({model.weight_dtype}) and "
+        f"{workload.sequences} sequence(s) at {workload.isl}+{workload.osl} tokens add KV cache, and each pool's "
+        f"workers must hold them within its own GPU's memory; the fewest that fit is about {' and '.join(words)}",
+        min_gpus=sum(found) if len(found) == 2 else None,
     )
 
 

@@ -14,7 +14,7 @@ from shardplan.contracts.workload import Workload
 from shardplan.packing import max_workers
 from shardplan.tools.cost.memory import memory_report
 from shardplan.tools.serving.at_rate import load_for_rate
-from shardplan.tools.serving.options import concurrency_grid, deployment_memory, priced_deployment
+from shardplan.tools.serving.options import PoolMemory, concurrency_grid, deployment_memory, priced_deployment
 from shardplan.tools.serving.steady import ServingPoint, serving_point
 from shardplan.tools.serving.steps import StepPricer
 
@@ -69,7 +69,7 @@ def aggregated_options(
     else:
         plans = [(most if replicas is None else replicas, c) for c in concurrency_grid(limit, floor)]
     options: list[PricedDeployment] = []
-    priced: dict[int, tuple[ServingPoint, tuple[float, bool]] | None] = {}
+    priced: dict[int, tuple[ServingPoint, PoolMemory] | None] = {}
 
     def price(count: int, per_replica: int) -> PricedDeployment | None:
         # Past what the KV cache (or the step budget) holds, a continuous-batching engine runs the most it can

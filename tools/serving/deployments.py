@@ -82,11 +82,12 @@ def given_deployment(
         )
     replica = replica_strategy(strategy)
     x, y = strategy.prefill.dp, strategy.decode.dp
-    pricer = StepPricer.for_workload(model, cluster, replica.decode, workload)
-    prefill = prefill_worker(model, cluster, replica.prefill, workload)
+    # Each pool on its own GPU (one and the same on a one-type cluster).
+    pricer = StepPricer.for_workload(model, cluster.pool("decode"), replica.decode, workload)
+    prefill = prefill_worker(model, cluster.pool("prefill"), replica.prefill, workload)
     if prefill is None:
         return []
-    grid = decode_workers(model, cluster, replica.decode, workload, pricer)
+    grid = decode_workers(model, cluster.pool("decode"), replica.decode, workload, pricer)
     if workload.batch is not None:
         # The batch asked for first; when the prefill pool cannot feed it, the largest smaller one it can.
         fixed = math.ceil(workload.batch / y)

@@ -35,10 +35,11 @@ from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.targets import within
 from shardplan.contracts.workload import Workload
-from shardplan.packing import max_workers, pools_pack
+from shardplan.packing import max_workers
 from shardplan.tools.cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
 from shardplan.tools.serving.at_rate import load_for_rate
 from shardplan.tools.serving.options import concurrency_grid, deployment_memory, priced_deployment
+from shardplan.tools.serving.placement import split_pools_fit
 from shardplan.tools.serving.steps import StepPricer
 
 __all__ = [
@@ -213,7 +214,8 @@ def kv_transfer_s(
     model: ModelSpec, cluster: Cluster, prefill: PhaseStrategy, decode: PhaseStrategy, isl: int, same_node: bool
 ) -> float:
     """Time to move one prompt's KV cache from a prefill worker to a decode worker: every GPU of the smaller
-    worker sends or receives its share in parallel, over NVLink when both sit in one node, else the network."""
+    worker sends or receives its share in parallel, over NVLink when both sit in one node, else the network (on a
+    cluster of two GPU types, the network between a node of each: the cluster's inter-node figures)."""
     whole = kv_bytes_per_sequence_per_gpu(model, PhaseStrategy(), isl)
     lanes = min(prefill.replica_gpus, decode.replica_gpus)
     if same_node:
@@ -242,12 +244,12 @@ def pool_options(
     pair = Strategy(prefill=prefill.layout, decode=decode.layout, disaggregated=True)
     memory = deployment_memory(model, cluster, pair, workload, decode.sequences, prefill.prompts)
     options = []
-    xs = [counts[0]] if counts else range(1, max_workers(budget, per_node, gp) + 1)
-    ys = [counts[1]] if counts else range(1, max_workers(budget, per_node, gd) + 1)
+    xs = [counts[0]] if counts else range(1, max_workers(min(budget, cluster.pool_budget("prefill")), per_node, gp) + 1)
+    ys = [counts[1]] if counts else range(1, max_workers(min(budget, cluster.pool_budget("decode")), per_node, gd) + 1)
     for x in xs:
         for y in ys:
             gpus = x * gp + y * gd
-            if gpus > budget or x < 1 or y < 1 or not pools_pack(((x, gp), (y, gd)), budget, per_node):
+            if gpus > budget or x < 1 or y < 1 or not split_pools_fit(cluster, (x, gp), (y, gd), budget):
                 continue
             produced, taken = x * prefill.requests_per_s, y * decode.requests_per_s
             if workload.rate is not None and min(produced, taken) < workload.rate:
@@ -258,8 +260,10 @@ def pool_options(
                 # The prefill pool cannot feed these decode batches: no steady state at this sizing.
                 continue
             # The decode worker's prefix cache holds the cached prefix: only the rest of the prompt's KV moves.
+            # Two GPU types never share a node: the KV cache crosses the network between them.
             transfer = kv_transfer_s(
-                model, cluster, prefill.layout, decode.layout, workload.prefill_tokens, gpus <= per_node
+                model, cluster, prefill.layout, decode.layout, workload.prefill_tokens,
+                gpus <= per_node and not cluster.mixed,
             )
             # The x prefill workers serve one queue (Dynamo's prefill queue, or a router sending each prompt to
             # an idle worker), so the pool queues as x servers, not as x workers each with a random share of

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from shardplan.contracts.figures import make_figures
 from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
@@ -9,20 +11,33 @@ from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.targets import misses
 from shardplan.contracts.workload import Workload
-from shardplan.tools.cost.memory import peak_memory
+from shardplan.tools.cost.memory import pool_peaks
 from shardplan.tools.serving.placement import replica_strategy
 
-__all__ = ["deployment_memory", "priced_deployment", "concurrency_grid"]
+__all__ = ["PoolMemory", "deployment_memory", "priced_deployment", "concurrency_grid"]
+
+
+class PoolMemory(NamedTuple):
+    """The worst GPU of a replica (or of a prefill and decode worker pair) at its load."""
+
+    used_gb: float
+    fits: bool
+    capacity_gb: float
+    """That GPU's memory: with two GPU types, the GPU of the pool nearest its capacity."""
 
 
 def deployment_memory(
     model: ModelSpec, cluster: Cluster, strategy: Strategy, workload: Workload, worker_concurrency: int,
     prefill_prompts: int = 0,
-) -> tuple[float, bool]:
+) -> PoolMemory:
     """The worst GPU's memory (GB) of one replica (or one prefill and one decode worker) at its own load, and
-    whether it fits: what every option of that replica and load shares, whatever the number of workers."""
+    whether it fits: what every option of that replica and load shares, whatever the number of workers. On two
+    GPU types each pool is accounted on its own GPU, and the worst is the pool nearest its capacity."""
     sized = workload.at_concurrency(worker_concurrency, prefill_prompts if strategy.disaggregated else None)
-    return peak_memory(model, cluster.gpu, replica_strategy(strategy), sized)
+    decode_gpu = cluster.gpu_of("decode") if cluster.mixed else None
+    peaks = pool_peaks(model, cluster.gpu, replica_strategy(strategy), sized, decode_gpu=decode_gpu)
+    used, capacity, _ = max(peaks, key=lambda peak: peak[0] / peak[1])
+    return PoolMemory(used, all(peak[2] for peak in peaks), capacity)
 
 
 def priced_deployment(
@@ -36,7 +51,7 @@ def priced_deployment(
     ttft_ms: float,
     tpot_ms: float,
     requests_per_s: float,
-    memory: tuple[float, bool],
+    memory: PoolMemory,
     prefill_prompts: int = 0,
     kv_transfer_ms: float = 0.0,
     running_cap: int | None = None,
@@ -54,7 +69,7 @@ def priced_deployment(
         tokens_per_s=requests_per_s * workload.osl,
         requests_per_s=requests_per_s,
         memory_per_gpu_gb=memory[0],
-        gpu_memory_gb=cluster.gpu.memory_gb,
+        gpu_memory_gb=memory.capacity_gb,
         fits=memory[1],
         gpus_used=strategy.gpus,
         gpu_budget=budget,

@@ -176,13 +176,14 @@ def simulate(
         f"{priced.isl} and osl {priced.osl}: decode attention at the mean context",
         _prefix_note(shares),
     ]
+    host = cluster.pool("decode")  # the decode workers' (or replicas') GPU: a second type's on two pools
     if strategy.disaggregated:
         decode_layout = replica.decode
-        blocks = kv_blocks(model, cluster.gpu, decode_layout, priced, "decode")
+        blocks = kv_blocks(model, host.gpu, decode_layout, priced, "decode")
         role = "decode worker"
     else:
         decode_layout = strategy.decode.model_copy(update={"dp": 1})
-        blocks = kv_blocks(model, cluster.gpu, decode_layout, priced, "shared", decode_layout)
+        blocks = kv_blocks(model, host.gpu, decode_layout, priced, "shared", decode_layout)
         role = "replica"
     if blocks < 1:
         raise InputError(f"one {role} of {decode_layout.to_spec()} holds no sequence of {priced.isl}+{priced.osl} "
@@ -192,10 +193,10 @@ def simulate(
     # which each attention data-parallel rank's scheduler has.
     seqs = options.max_num_seqs or (
         deployment.worker_concurrency if stream.clients is not None
-        else ranks * engine_seq_cap(workload.engine, cluster.gpu)
+        else ranks * engine_seq_cap(workload.engine, host.gpu)
     )
     _check_lengths(stream, blocks // ranks, role if ranks == 1 else f"attention data-parallel rank of a {role}")
-    pricer = StepPricer.for_workload(model, cluster, decode_layout, priced, options.backend)
+    pricer = StepPricer.for_workload(model, host, decode_layout, priced, options.backend)
     # TensorRT-LLM's scheduler, as trtllm-serve starts it: no context chunking, and GUARANTEED_NO_EVICT (a request
     # waits until its whole prompt and output fit the cache); vLLM's and SGLang's chunk prompts and preempt.
     trtllm = priced.engine == "trtllm"
@@ -314,17 +315,18 @@ def _split_workers(
     """The prefill pool and the KV transfer of each request in front of the decode workers ``engines``."""
     strategy = deployment.strategy
     replica = replica_strategy(strategy)
-    pricer = StepPricer.for_workload(model, cluster, replica.prefill, priced, options.backend)
-    worker = prefill_worker(model, cluster, replica.prefill, priced, pricer)
+    host = cluster.pool("prefill")
+    pricer = StepPricer.for_workload(model, host, replica.prefill, priced, options.backend)
+    worker = prefill_worker(model, host, replica.prefill, priced, pricer)
     if worker is None:
         raise InputError(f"a prefill worker of {replica.prefill.to_spec()} does not fit a step of prompts",
                          field="plan", fix="simulate a plan whose deployment fits")
     groups = replica.prefill.adp * replica.prefill.mb
     caches = [PrefixCache(BLOCK_TOKENS) for _ in range(strategy.prefill.dp)] if prefix else None
-    cache_blocks = kv_blocks(model, cluster.gpu, replica.prefill, priced, "decode") if prefix else 0
+    cache_blocks = kv_blocks(model, host.gpu, replica.prefill, priced, "decode") if prefix else 0
     pool = PrefillPool(record, pricer, strategy.prefill.dp, worker.prompts, priced.max_batched_tokens * groups,
                        options.record_steps, caches, cache_blocks)
-    same_node = strategy.gpus <= cluster.gpus_per_node
+    same_node = strategy.gpus <= cluster.gpus_per_node and not cluster.mixed
     # Only the KV the decode worker lacks moves: its own prefix cache holds the request's shared prefix.
     moved = stream.isl - np.minimum(record.prefix, stream.isl - 1)
     lengths, where = np.unique(moved, return_inverse=True)

@@ -153,7 +153,9 @@ def _header(dag: DAG) -> str:
     meta = dag.meta
     view = "collapsed" if meta.collapsed else "full"
     return (
-        f"shardplan DAG {meta.model.name} on {meta.gpus}x {meta.gpu}, {meta.strategy.to_spec()}, "
+        f"shardplan DAG {meta.model.name} on {meta.gpus}x {meta.gpu}"
+        + (f" (decode pool {meta.decode_gpu})" if meta.decode_gpu else "")
+        + f", {meta.strategy.to_spec()}, "
         f"isl={meta.workload.isl} osl={meta.workload.osl} batch={meta.workload.sequences}, {view} view"
     )
 

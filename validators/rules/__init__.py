@@ -1,2 +1,3 @@
 """The rule checks, one module per family (decode, tensor, pipeline, expert, sequence parallelism, KV cache, data flow,
-phases, hierarchy, microbatches, overlap, structure, speculative decoding); importing a module registers its checks."""
+phases, pools of two GPU types, hierarchy, microbatches, overlap, structure, speculative decoding); importing a module
+registers its checks."""
