@@ -12,7 +12,6 @@ from shardplan.agent.parse.machines import gpu_variant
 from shardplan.agent.parse.text import (
     _COUNT,
     _DUR,
-    _LEN,
     _REJECTED,
     _START,
     Findings,
@@ -21,7 +20,6 @@ from shardplan.agent.parse.text import (
     _add_positive,
     _count,
     _squash,
-    _tokens,
 )
 from shardplan.contracts.common import DType, Objective
 from shardplan.errors import InputError
@@ -234,82 +232,6 @@ def _read_gpu_counts(scan: Scan, found: Findings) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Lengths and batch
-
-_IN = r"(?:inputs?|prompts?|context|isl)"
-_OUT = r"(?:outputs?|completions?|responses?|generations?|answers?|osl|decode|gen)"
-_OF = r"(?:[\s_-]*(?:length|len|size|tokens?)s?)?\s*(?:of|=|:|is|are|at|around|about|~|≈)?\s*(?:about\s+|around\s+)?"
-_AFTER_NUMBER = r"(?<![\dk]\s)(?<![\dk]-)(?<!token\s)(?<!tokens\s)(?<!token-)"
-"""Not right after a number: in "8k prompts 1k outputs" the 1k belongs to outputs, not to prompts."""
-_LENGTH_PATTERNS = (
-    (
-        None,
-        re.compile(
-            rf"{_START}(?P<isl>{_LEN})\s*(?:tokens?\s*)?in(?:put)?\s*(?:[,/]|and|\+)?\s*(?P<osl>{_LEN})\s*"
-            r"(?:tokens?\s*)?out(?:put)?\b"
-            rf"|(?<![\w#])in(?:put)?\s*[:=]?\s*(?P<isl5>{_LEN})\s*(?:tokens?)?\s*(?:[,/;]|and)?\s*out(?:put)?\s*[:=]?\s*"
-            rf"(?P<osl5>{_LEN})"
-            rf"|(?P<count>{_LEN})\s+(?:prompts|requests|queries|documents|conversations)\s+(?:of|with|at)\s+"
-            rf"(?:about\s+|around\s+|~\s*)?(?P<isl6>{_LEN})\s*(?:[\s-]*tokens?|[\s-]*tok)"
-            rf"|(?:isl\s*/\s*osl|input\s*/\s*output|in\s*/\s*out)\s*(?:of|=|:)?\s*(?P<isl2>{_LEN})\s*/\s*"
-            rf"(?P<osl2>{_LEN})|{_START}(?P<isl3>\d+(?:\.\d+)?k)\s*/\s*(?P<osl3>\d+(?:\.\d+)?k?)(?![\w/])"
-            rf"|{_START}(?P<isl4>(?<![\d.])\d{{3,6}})\s*/\s*(?P<osl4>\d{{2,6}})(?=\s*(?:tokens?\b|,|;|$|\s+(?:isl|in|for|on|with)\b))"
-        ),
-    ),
-    ("isl", re.compile(rf"(?<![\w#]){_AFTER_NUMBER}{_IN}{_OF}(?P<v>{_LEN})")),
-    ("osl", re.compile(rf"(?<![\w#]){_AFTER_NUMBER}(?:{_OUT}|max[\s_-]*(?:new[\s_-]*)?tokens){_OF}(?P<v>{_LEN})")),
-    (
-        "isl",
-        re.compile(
-            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?{_IN}(?![a-z])"
-            rf"|{_START}(?P<v2>{_LEN})\s*tokens?\s+of\s+(?:context|input|prompt)"
-        ),
-    ),
-    (
-        "osl",
-        re.compile(
-            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?(?:{_OUT}|generated|(?:max[\s_-]*)?new[\s_-]+tokens|out)(?![a-z])"
-            rf"|(?:generat(?:e|es|ing)|produc(?:e|es|ing)|writ(?:e|es|ing)|decod(?:e|es|ing)|emit)\s+"
-            rf"(?:about\s+|around\s+|up\s+to\s+)?(?P<v2>{_LEN})\s*(?:new\s+|output\s+)?tokens?\b"
-        ),
-    ),
-)
-
-
-def _read_lengths(scan: Scan, found: Findings) -> None:
-    """Prompt and output lengths: "8k prompts", "8192-token prompts", "input 2048", "isl 4096",
-    "32k context" (prompt), "prompts of 1,000 tokens", "1k outputs", "generate 512 tokens",
-    "output length 256", "8k in, 1k out", "ISL/OSL 8k/1k", "8k/1k"."""
-    for name, pattern in _LENGTH_PATTERNS:
-        for match in scan.take(pattern):
-            groups = {k: v for k, v in match.groupdict().items() if v is not None}
-            if "count" in groups:
-                found.notes.append(f"'{groups.pop('count')}' is a count of requests, not a length: not used.")
-            for key, text in groups.items():
-                _add_positive(found, name or key.rstrip("23456"), _tokens(text), match.group())
-
-
-_BATCH_PATTERNS = (
-    re.compile(
-        r"(?<![\w#])(?:max[\s_-]*)?(?:batch(?:[\s_-]*size)?|bs|concurrency(?:\s+level)?)\s*(?:of|=|:|is)?"
-        rf"\s*(?P<v>{_COUNT})"
-    ),
-    re.compile(
-        rf"{_START}(?P<v>{_COUNT})\s+(?:(?:concurrent|simultaneous|parallel|active)\s+)?"
-        r"(?:users?|requests?|sequences?|streams?|sessions?|clients?)(?![a-z])"
-        rf"|{_START}(?P<v2>{_COUNT})\s+(?:concurrent|simultaneous|concurrency|in[\s-]+flight)(?![a-z])"
-    ),
-)
-
-
-def _read_batch(scan: Scan, found: Findings) -> None:
-    """Batch size or concurrency: "batch 32", "batch size of 64", "64 concurrent users", "concurrency 128",
-    "single user"."""
-    for pattern in _BATCH_PATTERNS:
-        for match in scan.take(pattern):
-            _add_positive(found, "batch", _count(_group(match, "v", "v2") or "0"), match.group())
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Objective, formats, disaggregation
 

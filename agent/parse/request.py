@@ -38,15 +38,14 @@ from shardplan.agent.parse.features import (
     workload_features,
 )
 from shardplan.agent.parse.machines import read_machines
+from shardplan.agent.parse.quantities import read_quantities
 from shardplan.agent.parse.readers import (
     _note_leftovers,
-    _read_batch,
     _read_disaggregation,
     _read_dtypes,
     _read_gpu_counts,
     _read_gpu_types,
     _read_intent,
-    _read_lengths,
     _read_models,
     _read_objective,
 )
@@ -282,9 +281,8 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
         read_percentile,
         read_rate,
         read_targets,
-        _read_lengths,
         read_arrival,
-        _read_batch,
+        read_quantities,
         _read_objective,
         _read_dtypes,
         _read_disaggregation,

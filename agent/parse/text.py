@@ -145,10 +145,14 @@ class Findings:
     values: dict[str, list[Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     contradictions: list[str] = field(default_factory=list)
+    said: dict[str, str] = field(default_factory=dict)
+    """Field -> the words its (first) value was read from, echoed in the answer."""
 
-    def add(self, name: str, value: Any) -> None:
-        """Record one value of field ``name``."""
+    def add(self, name: str, value: Any, words: str | None = None) -> None:
+        """Record one value of field ``name``, and the words it came from when given."""
         self.values.setdefault(name, []).append(value)
+        if words:
+            self.said.setdefault(name, words.strip())
 
     def first(self, name: str) -> Any:
         """The field's first value; two different values become a contradiction (a note when comparing)."""
