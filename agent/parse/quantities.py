@@ -234,13 +234,18 @@ class _Pairing:
                 j = self.qty_after(i)
                 if j is not None:
                     self.add(token.field, j, i, j + _in_tokens(tokens, j))
+            elif token.kind == "noun":  # "requests of 8k tokens" after "16 concurrent"
+                j = self.length_after(i)
+                if j is not None:
+                    self.add("isl", j, i, j + _in_tokens(tokens, j))
 
     def number_first(self, i: int) -> None:
         j = self.noun_after(i)
         if j is None or j in self.used:
             return
         noun = self.tokens[j]
-        length = self.length_after(j) if noun.field in ("isl", "requests") else None
+        counted = noun.field in ("isl", "requests") and not _in_tokens(self.tokens, i)  # "2k token prompts": a length
+        length = self.length_after(j) if counted else None
         if length is not None:  # "100k prompts of 1024 tokens", "16 concurrent requests of 8k tokens"
             if any(t.field == "batch" or t.text in _BATCH_WORDS for t in self.tokens[i + 1 : j]):
                 self.add("batch", i, i, j - 1)

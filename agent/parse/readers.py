@@ -112,6 +112,24 @@ _FAMILY = re.compile(
 """A model family name and up to two version or size tokens after it: "gpt-5", "llama 3.3 70b"."""
 
 
+_FAMILIES = r"llama|qwen3?|mixtral|gpt[\s-]?oss|deepseek"
+_SIZE = r"\d+x\d+b?|\d+(?:\.\d+)?b"
+_SIZE_AND_FAMILY = re.compile(
+    rf"(?<![\w#])(?:(?P<size>{_SIZE})\s+(?P<fam>{_FAMILIES})|(?P<fam2>{_FAMILIES})[\s-]*(?P<size2>{_SIZE}))"
+    r"(?:\s+(?:moe|dense|instruct|chat|base))?(?![\w])"
+)
+"""A family and a size in either order, without the version: "8B llama", "mixtral 8x22", "qwen 32b dense"."""
+
+
+def _by_family_and_size(family: str, size: str) -> str | None:
+    """The one bundled model of ``family`` whose name has a part equal to ``size`` ("8x22" is "8x22B")."""
+    family, size = _squash(family), _squash(size).removesuffix("b") + "b"
+    hits = [repo for repo in bundled_models()
+            if _squash(repo.split("/", 1)[1]).startswith(family)
+            and size in (part.lower() for part in re.split(r"[-_]", repo.split("/", 1)[1]))]
+    return hits[0] if len(hits) == 1 else None
+
+
 def _read_models(scan: Scan, found: Findings) -> None:
     """Bundled models by any spelling, the longest match winning; then unknown names with close suggestions."""
     hits = [(m.start(), m.end(), repo) for pattern, repo in _model_patterns() for m in pattern.finditer(scan.text)]
@@ -123,6 +141,11 @@ def _read_models(scan: Scan, found: Findings) -> None:
         if not _drop_if_rejected(scan, start, end, repo, found):
             found.add("model", repo)
         scan.blank(start, end)
+    for match in scan.take(_SIZE_AND_FAMILY):
+        repo = _by_family_and_size(match.group("fam") or match.group("fam2"), match.group("size") or match.group("size2"))
+        if repo is not None:
+            found.add("model", repo, match.group())
+            found.notes.append(f"Read '{match.group().strip()}' as {repo}.")
     for match in scan.take(_FAMILY):
         name = match.group().strip(" .-")
         try:
