@@ -12,7 +12,7 @@ import re
 
 from shardplan.agent.parse.text import _COUNT, Findings, Scan, _count
 
-__all__ = ["read_constraints"]
+__all__ = ["read_constraints", "ALL_GPUS"]
 
 _DIM_WORDS = {
     "adp": r"adp|attention[\s-]*(?:dp|data[\s-]*parallel\w*)|dp[\s-]*attention"
@@ -20,7 +20,7 @@ _DIM_WORDS = {
     "pp": r"pp|pipeline(?:[\s-]*parallel\w*|[\s-]*stages?|[\s-]*parallel)?",
     "tp": r"tp|tensor[\s-]*parallel\w*",
     "ep": r"ep|expert[\s-]*parallel\w*",
-    "sp": r"sp|cp|sequence[\s-]*parallel\w*|context[\s-]*parallel\w*",
+    "sp": r"sp|cp|sp/cp|(?:sequence|context)(?:/(?:sequence|context))?[\s-]*parallel\w*",
     "dp": r"dp|data[\s-]*parallel\w*",
 }
 _DIM = "(?:" + "|".join(_DIM_WORDS.values()) + ")"
@@ -38,13 +38,23 @@ _OFF = re.compile(
 )
 """A dimension turned off: "no pipeline parallelism", "without PP", "TP off"."""
 _ON = re.compile(
-    rf"(?<![\w#])(?:use|using|with|enable|need|needs|want|must\s+use|requires?|and|plus)\s+(?:some\s+)?"
-    rf"(?P<d>{_DIM})(?![\w=])"
+    rf"(?:(?<![\w#])(?:use|using|with|enable|need|needs|want|must\s+use|requires?|and|plus)\s+|\+\s*)(?:some\s+)?"
+    rf"(?P<d>{_DIM})(?![\w=])(?:\s+(?:for|in|during|on)\s+(?:the\s+)?(?P<phase>prefill|decode)(?![\w]))?"
 )
-"""A dimension required: "use expert parallelism", "with EP"."""
+"""A dimension required: "use expert parallelism", "with EP", "DP attention + EP", "use context parallel for
+prefill" (that phase only)."""
+_ALL = re.compile(
+    rf"(?<![\w#])(?P<d>{_DIM})\s+(?:across|over|on|spanning|spans?|covering)\s+(?:all|every|the\s+whole)"
+    rf"(?:\s+(?:of\s+)?(?:the\s+)?(?P<n>{_COUNT}))?\s+(?:gpus?|devices|ranks)(?![\w])"
+)
+"""A degree as wide as the deployment: "EP across all GPUs" (ep=all, made the GPU count once it is known), "expert
+parallel across all 8 GPUs"."""
+ALL_GPUS = "all"
+"""The value a degree "across all GPUs" takes until the GPU count is settled."""
+_NO_MORE = r"no\s+(?:more|larger|bigger|greater|higher)\s+than"
 _SIZED = re.compile(
     rf"(?<![\w#])(?P<cap>at\s+most\s+|up\s+to\s+|max(?:imum)?\s+|no\s+more\s+than\s+)?(?P<d>{_DIM})"
-    rf"(?:[\s-]*(?:degree|size|of|=|:|up\s+to|at\s+most|<=|no\s+more\s+than))*\s*(?P<value>{_COUNT})(?![\w.])"
+    rf"(?:[\s-]*(?:degree|size|of|=|:|up\s+to|at\s+most|<=|{_NO_MORE}))*\s*(?P<value>{_COUNT})(?![\w.])"
 )
 """A sized dimension: "TP 8", "TP of 4", "tp8", "at most TP 4", "TP up to 8"."""
 _WITHIN = re.compile(
@@ -101,6 +111,9 @@ def read_constraints(scan: Scan, found: Findings) -> None:
             found.add("constraints", f"{where}{match.group('dim')}{op}{value}")
         else:
             found.notes.append(f"Ignored '{match.group()}': a degree is 1 or more.")
+    for match in scan.take(_ALL):
+        value = _count(match.group("n")) if match.group("n") else ALL_GPUS
+        found.add("constraints", f"{_dim(match)}={value}", match.group())
     for match in scan.take(_OFF):
         found.add("constraints", f"{_dim(match)}=1")
     for match in scan.take(_WITHIN):
@@ -124,10 +137,11 @@ def read_constraints(scan: Scan, found: Findings) -> None:
     for match in scan.take(_SIZED):
         value = _count(match.group("value"))
         if value >= 1:
-            capped = match.group("cap") or re.search(r"up\s+to|at\s+most|<=|no\s+more\s+than", match.group())
+            capped = match.group("cap") or re.search(rf"up\s+to|at\s+most|<=|{_NO_MORE}", match.group())
             found.add("constraints", f"{_dim(match)}{'<=' if capped else '='}{value}")
     for match in scan.take(_ON):
-        found.add("constraints", f"{_dim(match)}>=2")
+        phase = f"{match.group('phase')}:" if match.group("phase") else ""
+        found.add("constraints", f"{phase}{_dim(match)}>=2", match.group())
     for match in scan.take(_ENGINE):
         name = re.sub(r"[\s-]", "", match.group())
         found.add("constraints", f"engine={_ENGINE_NAMES.get(name, 'trtllm')}")

@@ -142,7 +142,8 @@ def _read_models(scan: Scan, found: Findings) -> None:
             found.add("model", repo)
         scan.blank(start, end)
     for match in scan.take(_SIZE_AND_FAMILY):
-        repo = _by_family_and_size(match.group("fam") or match.group("fam2"), match.group("size") or match.group("size2"))
+        family, size = match.group("fam") or match.group("fam2"), match.group("size") or match.group("size2")
+        repo = _by_family_and_size(family, size)
         if repo is not None:
             found.add("model", repo, match.group())
             found.notes.append(f"Read '{match.group().strip()}' as {repo}.")

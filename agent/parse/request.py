@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shardplan.agent.parse.constraint_phrases import read_constraints
+from shardplan.agent.parse.constraint_phrases import ALL_GPUS, read_constraints
 from shardplan.agent.parse.features import (
     FEATURE_SETTINGS,
     missing_features,
@@ -230,10 +230,23 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
         for name, default, what in (("isl", DEFAULT_ISL, "prompt"), ("osl", DEFAULT_OSL, "output")):
             if merged[name] is None:
                 found.notes.append(f"No {what} length given; assuming {default} tokens.")
-    said_constraints = list(dict.fromkeys(found.values.get("constraints", [])))
+    said_constraints = _across_all(list(dict.fromkeys(found.values.get("constraints", []))), counts.gpus, found)
     constraints = _merge_constraints(previous.constraints if previous else [], said_constraints, found)
     return ParsedRequest(**merged, intent=intent, about=about, constraints=constraints,
                          contradictions=found.contradictions, notes=found.notes)
+
+
+def _across_all(texts: list[str], gpus: int | None, found: Findings) -> list[str]:
+    """Degrees said to span all GPUs ("EP across all GPUs") made the settled GPU count; without one, noted."""
+    kept = []
+    for text in texts:
+        if text.endswith(f"={ALL_GPUS}"):
+            if gpus is None:
+                found.notes.append(f"'{text}' spans all GPUs, but the request gives no GPU count: not used.")
+                continue
+            text = text.removesuffix(ALL_GPUS) + str(gpus)
+        kept.append(text)
+    return kept
 
 
 def _constraint_key(text: str) -> str:

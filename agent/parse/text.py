@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 _NUMBER_WORDS = {
     "a single": 1,
+    "a pair of": 2,
+    "pair of": 2,
     "single": 1,
     "an": 1,
     "a": 1,
