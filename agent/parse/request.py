@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from shardplan.agent.parse.constraint_phrases import ALL_GPUS, read_constraints
+from shardplan.agent.parse.edits import apply_edits, read_edits
 from shardplan.agent.parse.features import (
     FEATURE_SETTINGS,
     missing_features,
@@ -213,10 +214,12 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
     if said["arrival"] is None and clients:
         said["arrival"] = f"closed:{clients[0]}"  # "64 concurrent users": a closed loop, unless arrivals are named
     merged = {name: getattr(previous, name) for name in _SETTINGS} if previous else dict.fromkeys(_SETTINGS)
+    dropped = apply_edits(said, dict(merged), found)  # "double the batch": relative to the thread's last request
     drafter_before = merged["spec_method"]
     if said["batch"] is not None and said["arrival"] is None and str(merged["arrival"]).startswith("closed:"):
         merged["arrival"] = None  # the earlier clients were the earlier concurrency, which this message replaces
     merged.update({name: value for name, value in said.items() if value is not None})
+    merged.update(dict.fromkeys(dropped))
     if said["prefix_hit"] is not None or said["prefix_tokens"] is not None:  # the latest way of saying it wins
         merged.update(prefix_hit=said["prefix_hit"], prefix_tokens=said["prefix_tokens"])
     settle_features(merged, drafter_before, found)
@@ -285,6 +288,7 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
     intent, about = _read_intent(scan)
     found = Findings(comparing=intent == "compare")
     for reader in (
+        read_edits,
         read_features,
         _read_models,
         read_constraints,
