@@ -188,9 +188,28 @@ def _gpu_type_pattern() -> str:
     return rf"(?:{names})(?:[\s-]*(?:sxm\d?|pcie|nvl|hgx|\d+\s*gb))*s?(?![a-wyz0-9])"
 
 
+def _gpu_name(text: str, catalog: set[str]) -> str:
+    """The catalog entry one GPU mention means, its variant read."""
+    base = next(n for key, n in sorted(_gpu_names().items(), key=lambda kv: -len(kv[0])) if text.startswith(key))
+    return gpu_variant(base, text, catalog)
+
+
+def _read_gpu_choice(scan: Scan, found: Findings) -> None:
+    """A choice among GPU types, "H100 or H200", "on H100, H200 or B200": a fleet question, recorded as the
+    comma list ``--gpu`` takes ("H100,H200"); each type is planned and the cheapest kept."""
+    one = rf"(?:(?<![\w#])|(?<=\d[x×])){_gpu_type_pattern()}"
+    catalog = set(gpu_catalog())
+    for match in scan.take(re.compile(rf"{one}(?:\s*,\s*{one})*\s*,?\s*(?:or|and/or)\s+{one}")):
+        names = list(dict.fromkeys(_gpu_name(m.group(), catalog) for m in re.finditer(one, match.group())))
+        found.add("gpu", ",".join(names), match.group())
+        found.notes.append(f"Read '{match.group().strip()}' as a choice of GPU types ({', '.join(names)}): each is "
+                           "planned and the cheapest that meets the targets is kept.")
+
+
 def _read_gpu_types(scan: Scan, found: Findings) -> None:
     """GPU types named anywhere, variants read ("A100 40GB", "H100 PCIe", "8xH100"); a replaced one
-    ("instead of H100") is dropped with its count."""
+    ("instead of H100") is dropped with its count. A choice among types ("H100 or H200") is read first."""
+    _read_gpu_choice(scan, found)
     catalog = set(gpu_catalog())
     for match in list(re.finditer(rf"(?:(?<![\w#])|(?<=\d[x×])){_gpu_type_pattern()}", scan.text)):
         base = next(
@@ -199,7 +218,7 @@ def _read_gpu_types(scan: Scan, found: Findings) -> None:
         name = gpu_variant(base, match.group(), catalog)
         if _drop_if_rejected(scan, match.start(), match.end(), name, found):
             continue
-        found.add("gpu", name)
+        found.add("gpu", name, match.group())
         if name == base and re.search(r"pcie|nvl|\d+\s*gb", match.group()):
             full = gpu_catalog()[name].full_name
             found.notes.append(f"Read '{match.group().strip()}' as the catalog's {name} ({full}).")

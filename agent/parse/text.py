@@ -85,6 +85,7 @@ _LABELS = {
     "spec_accept": "acceptances (accepted draft tokens per step)",
     "prefix_hit": "prefix-cache hit rates",
     "prefix_tokens": "shared-prefix lengths",
+    "gpu_price": "GPU prices ($ per GPU-hour)",
 }
 
 
