@@ -108,40 +108,40 @@ def read_constraints(scan: Scan, found: Findings) -> None:
             op, value = ">=", value + 1
         where = f"{match.group('phase')}:" if match.group("phase") else ""
         if value >= 1:
-            found.add("constraints", f"{where}{match.group('dim')}{op}{value}")
+            found.add("constraints", f"{where}{match.group('dim')}{op}{value}", match.group())
         else:
             found.notes.append(f"Ignored '{match.group()}': a degree is 1 or more.")
     for match in scan.take(_ALL):
         value = _count(match.group("n")) if match.group("n") else ALL_GPUS
         found.add("constraints", f"{_dim(match)}={value}", match.group())
     for match in scan.take(_OFF):
-        found.add("constraints", f"{_dim(match)}=1")
+        found.add("constraints", f"{_dim(match)}=1", match.group())
     for match in scan.take(_WITHIN):
         what = next((match.group(g) for g in ("what", "what2", "what3", "what4") if match.group(g)), "")
-        found.add("constraints", "tp-in-node" if what.startswith("t") else "ep-in-node")
-    for _ in scan.take(_ACROSS):
-        found.add("constraints", "pp-across-nodes")
-    for _ in scan.take(_POW2):
-        found.add("constraints", "pow2")
+        found.add("constraints", "tp-in-node" if what.startswith("t") else "ep-in-node", match.group())
+    for match in scan.take(_ACROSS):
+        found.add("constraints", "pp-across-nodes", match.group())
+    for match in scan.take(_POW2):
+        found.add("constraints", "pow2", match.group())
     for match in scan.take(_ONLY):
         dim = _dim(match) if match.group("d") or match.group("d2") else "dp"
         texts = {"dp": ["gpus-per-replica=1"], "tp": ["pp=1", "dp=1", "ep=1", "sp=1", "adp=1"],
                  "pp": ["tp=1", "dp=1", "sp=1", "adp=1"], "ep": ["pp=1", "dp=1"]}.get(dim, [])
         for text in texts:
-            found.add("constraints", text)
+            found.add("constraints", text, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as {', '.join(texts) or 'no constraint'}.")
     for match in scan.take(_REPLICA):
         value = _count(match.group("v") or match.group("v2") or match.group("v3"))
         if value >= 1:
-            found.add("constraints", f"gpus-per-replica={value}")
+            found.add("constraints", f"gpus-per-replica={value}", match.group())
     for match in scan.take(_SIZED):
         value = _count(match.group("value"))
         if value >= 1:
             capped = match.group("cap") or re.search(rf"up\s+to|at\s+most|<=|{_NO_MORE}", match.group())
-            found.add("constraints", f"{_dim(match)}{'<=' if capped else '='}{value}")
+            found.add("constraints", f"{_dim(match)}{'<=' if capped else '='}{value}", match.group())
     for match in scan.take(_ON):
         phase = f"{match.group('phase')}:" if match.group("phase") else ""
         found.add("constraints", f"{phase}{_dim(match)}>=2", match.group())
     for match in scan.take(_ENGINE):
         name = re.sub(r"[\s-]", "", match.group())
-        found.add("constraints", f"engine={_ENGINE_NAMES.get(name, 'trtllm')}")
+        found.add("constraints", f"engine={_ENGINE_NAMES.get(name, 'trtllm')}", match.group())

@@ -173,6 +173,8 @@ class _Pairing:
 
     def add(self, field: str, qty: int, first: int, last: int) -> None:
         start, end = self.tokens[first].start, self.tokens[last].end
+        if self.text[start:end].count("(") > self.text[start:end].count(")") and self.text[end : end + 1] == ")":
+            end += 1  # "answers are short (~300 tokens)": the bracket closes with the words
         self.readings.append(Reading(field, self.tokens[qty].value, self.text[start:end].strip(), start, end))
         self.used.update(range(first, last + 1))
 

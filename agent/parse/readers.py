@@ -139,7 +139,7 @@ def _read_models(scan: Scan, found: Findings) -> None:
             taken.append((start, end, repo))
     for start, end, repo in sorted(taken):
         if not _drop_if_rejected(scan, start, end, repo, found):
-            found.add("model", repo)
+            found.add("model", repo, scan.text[start:end])
         scan.blank(start, end)
     for match in scan.take(_SIZE_AND_FAMILY):
         family, size = match.group("fam") or match.group("fam2"), match.group("size") or match.group("size2")
@@ -154,7 +154,7 @@ def _read_models(scan: Scan, found: Findings) -> None:
         except InputError as exc:
             found.notes.append(f"'{name}' is not a bundled model; {exc.fix}.")
             continue
-        found.add("model", repo)
+        found.add("model", repo, match.group())
         found.notes.append(alias_note(name) or f"Read '{name}' as {repo}.")
 
 
@@ -310,8 +310,8 @@ def _read_objective(scan: Scan, found: Findings) -> None:
     """The objective: "max throughput under the SLO" (goodput), "highest throughput", "cheapest per token"
     (throughput), "lowest latency", "fastest" (latency)."""
     for objective, pattern in _OBJECTIVES:
-        for _ in scan.take(pattern):
-            found.add("objective", objective)
+        for match in scan.take(pattern):
+            found.add("objective", objective, match.group())
 
 
 _DTYPES: dict[str, DType] = {
@@ -344,7 +344,7 @@ def _read_dtypes(scan: Scan, found: Findings) -> None:
     sets the weights."""
     for name, pattern in (("kv_dtype", _KV_DTYPES[0]), ("kv_dtype", _KV_DTYPES[1]), ("weight_dtype", _WEIGHT_DTYPE)):
         for match in scan.take(pattern):
-            found.add(name, _DTYPES[match.group("dt")])
+            found.add(name, _DTYPES[match.group("dt")], match.group())
     for match in scan.take(re.compile(r"(?<![\w#])(?:int4|4[\s-]*bit|awq|gptq)(?![\w])")):
         found.notes.append(f"'{match.group()}' is not a supported format; the formats are {', '.join(_DTYPES)}.")
 
@@ -363,8 +363,8 @@ def _read_disaggregation(scan: Scan, found: Findings) -> None:
     """Disaggregated serving: "disaggregated", "separate prefill and decode", "PD disaggregation"; and its
     negation ("colocated", "without disaggregation")."""
     for value, pattern in ((False, _DISAGG_NO), (True, _DISAGG_YES)):
-        for _ in scan.take(pattern):
-            found.add("disaggregated", value)
+        for match in scan.take(pattern):
+            found.add("disaggregated", value, match.group())
 
 
 def _note_leftovers(scan: Scan, found: Findings) -> None:

@@ -154,8 +154,8 @@ class Findings:
     def add(self, name: str, value: Any, words: str | None = None) -> None:
         """Record one value of field ``name``, and the words it came from when given."""
         self.values.setdefault(name, []).append(value)
-        if words:
-            self.said.setdefault(name, words.strip())
+        if words:  # each constraint has its own words; any other field keeps those of its first value
+            self.said.setdefault(f"constraint {value}" if name == "constraints" else name, words.strip())
 
     def first(self, name: str) -> Any:
         """The field's first value; two different values become a contradiction (a note when comparing)."""
@@ -172,6 +172,6 @@ class Findings:
 def _add_positive(found: Findings, name: str, value: float, phrase: str) -> None:
     """Record ``value`` unless it is zero, which no field accepts."""
     if value > 0:
-        found.add(name, value)
+        found.add(name, value, phrase)
     else:
         found.notes.append(f"Ignored '{phrase.strip()}': {_LABELS[name]} must be positive.")

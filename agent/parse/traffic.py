@@ -53,19 +53,19 @@ def read_rate(scan: Scan, found: Findings) -> None:
         per = _PER_UNIT[match.group("unit")] if match.group("unit") else 1.0
         rate = float(match.group("n")) / per
         if rate > 0:
-            found.add("rate", rate)
+            found.add("rate", rate, match.group())
 
 
 def read_arrival(scan: Scan, found: Findings) -> None:
     """Arrival processes named in words (taken from the text), and counts of concurrent users or clients (left
     for the batch reader)."""
     for process, pattern in _PROCESSES:
-        for _ in scan.take(pattern):
-            found.add("arrival", process)
+        for match in scan.take(pattern):
+            found.add("arrival", process, match.group())
     for match in _CLIENTS.finditer(scan.text):
         clients = _count(match.group("v"))
         if clients > 0:
-            found.add("clients", clients)
+            found.add("clients", clients, match.group())
 
 
 _PRICE = re.compile(
