@@ -40,11 +40,13 @@ _OFF = re.compile(
 _ON = re.compile(
     rf"(?:(?<![\w#])(?:use|using|with|enable|need|needs|want|must\s+use|requires?|and|plus)\s+|\+\s*)(?:some\s+)?"
     rf"(?P<d>{_DIM})(?![\w=])(?:\s+(?:for|in|during|on)\s+(?:the\s+)?(?P<phase>prefill|decode)(?![\w]))?"
+    rf"|(?<![\w#])(?P<d2>{_DIM})\s+(?:for|in|during)\s+(?:the\s+)?(?P<phase2>prefill|decode)(?![\w])"
 )
 """A dimension required: "use expert parallelism", "with EP", "DP attention + EP", "use context parallel for
 prefill" (that phase only)."""
 _ALL = re.compile(
-    rf"(?<![\w#])(?P<d>{_DIM})\s+(?:across|over|on|spanning|spans?|covering)\s+(?:all|every|the\s+whole)"
+    rf"(?<![\w#])(?:(?P<d>{_DIM})|(?P<experts>experts?)(?:\s+(?:are\s+)?(?:spread|sharded|split|distributed))?)"
+    rf"\s+(?:across|over|on|spanning|spans?|covering)\s+(?:all|every|the\s+whole)"
     rf"(?:\s+(?:of\s+)?(?:the\s+)?(?P<n>{_COUNT}))?\s+(?:gpus?|devices|ranks)(?![\w])"
 )
 """A degree as wide as the deployment: "EP across all GPUs" (ep=all, made the GPU count once it is known), "expert
@@ -52,6 +54,11 @@ parallel across all 8 GPUs"."""
 ALL_GPUS = "all"
 """The value a degree "across all GPUs" takes until the GPU count is settled."""
 _NO_MORE = r"no\s+(?:more|larger|bigger|greater|higher)\s+than"
+_SIZED_BEFORE = re.compile(
+    rf"(?<![\w#])(?P<cap>(?:at\s+most|up\s+to|max(?:imum)?(?:\s+of)?|{_NO_MORE})\s+)?(?P<value>(?<![\d.])\d{{1,4}})"
+    rf"[\s-]*(?:way\s+)?(?P<d>{_DIM})(?![\w=])"
+)
+"""A degree written number first: "8-way TP", "no more than 2 pipeline stages", "2 pipeline stages"."""
 _SIZED = re.compile(
     rf"(?<![\w#])(?P<cap>at\s+most\s+|up\s+to\s+|max(?:imum)?\s+|no\s+more\s+than\s+)?(?P<d>{_DIM})"
     rf"(?:[\s-]*(?:degree|size|of|=|:|up\s+to|at\s+most|<=|{_NO_MORE}))*\s*(?P<value>{_COUNT})(?![\w.])"
@@ -111,9 +118,13 @@ def read_constraints(scan: Scan, found: Findings) -> None:
             found.add("constraints", f"{where}{match.group('dim')}{op}{value}", match.group())
         else:
             found.notes.append(f"Ignored '{match.group()}': a degree is 1 or more.")
+    for match in scan.take(_SIZED_BEFORE):
+        value = int(match.group("value"))
+        if value >= 1:
+            found.add("constraints", f"{_dim(match)}{'<=' if match.group('cap') else '='}{value}", match.group())
     for match in scan.take(_ALL):
         value = _count(match.group("n")) if match.group("n") else ALL_GPUS
-        found.add("constraints", f"{_dim(match)}={value}", match.group())
+        found.add("constraints", f"{'ep' if match.group('experts') else _dim(match)}={value}", match.group())
     for match in scan.take(_OFF):
         found.add("constraints", f"{_dim(match)}=1", match.group())
     for match in scan.take(_WITHIN):
@@ -140,7 +151,8 @@ def read_constraints(scan: Scan, found: Findings) -> None:
             capped = match.group("cap") or re.search(rf"up\s+to|at\s+most|<=|{_NO_MORE}", match.group())
             found.add("constraints", f"{_dim(match)}{'<=' if capped else '='}{value}", match.group())
     for match in scan.take(_ON):
-        phase = f"{match.group('phase')}:" if match.group("phase") else ""
+        said_phase = match.group("phase") or match.group("phase2")
+        phase = f"{said_phase}:" if said_phase else ""
         found.add("constraints", f"{phase}{_dim(match)}>=2", match.group())
     for match in scan.take(_ENGINE):
         name = re.sub(r"[\s-]", "", match.group())

@@ -41,8 +41,9 @@ __all__ = ["Token", "Reading", "tokenise", "attach", "magnitude", "read_quantiti
 
 Kind = Literal["qty", "noun", "filler", "comma", "open", "slash", "barrier"]
 
-_ISL = {"prompt", "prompts", "input", "inputs", "context", "contexts", "isl", "doc", "docs", "document", "documents",
-        "history", "source", "sources", "query", "queries_len"}
+_ISL = {"prompt", "prompts", "question", "questions", "message", "messages", "instruction", "instructions", "input",
+        "inputs", "context", "contexts", "isl", "doc", "docs", "document", "documents", "history", "source",
+        "sources", "query"}
 _OSL = {"output", "outputs", "answer", "answers", "completion", "completions", "response", "responses", "reply",
         "replies", "generation", "generations", "summary", "summaries", "translation", "translations", "osl",
         "decode", "gen", "generated", "max_tokens", "max_new_tokens", "new_tokens", "max_output_tokens",
@@ -63,8 +64,10 @@ _MODIFIERS = {"long", "short", "max", "maximum", "avg", "average", "mean", "typi
               "concurrent", "simultaneous", "of", "per"}
 """Words inside a noun phrase between a number and its noun ("2k token prompts", "100 req concurrency")."""
 _FILLERS = _APPROX | {"is", "are", "of", "=", ":", "at", "length", "len", "lengths", "size", "long", "short",
-                      "typically", "usually", "up", "to", "be", "mostly", "generally", "has", "have", "target",
-                      "level", "roughly", "just", "only", "each", "average", "avg", "mean", "with", "the"}
+                      "typically", "usually", "up", "to", "be", "mostly", "generally", "has", "have", "target", "level", "roughly", "just",
+                      "only", "each", "average", "avg", "mean", "with", "the", "run", "runs", "come", "comes", "sit",
+                      "tiny", "small", "big", "large", "huge", "brief", "lengthy", "medium", "in", "typical",
+                      "usual", "normally", "often"}
 """Words that may sit between a noun and its figure ("prompts are long, ~16k", "decode len 1k")."""
 _PHRASES = (
     (re.compile(r"max[\s_-]*(?:output[\s_-]*|new[\s_-]*)?tokens"), "max_tokens"),
@@ -210,6 +213,8 @@ class _Pairing:
                 if crossed:
                     return None
                 crossed = True
+            elif token.text == "in" and noun.text not in _ADJACENT_ONLY:
+                continue  # "answers in ~150": a preposition here, not the prompt's "in"
             elif token.kind != "filler" or (noun.text in _ADJACENT_ONLY and token.text not in ("=", ":")):
                 return None
         return None
