@@ -64,7 +64,8 @@ _MODIFIERS = {"long", "short", "max", "maximum", "avg", "average", "mean", "typi
               "concurrent", "simultaneous", "of", "per"}
 """Words inside a noun phrase between a number and its noun ("2k token prompts", "100 req concurrency")."""
 _FILLERS = _APPROX | {"is", "are", "of", "=", ":", "at", "length", "len", "lengths", "size", "long", "short",
-                      "typically", "usually", "up", "to", "be", "mostly", "generally", "has", "have", "target", "level", "roughly", "just",
+                      "typically", "usually", "up", "to", "be", "mostly", "generally", "has", "have", "target",
+                      "level", "roughly", "just",
                       "only", "each", "average", "avg", "mean", "with", "the", "run", "runs", "come", "comes", "sit",
                       "tiny", "small", "big", "large", "huge", "brief", "lengthy", "medium", "in", "typical",
                       "usual", "normally", "often"}
