@@ -53,7 +53,8 @@ def read_edits(scan: Scan, found: Findings) -> None:
         op = "drop" if op in ("remove", "clear", "forget", "lose", "ignore", "no more") else op
         name = next(n for n in _FIELDS if match.group(n))
         for field in ("ttft_ms", "tpot_ms") if name == "targets" else (name,):
-            found.add("edits", (field, op), match.group())
+            found.add("edits", (field, op))
+            found.said.setdefault(field, match.group())
 
 
 def apply_edits(said: dict[str, Any], before: dict[str, Any], found: Findings) -> set[str]:

@@ -173,6 +173,7 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
     clients = found.values.get("clients")
     if said["arrival"] is None and clients:
         said["arrival"] = f"closed:{clients[0]}"  # "64 concurrent users": a closed loop, unless arrivals are named
+        found.said.setdefault("arrival", found.said.get("clients", ""))
     merged = {name: getattr(previous, name) for name in _SETTINGS} if previous else dict.fromkeys(_SETTINGS)
     dropped = apply_edits(said, dict(merged), found)  # "double the batch": relative to the thread's last request
     drafter_before = merged["spec_method"]
@@ -186,6 +187,10 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
     before = Counts(previous.gpus, previous.nodes, previous.gpus_per_node) if previous else Counts()
     counts = settle_counts(Counts(said["gpus"], said["nodes"], said["gpus_per_node"]), before, merged["gpu"], found)
     merged.update(gpus=counts.gpus, nodes=counts.nodes, gpus_per_node=counts.per_node)
+    counted = next((found.said[n] for n in ("gpus", "nodes", "gpus_per_node") if n in found.said), None)
+    for name in ("gpus", "nodes", "gpus_per_node"):  # a count that follows from the ones said, from their words
+        if counted and merged[name] is not None and merged[name] != (getattr(previous, name) if previous else None):
+            found.said.setdefault(name, counted)
     if merged["objective"] == "throughput" and (merged["ttft_ms"] or merged["tpot_ms"]):
         merged["objective"] = "goodput"
         found.notes.append("Throughput with latency targets is planned as goodput (throughput under the targets).")
@@ -195,7 +200,8 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
                 found.notes.append(f"No {what} length given; assuming {default} tokens.")
     said_constraints = across_all(list(dict.fromkeys(found.values.get("constraints", []))), counts.gpus, found)
     constraints = merge_constraints(previous.constraints if previous else [], said_constraints, found)
-    return ParsedRequest(**merged, intent=intent, about=about, constraints=constraints, said=found.said,
+    said_words = {k: v for k, v in found.said.items() if k in _SETTINGS or k.startswith("constraint ")}
+    return ParsedRequest(**merged, intent=intent, about=about, constraints=constraints, said=said_words,
                          contradictions=found.contradictions, notes=found.notes)
 
 
