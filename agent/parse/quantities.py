@@ -204,8 +204,9 @@ class _Pairing:
             if token.kind == "qty":
                 if j in self.used or (crossed and not _in_tokens(self.tokens, j)):
                     return None
-                if noun.text in _ADJACENT_ONLY and self.tokens[j - 1].kind not in ("noun", "filler"):
-                    return None
+                if noun.text in _ADJACENT_ONLY and (self.tokens[j - 1].kind not in ("noun", "filler")
+                                                    or self._word_after(j)):
+                    return None  # "in 2 weeks": the figure counts something else
                 after = self.noun_after(j)
                 if after is not None and after not in self.used and self.qty_after_free(after) is None:
                     return None  # "..., 128 batch": the figure is the next noun's
@@ -219,6 +220,10 @@ class _Pairing:
             elif token.kind != "filler" or (noun.text in _ADJACENT_ONLY and token.text not in ("=", ":")):
                 return None
         return None
+
+    def _word_after(self, j: int) -> bool:
+        """Whether a word that is not a unit or a noun follows the figure at ``j``."""
+        return j + 1 < len(self.tokens) and self.tokens[j + 1].kind == "barrier" and self.tokens[j + 1].text.isalpha()
 
     def qty_after_free(self, i: int) -> int | None:
         """A quantity right after noun ``i`` (no comma), so the figure before it is not needed."""
