@@ -63,7 +63,7 @@ _EAGLE = re.compile(r"(?<![\w#])eagle(?:[\s-]*[123])?(?![\w])")
 _WORD = r"[a-z0-9/~.][\w./-]*"
 _DRAFT_MODEL = re.compile(
     rf"(?<![\w#])(?:draft(?:er)?[\s-]+model|drafter)\s*(?:is\s+|of\s+|=\s*|:\s*)?(?P<after>{_WORD}(?:\s+{_WORD}){{0,3}})"
-    rf"|(?<![\w#])(?P<before>{_WORD}(?:\s+{_WORD}){{0,3}})\s+as\s+(?:the\s+|a\s+)?draft(?:[\s-]+model)?(?![a-z])"
+    rf"|(?<![\w#./~-])(?P<before>{_WORD}(?:\s+{_WORD}){{0,3}})\s+as\s+(?:the\s+|a\s+)?draft(?:[\s-]+model)?(?![a-z])"
 )
 """A draft model named after "draft model" or before "as the draft model"; up to four words, of which the longest
 run that names a bundled model is taken."""
@@ -86,13 +86,14 @@ _ACCEPTED = re.compile(
     rf"(?:\s+(?:per|a|each)\s+step)?(?![a-z])"
     rf"|(?<![\w#])accepts?\s+{_num('n2')}(?![\w.%])"
 )
-_SHARE = r"(?P<p>\d+(?:\.\d+)?)\s*%"
+_SHARE = r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)\s*%"
+"""A percentage, read from its first digit only (which keeps the reading linear in a run of digits)."""
 _HITS = r"(?:cache\s+hits?|prefix\s+(?:reuse|hits?)|shared\s+prefix)"
 _SHARED = r"(?:shared|common|cached|reused|repeated|identical|the\s+same)"
 _PREFIX_SHARE = re.compile(
     rf"{_SHARE}\s+of\s+(?:the\s+|each\s+|every\s+|a\s+)?(?:prompts?|input|context|tokens?)\s+(?:is|are)\s+"
     rf"(?:a\s+|the\s+)?{_SHARED}(?:[\s-]+(?:system[\s-]+prompt|prefix|preamble))?"
-    rf"|(?<![\w#])(?:prefix|prompt)?[\s-]*cache[\s-]+hit(?:[\s-]+rate)?s?\s*(?:of|=|:|is)?\s*(?:(?P<p2>\d+(?:\.\d+)?)"
+    rf"|(?<![\w#])(?:(?:prefix|prompt)[\s-]*)?cache[\s-]+hit(?:[\s-]+rate)?s?\s*(?:of|=|:|is)?\s*(?:(?P<p2>\d+(?:\.\d+)?)"
     rf"\s*(?P<pct2>%)?)(?![\w.])"
     rf"|(?<![\w#])prefix[\s-]+(?:hit|reuse)(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*(?P<p3>\d+(?:\.\d+)?)\s*(?P<pct3>%)?"
     rf"(?![\w.])"

@@ -78,7 +78,7 @@ _PHRASES = (
 )
 """Multi-word nouns joined into one token before tokenising."""
 _TOKEN = re.compile(
-    r"(?P<qty>(?<![\w.])\d+(?:\.\d+)?[km]?(?![\w]|\.\d))|(?P<word>[a-z_]+(?![\w]))|(?P<other>[\w.]*\w)|(?P<p>[,;()\[\]/=:~≈|.+]|#+|\S)"
+    r"(?P<qty>(?<![\w.])\d{1,9}(?:\.\d{1,6})?[km]?(?![\w]|\.\d))|(?P<word>[a-z_]+(?![\w]))|(?P<other>[\w.]*\w)|(?P<p>[,;()\[\]/=:~≈|.+]|#+|\S)"
 )
 
 
@@ -111,7 +111,7 @@ def magnitude(text: str) -> int:
     >>> magnitude("16k"), magnitude("1.5k"), magnitude("300")
     (16384, 1536, 300)
     """
-    scale = {"k": 1024, "m": 1024 * 1024}.get(text[-1], 1)
+    scale = {"k": 1024, "m": 1024 * 1024}.get(text[-1], 1)  # the tokeniser takes at most 9 digits, so this is finite
     return round(float(text.rstrip("km")) * scale)
 
 
