@@ -123,8 +123,8 @@ def read_constraints(scan: Scan, found: Findings) -> None:
         if value >= 1:
             found.add("constraints", f"{_dim(match)}{'<=' if match.group('cap') else '='}{value}", match.group())
     for match in scan.take(_ALL):
-        value = _count(match.group("n")) if match.group("n") else ALL_GPUS
-        found.add("constraints", f"{'ep' if match.group('experts') else _dim(match)}={value}", match.group())
+        width = str(_count(match.group("n"))) if match.group("n") else ALL_GPUS
+        found.add("constraints", f"{'ep' if match.group('experts') else _dim(match)}={width}", match.group())
     for match in scan.take(_OFF):
         found.add("constraints", f"{_dim(match)}=1", match.group())
     for match in scan.take(_WITHIN):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from shardplan.agent.parse.text import _NUMBER_WORDS, Findings, Scan, _add_positive
@@ -126,6 +127,11 @@ def _kind(word: str) -> tuple[Kind, str]:
     return "barrier", ""
 
 
+def _joined(match: re.Match[str], joined: str) -> str:
+    """A multi-word noun as one word, padded to the phrase's length so every offset stays the text's."""
+    return joined.ljust(len(match.group())) if len(match.group()) >= len(joined) else match.group()
+
+
 def tokenise(text: str) -> list[Token]:
     """The tokens of ``text`` (lowercase); multi-word nouns ("max new tokens", "in flight") become one token.
 
@@ -133,9 +139,8 @@ def tokenise(text: str) -> list[Token]:
     [('noun', 'decode'), ('filler', 'len'), ('filler', '~'), ('qty', '1k'), ('comma', ','), ('qty', '128'),
      ('noun', 'batch')]
     """
-    for pattern, joined in _PHRASES:  # same length replacements would shift nothing; pad to keep offsets
-        text = pattern.sub(lambda m, j=joined: j + " " * (len(m.group()) - len(j)) if len(m.group()) >= len(j)
-                           else m.group(), text)
+    for pattern, joined in _PHRASES:
+        text = pattern.sub(partial(_joined, joined=joined), text)
     tokens = []
     for match in _TOKEN.finditer(text):
         raw = match.group()

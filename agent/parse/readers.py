@@ -143,10 +143,10 @@ def _read_models(scan: Scan, found: Findings) -> None:
         scan.blank(start, end)
     for match in scan.take(_SIZE_AND_FAMILY):
         family, size = match.group("fam") or match.group("fam2"), match.group("size") or match.group("size2")
-        repo = _by_family_and_size(family, size)
-        if repo is not None:
-            found.add("model", repo, match.group())
-            found.notes.append(f"Read '{match.group().strip()}' as {repo}.")
+        sized = _by_family_and_size(family, size)
+        if sized is not None:
+            found.add("model", sized, match.group())
+            found.notes.append(f"Read '{match.group().strip()}' as {sized}.")
     for match in scan.take(_FAMILY):
         name = match.group().strip(" .-")
         try:
