@@ -12,12 +12,10 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from shardplan.agent.followup import answer_follow_up
 from shardplan.agent.hygiene import clean_reply, unusable_replies
-from shardplan.agent.parse.features import parsed_features
-from shardplan.agent.parse.request import ParsedRequest, parse_request, to_plan_request
 from shardplan.agent.policies import redact, request_block
 from shardplan.agent.state import AgentState, proposal_rank
+from shardplan.agent.understand import assumed_lines, reading_text, understand_message
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InfeasibleError, InputError
@@ -142,16 +140,6 @@ def _feedback(records: list[dict[str, Any]], notes: list[str]) -> str:
 # ------------------------------------------------------------------------------------------------- nodes
 
 
-def assumed_lines(plan: Any) -> str:
-    """The plan's constraints and assumptions as lines appended to an answer, one assumption a line."""
-    lines = []
-    constraints = plan.request.constraints
-    if constraints is not None and not constraints.is_empty():
-        lines.append("Constraints honoured: " + ", ".join(constraints.to_texts()) + ".")
-    lines += [f"Assumed: {line}." if not line.endswith(".") else f"Assumed: {line}" for line in plan.assumptions]
-    return "".join(f"\n{line}" for line in lines)
-
-
 class Nodes:
     """The graph's steps, sharing the bound chat model, the tools and the bounds."""
 
@@ -165,41 +153,12 @@ class Nodes:
     def understand(self, state: AgentState) -> dict[str, Any]:
         messages = state.get("messages", [])
         last = messages[-1] if messages else None
-        turn = state.get("turn", 0) + 1
         now = time.time()
-        update: dict[str, Any] = {"turn": turn, "iterations": 0, "started_at": now, "given_request": None,
-                                  "max_iterations": self.limits.max_iterations,
+        update: dict[str, Any] = {"turn": state.get("turn", 0) + 1, "iterations": 0, "started_at": now,
+                                  "given_request": None, "max_iterations": self.limits.max_iterations,
                                   "deadline": now + self.limits.max_seconds,
                                   "turn_start": last.id if last is not None else "", "checked": ""}
-        given = state.get("given_request")
-        if given:
-            request = PlanRequest.model_validate(given)
-            w = request.workload
-            parsed = ParsedRequest(model=request.model, gpu=request.gpu, gpus=request.gpus,
-                                   gpus_per_node=request.gpus_per_node, isl=w.isl, osl=w.osl, batch=w.batch,
-                                   ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms, objective=w.objective,
-                                   weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype,
-                                   **parsed_features(w),
-                                   constraints=request.constraints.to_texts() if request.constraints else [])
-            return {**update, "intent": "plan", "request": request.model_dump(mode="json"),
-                    "parsed": parsed.model_dump(mode="json")}
-        text = last.content if isinstance(last, HumanMessage) and isinstance(last.content, str) else ""
-        previous = ParsedRequest.model_validate(state["parsed"]) if state.get("parsed") else None
-        parsed = parse_request(text, previous)
-        plan = state.get("plan")
-        if parsed.intent != "plan" and plan is not None:
-            answer = answer_follow_up(parsed.intent, parsed.about, plan)
-            return {**update, "intent": "answer", "messages": [AIMessage(content=answer)]}
-        try:
-            request = to_plan_request(parsed, policy=self.policy_name)
-        except InputError as exc:
-            # A missing field's fix is the question to ask; any other error is said whole, numbers included.
-            asking = ("model", "gpu", "gpus", "request", "spec_method", "spec_tokens", "spec_accept")
-            ask = exc.fix if exc.field in asking and exc.fix else str(exc)
-            return {**update, "intent": "ask", "parsed": parsed.model_dump(mode="json"),
-                    "messages": [AIMessage(content=ask)]}
-        return {**update, "intent": "plan", "request": request.model_dump(mode="json"),
-                "parsed": parsed.model_dump(mode="json")}
+        return {**update, **understand_message(state, self.policy_name)}
 
     # retrieve ------------------------------------------------------------------------------------------
     def retrieve(self, state: AgentState) -> dict[str, Any]:
@@ -366,7 +325,8 @@ class Nodes:
                                  None if isinstance(searched, InfeasibleError) else searched.frontier,
                                  evaluated=shared.evaluated_strategy(request, chosen.strategy))
         plan.explanation += self._checked_sentence(state, plan)
-        text = " ".join([*still_wrong, plan.explanation]) + assumed_lines(plan)
+        reading = reading_text(state.get("parsed"), assumed=False)
+        text = " ".join([*still_wrong, plan.explanation]) + reading + assumed_lines(plan)
         return {"plan": plan.model_dump(mode="json", exclude={"dag"}), "messages": [AIMessage(content=text)]}
 
     @staticmethod
@@ -385,7 +345,8 @@ class Nodes:
             plan = infeasible_plan(request, outcome)
             fixes = "".join(f"\nIt would fit with {hint.text}." for hint in plan.hints)
             return {"plan": plan.model_dump(mode="json", exclude={"dag"}),
-                    "messages": [AIMessage(content=plan.explanation + fixes + assumed_lines(plan))]}
+                    "messages": [AIMessage(content=plan.explanation + fixes
+                                             + reading_text(state.get("parsed"), assumed=False) + assumed_lines(plan))]}
         wrong = []
         if proposals:
             last = proposals[-1]

@@ -34,7 +34,9 @@ class ReadingCase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str = Field(description="The message.")
-    previous: str | None = Field(default=None, description="The earlier message a follow-up answers.")
+    previous: str | list[str] | None = Field(
+        default=None, description="The earlier message a follow-up answers, or the thread's earlier messages in order."
+    )
     expect: dict[str, Any] = Field(description="Expected value of each scored field.")
     note: str | None = Field(default=None, description="Text that one of the parser's notes must contain.")
 
@@ -87,7 +89,10 @@ def load_cases(path: str | Path) -> list[ReadingCase]:
 
 
 def _reading(case: ReadingCase) -> Any:
-    previous = parse_request(case.previous) if case.previous else None
+    thread = [case.previous] if isinstance(case.previous, str) else case.previous or []
+    previous = None
+    for message in thread:  # each message is read as a follow-up to the thread so far
+        previous = parse_request(message, previous)
     return parse_request(case.text, previous)
 
 
@@ -96,13 +101,13 @@ def _value(parsed: Any, name: str) -> Any:
         return bool(parsed.contradictions)
     if name == "constraints":
         return sorted(parsed.constraints)
-    return getattr(parsed, name)
+    return getattr(parsed, name, None)  # a field the reader does not know is unread
 
 
 def _expected(name: str, value: Any) -> Any:
     if name == "constraints":
         return sorted(value)
-    if name in ("ttft_ms", "tpot_ms") and value is not None:
+    if name in ("ttft_ms", "tpot_ms", "rate", "gpu_price") and value is not None:
         return float(value)
     return value
 

@@ -12,7 +12,7 @@ import re
 
 from shardplan.agent.parse.text import _COUNT, Findings, Scan, _count
 
-__all__ = ["read_constraints"]
+__all__ = ["read_constraints", "ALL_GPUS"]
 
 _DIM_WORDS = {
     "adp": r"adp|attention[\s-]*(?:dp|data[\s-]*parallel\w*)|dp[\s-]*attention"
@@ -20,7 +20,7 @@ _DIM_WORDS = {
     "pp": r"pp|pipeline(?:[\s-]*parallel\w*|[\s-]*stages?|[\s-]*parallel)?",
     "tp": r"tp|tensor[\s-]*parallel\w*",
     "ep": r"ep|expert[\s-]*parallel\w*",
-    "sp": r"sp|cp|sequence[\s-]*parallel\w*|context[\s-]*parallel\w*",
+    "sp": r"sp|cp|sp/cp|(?:sequence|context)(?:/(?:sequence|context))?[\s-]*parallel\w*",
     "dp": r"dp|data[\s-]*parallel\w*",
 }
 _DIM = "(?:" + "|".join(_DIM_WORDS.values()) + ")"
@@ -38,13 +38,30 @@ _OFF = re.compile(
 )
 """A dimension turned off: "no pipeline parallelism", "without PP", "TP off"."""
 _ON = re.compile(
-    rf"(?<![\w#])(?:use|using|with|enable|need|needs|want|must\s+use|requires?|and|plus)\s+(?:some\s+)?"
-    rf"(?P<d>{_DIM})(?![\w=])"
+    rf"(?:(?<![\w#])(?:use|using|with|enable|need|needs|want|must\s+use|requires?|and|plus)\s+|\+\s*)(?:some\s+)?"
+    rf"(?P<d>{_DIM})(?![\w=])(?:\s+(?:for|in|during|on)\s+(?:the\s+)?(?P<phase>prefill|decode)(?![\w]))?"
+    rf"|(?<![\w#])(?P<d2>{_DIM})\s+(?:for|in|during)\s+(?:the\s+)?(?P<phase2>prefill|decode)(?![\w])"
 )
-"""A dimension required: "use expert parallelism", "with EP"."""
+"""A dimension required: "use expert parallelism", "with EP", "DP attention + EP", "use context parallel for
+prefill" (that phase only)."""
+_ALL = re.compile(
+    rf"(?<![\w#])(?:(?P<d>{_DIM})|(?P<experts>experts?)(?:\s+(?:are\s+)?(?:spread|sharded|split|distributed))?)"
+    rf"\s+(?:across|over|on|spanning|spans?|covering)\s+(?:all|every|the\s+whole)"
+    rf"(?:\s+(?:of\s+)?(?:the\s+)?(?P<n>{_COUNT}))?\s+(?:gpus?|devices|ranks)(?![\w])"
+)
+"""A degree as wide as the deployment: "EP across all GPUs" (ep=all, made the GPU count once it is known), "expert
+parallel across all 8 GPUs"."""
+ALL_GPUS = "all"
+"""The value a degree "across all GPUs" takes until the GPU count is settled."""
+_NO_MORE = r"no\s+(?:more|larger|bigger|greater|higher)\s+than"
+_SIZED_BEFORE = re.compile(
+    rf"(?<![\w#])(?P<cap>(?:at\s+most|up\s+to|max(?:imum)?(?:\s+of)?|{_NO_MORE})\s+)?(?P<value>(?<![\d.])\d{{1,4}})"
+    rf"[\s-]*(?:way\s+)?(?P<d>{_DIM})(?![\w=])"
+)
+"""A degree written number first: "8-way TP", "no more than 2 pipeline stages", "2 pipeline stages"."""
 _SIZED = re.compile(
     rf"(?<![\w#])(?P<cap>at\s+most\s+|up\s+to\s+|max(?:imum)?\s+|no\s+more\s+than\s+)?(?P<d>{_DIM})"
-    rf"(?:[\s-]*(?:degree|size|of|=|:|up\s+to|at\s+most|<=|no\s+more\s+than))*\s*(?P<value>{_COUNT})(?![\w.])"
+    rf"(?:[\s-]*(?:degree|size|of|=|:|up\s+to|at\s+most|<=|{_NO_MORE}))*\s*(?P<value>{_COUNT})(?![\w.])"
 )
 """A sized dimension: "TP 8", "TP of 4", "tp8", "at most TP 4", "TP up to 8"."""
 _WITHIN = re.compile(
@@ -98,36 +115,45 @@ def read_constraints(scan: Scan, found: Findings) -> None:
             op, value = ">=", value + 1
         where = f"{match.group('phase')}:" if match.group("phase") else ""
         if value >= 1:
-            found.add("constraints", f"{where}{match.group('dim')}{op}{value}")
+            found.add("constraints", f"{where}{match.group('dim')}{op}{value}", match.group())
         else:
             found.notes.append(f"Ignored '{match.group()}': a degree is 1 or more.")
+    for match in scan.take(_SIZED_BEFORE):
+        value = int(match.group("value"))
+        if value >= 1:
+            found.add("constraints", f"{_dim(match)}{'<=' if match.group('cap') else '='}{value}", match.group())
+    for match in scan.take(_ALL):
+        width = str(_count(match.group("n"))) if match.group("n") else ALL_GPUS
+        found.add("constraints", f"{'ep' if match.group('experts') else _dim(match)}={width}", match.group())
     for match in scan.take(_OFF):
-        found.add("constraints", f"{_dim(match)}=1")
+        found.add("constraints", f"{_dim(match)}=1", match.group())
     for match in scan.take(_WITHIN):
         what = next((match.group(g) for g in ("what", "what2", "what3", "what4") if match.group(g)), "")
-        found.add("constraints", "tp-in-node" if what.startswith("t") else "ep-in-node")
-    for _ in scan.take(_ACROSS):
-        found.add("constraints", "pp-across-nodes")
-    for _ in scan.take(_POW2):
-        found.add("constraints", "pow2")
+        found.add("constraints", "tp-in-node" if what.startswith("t") else "ep-in-node", match.group())
+    for match in scan.take(_ACROSS):
+        found.add("constraints", "pp-across-nodes", match.group())
+    for match in scan.take(_POW2):
+        found.add("constraints", "pow2", match.group())
     for match in scan.take(_ONLY):
         dim = _dim(match) if match.group("d") or match.group("d2") else "dp"
         texts = {"dp": ["gpus-per-replica=1"], "tp": ["pp=1", "dp=1", "ep=1", "sp=1", "adp=1"],
                  "pp": ["tp=1", "dp=1", "sp=1", "adp=1"], "ep": ["pp=1", "dp=1"]}.get(dim, [])
         for text in texts:
-            found.add("constraints", text)
+            found.add("constraints", text, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as {', '.join(texts) or 'no constraint'}.")
     for match in scan.take(_REPLICA):
         value = _count(match.group("v") or match.group("v2") or match.group("v3"))
         if value >= 1:
-            found.add("constraints", f"gpus-per-replica={value}")
+            found.add("constraints", f"gpus-per-replica={value}", match.group())
     for match in scan.take(_SIZED):
         value = _count(match.group("value"))
         if value >= 1:
-            capped = match.group("cap") or re.search(r"up\s+to|at\s+most|<=|no\s+more\s+than", match.group())
-            found.add("constraints", f"{_dim(match)}{'<=' if capped else '='}{value}")
+            capped = match.group("cap") or re.search(rf"up\s+to|at\s+most|<=|{_NO_MORE}", match.group())
+            found.add("constraints", f"{_dim(match)}{'<=' if capped else '='}{value}", match.group())
     for match in scan.take(_ON):
-        found.add("constraints", f"{_dim(match)}>=2")
+        said_phase = match.group("phase") or match.group("phase2")
+        phase = f"{said_phase}:" if said_phase else ""
+        found.add("constraints", f"{phase}{_dim(match)}>=2", match.group())
     for match in scan.take(_ENGINE):
         name = re.sub(r"[\s-]", "", match.group())
-        found.add("constraints", f"engine={_ENGINE_NAMES.get(name, 'trtllm')}")
+        found.add("constraints", f"engine={_ENGINE_NAMES.get(name, 'trtllm')}", match.group())

@@ -63,14 +63,15 @@ _EAGLE = re.compile(r"(?<![\w#])eagle(?:[\s-]*[123])?(?![\w])")
 _WORD = r"[a-z0-9/~.][\w./-]*"
 _DRAFT_MODEL = re.compile(
     rf"(?<![\w#])(?:draft(?:er)?[\s-]+model|drafter)\s*(?:is\s+|of\s+|=\s*|:\s*)?(?P<after>{_WORD}(?:\s+{_WORD}){{0,3}})"
-    rf"|(?<![\w#])(?P<before>{_WORD}(?:\s+{_WORD}){{0,3}})\s+as\s+(?:the\s+|a\s+)?draft(?:[\s-]+model)?(?![a-z])"
+    rf"|(?<![\w#./~-])(?P<before>{_WORD}(?:\s+{_WORD}){{0,3}})\s+as\s+(?:the\s+|a\s+)?draft(?:[\s-]+model)?(?![a-z])"
 )
 """A draft model named after "draft model" or before "as the draft model"; up to four words, of which the longest
 run that names a bundled model is taken."""
 _TOKENS = re.compile(
     rf"{_num('k')}\s*(?:speculative\s+|draft(?:ed)?\s+|lookahead\s+)tokens?(?![a-z])"
     r"|(?<![\w#.])(?P<k2>\d+|one|two|three|four|five|six|seven|eight)\s+drafts?(?![a-z])"
-    r"|(?<![\w#])(?:k|num[\s_-]*speculative[\s_-]*tokens|draft[\s_-]*tokens|speculative[\s_-]*tokens)\s*[=:]?\s*"
+    r"|(?<![\w#])(?:k\s*[=:]|(?:num[\s_-]*speculative[\s_-]*tokens|draft[\s_-]*tokens|speculative[\s_-]*tokens)"
+    r"\s*[=:]?)\s*"
     r"(?P<k3>\d+)(?![\w.])"
 )
 _TOKENS_AFTER_DRAFTER = re.compile(r"^[\s,]*(?:with\s+)?(?P<k>\d+)\s*tokens?(?![a-z])")
@@ -85,13 +86,14 @@ _ACCEPTED = re.compile(
     rf"(?:\s+(?:per|a|each)\s+step)?(?![a-z])"
     rf"|(?<![\w#])accepts?\s+{_num('n2')}(?![\w.%])"
 )
-_SHARE = r"(?P<p>\d+(?:\.\d+)?)\s*%"
+_SHARE = r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)\s*%"
+"""A percentage, read from its first digit only (which keeps the reading linear in a run of digits)."""
 _HITS = r"(?:cache\s+hits?|prefix\s+(?:reuse|hits?)|shared\s+prefix)"
 _SHARED = r"(?:shared|common|cached|reused|repeated|identical|the\s+same)"
 _PREFIX_SHARE = re.compile(
     rf"{_SHARE}\s+of\s+(?:the\s+|each\s+|every\s+|a\s+)?(?:prompts?|input|context|tokens?)\s+(?:is|are)\s+"
     rf"(?:a\s+|the\s+)?{_SHARED}(?:[\s-]+(?:system[\s-]+prompt|prefix|preamble))?"
-    rf"|(?<![\w#])(?:prefix|prompt)?[\s-]*cache[\s-]+hit(?:[\s-]+rate)?s?\s*(?:of|=|:|is)?\s*(?:(?P<p2>\d+(?:\.\d+)?)"
+    rf"|(?<![\w#])(?:(?:prefix|prompt)[\s-]*)?cache[\s-]+hit(?:[\s-]+rate)?s?\s*(?:of|=|:|is)?\s*(?:(?P<p2>\d+(?:\.\d+)?)"
     rf"\s*(?P<pct2>%)?)(?![\w.])"
     rf"|(?<![\w#])prefix[\s-]+(?:hit|reuse)(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*(?P<p3>\d+(?:\.\d+)?)\s*(?P<pct3>%)?"
     rf"(?![\w.])"
@@ -130,7 +132,7 @@ def _tokens_after(scan: Scan, end: int, found: Findings) -> None:
     after = _TOKENS_AFTER_DRAFTER.match(scan.text[end:])
     if after:
         k = int(after.group("k"))
-        found.add("spec_tokens", k)
+        found.add("spec_tokens", k, after.group().strip(" ,"))
         found.notes.append(f"Read '{after.group().strip(' ,')}' after the drafter as {_drafts(k)} per step.")
         scan.blank(end, end + after.end())
 
@@ -141,7 +143,7 @@ def _drafts(k: int) -> str:
 
 def _read_speculation(scan: Scan, found: Findings) -> None:
     for match in scan.take(_SPEC_OFF):
-        found.add("spec_method", "off")
+        found.add("spec_method", "off", match.group())
         found.notes.append(f"Read '{match.group().strip()}' as no speculative decoding.")
     for match in list(_DRAFT_MODEL.finditer(scan.text)):
         before = match.group("before") is not None
@@ -151,14 +153,14 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
         end = match.end() if before else match.start("after") + len(used)
         phrase = scan.text[start:end]
         scan.blank(start, end)
-        found.add("spec_method", f"draft:{repo}")
+        found.add("spec_method", f"draft:{repo}", phrase)
         bundled = "/" in repo and repo != used
         found.notes.append(f"Read '{phrase}' as speculative decoding with draft model {repo}"
                            + ("." if bundled else " (not bundled: the plan needs its config.json path)."))
         _tokens_after(scan, end, found)
     for method, pattern in (("mtp", _MTP), ("eagle", _EAGLE)):
         for match in scan.take(pattern):
-            found.add("spec_method", method)
+            found.add("spec_method", method, match.group())
             drafter = "the model's MTP layers" if method == "mtp" else "an EAGLE head"
             found.notes.append(f"Read '{match.group().strip()}' as speculative decoding with {drafter}.")
             _tokens_after(scan, match.end(), found)
@@ -169,7 +171,7 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
             found.notes.append(f"Ignored '{match.group().strip()}': draft tokens are a whole number from 1 to "
                                f"{MAX_DRAFT_TOKENS}.")
             continue
-        found.add("spec_tokens", int(k))
+        found.add("spec_tokens", int(k), match.group())
         found.notes.append(f"Read '{match.group().strip()}' as {_drafts(int(k))} per step.")
     for match in scan.take(_LENGTH):
         length = float(match.group("n"))
@@ -177,12 +179,12 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
             found.notes.append(f"Ignored '{match.group().strip()}': an acceptance length counts the verify step's own "
                                "token, so it is at least 1.")
             continue
-        found.add("spec_accept", round(length - 1, 6))
+        found.add("spec_accept", round(length - 1, 6), match.group())
         found.notes.append(f"Read '{match.group().strip()}' as {length - 1:g} accepted draft tokens per step: an "
                            "acceptance length counts the token the verify step adds itself (length - 1).")
     for match in scan.take(_ACCEPTED):
         accepted = float(_number(match, "n", "n2"))
-        found.add("spec_accept", accepted)
+        found.add("spec_accept", accepted, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as {accepted:g} accepted draft tokens per step.")
     for match in scan.take(_RATE):
         rate = float(_number(match, "n", "n2")) / (100 if match.group("pct") or match.group("pct2") else 1)
@@ -190,13 +192,13 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
             found.notes.append(f"Ignored '{match.group().strip()}': an acceptance rate is a share from 0 to 1 (or a "
                                "percentage); for accepted tokens per step write '2 accepted tokens'.")
             continue
-        found.add("spec_accept_rate", rate)
+        found.add("spec_accept_rate", rate, match.group())
         found.add("spec_rate_words", match.group().strip())
 
 
 def _read_prefix(scan: Scan, found: Findings) -> None:
     for match in scan.take(_PREFIX_OFF):
-        found.add("prefix_hit", 0.0)
+        found.add("prefix_hit", 0.0, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as no prompt tokens found in a prefix cache.")
     for match in scan.take(_PREFIX_SHARE):
         text = _number(match, "p", "p2", "p3", "p4")
@@ -207,12 +209,12 @@ def _read_prefix(scan: Scan, found: Findings) -> None:
             found.notes.append(f"Ignored '{match.group().strip()}': a prefix hit is a share of the prompt below 1 (a "
                                "request still computes its own last token).")
             continue
-        found.add("prefix_hit", share)
+        found.add("prefix_hit", share, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as a prefix-cache hit of {share:.0%} of prompt tokens.")
     for match in scan.take(_PREFIX_TOKENS):
         tokens = _tokens(_number(match, "v", "v2"))
         if tokens > 0:
-            found.add("prefix_tokens", tokens)
+            found.add("prefix_tokens", tokens, match.group())
             found.notes.append(f"Read '{match.group().strip()}' as a {tokens}-token prefix every prompt shares.")
 
 
@@ -243,6 +245,7 @@ def settle_features(merged: dict[str, Any], before: str | None, found: Findings)
                            "proposes, or give the accepted tokens per step.")
         return
     merged["spec_accept"] = round(rates[0] * k, 6)
+    found.said.setdefault("spec_accept", words[0])
     found.notes.append(f"Read '{words[0]}' as {merged['spec_accept']:g} accepted draft tokens per step ({rates[0]:g} "
                        f"of the {_drafts(k)}).")
 

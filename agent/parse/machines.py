@@ -52,9 +52,8 @@ def read_machines(scan: Scan, found: Findings) -> None:
         nodes = _count(match.group("n")) if match.group("n") else 1
         if nodes < 1:
             continue
-        found.add("gpu", gpu)
-        found.add("nodes", nodes)
-        found.add("gpus_per_node", per)
+        for name, value in (("gpu", gpu), ("nodes", nodes), ("gpus_per_node", per)):
+            found.add(name, value, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as {nodes} node{'s' if nodes > 1 else ''} of {per} {gpu}.")
 
 

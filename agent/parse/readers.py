@@ -12,7 +12,6 @@ from shardplan.agent.parse.machines import gpu_variant
 from shardplan.agent.parse.text import (
     _COUNT,
     _DUR,
-    _LEN,
     _REJECTED,
     _START,
     Findings,
@@ -21,7 +20,6 @@ from shardplan.agent.parse.text import (
     _add_positive,
     _count,
     _squash,
-    _tokens,
 )
 from shardplan.contracts.common import DType, Objective
 from shardplan.errors import InputError
@@ -114,6 +112,24 @@ _FAMILY = re.compile(
 """A model family name and up to two version or size tokens after it: "gpt-5", "llama 3.3 70b"."""
 
 
+_FAMILIES = r"llama|qwen3?|mixtral|gpt[\s-]?oss|deepseek"
+_SIZE = r"\d+x\d+b?|\d+(?:\.\d+)?b"
+_SIZE_AND_FAMILY = re.compile(
+    rf"(?<![\w#])(?:(?P<size>{_SIZE})\s+(?P<fam>{_FAMILIES})|(?P<fam2>{_FAMILIES})[\s-]*(?P<size2>{_SIZE}))"
+    r"(?:\s+(?:moe|dense|instruct|chat|base))?(?![\w])"
+)
+"""A family and a size in either order, without the version: "8B llama", "mixtral 8x22", "qwen 32b dense"."""
+
+
+def _by_family_and_size(family: str, size: str) -> str | None:
+    """The one bundled model of ``family`` whose name has a part equal to ``size`` ("8x22" is "8x22B")."""
+    family, size = _squash(family), _squash(size).removesuffix("b") + "b"
+    hits = [repo for repo in bundled_models()
+            if _squash(repo.split("/", 1)[1]).startswith(family)
+            and size in (part.lower() for part in re.split(r"[-_]", repo.split("/", 1)[1]))]
+    return hits[0] if len(hits) == 1 else None
+
+
 def _read_models(scan: Scan, found: Findings) -> None:
     """Bundled models by any spelling, the longest match winning; then unknown names with close suggestions."""
     hits = [(m.start(), m.end(), repo) for pattern, repo in _model_patterns() for m in pattern.finditer(scan.text)]
@@ -123,8 +139,14 @@ def _read_models(scan: Scan, found: Findings) -> None:
             taken.append((start, end, repo))
     for start, end, repo in sorted(taken):
         if not _drop_if_rejected(scan, start, end, repo, found):
-            found.add("model", repo)
+            found.add("model", repo, scan.text[start:end])
         scan.blank(start, end)
+    for match in scan.take(_SIZE_AND_FAMILY):
+        family, size = match.group("fam") or match.group("fam2"), match.group("size") or match.group("size2")
+        sized = _by_family_and_size(family, size)
+        if sized is not None:
+            found.add("model", sized, match.group())
+            found.notes.append(f"Read '{match.group().strip()}' as {sized}.")
     for match in scan.take(_FAMILY):
         name = match.group().strip(" .-")
         try:
@@ -132,7 +154,7 @@ def _read_models(scan: Scan, found: Findings) -> None:
         except InputError as exc:
             found.notes.append(f"'{name}' is not a bundled model; {exc.fix}.")
             continue
-        found.add("model", repo)
+        found.add("model", repo, match.group())
         found.notes.append(alias_note(name) or f"Read '{name}' as {repo}.")
 
 
@@ -166,9 +188,28 @@ def _gpu_type_pattern() -> str:
     return rf"(?:{names})(?:[\s-]*(?:sxm\d?|pcie|nvl|hgx|\d+\s*gb))*s?(?![a-wyz0-9])"
 
 
+def _gpu_name(text: str, catalog: set[str]) -> str:
+    """The catalog entry one GPU mention means, its variant read."""
+    base = next(n for key, n in sorted(_gpu_names().items(), key=lambda kv: -len(kv[0])) if text.startswith(key))
+    return gpu_variant(base, text, catalog)
+
+
+def _read_gpu_choice(scan: Scan, found: Findings) -> None:
+    """A choice among GPU types, "H100 or H200", "on H100, H200 or B200": a fleet question, recorded as the
+    comma list ``--gpu`` takes ("H100,H200"); each type is planned and the cheapest kept."""
+    one = rf"(?:(?<![\w#])|(?<=\d[x×])){_gpu_type_pattern()}"
+    catalog = set(gpu_catalog())
+    for match in scan.take(re.compile(rf"{one}(?:\s*,\s*{one})*\s*,?\s*(?:or|and/or)\s+{one}")):
+        names = list(dict.fromkeys(_gpu_name(m.group(), catalog) for m in re.finditer(one, match.group())))
+        found.add("gpu", ",".join(names), match.group())
+        found.notes.append(f"Read '{match.group().strip()}' as a choice of GPU types ({', '.join(names)}): each is "
+                           "planned and the cheapest that meets the targets is kept.")
+
+
 def _read_gpu_types(scan: Scan, found: Findings) -> None:
     """GPU types named anywhere, variants read ("A100 40GB", "H100 PCIe", "8xH100"); a replaced one
-    ("instead of H100") is dropped with its count."""
+    ("instead of H100") is dropped with its count. A choice among types ("H100 or H200") is read first."""
+    _read_gpu_choice(scan, found)
     catalog = set(gpu_catalog())
     for match in list(re.finditer(rf"(?:(?<![\w#])|(?<=\d[x×])){_gpu_type_pattern()}", scan.text)):
         base = next(
@@ -177,7 +218,7 @@ def _read_gpu_types(scan: Scan, found: Findings) -> None:
         name = gpu_variant(base, match.group(), catalog)
         if _drop_if_rejected(scan, match.start(), match.end(), name, found):
             continue
-        found.add("gpu", name)
+        found.add("gpu", name, match.group())
         if name == base and re.search(r"pcie|nvl|\d+\s*gb", match.group()):
             full = gpu_catalog()[name].full_name
             found.notes.append(f"Read '{match.group().strip()}' as the catalog's {name} ({full}).")
@@ -234,82 +275,6 @@ def _read_gpu_counts(scan: Scan, found: Findings) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Lengths and batch
-
-_IN = r"(?:inputs?|prompts?|context|isl)"
-_OUT = r"(?:outputs?|completions?|responses?|generations?|answers?|osl|decode|gen)"
-_OF = r"(?:[\s_-]*(?:length|len|size|tokens?)s?)?\s*(?:of|=|:|is|are|at|around|about|~|≈)?\s*(?:about\s+|around\s+)?"
-_AFTER_NUMBER = r"(?<![\dk]\s)(?<![\dk]-)(?<!token\s)(?<!tokens\s)(?<!token-)"
-"""Not right after a number: in "8k prompts 1k outputs" the 1k belongs to outputs, not to prompts."""
-_LENGTH_PATTERNS = (
-    (
-        None,
-        re.compile(
-            rf"{_START}(?P<isl>{_LEN})\s*(?:tokens?\s*)?in(?:put)?\s*(?:[,/]|and|\+)?\s*(?P<osl>{_LEN})\s*"
-            r"(?:tokens?\s*)?out(?:put)?\b"
-            rf"|(?<![\w#])in(?:put)?\s*[:=]?\s*(?P<isl5>{_LEN})\s*(?:tokens?)?\s*(?:[,/;]|and)?\s*out(?:put)?\s*[:=]?\s*"
-            rf"(?P<osl5>{_LEN})"
-            rf"|(?P<count>{_LEN})\s+(?:prompts|requests|queries|documents|conversations)\s+(?:of|with|at)\s+"
-            rf"(?:about\s+|around\s+|~\s*)?(?P<isl6>{_LEN})\s*(?:[\s-]*tokens?|[\s-]*tok)"
-            rf"|(?:isl\s*/\s*osl|input\s*/\s*output|in\s*/\s*out)\s*(?:of|=|:)?\s*(?P<isl2>{_LEN})\s*/\s*"
-            rf"(?P<osl2>{_LEN})|{_START}(?P<isl3>\d+(?:\.\d+)?k)\s*/\s*(?P<osl3>\d+(?:\.\d+)?k?)(?![\w/])"
-            rf"|{_START}(?P<isl4>(?<![\d.])\d{{3,6}})\s*/\s*(?P<osl4>\d{{2,6}})(?=\s*(?:tokens?\b|,|;|$|\s+(?:isl|in|for|on|with)\b))"
-        ),
-    ),
-    ("isl", re.compile(rf"(?<![\w#]){_AFTER_NUMBER}{_IN}{_OF}(?P<v>{_LEN})")),
-    ("osl", re.compile(rf"(?<![\w#]){_AFTER_NUMBER}(?:{_OUT}|max[\s_-]*(?:new[\s_-]*)?tokens){_OF}(?P<v>{_LEN})")),
-    (
-        "isl",
-        re.compile(
-            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?{_IN}(?![a-z])"
-            rf"|{_START}(?P<v2>{_LEN})\s*tokens?\s+of\s+(?:context|input|prompt)"
-        ),
-    ),
-    (
-        "osl",
-        re.compile(
-            rf"{_START}(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]*(?:long\s+)?(?:{_OUT}|generated|(?:max[\s_-]*)?new[\s_-]+tokens|out)(?![a-z])"
-            rf"|(?:generat(?:e|es|ing)|produc(?:e|es|ing)|writ(?:e|es|ing)|decod(?:e|es|ing)|emit)\s+"
-            rf"(?:about\s+|around\s+|up\s+to\s+)?(?P<v2>{_LEN})\s*(?:new\s+|output\s+)?tokens?\b"
-        ),
-    ),
-)
-
-
-def _read_lengths(scan: Scan, found: Findings) -> None:
-    """Prompt and output lengths: "8k prompts", "8192-token prompts", "input 2048", "isl 4096",
-    "32k context" (prompt), "prompts of 1,000 tokens", "1k outputs", "generate 512 tokens",
-    "output length 256", "8k in, 1k out", "ISL/OSL 8k/1k", "8k/1k"."""
-    for name, pattern in _LENGTH_PATTERNS:
-        for match in scan.take(pattern):
-            groups = {k: v for k, v in match.groupdict().items() if v is not None}
-            if "count" in groups:
-                found.notes.append(f"'{groups.pop('count')}' is a count of requests, not a length: not used.")
-            for key, text in groups.items():
-                _add_positive(found, name or key.rstrip("23456"), _tokens(text), match.group())
-
-
-_BATCH_PATTERNS = (
-    re.compile(
-        r"(?<![\w#])(?:max[\s_-]*)?(?:batch(?:[\s_-]*size)?|bs|concurrency(?:\s+level)?)\s*(?:of|=|:|is)?"
-        rf"\s*(?P<v>{_COUNT})"
-    ),
-    re.compile(
-        rf"{_START}(?P<v>{_COUNT})\s+(?:(?:concurrent|simultaneous|parallel|active)\s+)?"
-        r"(?:users?|requests?|sequences?|streams?|sessions?|clients?)(?![a-z])"
-        rf"|{_START}(?P<v2>{_COUNT})\s+(?:concurrent|simultaneous|concurrency|in[\s-]+flight)(?![a-z])"
-    ),
-)
-
-
-def _read_batch(scan: Scan, found: Findings) -> None:
-    """Batch size or concurrency: "batch 32", "batch size of 64", "64 concurrent users", "concurrency 128",
-    "single user"."""
-    for pattern in _BATCH_PATTERNS:
-        for match in scan.take(pattern):
-            _add_positive(found, "batch", _count(_group(match, "v", "v2") or "0"), match.group())
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Objective, formats, disaggregation
 
@@ -345,8 +310,8 @@ def _read_objective(scan: Scan, found: Findings) -> None:
     """The objective: "max throughput under the SLO" (goodput), "highest throughput", "cheapest per token"
     (throughput), "lowest latency", "fastest" (latency)."""
     for objective, pattern in _OBJECTIVES:
-        for _ in scan.take(pattern):
-            found.add("objective", objective)
+        for match in scan.take(pattern):
+            found.add("objective", objective, match.group())
 
 
 _DTYPES: dict[str, DType] = {
@@ -379,7 +344,7 @@ def _read_dtypes(scan: Scan, found: Findings) -> None:
     sets the weights."""
     for name, pattern in (("kv_dtype", _KV_DTYPES[0]), ("kv_dtype", _KV_DTYPES[1]), ("weight_dtype", _WEIGHT_DTYPE)):
         for match in scan.take(pattern):
-            found.add(name, _DTYPES[match.group("dt")])
+            found.add(name, _DTYPES[match.group("dt")], match.group())
     for match in scan.take(re.compile(r"(?<![\w#])(?:int4|4[\s-]*bit|awq|gptq)(?![\w])")):
         found.notes.append(f"'{match.group()}' is not a supported format; the formats are {', '.join(_DTYPES)}.")
 
@@ -398,8 +363,8 @@ def _read_disaggregation(scan: Scan, found: Findings) -> None:
     """Disaggregated serving: "disaggregated", "separate prefill and decode", "PD disaggregation"; and its
     negation ("colocated", "without disaggregation")."""
     for value, pattern in ((False, _DISAGG_NO), (True, _DISAGG_YES)):
-        for _ in scan.take(pattern):
-            found.add("disaggregated", value)
+        for match in scan.take(pattern):
+            found.add("disaggregated", value, match.group())
 
 
 def _note_leftovers(scan: Scan, found: Findings) -> None:

@@ -24,12 +24,10 @@ How the text is read:
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from shardplan.agent.parse.constraint_phrases import read_constraints
+from shardplan.agent.parse.edits import apply_edits, read_edits
 from shardplan.agent.parse.features import (
     FEATURE_SETTINGS,
     missing_features,
@@ -38,23 +36,24 @@ from shardplan.agent.parse.features import (
     workload_features,
 )
 from shardplan.agent.parse.machines import read_machines
+from shardplan.agent.parse.quantities import read_quantities
 from shardplan.agent.parse.readers import (
     _note_leftovers,
-    _read_batch,
     _read_disaggregation,
     _read_dtypes,
     _read_gpu_counts,
     _read_gpu_types,
     _read_intent,
-    _read_lengths,
     _read_models,
     _read_objective,
 )
+from shardplan.agent.parse.settle import Counts, across_all, merge_constraints, settle_counts
 from shardplan.agent.parse.targets import read_percentile, read_targets
 from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
-from shardplan.agent.parse.traffic import read_arrival, read_rate
+from shardplan.agent.parse.traffic import read_arrival, read_price, read_rate
 from shardplan.contracts.common import DType, Objective
 from shardplan.contracts.constraints import parse_constraints
+from shardplan.contracts.economics import GpuPrice
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.targets import SloPercentile
 from shardplan.contracts.traffic import Traffic, parse_arrival
@@ -74,6 +73,7 @@ __all__ = [
     "parse_request",
     "missing_fields",
     "to_plan_request",
+    "gpu_types",
     "clarifying_question",
 ]
 
@@ -121,6 +121,12 @@ class ParsedRequest(BaseModel):
         default=None, ge=0, lt=1, description="Share of prompt tokens found in the prefix cache."
     )
     prefix_tokens: int | None = Field(default=None, ge=1, description="Tokens of a prefix every prompt shares.")
+    gpu_price: float | None = Field(
+        default=None, gt=0, description="US dollars per GPU-hour of the request's GPU, as said (\"$2.5/h\")."
+    )
+    said: dict[str, str] = Field(
+        default_factory=dict, description="Each field this message set -> the words it was read from, echoed back."
+    )
     intent: Intent = Field(default="plan", description="What the message asks for.")
     about: str | None = Field(
         default=None, description="Technique(s) asked about, comma-separated: pp, tp, ep, sp, dp, adp, disagg, mb."
@@ -151,6 +157,7 @@ _SETTINGS = (
     "weight_dtype",
     "kv_dtype",
     "disaggregated",
+    "gpu_price",
     *FEATURE_SETTINGS,
 )
 """The fields a message sets and a follow-up inherits."""
@@ -160,70 +167,30 @@ _SETTINGS = (
 # Putting a request together
 
 
-@dataclass(frozen=True)
-class _Counts:
-    gpus: int | None = None
-    nodes: int | None = None
-    per_node: int | None = None
-
-
-def _settle_counts(said: _Counts, before: _Counts, gpu: str | None, found: Findings) -> _Counts:
-    """Total GPUs, nodes and GPUs per node made consistent.
-
-    What this message said wins over ``before``. Only nodes given ("now with 4 nodes"): the node size is
-    kept (or the GPU's usual one) and the total follows. Only a total ("what about 16 GPUs"): the node size
-    is kept and the node count follows. Only a node size: the total is kept.
-    """
-    gpus, nodes, per = said.gpus, said.nodes, said.per_node
-    if gpus is None and nodes is None and per is None:
-        gpus, nodes, per = before.gpus, before.nodes, before.per_node
-    elif gpus is None and nodes is None:
-        gpus, nodes = before.gpus, None if before.gpus else before.nodes
-    if per is None and not (gpus and nodes):
-        per = before.per_node
-    if gpus and nodes and per:
-        if gpus != nodes * per:
-            found.contradictions.append(
-                f"{gpus} GPUs do not match {nodes} nodes of {per} GPUs ({nodes * per} GPUs); say which one you mean."
-            )
-    elif gpus and nodes:
-        if gpus % nodes:
-            found.contradictions.append(f"{gpus} GPUs do not split evenly over {nodes} nodes; say how many per node.")
-        else:
-            per = gpus // nodes
-    elif nodes and per:
-        gpus = nodes * per
-    elif nodes and gpu:
-        per = gpu_catalog()[gpu].gpus_per_node
-        gpus = nodes * per
-        found.notes.append(f"Assumed {per} GPUs per node, the usual {gpu} node; {gpus} GPUs in all.")
-    elif gpus and per:
-        if gpus <= per:
-            nodes = 1
-        elif gpus % per == 0:
-            nodes = gpus // per
-        else:
-            found.notes.append(f"{gpus} GPUs do not fill whole nodes of {per}.")
-    return _Counts(gpus, nodes, per)
-
-
 def _assemble(found: Findings, intent: Intent, about: str | None, previous: ParsedRequest | None) -> ParsedRequest:
     """This message's findings laid over ``previous``, with counts settled and defaults noted."""
     said = {name: found.first(name) for name in _SETTINGS}
     clients = found.values.get("clients")
     if said["arrival"] is None and clients:
         said["arrival"] = f"closed:{clients[0]}"  # "64 concurrent users": a closed loop, unless arrivals are named
+        found.said.setdefault("arrival", found.said.get("clients", ""))
     merged = {name: getattr(previous, name) for name in _SETTINGS} if previous else dict.fromkeys(_SETTINGS)
+    dropped = apply_edits(said, dict(merged), found)  # "double the batch": relative to the thread's last request
     drafter_before = merged["spec_method"]
     if said["batch"] is not None and said["arrival"] is None and str(merged["arrival"]).startswith("closed:"):
         merged["arrival"] = None  # the earlier clients were the earlier concurrency, which this message replaces
     merged.update({name: value for name, value in said.items() if value is not None})
+    merged.update(dict.fromkeys(dropped))
     if said["prefix_hit"] is not None or said["prefix_tokens"] is not None:  # the latest way of saying it wins
         merged.update(prefix_hit=said["prefix_hit"], prefix_tokens=said["prefix_tokens"])
     settle_features(merged, drafter_before, found)
-    before = _Counts(previous.gpus, previous.nodes, previous.gpus_per_node) if previous else _Counts()
-    counts = _settle_counts(_Counts(said["gpus"], said["nodes"], said["gpus_per_node"]), before, merged["gpu"], found)
+    before = Counts(previous.gpus, previous.nodes, previous.gpus_per_node) if previous else Counts()
+    counts = settle_counts(Counts(said["gpus"], said["nodes"], said["gpus_per_node"]), before, merged["gpu"], found)
     merged.update(gpus=counts.gpus, nodes=counts.nodes, gpus_per_node=counts.per_node)
+    counted = next((found.said[n] for n in ("gpus", "nodes", "gpus_per_node") if n in found.said), None)
+    for name in ("gpus", "nodes", "gpus_per_node"):  # a count that follows from the ones said, from their words
+        if counted and merged[name] is not None and merged[name] != (getattr(previous, name) if previous else None):
+            found.said.setdefault(name, counted)
     if merged["objective"] == "throughput" and (merged["ttft_ms"] or merged["tpot_ms"]):
         merged["objective"] = "goodput"
         found.notes.append("Throughput with latency targets is planned as goodput (throughput under the targets).")
@@ -231,29 +198,11 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
         for name, default, what in (("isl", DEFAULT_ISL, "prompt"), ("osl", DEFAULT_OSL, "output")):
             if merged[name] is None:
                 found.notes.append(f"No {what} length given; assuming {default} tokens.")
-    said_constraints = list(dict.fromkeys(found.values.get("constraints", [])))
-    constraints = _merge_constraints(previous.constraints if previous else [], said_constraints, found)
-    return ParsedRequest(**merged, intent=intent, about=about, constraints=constraints,
+    said_constraints = across_all(list(dict.fromkeys(found.values.get("constraints", []))), counts.gpus, found)
+    constraints = merge_constraints(previous.constraints if previous else [], said_constraints, found)
+    said_words = {k: v for k, v in found.said.items() if k in _SETTINGS or k.startswith("constraint ")}
+    return ParsedRequest(**merged, intent=intent, about=about, constraints=constraints, said=said_words,
                          contradictions=found.contradictions, notes=found.notes)
-
-
-def _constraint_key(text: str) -> str:
-    """What a constraint bounds: ``decode:tp`` for ``decode:tp<=8``, the whole text for a flag."""
-    return re.split(r"<=|>=|=", text, maxsplit=1)[0] if "=" in text else text
-
-
-def _merge_constraints(before: list[str], said: list[str], found: Findings) -> list[str]:
-    """This message's constraints over the earlier ones (a new bound on a degree replaces the old one);
-    two fixed values of one degree in one message are a contradiction."""
-    fixed: dict[str, str] = {}
-    for text in said:
-        key = _constraint_key(text)
-        if "=" in text and not re.search(r"<=|>=", text) and not text.startswith(("engine", "gpus")):
-            if key in fixed and fixed[key] != text:
-                found.contradictions.append(f"The request gives both {fixed[key]} and {text}; say which one you mean.")
-            fixed.setdefault(key, text)
-    keys = {_constraint_key(t) for t in said}
-    return [t for t in before if _constraint_key(t) not in keys] + said
 
 
 def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedRequest:
@@ -273,7 +222,9 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
     intent, about = _read_intent(scan)
     found = Findings(comparing=intent == "compare")
     for reader in (
+        read_edits,
         read_features,
+        read_price,
         _read_models,
         read_constraints,
         read_machines,
@@ -282,9 +233,8 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
         read_percentile,
         read_rate,
         read_targets,
-        _read_lengths,
         read_arrival,
-        _read_batch,
+        read_quantities,
         _read_objective,
         _read_dtypes,
         _read_disaggregation,
@@ -292,6 +242,15 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
     ):
         reader(scan, found)
     return _assemble(found, intent, about, previous)
+
+
+def gpu_types(parsed: ParsedRequest) -> list[str]:
+    """The GPU types the request names: one, or several when it asks which to use ("H100 or H200?").
+
+    >>> gpu_types(parse_request("Llama 3.1 70B at 10 req/s: H100 or H200?"))
+    ['H100', 'H200']
+    """
+    return parsed.gpu.split(",") if parsed.gpu else []
 
 
 def missing_fields(parsed: ParsedRequest) -> list[str]:
@@ -306,8 +265,8 @@ def missing_fields(parsed: ParsedRequest) -> list[str]:
         missing.append("model")
     if parsed.gpu is None:
         missing.append("gpu")
-    if parsed.gpus is None and parsed.nodes is None:
-        missing.append("gpus")
+    if parsed.gpus is None and parsed.nodes is None and len(gpu_types(parsed)) < 2:
+        missing.append("gpus")  # a choice of types plans one node of each when no count is given
     return missing + missing_features(parsed)
 
 
@@ -359,7 +318,8 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
     if parsed.contradictions:
         raise InputError("the request contradicts itself", field="request", fix=" ".join(parsed.contradictions))
     assert parsed.model and parsed.gpu
-    gpus = parsed.gpus or (parsed.nodes or 1) * (parsed.gpus_per_node or gpu_catalog()[parsed.gpu].gpus_per_node)
+    gpu = gpu_types(parsed)[0]  # of a choice, the first; the caller plans each type (gpu_types)
+    gpus = parsed.gpus or (parsed.nodes or 1) * (parsed.gpus_per_node or gpu_catalog()[gpu].gpus_per_node)
     traffic = Traffic(arrival=parse_arrival(parsed.arrival)) if parsed.arrival else None
     fields = workload_fields(traffic, isl=parsed.isl, osl=parsed.osl, batch=parsed.batch, rate=parsed.rate,
                              default_isl=DEFAULT_ISL, default_osl=DEFAULT_OSL)
@@ -378,7 +338,7 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         texts.append("disaggregated" if parsed.disaggregated else "colocated")
     request = PlanRequest(
         model=parsed.model,
-        gpu=parsed.gpu,
+        gpu=gpu,
         gpus=gpus,
         gpus_per_node=parsed.gpus_per_node,
         workload=workload,
@@ -386,6 +346,8 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         kv_dtype=parsed.kv_dtype,
         policy=policy,
         constraints=parse_constraints(texts) if texts else None,
+        price=GpuPrice(gpu=gpu, usd_per_gpu_hour=parsed.gpu_price, source="the request's words")
+        if parsed.gpu_price is not None else None,
     )
     model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
     check_context(model, workload.isl, workload.osl)

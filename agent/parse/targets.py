@@ -57,11 +57,12 @@ def read_percentile(scan: Scan, found: Findings) -> None:
     >>> found.values["slo_percentile"], found.notes
     (['p99'], ['One percentile applies to both targets: P99, the highest of those named (P99, P90).'])
     """
-    named = [f"p{m.group('p') or m.group('q') or '50'}" for m in scan.take(_PERCENTILE)]
+    matches = scan.take(_PERCENTILE)
+    named = [f"p{m.group('p') or m.group('q') or '50'}" for m in matches]
     if not named:
         return
     kept = max(named, key=lambda name: int(name[1:]))
-    found.add("slo_percentile", kept)
+    found.add("slo_percentile", kept, matches[named.index(kept)].group())
     if len(set(named)) > 1:
         listed = ", ".join(n.upper() for n in dict.fromkeys(named))
         found.notes.append(f"One percentile applies to both targets: {kept.upper()}, the highest of those named "
@@ -75,11 +76,11 @@ def read_targets(scan: Scan, found: Findings) -> None:
         _read_bounds_after(scan, found, name, keyword)
     for name, pattern in _TARGETS_BEFORE.items():
         for match in scan.take(pattern):
-            _file_bounds(found, name, [(match.group("cmp"), _ms(match.group(2), match.group(3)))])
+            _file_bounds(found, name, [(match.group("cmp"), _ms(match.group(2), match.group(3)))], match.group())
     for match in scan.take(_RATE):
         rate = float(match.group("rate"))
         if match.group("per") and rate > 0:
-            found.add("tpot_ms", round(1000.0 / rate, 3))
+            found.add("tpot_ms", round(1000.0 / rate, 3), match.group())
         elif not match.group("per"):
             found.notes.append(
                 f"'{match.group().strip()}' reads as aggregate throughput, which is not a target; "
@@ -100,18 +101,19 @@ def _read_bounds_after(scan: Scan, found: Findings, name: str, keyword: re.Patte
             end = match.end()
             match = _NEXT_BOUND.match(scan.text, end)
         if bounds:
+            words = scan.text[key.start() : end]
             scan.blank(key.start(), end)
-            _file_bounds(found, name, bounds)
+            _file_bounds(found, name, bounds, words)
 
 
-def _file_bounds(found: Findings, name: str, bounds: list[tuple[str | None, float]]) -> None:
+def _file_bounds(found: Findings, name: str, bounds: list[tuple[str | None, float]], words: str) -> None:
     """File the bounds said of one target: an upper bound (or a bare figure) is the target; a lower bound is
     only checked against the upper ones, since a target cannot be a floor."""
     is_lower = [bool(cmp and re.fullmatch(_LOWER, cmp)) for cmp, _ in bounds]
     lowers = [ms for (_, ms), low in zip(bounds, is_lower, strict=True) if low]
     uppers = [ms for (_, ms), low in zip(bounds, is_lower, strict=True) if not low]
     for ms in uppers:
-        _add_positive(found, name, ms, f"{ms:g} ms")
+        _add_positive(found, name, ms, words)
     label = name[:4].upper()
     if uppers and lowers and max(lowers) >= min(uppers):
         found.contradictions.append(

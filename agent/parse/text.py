@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 _NUMBER_WORDS = {
     "a single": 1,
+    "a pair of": 2,
+    "pair of": 2,
     "single": 1,
     "an": 1,
     "a": 1,
@@ -83,6 +85,7 @@ _LABELS = {
     "spec_accept": "acceptances (accepted draft tokens per step)",
     "prefix_hit": "prefix-cache hit rates",
     "prefix_tokens": "shared-prefix lengths",
+    "gpu_price": "GPU prices ($ per GPU-hour)",
 }
 
 
@@ -145,10 +148,14 @@ class Findings:
     values: dict[str, list[Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     contradictions: list[str] = field(default_factory=list)
+    said: dict[str, str] = field(default_factory=dict)
+    """Field -> the words its (first) value was read from, echoed in the answer."""
 
-    def add(self, name: str, value: Any) -> None:
-        """Record one value of field ``name``."""
+    def add(self, name: str, value: Any, words: str | None = None) -> None:
+        """Record one value of field ``name``, and the words it came from when given."""
         self.values.setdefault(name, []).append(value)
+        if words:  # each constraint has its own words; any other field keeps those of its first value
+            self.said.setdefault(f"constraint {value}" if name == "constraints" else name, words.strip())
 
     def first(self, name: str) -> Any:
         """The field's first value; two different values become a contradiction (a note when comparing)."""
@@ -165,6 +172,6 @@ class Findings:
 def _add_positive(found: Findings, name: str, value: float, phrase: str) -> None:
     """Record ``value`` unless it is zero, which no field accepts."""
     if value > 0:
-        found.add(name, value)
+        found.add(name, value, phrase)
     else:
         found.notes.append(f"Ignored '{phrase.strip()}': {_LABELS[name]} must be positive.")

@@ -19,7 +19,7 @@ import re
 
 from shardplan.agent.parse.text import _COUNT, _START, Findings, Scan, _count
 
-__all__ = ["read_arrival", "read_rate", "BURSTY"]
+__all__ = ["read_arrival", "read_rate", "read_price", "BURSTY"]
 
 BURSTY = "gamma:cv=3"
 """The arrival process "bursty" reads as: gamma gaps with a coefficient of variation of 3."""
@@ -53,16 +53,37 @@ def read_rate(scan: Scan, found: Findings) -> None:
         per = _PER_UNIT[match.group("unit")] if match.group("unit") else 1.0
         rate = float(match.group("n")) / per
         if rate > 0:
-            found.add("rate", rate)
+            found.add("rate", rate, match.group())
 
 
 def read_arrival(scan: Scan, found: Findings) -> None:
     """Arrival processes named in words (taken from the text), and counts of concurrent users or clients (left
     for the batch reader)."""
     for process, pattern in _PROCESSES:
-        for _ in scan.take(pattern):
-            found.add("arrival", process)
+        for match in scan.take(pattern):
+            found.add("arrival", process, match.group())
     for match in _CLIENTS.finditer(scan.text):
         clients = _count(match.group("v"))
         if clients > 0:
-            found.add("clients", clients)
+            found.add("clients", clients, match.group())
+
+
+_PRICE = re.compile(
+    r"(?<![\w#])(?:\$|usd\s*)\s*(?P<usd>\d+(?:\.\d+)?)\s*(?:usd\s*)?(?:/|per|an?|each)\s*(?:gpu[\s-]*)?(?:h|hr|hour)"
+    r"(?![a-z])(?:\s*(?:per|/|a|each)\s*gpu(?![a-z]))?"
+)
+
+
+def read_price(scan: Scan, found: Findings) -> None:
+    """The price of a GPU-hour in US dollars: "$2.5/h", "$3.60 per GPU-hour", "at $2.5/h per GPU". The GPU it is
+    for is read by the GPU reader ("at $2.5/h for H100" names H100).
+
+    >>> found = Findings()
+    >>> read_price(Scan("at $3.60 per gpu-hour"), found)
+    >>> found.values
+    {'gpu_price': [3.6]}
+    """
+    for match in scan.take(_PRICE):
+        usd = float(match.group("usd"))
+        if usd > 0:
+            found.add("gpu_price", usd, match.group())

@@ -19,6 +19,7 @@ from shardplan.agent.graph import build_graph, recursion_limit
 from shardplan.agent.hygiene import check_prompt, open_thread_store
 from shardplan.agent.policies import make_policy, redact
 from shardplan.agent.run import show_on_stderr, stream_turn
+from shardplan.agent.understand import reading_text
 from shardplan.cli.app import app, console, emit_json, fail
 from shardplan.cli.plan_text import print_plan
 from shardplan.contracts.plan import Plan
@@ -60,6 +61,9 @@ def _turn(graph: Any, config: dict[str, Any], text: str, as_json: bool) -> bool:
         return not failed
     if plan is not None:
         print_plan(Plan.model_validate(plan))
+        reading = reading_text(state.get("parsed"), assumed=False)  # what was read from the words, and from which
+        if reading:
+            console().print(reading.strip(), markup=False)
     elif failed:
         sys.stderr.write(f"error: {answer}\n")
     else:

@@ -1,0 +1,65 @@
+"""What a reading says back: every field the message set with the words it came from, what the thread kept, and
+what was assumed, so that nothing is read wrong silently.
+
+>>> from shardplan.agent.parse.request import parse_request
+>>> lines = reading_lines(parse_request("Llama 70B on 8 H100, prompts are ~16k tokens"))
+>>> lines[0]
+"Read: model meta-llama/Llama-3.1-70B from 'llama 70b'; GPU H100 from 'h100'; GPUs 8 from '8 h100'; prompt length \
+16384 tokens from 'prompts are ~16k tokens'."
+>>> lines[-1]
+'Assumed: output length 256 tokens (not said); concurrency chosen by the search; objective latency (no targets).'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardplan.agent.parse.request import DEFAULT_ISL, DEFAULT_OSL, ParsedRequest
+
+__all__ = ["reading_lines"]
+
+_LABELS = {
+    "model": ("model", ""), "gpu": ("GPU", ""), "gpus": ("GPUs", ""), "nodes": ("nodes", ""),
+    "gpus_per_node": ("GPUs per node", ""), "isl": ("prompt length", " tokens"), "osl": ("output length", " tokens"),
+    "batch": ("concurrency", ""), "arrival": ("arrivals", ""), "rate": ("rate", " requests/s"),
+    "ttft_ms": ("TTFT target", " ms"), "tpot_ms": ("TPOT target", " ms"), "slo_percentile": ("targets at", ""),
+    "objective": ("objective", ""), "weight_dtype": ("weights", ""), "kv_dtype": ("KV cache", ""),
+    "disaggregated": ("disaggregated", ""), "gpu_price": ("price", " $/GPU-hour"),
+    "spec_method": ("drafter", ""), "spec_tokens": ("draft tokens", ""), "spec_accept": ("accepted drafts", ""),
+    "prefix_hit": ("prefix hit rate", ""), "prefix_tokens": ("shared prefix", " tokens"),
+}
+
+
+def _value(value: Any, unit: str) -> str:
+    return f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+
+
+def reading_lines(parsed: ParsedRequest) -> list[str]:
+    """Up to three lines: ``Read:`` each field this message set and its words; ``Kept from the thread:`` the fields
+    an earlier message set; ``Assumed:`` the defaults that fill what no message said."""
+    read, kept = [], []
+    for name, (label, unit) in _LABELS.items():
+        value = getattr(parsed, name)
+        if value is None:
+            continue
+        if name in parsed.said:
+            read.append(f"{label} {_value(value, unit)} from '{parsed.said[name]}'")
+        else:
+            kept.append(f"{label} {_value(value, unit)}")
+    for text in parsed.constraints:
+        words = parsed.said.get(f"constraint {text}")
+        (read if words else kept).append(f"constraint {text}" + (f" from '{words}'" if words else ""))
+    assumed = []
+    if parsed.intent == "plan":
+        for name, default in (("isl", DEFAULT_ISL), ("osl", DEFAULT_OSL)):
+            if getattr(parsed, name) is None:
+                assumed.append(f"{_LABELS[name][0]} {default} tokens (not said)")
+        if parsed.batch is None:
+            assumed.append("concurrency chosen by the search")
+        if parsed.objective is None:
+            targets = parsed.ttft_ms or parsed.tpot_ms
+            assumed.append("objective throughput (under the targets)" if targets else "objective latency (no targets)")
+    lines = [f"Read: {'; '.join(read)}." if read else "Read: nothing I could use."]
+    lines += [f"Kept from the thread: {'; '.join(kept)}."] if kept else []
+    lines += [f"Assumed: {'; '.join(assumed)}."] if assumed else []
+    return lines

@@ -1,0 +1,50 @@
+"""Chat turns through the graph (built-in policy, no network): a follow-up edits the thread's last request, a
+fleet question plans each GPU type, and every answer says what it read and from which words."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from shardplan.agent.graph import build_graph, recursion_limit
+
+
+def _chat(*messages: str) -> list[dict]:
+    graph = build_graph("builtin", checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}, "recursion_limit": recursion_limit(None)}
+    states = []
+    for text in messages:
+        states.append(graph.invoke({"messages": [HumanMessage(content=text)]}, config))
+    return states
+
+
+def _answer(state: dict) -> str:
+    return str(next(m for m in reversed(state["messages"]) if isinstance(m, AIMessage)).content)
+
+
+def test_a_follow_up_edit_applies_to_the_threads_last_request_and_is_echoed() -> None:
+    first, doubled, again = _chat("Llama 3.1 8B on 1 H100, 1k prompts, 128 out, batch 8", "double the batch",
+                                  "double the batch again")
+    assert first["plan"]["request"]["workload"]["batch"] == 8
+    assert doubled["plan"]["request"]["workload"]["batch"] == 16
+    assert again["plan"]["request"]["workload"]["batch"] == 32
+    answer = _answer(again)
+    assert "Read: concurrency 32 from 'double the batch again'." in answer
+    assert "Kept from the thread: model meta-llama/Llama-3.1-8B; GPU H100; GPUs 1; prompt length 1024 tokens" in answer
+    assert "Read: model meta-llama/Llama-3.1-8B from 'llama 3.1 8b'" in _answer(first)
+
+
+def test_a_fleet_question_plans_each_type_and_says_what_it_read() -> None:
+    (state,) = _chat("cheapest way to serve 2 req/s of Llama 3.1 8B, 1k/128: H100 or H200?")
+    choice = state["plan"]["gpu_choice"]
+    assert [row["gpu"] for row in choice["options"]] and {row["gpu"] for row in choice["options"]} == {"H100", "H200"}
+    answer = _answer(state)
+    assert "- H100:" in answer and "- H200:" in answer
+    assert "GPU H100,H200 from 'h100 or h200'" in answer and "rate 2 requests/s from '2 req/s'" in answer
+
+
+def test_a_question_back_also_says_what_was_read() -> None:
+    (state,) = _chat("Llama 3.1 70B, prompts are ~6k tokens")
+    answer = _answer(state)
+    assert answer.startswith("Could you tell me which GPU type")
+    assert "prompt length 6144 tokens from 'prompts are ~6k tokens'" in answer
