@@ -51,15 +51,15 @@ def priced_deployment(
     ttft_ms: float,
     tpot_ms: float,
     requests_per_s: float,
-    memory: PoolMemory,
+    memory: PoolMemory | tuple[float, bool],
     prefill_prompts: int = 0,
     kv_transfer_ms: float = 0.0,
     running_cap: int | None = None,
 ) -> PricedDeployment:
     """A deployment priced by the serving model in steady state, judged against the workload's targets.
 
-    ``memory`` is :func:`deployment_memory` of its replica at ``worker_concurrency``; ``strategy.gpus`` are the
-    GPUs it uses, of ``budget``.
+    ``memory`` is :func:`deployment_memory` of its replica at ``worker_concurrency`` (or its GB and fit alone, on
+    the cluster's GPU); ``strategy.gpus`` are the GPUs it uses, of ``budget``.
     """
     figures = make_figures(
         "steady_state",
@@ -69,7 +69,7 @@ def priced_deployment(
         tokens_per_s=requests_per_s * workload.osl,
         requests_per_s=requests_per_s,
         memory_per_gpu_gb=memory[0],
-        gpu_memory_gb=memory.capacity_gb,
+        gpu_memory_gb=memory.capacity_gb if isinstance(memory, PoolMemory) else cluster.gpu.memory_gb,
         fits=memory[1],
         gpus_used=strategy.gpus,
         gpu_budget=budget,
