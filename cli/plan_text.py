@@ -136,7 +136,7 @@ def print_plan(plan: Plan) -> None:
     out.print(table)
     c, v, f = plan.dag_cost, plan.validation, plan.figures
     assert c is not None and v is not None and f is not None
-    mem = max(c.memory, key=lambda m: m.total_gb)
+    mem = max(c.memory, key=lambda m: m.total_gb / m.capacity_gb)  # the fullest pool, each against its own GPU
     out.print(f"{headline(f)} (weights {mem.weights_gb:.1f}, KV {mem.kv_cache_gb:.1f})")
     for line in effect_lines(plan):
         out.print(line, markup=False)
