@@ -90,8 +90,13 @@ _SHARE = r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)\s*%"
 """A percentage, read from its first digit only (which keeps the reading linear in a run of digits)."""
 _HITS = r"(?:cache\s+hits?|prefix\s+(?:reuse|hits?)|shared\s+prefix)"
 _SHARED = r"(?:shared|common|cached|reused|repeated|identical|the\s+same)"
+_FRACTIONS = {"half": 0.5, "a third": 1 / 3, "one third": 1 / 3, "two thirds": 2 / 3, "a quarter": 0.25,
+              "one quarter": 0.25, "three quarters": 0.75}
+"""Shares said in words ("half of every prompt is a shared system prompt")."""
+_WORD_SHARE = r"(?<![\w])(?P<w>half|(?:a|one)\s+third|two\s+thirds|(?:a|one)\s+quarter|three\s+quarters)"
 _PREFIX_SHARE = re.compile(
-    rf"{_SHARE}\s+of\s+(?:the\s+|each\s+|every\s+|a\s+)?(?:prompts?|input|context|tokens?)\s+(?:is|are)\s+"
+    rf"(?:{_SHARE}|{_WORD_SHARE})\s+of\s+(?:the\s+|each\s+|every\s+|a\s+)?(?:prompts?|input|context|tokens?)\s+"
+    rf"(?:is|are)\s+"
     rf"(?:a\s+|the\s+)?{_SHARED}(?:[\s-]+(?:system[\s-]+prompt|prefix|preamble))?"
     rf"|(?<![\w#])(?:(?:prefix|prompt)[\s-]*)?cache[\s-]+hit(?:[\s-]+rate)?s?\s*(?:of|=|:|is)?\s*(?:(?P<p2>\d+(?:\.\d+)?)"
     rf"\s*(?P<pct2>%)?)(?![\w.])"
@@ -201,10 +206,13 @@ def _read_prefix(scan: Scan, found: Findings) -> None:
         found.add("prefix_hit", 0.0, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as no prompt tokens found in a prefix cache.")
     for match in scan.take(_PREFIX_SHARE):
-        text = _number(match, "p", "p2", "p3", "p4")
-        percent = match.group("p") is not None or match.group("p4") is not None or any(
-            match.groupdict().get(g) for g in ("pct2", "pct3"))
-        share = float(text) / 100 if percent or float(text) > 1 else float(text)
+        if match.group("w") is not None:
+            share = _FRACTIONS[" ".join(match.group("w").lower().split())]
+        else:
+            text = _number(match, "p", "p2", "p3", "p4")
+            percent = match.group("p") is not None or match.group("p4") is not None or any(
+                match.groupdict().get(g) for g in ("pct2", "pct3"))
+            share = float(text) / 100 if percent or float(text) > 1 else float(text)
         if not 0 <= share < 1:
             found.notes.append(f"Ignored '{match.group().strip()}': a prefix hit is a share of the prompt below 1 (a "
                                "request still computes its own last token).")
