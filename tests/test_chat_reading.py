@@ -35,7 +35,7 @@ def test_a_follow_up_edit_applies_to_the_threads_last_request_and_is_echoed() ->
 
 
 def test_a_fleet_question_plans_each_type_and_says_what_it_read() -> None:
-    (state,) = _chat("cheapest way to serve 2 req/s of Llama 3.1 8B, 1k/128: H100 or H200?")
+    (state,) = _chat("cheapest way to serve 2 req/s of Llama 3.1 8B on one GPU, 1k/128: H100 or H200?")
     choice = state["plan"]["gpu_choice"]
     assert [row["gpu"] for row in choice["options"]] and {row["gpu"] for row in choice["options"]} == {"H100", "H200"}
     answer = _answer(state)
