@@ -119,6 +119,7 @@ class StepPricer:
     """Share of each prompt found in the prefix cache: prefill computes only the rest (the module docstring)."""
     _samples: dict[tuple[str, int], PhaseTimes] = field(default_factory=dict, repr=False)
     _own: dict[tuple[float, float], float] = field(default_factory=dict, repr=False)
+    _curves: dict[tuple[str, float], float] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.layout = self.layout.model_copy(update={"dp": 1})
@@ -220,9 +221,15 @@ class StepPricer:
         return step / self.tokens_per_step
 
     def _curve(self, kind: str, n: float) -> float:
-        low = self.base ** int(math.floor(math.log(max(n, 1), self.base) + 1e-9))
-        points = {low} if low == n else {low, low * self.base}
-        return interpolate_power_grid({1: 0.0} | {k: self._sample(kind, k) for k in points}, n, self.base)
+        # A search reads the same few points of a curve hundreds of thousands of times: interpolate each once.
+        key = (kind, n)
+        found = self._curves.get(key)
+        if found is None:
+            low = self.base ** int(math.floor(math.log(max(n, 1), self.base) + 1e-9))
+            points = {low} if low == n else {low, low * self.base}
+            found = interpolate_power_grid({1: 0.0} | {k: self._sample(kind, k) for k in points}, n, self.base)
+            self._curves[key] = found
+        return found
 
     def linear_s(self, tokens: float) -> float:
         """Weight reads, projections, experts and collectives of a step carrying ``tokens`` tokens."""
