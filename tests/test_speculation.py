@@ -247,3 +247,16 @@ def test_the_done_when_command_plans_with_mtp(tmp_path, capsys: pytest.CaptureFi
     assert "Speculative decoding" in plan["explanation"]
     assert plan["validation"]["valid"]
     assert any(n.get("draft_pass") == 0 for n in plan["dag"]["nodes"])
+
+
+@pytest.mark.parametrize("sequences", [1, 8, 32, 64, 128])
+def test_a_verify_step_is_never_cheaper_than_the_plain_step(sequences: int) -> None:
+    """The same caches are read by more queries: under measured tables (where installed) a verify step of K + 1
+    positions costs at least the plain step, as on an H200 (benchmarks/data/gpu/steps_h200_verify.json: 1.06 to
+    1.30x)."""
+    layout = parse_strategy("tp=1").decode
+    plain = StepPricer(LLAMA_8B, make_cluster("H200", 1), layout, 4096, 2)
+    verifying = StepPricer(LLAMA_8B, make_cluster("H200", 1), layout, 4096, 2,
+                           speculation=parse_speculation("eagle:1", 0.0))
+    verify = verifying.linear_s(sequences * 2) + verifying.verify_attention_s(sequences)
+    assert verify >= plain.step_s(sequences, 0)
