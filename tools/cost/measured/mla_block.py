@@ -25,6 +25,7 @@ plain step from the module and the verify step without it would flatter speculat
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from shardplan.contracts.common import DTYPE_BYTES
@@ -41,10 +42,27 @@ BLOCK_NODES = ("qkv_proj", "kv_write", "attention", "o_proj")
 _PLAIN = "#plain"
 
 
-def _sibling(attention_id: str, name: str) -> str:
-    """Id of the block's ``name`` node: the builder names a unit's nodes ``phase/mb/L/op`` plus the unit suffix."""
-    head, _, tail = attention_id.rpartition("/attention")
-    return f"{head}/{name}{tail}"
+def _role(node: AnyNode) -> str | None:
+    """Which of the block's nodes ``node`` is, read from its fields (kind and op; ids and names are free-form, a DAG
+    read from a file may rename them)."""
+    if isinstance(node, StateNode):
+        return "kv_write" if node.kind == "kv_write" else None
+    if isinstance(node, ComputeNode):
+        return "attention" if node.kind == "attention" else node.op if node.op in ("qkv_proj", "o_proj") else None
+    return None
+
+
+def _blocks(nodes: list[AnyNode]) -> list[dict[str, AnyNode]]:
+    """The attention blocks of the layers: one per phase, microbatch, layer and unit (the node's shard), with each of
+    :data:`BLOCK_NODES` exactly once. A drafter's passes inside a target's step have no layer and are left out (the
+    drafter's own network prices them)."""
+    found: dict[tuple[str, int, int, int | None], dict[str, list[AnyNode]]] = defaultdict(lambda: defaultdict(list))
+    for node in nodes:
+        role = _role(node)
+        if role is not None and node.layer is not None:
+            found[(node.phase, node.microbatch, node.layer, node.shard)][role].append(node)
+    return [{role: members[role][0] for role in BLOCK_NODES} for members in found.values()
+            if all(len(members[role]) == 1 for role in BLOCK_NODES)]
 
 
 def _plain(node: AnyNode, q_len: int, activation_bytes: float) -> AnyNode:
@@ -104,14 +122,13 @@ def mla_block_seconds(
         return {}
     listed = list(nodes)
     wide = DTYPE_BYTES[model.activation_dtype]
-    by_id = {n.id: n for n in listed}
     blocks: list[tuple[list[AnyNode], list[AnyNode], Query]] = []
-    for attention in listed:
+    for members in _blocks(listed):
+        attention = members["attention"]
         query = mla_module_query(attention, model) if isinstance(attention, ComputeNode) else None
-        members = [by_id.get(_sibling(attention.id, name)) for name in BLOCK_NODES]
-        found = [n for n in members if n is not None]
-        if query is None or len(found) < len(BLOCK_NODES) or not isinstance(attention, ComputeNode):
+        if query is None or not isinstance(attention, ComputeNode):
             continue
+        found = [members[role] for role in BLOCK_NODES]
         q_len, kv_len = max(1, attention.shape.get("q_len", 1)), attention.shape.get("kv_len", 1)
         plain: list[AnyNode] = found
         if attention.phase == "prefill" and kv_len > q_len:
