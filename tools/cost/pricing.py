@@ -21,6 +21,7 @@ from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.tools.cost.exchange import engine_exchange
 from shardplan.tools.cost.measured.database import MeasuredTables, measured_available, measured_tables, system_for_gpu
 from shardplan.tools.cost.measured.lookup import lookup_seconds
+from shardplan.tools.cost.measured.mla_block import mla_block_seconds
 from shardplan.tools.cost.measured.queries import node_query, other_fp8_scaling
 from shardplan.tools.cost.op_time import expert_load_factor, node_time_s
 
@@ -48,10 +49,20 @@ class Pricer:
     seconds: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
 
     def prepare(self, nodes: Iterable[AnyNode]) -> None:
-        """Look up every node the measured tables price (batched; answers are cached process-wide)."""
+        """Look up every node the measured tables price (batched; answers are cached process-wide), and price each
+        MLA decode attention block from the engine's measured module where its tables hold one
+        (:mod:`shardplan.tools.cost.measured.mla_block`)."""
         if self.tables is None or self.model is None:
             return
+        listed = list(nodes)
+        self.measured.update({k: v for k, v in self._table_seconds(listed).items() if v is not None})
+        tables = self.tables
+        self.measured.update(mla_block_seconds(listed, self.model, self._own_seconds,
+                                               lambda queries: lookup_seconds(tables, queries)))
 
+    def _table_seconds(self, nodes: Iterable[AnyNode]) -> dict[str, float | None]:
+        """The measured tables' seconds of each node they may price (None where they do not cover it)."""
+        assert self.tables is not None and self.model is not None
         wanted = {}
         for node in nodes:
             phase = self.phases.get(node.phase)
@@ -64,12 +75,18 @@ class Pricer:
         # A shape measured only under the other FP8 weight scaling is still the same kernel's measurement.
         retry = {q: other_fp8_scaling(q) for q, s in answers.items() if s is None}
         fallback = lookup_seconds(self.tables, [q for q in retry.values() if q is not None])
+        seconds: dict[str, float | None] = {}
         for node_id, query in wanted.items():
-            seconds = answers[query]
-            if seconds is None and retry.get(query) is not None:
-                seconds = fallback[retry[query]]  # type: ignore[index]
-            if seconds is not None:
-                self.measured[node_id] = seconds
+            seconds[node_id] = answers[query]
+            if seconds[node_id] is None and retry.get(query) is not None:
+                seconds[node_id] = fallback[retry[query]]  # type: ignore[index]
+        return seconds
+
+    def _own_seconds(self, nodes: list[AnyNode]) -> dict[str, float]:
+        """Each node's own price, as :meth:`node_time_s` would give it: the tables' where they cover the node, the
+        roofline's elsewhere (the KV write; on h200_sxm/vllm 0.24.0 the MLA attention kernel too)."""
+        measured = self._table_seconds(nodes)
+        return {n.id: measured.get(n.id) or self._roofline_s(n) for n in nodes}
 
     def node_time_s(self, node: AnyNode) -> float:
         """Duration of ``node`` in seconds, counted towards the backend that priced it."""

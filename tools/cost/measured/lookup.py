@@ -41,6 +41,11 @@ def _build_op(query: Query, name: str) -> Any:
         return ops.ContextMLA(name, 1, a[0], common.KVCacheQuantMode[str(a[1])], common.FMHAQuantMode[str(a[2])])
     if query.op == "generation_mla":
         return ops.GenerationMLA(name, 1, a[0], common.KVCacheQuantMode[str(a[1])])
+    if query.op in ("generation_mla_module", "context_mla_module"):
+        # vLLM's module rows are measured with bf16 attention math (``mla_dtype``) whatever the KV format.
+        kv, gemm = common.KVCacheQuantMode[str(a[1])], common.GEMMQuantMode[str(a[2])]
+        return ops.MLAModule(name, 1, query.context, a[0], kv, common.FMHAQuantMode.bfloat16, gemm,
+                             native_num_heads=a[3])
     if query.op == "moe":
         quant = common.MoEQuantMode[str(a[6])]
         return ops.MoE(name, 1, a[0], a[1], a[2], a[3], a[4], a[5], quant, str(a[7]), 1)
@@ -53,7 +58,8 @@ def _build_op(query: Query, name: str) -> Any:
 
 def _point(query: Query) -> tuple[bool, int, int, int]:
     """Where the engine reads the query: token-shaped ops take their rows as the batch."""
-    if query.op in ("context_attention", "generation_attention", "context_mla", "generation_mla"):
+    if query.op in ("context_attention", "generation_attention", "context_mla", "generation_mla",
+                    "generation_mla_module", "context_mla_module"):
         return query.context, query.batch, query.seq, query.prefix
     return False, query.batch, 1, 0
 

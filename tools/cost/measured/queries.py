@@ -16,7 +16,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.tools.cost.exchange import engine_exchange
 
-__all__ = ["Query", "node_query", "other_fp8_scaling", "POWER_LAW_ALPHA"]
+__all__ = ["Query", "node_query", "mla_module_query", "other_fp8_scaling", "POWER_LAW_ALPHA"]
 
 # The database measures MoE layers under a power-law token-to-expert load, not a uniform one; its own
 # estimator uses exponent 1.01 for DeepSeek-style models and 1.2 for the others (Qwen3-MoE, Mixtral,
@@ -32,6 +32,8 @@ _KV_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 # MoE shapes only as ``fp8_block``: asking for ``fp8`` there found nothing and left the experts, most of a
 # decode step, to the roofline. Other models try per-tensor first; either falls back to the other.
 _FP8_SCALINGS = ("fp8", "fp8_block")
+# The GEMM formats the MLA module tables are measured under (DeepSeek's own: bf16, or FP8 scaled per 128x128 block).
+_MODULE_GEMM_QUANT = {"bf16": "bfloat16", "fp8": "fp8_block"}
 # vLLM's block-scaled FP8 GEMM rows were timed eagerly, one GEMM per timing, outside a CUDA graph (AIConfigurator's
 # collector/vllm/collect_gemm.py: ``use_cuda_graph=gemm_type != "fp8_block"``, since its PR #999), so below the host's
 # dispatch time they record that dispatch, not the kernel: in h200_sxm/vllm 0.24.0 every shape from 768x7168 to
@@ -127,6 +129,29 @@ def _attention_query(node: ComputeNode, model: ModelSpec) -> Query | None:
         args = (heads, kv_heads, kv_quant, "bfloat16", model.head_dim, window)
         return Query("context_attention", args, True, batch, q_len, prefix)
     return Query("generation_attention", (folded, kv_heads, kv_quant, model.head_dim, window), False, batch, kv_len)
+
+
+def mla_module_query(attention: ComputeNode, model: ModelSpec) -> Query | None:
+    """The measured module of an MLA layer's attention block at the ``attention`` node's batch, heads and tokens, or
+    None (not an MLA attention node, or a weight or KV format the module tables do not key).
+
+    The tables time vLLM's whole ``DeepseekV2MLAAttention`` forward (AIConfigurator's collector; its
+    ``mla_generation_module_perf`` rows are keyed by KV format, GEMM format, local heads, batch and context, with one
+    query position per sequence; its ``mla_context_module_perf`` rows by the same formats, heads, batch and prompt
+    length, with no cached prefix). So the query is always at one position in decode and at no prefix in prefill: a
+    verify step or a prefill behind a cached prefix composes it with its own increments
+    (:mod:`shardplan.tools.cost.measured.mla_block`).
+    """
+    if model.mla is None or attention.kind != "attention":
+        return None
+    kv_quant, gemm_quant = _KV_QUANT.get(model.kv_dtype), _MODULE_GEMM_QUANT.get(model.weight_dtype)
+    heads, batch = attention.shape.get("heads", 0), attention.shape.get("batch", 1)
+    if kv_quant is None or gemm_quant is None or heads < 1:
+        return None
+    args = (heads, kv_quant, gemm_quant, model.num_attention_heads)
+    if attention.phase == "prefill":
+        return Query("context_mla_module", args, True, batch, attention.shape.get("q_len", 1))
+    return Query("generation_mla_module", args, False, batch, attention.shape.get("kv_len", 1))
 
 
 def _expert_query(node: ComputeNode, model: ModelSpec, phase: PhaseStrategy) -> Query | None:
