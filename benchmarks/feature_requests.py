@@ -27,7 +27,7 @@ from aiconfigurator_cli import Deployment, Worker
 from shardplan_pick import shardplan_spec
 
 __all__ = [
-    "ACCEPTANCE_SOURCE", "FeatureRequest", "FEATURE_REQUESTS", "aic_feature_options",
+    "ACCEPTANCE_SOURCE", "FeatureRequest", "FEATURE_REQUESTS", "aic_feature_options", "aic_kv_dtype",
     "prefix_tokens", "shardplan_feature_options", "shardplan_options",
 ]
 
@@ -102,13 +102,26 @@ def aic_feature_options(request: FeatureRequest) -> list[str]:
     return ["--prefix", str(prefix_tokens(request))]
 
 
+def aic_kv_dtype(request: FeatureRequest) -> str | None:
+    """The KV-cache format AIConfigurator gives the request's checkpoint when none is named: FP8 for an FP8 (or
+    block-FP8, NVFP4) checkpoint whose config names no KV format (aiconfigurator-core 0.12.0,
+    ``sdk/models/helpers.py`` ``_infer_quant_modes_from_raw_config``: "if kv_cache_algo is None ... kvcache_quant_mode
+    = fp8"), where vLLM's own default (``kv_cache_dtype=auto``) keeps the model's bf16. The comparison asks shardplan
+    for the same cache, so that both tools price one request; None where AIConfigurator keeps bf16."""
+    from shardplan.tools.catalogs.models import load_model
+
+    return "fp8" if load_model(request.model).weight_dtype in ("fp8", "fp4") else None
+
+
 def shardplan_options(request: FeatureRequest) -> list[str]:
     """``shardplan plan`` options that price the request's fixed deployment without the feature."""
+    kv = aic_kv_dtype(request)
     return [
         *("-m", request.model, "--gpu", request.gpu, "--gpus", str(request.worker.gpus)),
         *("-s", shardplan_spec(request.deployment), "--batch", str(request.batch)),
         *("--batching", request.batching, "--engine", request.engine),
         *("--isl", str(request.isl), "--osl", str(request.osl)),
+        *(("--kv-dtype", kv) if kv else ()),
     ]
 
 
