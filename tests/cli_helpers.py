@@ -18,3 +18,18 @@ def run_cli(*args: str, timeout: float = 120, input_text: str | None = None,
     """Run ``shardplan ARGS`` and capture its output; never raises on a non-zero exit."""
     return subprocess.run([SHARDPLAN, *args], capture_output=True, text=True, timeout=timeout, check=False,
                           input=input_text, env=env)
+
+
+def run_main(argv: list[str]) -> int:
+    """Run ``shardplan ARGV`` in this process (output left to capsys) and return its exit code."""
+    import pytest
+
+    from shardplan.cli.main import main
+
+    saved, sys.argv = sys.argv, ["shardplan", *argv]
+    try:
+        with pytest.raises(SystemExit) as caught:
+            main()
+    finally:
+        sys.argv = saved
+    return int(caught.value.code or 0)

@@ -5,15 +5,13 @@ character, and within the bounds of :mod:`shardplan.limits`."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_main
 from test_mcp import BUNDLED
-
-from shardplan.cli.main import main
 
 CONFIG = json.loads(BUNDLED.read_text())
 
@@ -39,14 +37,7 @@ def _cycle_dag(tmp: Path) -> str:
     return str(dag_file)
 
 
-def _run(argv: list[str]) -> int:
-    saved, sys.argv = sys.argv, ["shardplan", *argv]
-    try:
-        with pytest.raises(SystemExit) as caught:
-            main()
-    finally:
-        sys.argv = saved
-    return int(caught.value.code or 0)
+_run = run_main
 
 
 PLAN = ["plan", "--isl", "64", "--osl", "8"]

@@ -4,12 +4,11 @@ malformed input as one ``error:`` line with exit 2."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_main
 
-from shardplan.cli.main import main
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.strategy import parse_strategy
@@ -32,14 +31,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"replica": _plan_file(folder, "tp=1", 1), "split": _plan_file(folder, "prefill:tp=1;decode:tp=1;disagg", 2)}
 
 
-def _run(argv: list[str]) -> int:
-    saved, sys.argv = sys.argv, ["shardplan", *argv]
-    try:
-        with pytest.raises(SystemExit) as caught:
-            main()
-    finally:
-        sys.argv = saved
-    return int(caught.value.code or 0)
+_run = run_main
 
 
 def test_json_gives_percentiles_goodput_and_preemptions(

@@ -5,14 +5,13 @@ each pool on nodes of its own type (KV-5), and each pool's GPUs paid at their ow
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import run_main
 
 from shardplan.cli.common import build_request
-from shardplan.cli.main import main
 from shardplan.contracts.plan import Plan
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError
@@ -29,14 +28,7 @@ DONE_WHEN = ["plan", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H200", "--decod
              "--gpu-price", "H200=3.6,H100=2.5"]
 
 
-def _run(argv: list[str]) -> int:
-    saved, sys.argv = sys.argv, ["shardplan", *argv]
-    try:
-        with pytest.raises(SystemExit) as caught:
-            main()
-    finally:
-        sys.argv = saved
-    return int(caught.value.code or 0)
+_run = run_main
 
 
 @pytest.fixture(scope="module")
