@@ -16,7 +16,9 @@ import numpy as np
 from shardplan.tools.simulation.prefix_cache import PrefixCache
 from shardplan.tools.simulation.state import Requests
 
-__all__ = ["blocks_for", "own_blocks", "room", "release_pins", "reserved_blocks", "decode_steps_that_fit"]
+__all__ = [
+    "blocks_for", "own_blocks", "room", "release_pins", "reserved_blocks", "decode_steps_that_fit", "sequences_kept",
+]
 
 
 def blocks_for(tokens: np.ndarray, block_tokens: int) -> np.ndarray:
@@ -92,3 +94,12 @@ def decode_steps_that_fit(computed: np.ndarray, steps: int, free: int, block_tok
     first = (size - computed % size) % size + 1
     rounds, rest = divmod(free, count)
     return max(1, min(steps, rounds * size + int(np.partition(first, rest)[rest]) - 1))
+
+
+def sequences_kept(held: np.ndarray, extra: np.ndarray, free: int) -> int:
+    """How many of the running sequences (in admission order) a step can keep when the blocks run short: keeping
+    the first p needs the ``extra`` blocks of their grants and frees every block ``held`` by the others, on top of
+    the ``free`` blocks (vLLM v1 preempts the most recently admitted first)."""
+    needed = np.concatenate([[0], np.cumsum(extra)])
+    freed = np.concatenate([np.cumsum(held[::-1])[::-1], [0]])
+    return int(np.flatnonzero(needed <= free + freed)[-1])

@@ -17,9 +17,7 @@ Each step, in order:
 
 Speculative decoding (``emit`` = A + 1, ``verify`` = K + 1): a decoding sequence takes ``verify`` tokens of the
 step budget, and the step (priced by the pricer as a verify step and its drafting) leaves it ``emit`` tokens
-longer on average, its KV cache with them (the rejected drafts' entries are dropped). No acceptance distribution
-is invented: every sequence of a step gains the same whole number of tokens, the floor or the ceiling of the mean,
-a fractional carry from step to step making them average exactly the mean.
+longer on average (:mod:`.emission`), its KV cache with them (the rejected drafts' entries are dropped).
 
 Per-request state lives in numpy arrays (:class:`~.state.Requests`) with local copies for the running set, and
 a step does O(running) vectorised work. Steps that are pure decode with nothing to admit repeat identically
@@ -28,7 +26,6 @@ until a sequence finishes, the KV cache runs short or the next request may arriv
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -42,7 +39,9 @@ from shardplan.tools.simulation.blocks import (
     release_pins,
     reserved_blocks,
     room,
+    sequences_kept,
 )
+from shardplan.tools.simulation.emission import Emission
 from shardplan.tools.simulation.prefix_cache import PrefixCache
 from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepRecord, repeats_before
 from shardplan.tools.simulation.state import Requests
@@ -90,8 +89,8 @@ class Engine:
     _nearest: int = 0
     """Fewest output tokens any running sequence has left."""
     _prices: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
-    _carry: float = 0.0
-    """The fractional part of the mean emission not yet paid out (speculative decoding)."""
+    _emission: Emission = field(init=False)
+    """Tokens a decode step adds to a sequence, ``emit`` on average (:mod:`.emission`)."""
     # What it measured: integrals over time (seconds x count) and counts.
     running_s: float = 0.0
     resident_s: float = 0.0
@@ -104,6 +103,9 @@ class Engine:
     last_finished: int = 0
     last_end: float = 0.0
     records: list[StepRecord] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._emission = Emission(self.emit)
 
     @property
     def running(self) -> int:
@@ -162,7 +164,7 @@ class Engine:
         # Every running sequence decodes: one token each (up to ``emit`` under speculation), and a new block for
         # those whose blocks are full.
         computed = self._state[COMPUTED]
-        step = math.ceil(self.emit)
+        step = self._emission.most
         grow = int(np.count_nonzero(self._blocks(computed + step) > self._blocks(computed))) if count else 0
         if self._used + grow > self._room():
             return self._mixed()
@@ -176,7 +178,7 @@ class Engine:
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
-            gained = self._emitted(repeats)
+            gained = self._emission.gained(repeats)
             state[COMPUTED:GENERATED + 1] += gained
             first = self._used + grow
             recount = repeats > 1 or self.emit != 1
@@ -187,23 +189,7 @@ class Engine:
                 return self._none()
             return self._finish(state[GENERATED] >= state[OSL])
 
-        return StepPlan(count, 0, self._most_repeats(self._steps_to(nearest)), run)
-
-    def _emitted(self, repeats: int) -> int:
-        """Tokens each decoding sequence gains over ``repeats`` decode steps: ``emit`` a step on average, the
-        fractional part carried over to the next steps."""
-        if self.emit == 1.0:
-            return repeats
-        total = self._carry + repeats * self.emit
-        gained = math.floor(total + 1e-9)
-        self._carry = total - gained
-        return gained
-
-    def _steps_to(self, tokens: int) -> int:
-        """Decode steps until the sequences have gained ``tokens`` tokens, from the current carry."""
-        if self.emit == 1.0 or tokens <= 0:
-            return tokens
-        return max(1, math.ceil((tokens - self._carry - 1e-9) / self.emit))
+        return StepPlan(count, 0, self._most_repeats(self._emission.steps_to(nearest)), run)
 
     def _admitting(self, count: int, grow: int) -> StepPlan:
         """Every running sequence decodes and waiting requests are admitted: when each admitted one computes all
@@ -222,7 +208,7 @@ class Engine:
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
             # A decoding sequence gains ``emit`` tokens on average (their KV cache with them), a prompt its first.
-            gained = np.where(state[GENERATED] > 0, self._emitted(1), 1) if self.emit != 1 else 1
+            gained = np.where(state[GENERATED] > 0, self._emission.gained(1), 1) if self.emit != 1 else 1
             state[COMPUTED] = state[KNOWN] + gained - 1
             state[KNOWN:GENERATED + 1] += gained
             first_token = self.requests.first_token
@@ -278,7 +264,7 @@ class Engine:
                 # Decoding sequences gain ``emit`` tokens on average and keep the accepted drafts' KV entries.
                 decoding = emitted & (state[GENERATED] > 0)
                 if decoding.any():
-                    gained[decoding] = self._emitted(1)
+                    gained[decoding] = self._emission.gained(1)
             state[COMPUTED] += grant + gained - emitted
             state[KNOWN:GENERATED + 1] += gained
             first = emitted & (state[GENERATED] == 1)
@@ -371,10 +357,7 @@ class Engine:
         state = self._state
         held = self._own(state[COMPUTED], state[SHARED])
         extra = self._own(state[COMPUTED] + grant, state[SHARED]) - held
-        # Keeping the first p sequences needs sum(extra[:p]) blocks and frees every block of the others.
-        needed = np.concatenate([[0], np.cumsum(extra)])
-        freed = np.concatenate([np.cumsum(held[::-1])[::-1], [0]])
-        keep = int(np.flatnonzero(needed <= self._room() - int(held.sum()) + freed)[-1])
+        keep = sequences_kept(held, extra, self._room() - int(held.sum()))
         if self.prefix is not None:
             self._unpin(state[:, keep:], finished=False)
         gone = state[ID, keep:]
