@@ -21,7 +21,8 @@ from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InfeasibleError, InputError
 from shardplan.knowledge.retriever import search, sections_for_strategy
 from shardplan.knowledge.rules import load_rules
-from shardplan.tools.api import arguments, registry, results, shared
+from shardplan.tools.api import registry, results, shared
+from shardplan.tools.api.request_args import RequestArgs
 from shardplan.tools.catalogs.models import load_model
 from shardplan.tools.planning.planner import infeasible_plan, plan_for_strategy, resolve_request
 from shardplan.tools.search.ranking import rank_key
@@ -179,7 +180,7 @@ class Nodes:
         request = _request(state)
         rules = state.get("rules", [])
         listed = "\n".join(f"- {r['id']} ({r['severity']}): {r['text'][:300]}" for r in rules[:PROMPT_RULES])
-        system = (SYSTEM_PROMPT + request_block(arguments.RequestArgs.from_request(request))
+        system = (SYSTEM_PROMPT + request_block(RequestArgs.from_request(request))
                   + "\nKnowledge rules that apply:\n" + listed)
         conversation: list[BaseMessage] = [SystemMessage(content=system), *turn_messages(state)]
         iterations = state.get("iterations", 0) + 1
@@ -256,7 +257,7 @@ class Nodes:
         if ai is None:
             return [], []
         answered = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
-        expected = arguments.RequestArgs.from_request(request)
+        expected = RequestArgs.from_request(request)
         records, notes = [], []
         for call in ai.tool_calls:
             reply = answered.get(call["id"] or "")

@@ -27,7 +27,7 @@ from aiconfigurator_cli import (
     parse_search_space,
 )
 
-__all__ = ["ensure_aiconfigurator", "estimate_command", "run_command", "run_default", "run_estimate"]
+__all__ = ["ensure_aiconfigurator", "estimate_command", "run_command", "run_default"]
 
 
 def ensure_aiconfigurator(venv_dir: Path, timeout_s: float = 1200) -> Path:
@@ -120,20 +120,6 @@ def estimate_command(
     as ``--nextn`` or ``--prefix``)."""
     common = _common(model, gpu, isl, osl, backend)
     return [str(executable), "cli", "estimate", *common, *estimate_args(deployment, moe, static), *extra, "--no-color"]
-
-
-def run_estimate(
-    executable: Path,
-    model: str,
-    gpu: str,
-    isl: int,
-    osl: int,
-    deployment: Deployment,
-    moe: bool,
-    timeout_s: float = 300,
-) -> Estimate:
-    """``aiconfigurator cli estimate`` (vLLM backend, in-flight batching) of one deployment."""
-    return run_command(estimate_command(executable, model, gpu, isl, osl, deployment, moe), timeout_s)
 
 
 def run_command(command: list[str], timeout_s: float = 300) -> Estimate:

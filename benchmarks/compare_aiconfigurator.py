@@ -33,7 +33,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -50,8 +49,8 @@ from aiconfigurator_cli import (
     outside_search_space,
     slot_fill,
 )
-from aiconfigurator_run import ensure_aiconfigurator, run_default, run_estimate
-from comparison_tables import default_shardplan, fmt, markdown_table, print_tables, select_labelled
+from aiconfigurator_run import ensure_aiconfigurator, estimate_command, run_command, run_default
+from comparison_tables import comparison_parser, fmt, markdown_table, parse_comparison, print_tables, select_labelled
 from shardplan_pick import Pick, run_shardplan, shardplan_spec
 
 __all__ = ["Request", "REQUESTS", "Row", "compare", "summary", "markdown_table", "main"]
@@ -249,9 +248,9 @@ def _pick_and_estimate(row: Row, aic: Path, shardplan: str, options: list[str], 
     failures = []
     for deployment in [reading for reading in readings if reading is not None]:
         try:
-            row.estimate = run_estimate(
-                aic, request.aic_model, request.gpu, request.isl, request.osl, deployment, request.moe, timeout_s
-            )
+            command = estimate_command(aic, request.aic_model, request.gpu, request.isl, request.osl, deployment,
+                                       request.moe)  # vLLM backend, in-flight batching
+            row.estimate = run_command(command, timeout_s)
         except AicError as error:
             failures.append(f"AIC estimate of {deployment.label(request.moe)}: {error}")
             continue
@@ -303,23 +302,9 @@ def select(patterns: str | None) -> list[Request]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", help="comma-separated labels or globs (default: every request)")
-    parser.add_argument("--jobs", type=int, default=1, help="requests run at once (default 1)")
-    parser.add_argument("--markdown", action="store_true", help="print the README's markdown tables")
-    parser.add_argument("--json", type=Path, help="also write every row's figures to this JSON file")
-    parser.add_argument("--aic-venv", type=Path, default=Path(__file__).parent / ".aic-venv")
-    parser.add_argument("--shardplan", default=default_shardplan(), help="the shardplan command to compare")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds allowed to each tool run")
-    args = parser.parse_args(argv)
-    if args.jobs < 1:
-        parser.error("--jobs must be at least 1")
-    if not args.shardplan:
-        parser.error("no shardplan command found: install shardplan or pass --shardplan PATH")
-    try:
-        requests = select(args.cases)
-    except ValueError as error:
-        parser.error(str(error))
+    parser = comparison_parser(__doc__.split("\n\n")[0], "comma-separated labels or globs (default: every request)",
+                               Path(__file__).parent / ".aic-venv")
+    args, requests = parse_comparison(parser, argv, select)
     if not (args.aic_venv / "bin" / "aiconfigurator").exists():
         print(f"installing AIConfigurator {AIC_VERSION} into {args.aic_venv} (a few minutes)", file=sys.stderr)
     try:

@@ -49,7 +49,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shlex
@@ -63,7 +62,7 @@ from typing import Any
 import yaml
 from aiconfigurator_cli import AIC_VERSION, AicError
 from aiconfigurator_run import ensure_aiconfigurator, estimate_command, run_command
-from comparison_tables import default_shardplan, fmt, print_tables, select_labelled
+from comparison_tables import comparison_parser, fmt, parse_comparison, print_tables, select_labelled
 from feature_requests import (
     FEATURE_REQUESTS,
     FeatureRequest,
@@ -308,26 +307,13 @@ def select(patterns: str | None) -> list[FeatureRequest]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", help="comma-separated labels or globs of table 1 (default: every request)")
-    parser.add_argument("--jobs", type=int, default=1, help="requests run at once (default 1)")
-    parser.add_argument("--markdown", action="store_true", help="print the README's markdown tables")
+    parser = comparison_parser(__doc__.split("\n\n")[0],
+                               "comma-separated labels or globs of table 1 (default: every request)",
+                               HERE / ".aic-venv")
     parser.add_argument("--stored", action="store_true", help=f"AIConfigurator's figures from {STORED.name}")
     parser.add_argument("--save-aic", action="store_true", help=f"write AIConfigurator's figures to {STORED.name}")
     parser.add_argument("--skip-public", action="store_true", help="leave out table 2 (public MTP rows)")
-    parser.add_argument("--json", type=Path, help="also write every row's figures to this JSON file")
-    parser.add_argument("--aic-venv", type=Path, default=HERE / ".aic-venv")
-    parser.add_argument("--shardplan", default=default_shardplan(), help="the shardplan command to compare")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds allowed to each tool run")
-    args = parser.parse_args(argv)
-    if args.jobs < 1:
-        parser.error("--jobs must be at least 1")
-    if not args.shardplan:
-        parser.error("no shardplan command found: install shardplan or pass --shardplan PATH")
-    try:
-        requests = select(args.cases)
-    except ValueError as error:
-        parser.error(str(error))
+    args, requests = parse_comparison(parser, argv, select)
     aic: Path | None = None
     stored: dict[str, Any] = {}
     if args.stored:

@@ -1,18 +1,28 @@
 """What the side-by-side comparison scripts share: cell formatting, the markdown and terminal tables, picking
-requests by label, and finding the shardplan command to compare (``compare_aiconfigurator.py``,
-``compare_speculation_prefix.py``)."""
+requests by label, finding the shardplan command to compare, and the command-line options they all take
+(``compare_aiconfigurator.py``, ``compare_speculation_prefix.py``)."""
 
 from __future__ import annotations
 
+import argparse
 import fnmatch
 import math
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-__all__ = ["fmt", "markdown_table", "print_rich", "print_tables", "select_labelled", "default_shardplan"]
+__all__ = [
+    "fmt",
+    "markdown_table",
+    "print_rich",
+    "print_tables",
+    "select_labelled",
+    "default_shardplan",
+    "comparison_parser",
+    "parse_comparison",
+]
 
 
 class Labelled(Protocol):
@@ -78,3 +88,40 @@ def default_shardplan() -> str | None:
     """The ``shardplan`` command beside the running interpreter, else the one on PATH."""
     beside = Path(sys.executable).parent / "shardplan"
     return str(beside) if beside.exists() else shutil.which("shardplan")
+
+
+def comparison_parser(description: str, cases_help: str, aic_venv: Path) -> argparse.ArgumentParser:
+    """A parser with the options every comparison takes; a script adds its own after these."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--cases", help=cases_help)
+    parser.add_argument("--jobs", type=int, default=1, help="requests run at once (default 1)")
+    parser.add_argument("--markdown", action="store_true", help="print the README's markdown tables")
+    parser.add_argument("--json", type=Path, help="also write every row's figures to this JSON file")
+    parser.add_argument("--aic-venv", type=Path, default=aic_venv)
+    parser.add_argument("--shardplan", default=default_shardplan(), help="the shardplan command to compare")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds allowed to each tool run")
+    return parser
+
+
+T = TypeVar("T")
+
+
+def parse_comparison(
+    parser: argparse.ArgumentParser, argv: list[str] | None, select: Callable[[str | None], list[T]]
+) -> tuple[argparse.Namespace, list[T]]:
+    """The parsed options and the requests ``--cases`` picks with ``select``.
+
+    Raises:
+        SystemExit: (code 2, through ``parser.error``) ``--jobs`` below 1, no shardplan command, or
+            ``--cases`` matching no request.
+    """
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if not args.shardplan:
+        parser.error("no shardplan command found: install shardplan or pass --shardplan PATH")
+    try:
+        requests = select(args.cases)
+    except ValueError as error:
+        parser.error(str(error))
+    return args, requests

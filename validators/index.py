@@ -1,11 +1,10 @@
 """DagIndex: every lookup the validator rules need, built once per validation in O(N + E).
 
 Nodes are addressed by their position in ``dag.nodes`` (an ``int``) and edges by theirs in
-``dag.edges``. Per-node facts are plain lists and the adjacency is in compressed (CSR) form, so that a
-DAG of a hundred thousand nodes is indexed with a handful of C-level passes and without allocating a
-container per node. Edges whose endpoints do not exist (DAG-2) are left out of the adjacency, so every
-other rule can walk the graph without checking for them. Nothing here raises on a schema-valid DAG,
-however odd its contents.
+``dag.edges``. Per-node facts are plain lists, so that a DAG of a hundred thousand nodes is indexed with a
+handful of C-level passes and without allocating a container per node; the adjacency and the walks over it
+are :class:`~shardplan.validators.walks.GraphWalks`. Nothing here raises on a schema-valid DAG, however odd
+its contents.
 
 >>> from shardplan.tools.catalogs.models import load_model
 >>> from shardplan.tools.catalogs.gpus import make_cluster
@@ -22,17 +21,17 @@ however odd its contents.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
-from itertools import accumulate, compress, repeat
-from operator import attrgetter, is_not, itemgetter, lt, ne
+from itertools import compress, repeat
+from operator import attrgetter, is_not, itemgetter, ne
 from typing import Any, TypeAlias
 
 from shardplan.contracts.arithmetic.feasibility import Problem, strategy_problems
 from shardplan.contracts.dag import COMM_KINDS, DAG, CommNode, ComputeNode, StateNode
 from shardplan.contracts.dag_roles import BOUNDARY_ROLES, BoundaryRole, boundary_role
 from shardplan.contracts.strategy import PhaseStrategy
+from shardplan.validators.walks import GraphWalks
 
 __all__ = ["AnyNode", "DagIndex", "REDUCTION_KINDS", "PHASES"]
 
@@ -42,19 +41,13 @@ PHASES: tuple[str, str] = ("prefill", "decode")
 """The two top-level branches; ``handoff`` holds only the KV transfer between them."""
 
 REDUCTION_KINDS: frozenset[str] = frozenset({"all_reduce", "reduce_scatter"})
-
-_WIRE_FIELDS = ("peers", "message_bytes", "dtype")
 """Collectives that sum partial outputs."""
 
-
-def _offsets(rows: Iterable[int], n: int) -> list[int]:
-    """CSR offsets of ``n`` rows from the row number of each entry (in any order)."""
-    counts = Counter(rows)
-    return [0, *accumulate(map(counts.get, range(n), repeat(0, n)))]
+_WIRE_FIELDS = ("peers", "message_bytes", "dtype")
 
 
-class DagIndex:
-    """Tables, adjacency and cached graph walks over one DAG.
+class DagIndex(GraphWalks):
+    """Tables, adjacency and cached graph walks over one DAG (the walks from :class:`GraphWalks`).
 
     Per node ``i``: ``ids``, ``kind``, ``category``, ``phase``, ``stage``, ``mb``, ``step``, ``layer``, ``is_comm``,
     ``partial``, ``parallel``, ``purpose``, ``ranks`` (an interned frozenset) and ``footprint`` (ranks
@@ -128,23 +121,8 @@ class DagIndex:
         self.dst: list[int] = list(map(self.pos.get, map(itemgetter(1), edge_rows), repeat(-1, count)))
         self.edge_kind: list[str] = list(map(itemgetter(2), edge_rows))
         del edge_rows
-        self.dangling: list[int] = (
-            [e for e in range(count) if self.src[e] < 0 or self.dst[e] < 0]
-            if (-1 in self.src or -1 in self.dst)
-            else []
-        )
-        self.valid_edges: list[int] = (
-            list(range(count)) if not self.dangling else sorted(set(range(count)) - set(self.dangling))
-        )
+        self._build_adjacency()
         n = len(self.nodes)
-        self._out = sorted(self.valid_edges, key=self.src.__getitem__)
-        self._in = sorted(self.valid_edges, key=self.dst.__getitem__)
-        if self.dangling:
-            self._out_start = _offsets(map(self.src.__getitem__, self.valid_edges), n)
-            self._in_start = _offsets(map(self.dst.__getitem__, self.valid_edges), n)
-        else:
-            self._out_start = _offsets(self.src, n)
-            self._in_start = _offsets(self.dst, n)
 
         self.memo: dict[str, object] = {}
         """Results shared by several rules (see :func:`~shardplan.validators.derived.memo`)."""
@@ -161,30 +139,6 @@ class DagIndex:
     def __len__(self) -> int:
         return len(self.nodes)
 
-    @property
-    def edge_count(self) -> int:
-        """Number of edges, dangling ones included."""
-        return len(self.src)
-
-    def out_edges(self, i: int) -> list[int]:
-        """Edges leaving node ``i``."""
-        return self._out[self._out_start[i] : self._out_start[i + 1]]
-
-    @property
-    def in_csr(self) -> tuple[list[int], list[int]]:
-        """The incoming adjacency as ``(edges, start)``: node ``i``'s edges are ``edges[start[i]:start[i+1]]``
-        (for tight loops that cannot afford a call per node)."""
-        return self._in, self._in_start
-
-    @property
-    def out_csr(self) -> tuple[list[int], list[int]]:
-        """The outgoing adjacency as ``(edges, start)``, like :attr:`in_csr`."""
-        return self._out, self._out_start
-
-    def in_edges(self, i: int) -> list[int]:
-        """Edges entering node ``i``."""
-        return self._in[self._in_start[i] : self._in_start[i + 1]]
-
     def of_kind(self, *kinds: str) -> list[int]:
         """Nodes of the given kinds, in graph order."""
         if len(kinds) == 1:
@@ -195,18 +149,6 @@ class DagIndex:
         """An edge as ``(src id, dst id)``, as written in the DAG (endpoints may not exist)."""
         edge = self.dag.edges[e]
         return edge.src, edge.dst
-
-    def succ(self, i: int, kind: str | None = None) -> list[int]:
-        """Successor nodes of ``i`` (through edges of ``kind`` only, when given)."""
-        if kind is None:
-            return [self.dst[e] for e in self.out_edges(i)]
-        return [self.dst[e] for e in self.out_edges(i) if self.edge_kind[e] == kind]
-
-    def pred(self, i: int, kind: str | None = None) -> list[int]:
-        """Predecessor nodes of ``i`` (through edges of ``kind`` only, when given)."""
-        if kind is None:
-            return [self.src[e] for e in self.in_edges(i)]
-        return [self.src[e] for e in self.in_edges(i) if self.edge_kind[e] == kind]
 
     def attr(self, i: int, name: str, default: object = None) -> object:
         """A kind-specific field of node ``i`` (``kv_state``, ``shape``, ``op``, ...) or ``default``."""
@@ -310,74 +252,9 @@ class DagIndex:
             sets.setdefault((phase, stage), set()).update(ranks)
         return {key: frozenset(value) for key, value in sets.items()}
 
-
     def beyond_stage(self, i: int) -> list[int]:
         """Ranks node ``i`` reaches outside the GPUs of its own (phase, stage), sorted; empty when inside."""
         return sorted(self.footprint[i] - self.stage_ranks.get((self.phase[i], self.stage[i]), frozenset()))
-    @cached_property
-    def topological_order(self) -> list[int]:
-        """A topological order of the nodes; shorter than the node count exactly when the graph has a cycle.
-
-        When every edge points from an earlier node of the list to a later one (the builder writes nodes
-        in dependency order) the list order is one, checked in one C-level pass; otherwise Kahn's walk.
-        """
-        valid = self.valid_edges
-        if all(map(lt, map(self.src.__getitem__, valid), map(self.dst.__getitem__, valid))):
-            return list(range(len(self.nodes)))
-        indegree = [self._in_start[i + 1] - self._in_start[i] for i in range(len(self.nodes))]
-        ready = [i for i, d in enumerate(indegree) if d == 0]
-        order: list[int] = []
-        dst, out, start = self.dst, self._out, self._out_start
-        while ready:
-            i = ready.pop()
-            order.append(i)
-            for e in out[start[i] : start[i + 1]]:
-                j = dst[e]
-                indegree[j] -= 1
-                if indegree[j] == 0:
-                    ready.append(j)
-        return order
-
-    @cached_property
-    def cycle(self) -> list[int]:
-        """One directed cycle as a node list (first node not repeated), or ``[]`` when acyclic."""
-        if len(self.topological_order) == len(self.nodes):
-            return []
-        remaining = bytearray(b"\x01") * len(self.nodes)
-        for i in self.topological_order:
-            remaining[i] = 0
-        # A node Kahn left over still has a predecessor left over; walking predecessors inside the
-        # remainder must therefore revisit a node, and the walk from that node on is a cycle.
-        seen: dict[int, int] = {}
-        path: list[int] = []
-        i = remaining.index(1)
-        while i not in seen:
-            seen[i] = len(path)
-            path.append(i)
-            i = next(self.src[e] for e in self.in_edges(i) if remaining[self.src[e]])
-        cycle = path[seen[i] :]
-        cycle.reverse()
-        return cycle
-
-    def reach(self, starts: Iterable[int], *, forward: bool = True, phase: str | None = None) -> bytearray:
-        """Mask of the nodes reachable from ``starts`` (inclusive), along edges or against them,
-        walking only through nodes of ``phase`` when one is given."""
-        mask = bytearray(len(self.nodes))
-        stack = [i for i in starts if 0 <= i < len(self.nodes)]
-        for i in stack:
-            mask[i] = 1
-        edges, start, ends = (
-            (self._out, self._out_start, self.dst) if forward else (self._in, self._in_start, self.src)
-        )
-        phases = self.phase
-        while stack:
-            i = stack.pop()
-            for e in edges[start[i] : start[i + 1]]:
-                j = ends[e]
-                if not mask[j] and (phase is None or phases[j] == phase):
-                    mask[j] = 1
-                    stack.append(j)
-        return mask
 
     @cached_property
     def boundaries(self) -> dict[BoundaryRole, list[int]]:
@@ -413,25 +290,3 @@ class DagIndex:
     def after_decode_end(self) -> bytearray:
         """Nodes that depend (transitively) on the end of step t."""
         return self.reach(self.decode_ends)
-
-    def taint(self, sources: Sequence[int], stop: Callable[[int], bool]) -> dict[int, int]:
-        """Nodes reached from ``sources`` along data edges, each mapped to the source that reached it.
-
-        The walk does not enter nodes for which ``stop`` is true; sources themselves are reported only
-        when another source reaches them.
-        """
-        origin: dict[int, int] = {}
-        stack = [(i, i) for i in sources]
-        visited = set(sources)
-        while stack:
-            i, source = stack.pop()
-            for e in self.out_edges(i):
-                if self.edge_kind[e] != "data":
-                    continue
-                j = self.dst[e]
-                if j in visited or stop(j):
-                    continue
-                visited.add(j)
-                origin[j] = source
-                stack.append((j, source))
-        return origin

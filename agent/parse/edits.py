@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from shardplan.agent.parse.text import Findings, Scan
+from shardplan.agent.parse.text import Findings, Scan, _matched_name, _named_alternatives
 
 __all__ = ["read_edits", "apply_edits"]
 
@@ -35,7 +35,7 @@ _FIELDS = {
     "tpot_ms": r"tpot(?:[\s-]*(?:target|bound|limit|slo))?|itl(?:[\s-]*target)?",
     "targets": r"(?:latency\s+)?targets|slos",
 }
-_WHAT = "|".join(f"(?P<{name}>{words})" for name, words in _FIELDS.items())
+_WHAT = _named_alternatives(_FIELDS)
 _EDIT = re.compile(
     rf"(?<![\w#])(?P<op>double|triple|quadruple|halve|twice|half|drop|remove|clear|forget|lose|ignore|no\s+more)\s+"
     rf"(?:the\s+|my\s+|our\s+|that\s+|as\s+many\s+|as\s+much\s+)?(?:{_WHAT})(?![\w])(?:\s+again)?"
@@ -51,7 +51,7 @@ def read_edits(scan: Scan, found: Findings) -> None:
     for match in scan.take(_EDIT):
         op = re.sub(r"\s+", " ", match.group("op"))
         op = "drop" if op in ("remove", "clear", "forget", "lose", "ignore", "no more") else op
-        name = next(n for n in _FIELDS if match.group(n))
+        name = _matched_name(match, _FIELDS)
         for field in ("ttft_ms", "tpot_ms") if name == "targets" else (name,):
             found.add("edits", (field, op))
             found.said.setdefault(field, match.group())

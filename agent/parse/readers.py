@@ -19,6 +19,8 @@ from shardplan.agent.parse.text import (
     Scan,
     _add_positive,
     _count,
+    _matched_name,
+    _named_alternatives,
     _squash,
 )
 from shardplan.contracts.common import DType, Objective
@@ -42,7 +44,7 @@ _TOPICS = {
     "disagg": r"disaggregat\w*|pd[\s-]+disagg\w*|separate\s+prefill(?:\s+and\s+decode)?",
     "mb": r"mb|micro[\s-]*batch\w*",
 }
-_TOPIC = "|".join(rf"(?P<{name}>{pattern})" for name, pattern in _TOPICS.items())
+_TOPIC = _named_alternatives(_TOPICS)
 _WHY_NOT = re.compile(
     r"\b(?:why\s+(?:not|no|didn'?t\s+you|did\s+you\s+not|don'?t\s+you|aren'?t\s+you|isn'?t\s+it|wasn'?t)"
     r"|what\s+about|how\s+about)\s+(?:use\s+|using\s+|try\s+|trying\s+|pick\s+|choose\s+|more\s+|some\s+|any\s+)?"
@@ -55,7 +57,7 @@ _ANY_TOPIC = re.compile(rf"(?<![\w#])(?:{_TOPIC})(?![\w])")
 
 def _topic(match: re.Match[str]) -> str:
     """The topic name of the named group that matched."""
-    return next(name for name, text in match.groupdict().items() if text is not None and name in _TOPICS)
+    return _matched_name(match, _TOPICS)
 
 
 def _read_intent(scan: Scan) -> tuple[Intent, str | None]:

@@ -4,6 +4,7 @@ blanks out what a reader consumed, and what the readers found."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -87,6 +88,17 @@ _LABELS = {
     "prefix_tokens": "shared-prefix lengths",
     "gpu_price": "GPU prices ($ per GPU-hour)",
 }
+
+
+def _named_alternatives(patterns: dict[str, str]) -> str:
+    """One alternation with a named group per entry, ``(?P<name>pattern)|...``, so that a match says which
+    entry it is (:func:`_matched_name`)."""
+    return "|".join(f"(?P<{name}>{pattern})" for name, pattern in patterns.items())
+
+
+def _matched_name(match: re.Match[str], names: Iterable[str]) -> str:
+    """The first of ``names`` whose group took part in ``match`` (of a :func:`_named_alternatives` pattern)."""
+    return next(name for name in names if match.group(name) is not None)
 
 
 def _count(token: str) -> int:

@@ -53,24 +53,19 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
-from typing import Any
-from unittest import mock
 
 import yaml
 
-from shardplan.tools.cost import op_time
-from shardplan.tools.cost.calibration import Calibration, calibration
+from shardplan.tools.cost.calibration import calibration
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from calibration_yaml import CALIBRATION_YAML, current_value, write_yaml  # noqa: E402
+from fit_search import apply, fit, log_errors, rms, using  # noqa: E402
 from kernel_samples import (  # noqa: E402
     Sample,
     attention_samples,
@@ -80,227 +75,6 @@ from kernel_samples import (  # noqa: E402
 )
 
 KERNELS = HERE / "kernels.yaml"
-CALIBRATION_YAML = Path(str(resources.files("shardplan.tools") / "data" / "calibration.yaml"))
-
-
-
-# -- search ---------------------------------------------------------------------------------------------
-
-
-@contextmanager
-def using(cal: Calibration) -> Iterator[None]:
-    """Price with ``cal`` instead of the bundled calibration (and instead of any GPU's own profile)."""
-    with mock.patch.object(op_time, "calibration", lambda: cal), mock.patch.object(
-        op_time, "profile_for", lambda gpu: cal
-    ):
-        yield
-
-
-def log_errors(samples: list[Sample], cal: Calibration) -> list[float]:
-    with using(cal):
-        return [math.log(s.predict() / s.measured_s) for s in samples]
-
-
-def sse(samples: list[Sample], cal: Calibration) -> float:
-    return sum(e * e for e in log_errors(samples, cal))
-
-
-def rms(samples: list[Sample], cal: Calibration) -> float:
-    return math.sqrt(sse(samples, cal) / len(samples)) if samples else float("nan")
-
-
-def search_1d(
-    loss: Callable[[float], float], lo: float, hi: float, *, steps: int = 40, log: bool = False, zooms: int = 2
-) -> float:
-    """Grid search on [lo, hi], then two finer grids around the best point (bounds respected)."""
-
-    def grid(a: float, b: float) -> list[float]:
-        if log:
-            la, lb = math.log(a), math.log(b)
-            return [math.exp(la + (lb - la) * i / steps) for i in range(steps + 1)]
-        return [a + (b - a) * i / steps for i in range(steps + 1)]
-
-    a, b = lo, hi
-    best = min(grid(a, b), key=loss)
-    for _ in range(zooms):
-        points = grid(a, b)
-        i = min(range(len(points)), key=lambda j: abs(points[j] - best))
-        a, b = points[max(i - 1, 0)], points[min(i + 1, len(points) - 1)]
-        best = min(grid(a, b) + [best], key=loss)
-    return best
-
-
-def with_gemm(
-    cal: Calibration, efficiency: dict[str, float], m_half: float, k_half: float | None = None
-) -> Calibration:
-    update: dict[str, Any] = {"max_efficiency": {**cal.gemm.max_efficiency, **efficiency}, "m_half": m_half}
-    if k_half is not None:
-        update["k_half"] = k_half
-    gemm = cal.gemm.model_copy(update=update)
-    return cal.model_copy(update={"gemm": gemm})
-
-
-def with_memory(cal: Calibration, efficiency: float) -> Calibration:
-    return cal.model_copy(update={"memory": cal.memory.model_copy(update={"efficiency": efficiency})})
-
-
-def with_attention(cal: Calibration, max_efficiency: float, l_half: float) -> Calibration:
-    attention = cal.attention.model_copy(update={"max_efficiency": max_efficiency, "l_half": l_half})
-    return cal.model_copy(update={"attention": attention})
-
-
-def with_collectives(cal: Calibration, factor: float, efficiency: float) -> Calibration:
-    coll = cal.collectives.model_copy(
-        update={
-            "latency_factor": {**cal.collectives.latency_factor, "all_reduce": factor},
-            "bandwidth_efficiency": {**cal.collectives.bandwidth_efficiency, "intra_node": efficiency},
-        }
-    )
-    return cal.model_copy(update={"collectives": coll})
-
-
-def fit(samples: list[Sample], base: Calibration) -> dict[str, float]:
-    """Fitted values, rounded to what the YAML will hold."""
-    by_cat: dict[str, list[Sample]] = {}
-    for s in samples:
-        by_cat.setdefault(s.category, []).append(s)
-    out: dict[str, float] = {}
-
-    memory = by_cat.get("memory", [])
-    mem_eff = round(search_1d(lambda e: sse(memory, with_memory(base, e)), 0.5, 1.0), 2)
-    out["memory.efficiency"] = mem_eff
-    cal = with_memory(base, mem_eff)
-
-    def best_eff(dtype: str, m_half: float, k_half: float) -> float:
-        rows = by_cat.get(f"gemm_{dtype}", [])
-        return search_1d(lambda e: sse(rows, with_gemm(cal, {dtype: e}, m_half, k_half)), 0.2, 1.0, steps=32)
-
-    def gemm_loss(m_half: float, k_half: float) -> float:
-        return sum(
-            sse(by_cat.get(f"gemm_{d}", []), with_gemm(cal, {d: best_eff(d, m_half, k_half)}, m_half, k_half))
-            for d in ("bf16", "fp8")
-        )
-
-    # The inner-dimension term on a coarse grid (0 switches it off); m_half fitted for each.
-    best: tuple[float, float, float] | None = None
-    for k_half in (0.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0):
-        m_half = round(search_1d(lambda mh, kh=k_half: gemm_loss(mh, kh), 1.0, 2048.0, steps=24, log=True), 1)
-        loss = gemm_loss(m_half, k_half)
-        if best is None or loss < best[0]:
-            best = (loss, m_half, k_half)
-    assert best is not None
-    _, m_half, k_half = best
-    effs = {d: round(best_eff(d, m_half, k_half), 2) for d in ("bf16", "fp8")}
-    out.update(
-        {
-            "gemm.max_efficiency.bf16": effs["bf16"],
-            "gemm.max_efficiency.fp8": effs["fp8"],
-            "gemm.m_half": m_half,
-            "gemm.k_half": k_half,
-        }
-    )
-
-    attention = by_cat.get("attention", [])
-
-    def attn_eff(l_half: float) -> float:
-        return search_1d(lambda e: sse(attention, with_attention(cal, e, l_half)), 0.3, 1.0, steps=28)
-
-    l_half = round(
-        search_1d(lambda lh: sse(attention, with_attention(cal, attn_eff(lh), lh)), 1.0, 8192.0, steps=26, log=True)
-    )
-    out["attention.l_half"] = float(l_half)
-    out["attention.max_efficiency"] = round(attn_eff(l_half), 2)
-
-    reduce_rows = by_cat.get("all_reduce", [])
-
-    def coll_factor(efficiency: float) -> float:
-        return search_1d(lambda f: sse(reduce_rows, with_collectives(cal, f, efficiency)), 0.1, 8.0, steps=32, log=True)
-
-    # Upper bound 1.0: the intra-node efficiency is shared with all-gather, all-to-all and send, which get
-    # no in-switch reduction (NVLS all-reduce alone reaches a bus bandwidth above the link rate).
-    bw_eff = round(
-        search_1d(lambda e: sse(reduce_rows, with_collectives(cal, coll_factor(e), e)), 0.3, 1.0, steps=28), 2
-    )
-    out["collectives.bandwidth_efficiency.intra_node"] = bw_eff
-    out["collectives.latency_factor.all_reduce"] = round(coll_factor(bw_eff), 2)
-    return out
-
-
-def apply(base: Calibration, values: dict[str, float], categories: set[str] | None = None) -> Calibration:
-    """``base`` with the fitted values of ``categories`` (all when None)."""
-    want = categories if categories is not None else {"memory", "gemm", "attention", "collectives"}
-    cal = base
-    if "memory" in want:
-        cal = with_memory(cal, values["memory.efficiency"])
-    if "gemm" in want:
-        effs = {
-            "bf16": values["gemm.max_efficiency.bf16"],
-            "fp16": values["gemm.max_efficiency.bf16"],
-            "fp8": values["gemm.max_efficiency.fp8"],
-            "int8": values["gemm.max_efficiency.fp8"],
-        }
-        cal = with_gemm(cal, effs, values["gemm.m_half"], values.get("gemm.k_half"))
-    if "attention" in want:
-        cal = with_attention(cal, values["attention.max_efficiency"], values["attention.l_half"])
-    if "collectives" in want:
-        cal = with_collectives(
-            cal, values["collectives.latency_factor.all_reduce"], values["collectives.bandwidth_efficiency.intra_node"]
-        )
-    return cal
-
-
-# -- YAML edit ------------------------------------------------------------------------------------------
-
-# parameter -> (section, key, key inside a flow mapping or None, format)
-_YAML_SLOTS: dict[str, tuple[str, str, str | None, str]] = {
-    "gemm.max_efficiency.bf16": ("gemm", "max_efficiency", "bf16", "{:.2f}"),
-    "gemm.max_efficiency.fp16": ("gemm", "max_efficiency", "fp16", "{:.2f}"),
-    "gemm.max_efficiency.fp8": ("gemm", "max_efficiency", "fp8", "{:.2f}"),
-    "gemm.max_efficiency.int8": ("gemm", "max_efficiency", "int8", "{:.2f}"),
-    "gemm.m_half": ("gemm", "m_half", None, "{:.1f}"),
-    "gemm.k_half": ("gemm", "k_half", None, "{:.1f}"),
-    "memory.efficiency": ("memory", "efficiency", None, "{:.2f}"),
-    "attention.max_efficiency": ("attention", "max_efficiency", None, "{:.2f}"),
-    "attention.l_half": ("attention", "l_half", None, "{:.1f}"),
-    "collectives.latency_factor.all_reduce": ("collectives", "latency_factor", "all_reduce", "{:.2f}"),
-    "collectives.bandwidth_efficiency.intra_node": ("collectives", "bandwidth_efficiency", "intra_node", "{:.2f}"),
-}
-_NUMBER = r"[-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
-
-
-def edit_yaml(text: str, values: dict[str, float]) -> str:
-    """``text`` with the numbers of ``values`` replaced in place; every other character kept."""
-    done: Counter[str] = Counter()
-    lines, section = [], ""
-    for line in text.splitlines(keepends=True):
-        top = re.match(r"^([A-Za-z_]\w*):", line)
-        if top:
-            section = top.group(1)
-        for name, value in values.items():
-            sec, key, sub, fmt = _YAML_SLOTS[name]
-            if sec != section or not re.match(rf"^\s+{key}:", line):
-                continue
-            number = fmt.format(value)  # digits only, safe in a replacement string
-            pattern = rf"^(\s+{key}:\s*){_NUMBER}" if sub is None else rf"([{{,]\s*{sub}:\s*){_NUMBER}"
-            line, count = re.subn(pattern, rf"\g<1>{number}", line)
-            done[name] += count
-        lines.append(line)
-    missing = [name for name in values if done[name] != 1]
-    if missing:
-        raise SystemExit(f"could not place {missing} in {CALIBRATION_YAML}; edit it by hand")
-    return "".join(lines)
-
-
-def write_yaml(values: dict[str, float]) -> None:
-    text = edit_yaml(CALIBRATION_YAML.read_text(), values)
-    check = Calibration.model_validate(yaml.safe_load(text))
-    for name, value in values.items():
-        sec, key, sub, _ = _YAML_SLOTS[name]
-        got = getattr(getattr(check, sec), key)
-        got = got[sub] if sub else got
-        if not math.isclose(got, value, abs_tol=1e-9):
-            raise SystemExit(f"edit check failed for {name}: wrote {got}, wanted {value}")
-    CALIBRATION_YAML.write_text(text)
 
 
 # -- report ---------------------------------------------------------------------------------------------
@@ -327,12 +101,6 @@ _SAMPLES_OF = {
     "collectives.latency_factor.all_reduce": ("all_reduce",),
     "collectives.bandwidth_efficiency.intra_node": ("all_reduce",),
 }
-
-
-def current_value(cal: Calibration, name: str) -> float:
-    sec, key, sub, _ = _YAML_SLOTS[name]
-    got = getattr(getattr(cal, sec), key)
-    return float(got[sub] if sub else got)
 
 
 def clear_gain(before: float, after: float) -> bool:

@@ -29,7 +29,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import yaml  # noqa: E402
-from fit import CALIBRATION_YAML, apply, fit, rms, search_1d, sse  # noqa: E402
+from calibration_yaml import CALIBRATION_YAML  # noqa: E402
+from fit_search import apply, fit, rms, search_1d, sse  # noqa: E402
 from kernel_samples import Sample, compute_node, kernel_time_s  # noqa: E402
 
 from shardplan.contracts.dag import CommNode  # noqa: E402

@@ -20,7 +20,6 @@ from shardplan.tools.api.arguments import (
     ModelArgs,
     NoArgs,
     PlanArgs,
-    RequestArgs,
     RuleArgs,
     SearchArgs,
     StrategyArgs,
@@ -28,6 +27,7 @@ from shardplan.tools.api.arguments import (
 from shardplan.tools.api.compact import PlanSummary, cost_summary, plan_summary
 from shardplan.tools.api.guards import check_path, read_dag_json
 from shardplan.tools.api.registry import Capability, capability, parse_args
+from shardplan.tools.api.request_args import RequestArgs
 from shardplan.tools.api.results import (
     BuildSummary,
     CandidateBrief,

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from shardplan.errors import InfeasibleError, InputError, field_error
 from shardplan.text import one_line
-from shardplan.tools.api.arguments import Args
+from shardplan.tools.api.request_args import Args
 
 # --------------------------------------------------------------------------------------------- registry
 

@@ -21,7 +21,7 @@ from shardplan.contracts.plan import PlanRequest
 from shardplan.errors import InputError
 from shardplan.reading import parse_yaml_text, read_text
 from shardplan.text import one_line
-from shardplan.tools.api.arguments import RequestArgs
+from shardplan.tools.api.request_args import RequestArgs
 from shardplan.tools.catalogs.gpus import get_gpu
 from shardplan.tools.planning.engine_choice import parse_engines
 

@@ -16,8 +16,8 @@ from pydantic import Field
 from shardplan.errors import InputError
 from shardplan.executor import ExecutorChoice
 from shardplan.limits import MAX_TOOL_SWEEP_CELLS
-from shardplan.tools.api.arguments import Args
 from shardplan.tools.api.registry import capability
+from shardplan.tools.api.request_args import Args
 from shardplan.tools.api.results import Result
 from shardplan.tools.fleet.grid import SweepGrid, bundled_grid, grid_cells, load_grid, parse_grid
 from shardplan.tools.fleet.outputs import best_rows
