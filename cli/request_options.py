@@ -309,8 +309,10 @@ REQUEST_PARAMETERS = [
             str | None,
             typer.Option(
                 "--spec",
-                help="Speculative decoding: mtp:K (the model's MTP layers), eagle:K (an EAGLE head) or "
-                "draft:MODEL:K (a draft model), K draft tokens per step; needs --spec-accept.",
+                help="Speculative decoding: mtp:K (the model's MTP layers), eagle:K (an EAGLE-3 head: the one "
+                "bundled for the model, else one with a full-vocabulary LM head), eagle:HEAD:K (the head's "
+                "config.json or folder) or draft:MODEL:K (a draft model), K draft tokens per step; needs "
+                "--spec-accept.",
             ),
         ],
     ),

@@ -25,7 +25,7 @@ class SpeculationEffect(Contract):
     step_without_ms: float = Field(ge=0, description="One plain decode step of the same deployment and batch.")
     tpot_without_ms: float = Field(ge=0, description="TPOT of the same deployment and batch without speculation.")
     draft_memory_gb: float = Field(
-        ge=0, description="Memory per GPU the drafter adds: its weights and its KV cache (MTP layers, EAGLE head or "
+        ge=0, description="Memory per GPU the drafter adds: its weights and its KV cache (MTP layers, EAGLE-3 head or "
         "draft model)."
     )
     notes: list[str] = Field(default_factory=list, description="How the draft and verify work were priced.")

@@ -1,7 +1,7 @@
 """Speculative decoding as a request states it: how drafts are made, how many, and how many are accepted.
 
 A speculative decode step drafts ``draft_tokens`` tokens per sequence (DeepSeek's multi-token-prediction
-layers, an EAGLE head, or a smaller draft model), then runs the target model once over each sequence's last
+layers, an EAGLE-3 head, or a smaller draft model), then runs the target model once over each sequence's last
 token plus its drafts (``draft_tokens + 1`` tokens, a small prefill-like verify step), and keeps the accepted
 drafts plus the one token the verify step produces itself. ``accepted`` is the mean number of accepted drafts
 per step: it depends on the model, the draft and the traffic, so it is always given, never assumed. Engines
@@ -13,6 +13,8 @@ one); TensorRT-LLM's ``acceptance rate`` is per draft token (multiply by ``draft
 ('mtp', 2, 2.4)
 >>> parse_speculation("draft:llama-3.2-1b:4", 2.5).draft_model
 'llama-3.2-1b'
+>>> parse_speculation("eagle:/heads/eagle3-8b:3", 2.0).head
+'/heads/eagle3-8b'
 >>> speculation_text(spec)
 'mtp:2'
 """
@@ -32,12 +34,14 @@ __all__ = [
 
 SpecMethod = Literal["mtp", "eagle", "draft"]
 """How drafts are made: ``mtp`` the model's own multi-token-prediction layers (``num_nextn_predict_layers`` in its
-config), ``eagle`` an EAGLE head (one decoder layer on the target's hidden states), ``draft`` a separate model."""
+config), ``eagle`` an EAGLE-3 head (one decoder layer on three of the target's hidden states, with its own
+small-vocabulary LM head: what the exported commands load), ``draft`` a separate model."""
 
 MAX_DRAFT_TOKENS = 16
 """Engines verify a handful of drafts (vLLM and SGLang examples use 1 to 8); more is a typo."""
 
-_SPEC_FIX = "write --spec mtp:K, eagle:K or draft:MODEL:K with K draft tokens per step, e.g. mtp:1"
+_SPEC_FIX = ("write --spec mtp:K, eagle:K, eagle:HEAD:K (HEAD: the EAGLE-3 head's config.json or folder) or "
+             "draft:MODEL:K with K draft tokens per step, e.g. mtp:1")
 _ACCEPT_FIX = (
     "give --spec-accept, the mean accepted draft tokens per step, from 0 up to K: read it from the engine "
     "(vLLM's and SGLang's mean acceptance length minus one)"
@@ -49,7 +53,9 @@ class Speculation(Contract):
 
     model_config = ConfigDict(frozen=True)
 
-    method: SpecMethod = Field(description="mtp (the model's MTP layers), eagle (an EAGLE head) or draft (a model).")
+    method: SpecMethod = Field(
+        description="mtp (the model's MTP layers), eagle (an EAGLE-3 head) or draft (a model)."
+    )
     draft_tokens: int = Field(ge=1, le=MAX_DRAFT_TOKENS, description="Draft tokens per sequence per step (K).")
     accepted: float = Field(
         ge=0,
@@ -61,6 +67,11 @@ class Speculation(Contract):
         default=None, max_length=300,
         description="The draft model (bundled name or config.json path), method draft only.",
     )
+    head: str | None = Field(
+        default=None, max_length=300,
+        description="The EAGLE-3 head priced (its config.json or folder, or a bundled head's id), method eagle only; "
+        "without it the head bundled for the model, else one of the model's width with a full-vocabulary LM head.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Speculation:
@@ -68,6 +79,8 @@ class Speculation(Contract):
             raise ValueError(f"accepted={self.accepted:g} is more than the {self.draft_tokens} draft tokens per step")
         if (self.method == "draft") != (self.draft_model is not None):
             raise ValueError("a draft model is named with method draft, and only there")
+        if self.head is not None and self.method != "eagle":
+            raise ValueError("an EAGLE-3 head is named with method eagle, and only there")
         return self
 
     @property
@@ -82,7 +95,7 @@ class Speculation(Contract):
 
 
 def parse_speculation(text: str, accepted: float | None) -> Speculation:
-    """``mtp:K``, ``eagle:K`` or ``draft:MODEL:K`` with the mean accepted draft tokens per step.
+    """``mtp:K``, ``eagle:K``, ``eagle:HEAD:K`` or ``draft:MODEL:K`` with the mean accepted draft tokens per step.
 
     Raises:
         InputError: a malformed method or count (field ``spec``), or no acceptance (field ``spec_accept``).
@@ -95,8 +108,10 @@ def parse_speculation(text: str, accepted: float | None) -> Speculation:
     """
     parts = text.strip().split(":")
     method = parts[0].strip().lower()
-    if method not in ("mtp", "eagle", "draft") or len(parts) != (3 if method == "draft" else 2):
-        raise InputError(f"--spec={text!r} is not mtp:K, eagle:K or draft:MODEL:K", field="spec", fix=_SPEC_FIX)
+    shapes = {"mtp": (2,), "eagle": (2, 3), "draft": (3,)}
+    if method not in shapes or len(parts) not in shapes[method]:
+        raise InputError(f"--spec={text!r} is not mtp:K, eagle:K, eagle:HEAD:K or draft:MODEL:K", field="spec",
+                         fix=_SPEC_FIX)
     count = parts[-1].strip()
     if not count.isdigit() or len(count) > 3 or not 1 <= int(count) <= MAX_DRAFT_TOKENS:
         raise InputError(
@@ -110,19 +125,21 @@ def parse_speculation(text: str, accepted: float | None) -> Speculation:
             field="spec_accept",
             fix=_ACCEPT_FIX,
         )
-    draft_model = parts[1].strip() if method == "draft" else None
-    if method == "draft" and not draft_model:
-        raise InputError(f"--spec={text!r} names no draft model", field="spec", fix=_SPEC_FIX)
+    named = parts[1].strip() if len(parts) == 3 else None
+    if len(parts) == 3 and not named:
+        raise InputError(f"--spec={text!r} names no {'draft model' if method == 'draft' else 'head'}", field="spec",
+                         fix=_SPEC_FIX)
     if not 0 <= accepted <= int(count):  # NaN fails too
         raise InputError(f"--spec-accept={accepted!r} is not a number from 0 to the {count} draft tokens per step",
                          field="spec_accept", fix=_ACCEPT_FIX)
     return Speculation(method=method, draft_tokens=int(count), accepted=accepted,  # type: ignore[arg-type]
-                       draft_model=draft_model)
+                       draft_model=named if method == "draft" else None, head=named if method == "eagle" else None)
 
 
 def speculation_text(spec: Speculation) -> str:
     """The ``--spec`` text of ``spec`` (the acceptance is its own option)."""
-    middle = f"{spec.draft_model}:" if spec.draft_model else ""
+    named = spec.draft_model or spec.head
+    middle = f"{named}:" if named else ""
     return f"{spec.method}:{middle}{spec.draft_tokens}"
 
 

@@ -82,7 +82,7 @@ class Workload(Contract):
     )
     speculation: Speculation | None = Field(
         default=None,
-        description="Speculative decoding (MTP layers, an EAGLE head or a draft model, with the draft tokens per "
+        description="Speculative decoding (MTP layers, an EAGLE-3 head or a draft model, with the draft tokens per "
         "step and the measured mean accepted); None: one token per sequence per decode step.",
     )
     prefix_hit: float = Field(

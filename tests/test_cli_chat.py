@@ -94,6 +94,6 @@ def test_a_drafter_without_its_acceptance_is_asked_back_then_planned(tmp_path: P
     assert answered.returncode == 0, answered.stderr
     request = json.loads(answered.stdout)["plan"]["request"]
     assert request["workload"]["speculation"] == {"method": "eagle", "draft_tokens": 3, "accepted": 1.5,
-                                                  "draft_model": None}
+                                                  "draft_model": None, "head": None}
     assert request["workload"]["prefix_hit"] == 0.6
     assert any("'accept length 2.5' as 1.5 accepted" in line for line in request["assumptions"])

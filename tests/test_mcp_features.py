@@ -22,7 +22,7 @@ def test_plan_records_speculation_and_prefix_hit_in_its_request(server: Any) -> 
     plan = ok(talk(server, lambda c: c.call_tool("plan", args)))
     workload = plan["request"]["workload"]
     assert workload["speculation"] == {"method": "draft", "draft_tokens": 3, "accepted": 1.5,
-                                       "draft_model": "llama-3.1-8b"}
+                                       "draft_model": "llama-3.1-8b", "head": None}
     assert workload["prefix_hit"] == 0.5
     assert "speculation" in plan["dag_cost"] and "prefix_cache" in plan["dag_cost"]
 

@@ -238,7 +238,7 @@ def test_the_done_when_command_plans_with_mtp(tmp_path, capsys: pytest.CaptureFi
     assert caught.value.code in (0, None)
     plan = json.loads(out.read_text())
     assert plan["request"]["workload"]["speculation"] == {
-        "method": "mtp", "draft_tokens": 1, "accepted": 0.8, "draft_model": None}
+        "method": "mtp", "draft_tokens": 1, "accepted": 0.8, "draft_model": None, "head": None}
     effect = plan["dag_cost"]["speculation"]
     assert effect["tokens_per_step"] == 1.8 and effect["verify_tokens"] == 2
     assert effect["step_ms"] > effect["step_without_ms"] > 0 and effect["draft_ms"] > 0

@@ -166,7 +166,10 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
     for method, pattern in (("mtp", _MTP), ("eagle", _EAGLE)):
         for match in scan.take(pattern):
             found.add("spec_method", method, match.group())
-            drafter = "the model's MTP layers" if method == "mtp" else "an EAGLE head"
+            drafter = "the model's MTP layers" if method == "mtp" else "an EAGLE-3 head"
+            if method == "eagle" and re.search(r"[12]$", match.group().strip()):
+                # The exported commands load EAGLE-3 and the price is its head's: an older head is not modelled.
+                drafter += " (shardplan prices and exports EAGLE-3; an EAGLE-1/2 head is not modelled)"
             found.notes.append(f"Read '{match.group().strip()}' as speculative decoding with {drafter}.")
             _tokens_after(scan, match.end(), found)
     for match in scan.take(_TOKENS):

@@ -249,9 +249,10 @@ def build_dag(args: BuildArgs) -> BuildSummary:
 def plan(args: PlanArgs) -> PlanSummary:
     """Plan a deployment: search, build, validate and price; the best strategy with runners-up and why.
 
-    Speculative decoding: spec ('mtp:K', 'eagle:K' or 'draft:MODEL:K') with spec_accept, the accepted draft tokens
-    per step the engine measured (required: never assumed). Prefix caching: prefix_hit, the share of prompt tokens
-    found in the cache. The request echoes both; dag_cost.speculation and dag_cost.prefix_cache show their effect.
+    Speculative decoding: spec ('mtp:K', 'eagle:K', 'eagle:HEAD:K' or 'draft:MODEL:K') with spec_accept, the
+    accepted draft tokens per step the engine measured (required: never assumed). Prefix caching: prefix_hit, the
+    share of prompt tokens found in the cache. The request echoes both; dag_cost.speculation and
+    dag_cost.prefix_cache show their effect.
 
     Several GPU types (gpu 'H100,H200,B200' or 'any') or engines (engine 'auto' or 'vllm,sglang') plan each and
     answer with the cheapest that meets the targets, the others in gpu_choice / engine_choice with why each lost

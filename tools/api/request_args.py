@@ -144,8 +144,9 @@ class RequestArgs(Args):
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
     spec: str | None = Field(
         default=None, min_length=1, max_length=340,
-        description="Speculative decoding: 'mtp:K' (the model's MTP layers), 'eagle:K' (an EAGLE head) or "
-        "'draft:MODEL:K' (a draft model), K draft tokens per step; needs spec_accept.",
+        description="Speculative decoding: 'mtp:K' (the model's MTP layers), 'eagle:K' (an EAGLE-3 head: the one "
+        "bundled for the model, else one with a full-vocabulary LM head), 'eagle:HEAD:K' (the head's config.json or "
+        "folder) or 'draft:MODEL:K' (a draft model), K draft tokens per step; needs spec_accept.",
     )
     spec_accept: float | None = Field(
         default=None, ge=0, allow_inf_nan=False,

@@ -39,7 +39,7 @@ def attention_block(b: PhaseBuilder, site: Site, inputs: dict[Unit, str]) -> dic
             here,
             "qkv_proj",
             "linear",
-            ops.qkv_projection(m, b.unit_tokens, s.tp),
+            ops.qkv_projection(m, b.unit_tokens, s.tp, b.qkv_input),
             parallel="column",
             dtype=m.weight_dtype,
             src=gathered,

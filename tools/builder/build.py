@@ -190,16 +190,20 @@ def representative_layers(model: ModelSpec, stage_layers: list[list[int]]) -> di
 
 
 def build_phase_sample(
-    model: ModelSpec, cluster: Cluster, phase_name: str, phase: PhaseStrategy, workload: Workload
+    model: ModelSpec, cluster: Cluster, phase_name: str, phase: PhaseStrategy, workload: Workload,
+    qkv_input: int | None = None,
 ) -> tuple[GraphBuffer, dict[int, int], list[list[int]]]:
     """One microbatch of one phase with only representative layers, for the search's fast estimate.
 
-    Returns the graph, the representative layers with their multiplicities, and the stage split.
+    ``qkv_input``: the width the QKV projections read when it is not the residual stream's (an EAGLE-3 head's
+    layer, priced as a network of its own by the serving model). Returns the graph, the representative layers with
+    their multiplicities, and the stage split.
     """
     g = GraphBuffer(cluster)
     layout = RankLayout.of(phase)
     start = _boundary(g, f"{phase_name}/sample_start", "start", phase_name, "step_start", layout)
     builder = PhaseBuilder(g, model, phase_name, phase, layout, workload)
+    builder.qkv_input = qkv_input or builder.qkv_input
     picks = representative_layers(model, builder.stages)
     emit_phase(builder, start, microbatches=1, only_layers=set(picks))
     return g, picks, builder.stages

@@ -7,8 +7,11 @@ them. The drafter then proposes the K drafts step t+1 verifies, in K passes one 
 * each pass is the drafter's network (:mod:`shardplan.tools.catalogs.drafters`) built by the same blocks as the
   target's layers (attention with its own KV cache read and write, dense or MoE FFN, explicit collectives), on the
   GPUs of the target's last stage, with the target's tensor parallelism and attention groups;
-* MTP and EAGLE fuse the token embedding with a hidden state through a replicated projection: the target's final
-  hidden state for the first pass, the previous pass's for the next;
+* MTP fuses the token embedding with a hidden state through a replicated projection (``eh_proj``) every pass: the
+  target's final hidden state for the first pass, the previous pass's for the next. An EAGLE-3 head fuses three of
+  the target's hidden states through its ``fc`` (``3 h -> h``) on the first pass only; every pass's layer then reads
+  the embedding beside the hidden state (its QKV projection is ``2 h`` wide) and samples from its own LM head over
+  the draft vocabulary (:mod:`shardplan.tools.catalogs.eagle_heads`);
 * the first pass runs over the K + 1 verified positions (vLLM V1 drafts from all of them); the others over one
   token per sequence; each pass samples one draft token, which the next pass embeds;
 * every pass's sampler and KV writes feed the step t+1 boundary (DEC-1, DEC-5), so nothing of step t+1 overlaps
@@ -48,6 +51,7 @@ class DraftBuilder(PhaseBuilder):
         self.unit_tokens = self.seqs * self.q_len
         self.logit_positions = 1  # one draft token per sequence a pass
         self.kv_prefix = f"draft{pass_index}/"
+        self.qkv_input = drafter.qkv_input
         self.boundary_in = target.boundary_in  # the drafter's cache reads wait for the step to open, as the target's
 
     def node_id(self, site: Site, op: str) -> str:
@@ -62,10 +66,12 @@ class DraftBuilder(PhaseBuilder):
 
     def draft_inputs(self, mb: int, tokens: dict[Unit, str], hidden: dict[Unit, str]) -> dict[Unit, str]:
         """The embedding of the tokens the previous sampler chose (``tokens``, per unit), fused with the hidden state
-        ``hidden`` gives (MTP's ``eh_proj``, EAGLE's ``fc``; a draft model reads its embedding alone)."""
+        ``hidden`` gives (MTP's ``eh_proj`` every pass, EAGLE-3's ``fc`` on the first; a draft model reads its
+        embedding alone). EAGLE-3's later passes read the previous pass's hidden state as it is: it comes out of that
+        pass's final norm, before the sampler whose tokens this embedding waits for."""
         h = self.m.hidden_size
         outs = self.embedding(mb, after=tokens)
-        if not self.drafter.fuse_width:
+        if not self.drafter.fuse_width or self.pass_index > 0 and not self.drafter.fuses_every_pass:
             return outs
         for unit, node in outs.items():
             site = Site(mb, None, 0, unit)

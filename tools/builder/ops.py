@@ -48,8 +48,11 @@ def _heads_per_rank(spec: ModelSpec, tp: int) -> tuple[int, int]:
     return q_heads, kv_heads
 
 
-def qkv_projection(spec: ModelSpec, tokens: int, tp: int) -> Work:
-    """Q, K, V projections (column-parallel). MLA: down-projections replicated, up-projections split."""
+def qkv_projection(spec: ModelSpec, tokens: int, tp: int, input_width: int | None = None) -> Work:
+    """Q, K, V projections (column-parallel). MLA: down-projections replicated, up-projections split.
+
+    ``input_width``: the width the projection reads when it is not the residual stream's (an EAGLE-3 head's layer
+    reads the token's embedding beside the hidden state, ``2 h``); GQA layers only."""
     wb, ab = DTYPE_BYTES[spec.weight_dtype], DTYPE_BYTES[spec.activation_dtype]
     h = spec.hidden_size
     if spec.mla is not None:
@@ -65,7 +68,7 @@ def qkv_projection(spec: ModelSpec, tokens: int, tp: int) -> Work:
         )
     q_heads, kv_heads = _heads_per_rank(spec, tp)
     n = (q_heads + 2 * kv_heads) * spec.head_dim
-    return gemm(tokens, n, h, wb, ab)
+    return gemm(tokens, n, input_width or h, wb, ab)
 
 
 def attention(

@@ -77,6 +77,7 @@ class PhaseBuilder:
         # Logits at each prompt's last position; a verify step checks every position it carries.
         self.logit_positions = 1 if self.prefill else self.q_len
         self.kv_prefix = ""  # told apart from the target's caches by a drafter's passes
+        self.qkv_input = model.hidden_size  # an EAGLE-3 head's layer reads embedding and hidden state (2 h)
         self.kv_len = workload.isl if self.prefill else decode_context(workload)
         self.cached = 0
         if self.prefill and workload.prefill_tokens < workload.isl:

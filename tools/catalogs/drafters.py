@@ -13,9 +13,10 @@ DeepSeek-R1 MTP). The drafter is:
   With more draft tokens than MTP layers the engines reuse the layers in turn: vLLM's DeepSeek MTP picks layer
   ``spec_step_idx % num_mtp_layers``, and TensorRT-LLM's default "MTP Eagle" path calls its one MTP module K times
   with one KV cache. So K passes, over ``min(K, layers)`` distinct layers held in memory with their KV caches.
-* ``eagle``: an EAGLE head, one decoder layer of the target's width (a dense FFN of the target's dense width) after
-  an ``fc`` fusing embedding and hidden state (``2 h -> h``), reusing the target's embedding and LM head (EAGLE-1/2
-  as vLLM runs them; EAGLE-3's own small-vocabulary head is not modelled).
+* ``eagle``: an EAGLE-3 head (:mod:`.eagle_heads`), what the exported commands load: one Llama decoder layer whose
+  QKV projection reads the token's embedding beside the hidden state (``2 h`` wide), after an ``fc`` that fuses three
+  of the target's hidden states (``3 h -> h``) on the first pass only, with its own LM head over a reduced draft
+  vocabulary (the network's ``vocab_size``) and the target's embedding.
 * ``draft``: a separate, smaller model with its own embedding, layers and head, run with the target's tensor
   parallelism (vLLM requires the draft's TP to equal the target's) on the GPUs of the target's last stage.
 
@@ -34,6 +35,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.speculation import Speculation, speculation_text
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.errors import InputError
+from shardplan.tools.catalogs.eagle_heads import EagleHead, eagle_head
 from shardplan.tools.catalogs.models import load_model
 
 __all__ = ["Drafter", "drafter_for", "drafter_layout", "mtp_layers", "check_drafter"]
@@ -45,19 +47,35 @@ class Drafter:
 
     speculation: Speculation
     network: ModelSpec
-    """The network of one pass as a model: one block for MTP and EAGLE (embedding and head are the target's),
-    the whole draft model for ``draft``."""
+    """The network of one pass as a model: one block for MTP (embedding and LM head are the target's) and EAGLE-3
+    (the embedding is the target's; ``vocab_size`` is its own LM head's draft vocabulary), the whole draft model
+    for ``draft``."""
     fuse_width: int
-    """Input width of the projection that fuses the token embedding and the target's hidden state before the
-    block (MTP's ``eh_proj``, EAGLE's ``fc``); 0 for a draft model, which reads its own embedding only."""
+    """Input width of the projection that fuses hidden states before the block (MTP's ``eh_proj`` over embedding and
+    hidden state, ``2 h``; EAGLE-3's ``fc`` over three target hidden states, ``3 h``); 0 for a draft model."""
     held_layers: int
     """Distinct drafter blocks held in memory, each with its own KV cache (MTP: the checkpoint's MTP layers that
     the K passes use; EAGLE: 1; a draft model: all its layers, counted by its own spec)."""
+    head: EagleHead | None = None
+    """The EAGLE-3 head (``eagle`` only): its shapes and where they came from."""
 
     @property
     def shares_head(self) -> bool:
-        """Whether the drafter reads the target's embedding and LM head instead of holding its own."""
-        return self.speculation.method != "draft"
+        """Whether the drafter reads the target's LM head instead of holding its own (MTP only: an EAGLE-3 head
+        holds one over its draft vocabulary, a draft model all its weights)."""
+        return self.speculation.method == "mtp"
+
+    @property
+    def qkv_input(self) -> int:
+        """Input width of the drafter's QKV projections: an EAGLE-3 layer's reads embedding and hidden state side by
+        side (``2 h``); the others read the residual stream (``h``)."""
+        return self.head.qkv_input if self.head is not None else self.network.hidden_size
+
+    @property
+    def fuses_every_pass(self) -> bool:
+        """Whether every pass runs the fusing projection: MTP's ``eh_proj`` fuses each pass's embedding and hidden
+        state; EAGLE-3's ``fc`` fuses the target's hidden states once, on the first pass."""
+        return self.speculation.method == "mtp"
 
     @property
     def passes(self) -> int:
@@ -65,14 +83,14 @@ class Drafter:
         return self.speculation.draft_tokens
 
 
-def _one_block(model: ModelSpec, *, dense: bool) -> ModelSpec:
-    """``model`` cut down to one block of its last layer's kind (MTP) or one dense block (EAGLE)."""
-    moe = None if dense or model.moe is None else model.moe.model_copy(update={"first_dense_layers": 0})
+def _mtp_block(model: ModelSpec) -> ModelSpec:
+    """``model`` cut down to one block of its last layer's kind, as its MTP layers are."""
+    moe = None if model.moe is None else model.moe.model_copy(update={"first_dense_layers": 0})
     return model.model_copy(
         update={
-            "name": f"{model.name} ({'EAGLE head' if dense else 'MTP layer'})",
+            "name": f"{model.name} (MTP layer)",
             "num_layers": 1,
-            "layer_types": ["full"] if dense else [model.layer_types[-1]],
+            "layer_types": [model.layer_types[-1]],
             "moe": moe,
             "mtp_layers": 0,
             "warnings": [],
@@ -90,9 +108,10 @@ def drafter_for(model: ModelSpec, speculation: Speculation) -> Drafter:
     """The drafter ``speculation`` names for ``model``.
 
     Raises:
-        InputError: ``mtp`` on a model whose config ships no MTP layers (field ``spec``), or a draft model that is
-            not bundled or readable, or whose vocabulary differs from the target's (its drafts could not be
-            verified token by token).
+        InputError: ``mtp`` on a model whose config ships no MTP layers (field ``spec``), an EAGLE-3 head that
+            cannot be read or was trained for another model (:func:`~.eagle_heads.eagle_head`), or a draft model
+            that is not bundled or readable, or whose vocabulary differs from the target's (its drafts could not
+            be verified token by token).
     """
     method = speculation.method
     if method == "mtp":
@@ -101,13 +120,14 @@ def drafter_for(model: ModelSpec, speculation: Speculation) -> Drafter:
                 f"--spec {speculation_text(speculation)}: {model.name} has no MTP layers "
                 "(multi-token prediction: its config sets no num_nextn_predict_layers)",
                 field="spec",
-                fix=f"use --spec eagle:{speculation.draft_tokens} (an EAGLE head) or "
+                fix=f"use --spec eagle:{speculation.draft_tokens} (an EAGLE-3 head) or "
                 f"--spec draft:MODEL:{speculation.draft_tokens} (a smaller draft model of the same vocabulary)",
             )
         held = min(speculation.draft_tokens, model.mtp_layers)
-        return Drafter(speculation, _one_block(model, dense=False), 2 * model.hidden_size, held)
+        return Drafter(speculation, _mtp_block(model), 2 * model.hidden_size, held)
     if method == "eagle":
-        return Drafter(speculation, _one_block(model, dense=True), 2 * model.hidden_size, 1)
+        head = eagle_head(model, speculation.head)
+        return Drafter(speculation, head.network, head.fuse_width, 1, head)
     assert speculation.draft_model is not None
     draft = _draft_model(speculation.draft_model, model.weight_dtype, model.kv_dtype)
     if draft.vocab_size != model.vocab_size:

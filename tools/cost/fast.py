@@ -52,10 +52,12 @@ def phase_times(
     phase: PhaseStrategy,
     workload: Workload,
     backend: Backend = "auto",
+    qkv_input: int | None = None,
 ) -> PhaseTimes:
     """Estimated makespan in seconds of one prefill, or one decode step, under ``phase`` (priced by the
-    workload's engine tables, or by the roofline alone with ``backend="roofline"``), with its attention share."""
-    graph, picks, stages = build_phase_sample(model, cluster, phase_name, phase, workload)
+    workload's engine tables, or by the roofline alone with ``backend="roofline"``), with its attention share.
+    ``qkv_input``: the QKV projections' input width where it is not ``hidden_size`` (an EAGLE-3 head's layer)."""
+    graph, picks, stages = build_phase_sample(model, cluster, phase_name, phase, workload, qkv_input)
     pricer = make_pricer(cluster, model, {phase_name: phase}, workload.engine, backend)
     pricer.prepare(graph.nodes)
     sched = schedule_graph(graph.nodes, graph.edges, cluster, record_busy=False, pricer=pricer)

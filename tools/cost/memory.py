@@ -16,6 +16,7 @@ from shardplan.contracts.reports import MemoryReport
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.drafters import drafter_for, drafter_layout
+from shardplan.tools.catalogs.eagle_heads import AUX_LAYERS
 from shardplan.tools.cost.calibration import calibration
 
 __all__ = [
@@ -101,9 +102,12 @@ def drafter_bytes_per_gpu(
     KV-cache bytes of one sequence of ``tokens`` tokens (0, 0 without speculation). The pool's account adds them to
     its most loaded stage, which overstates a pipelined layout whose last stage is not the fullest.
 
-    MTP layers and an EAGLE head hold their blocks (sharded as the target's layers are: attention over the TP group,
-    experts over the expert ranks), the replicated fusing projection and a KV cache per block, and read the target's
-    embedding and LM head; a draft model holds all its weights and its whole KV cache on the target's TP group.
+    MTP layers hold their blocks (sharded as the target's layers are: attention over the TP group, experts over the
+    expert ranks), the replicated fusing projection and a KV cache per block, and read the target's embedding and LM
+    head. An EAGLE-3 head holds its layer (its QKV projection ``2 h`` wide), its replicated ``fc`` (``3 h_target x
+    h``), its own LM head over the draft vocabulary (vocabulary-parallel, as vLLM's and SGLang's ``ParallelLMHead``)
+    and its ``d2t`` table (one int64 per draft token, vLLM's ``draft_id_to_target_id``), and reads the target's
+    embedding. A draft model holds all its weights and its whole KV cache on the target's TP group.
 
     Raises:
         InputError: the speculation's drafter does not exist for ``spec``.
@@ -113,11 +117,27 @@ def drafter_bytes_per_gpu(
     drafter = drafter_for(spec, workload.speculation)
     net, layout = drafter.network, drafter_layout(phase, drafter)
     kv = kv_bytes_per_sequence_per_gpu(net, layout, tokens)
-    if not drafter.shares_head:
+    if drafter.speculation.method == "draft":
         return weight_bytes_per_gpu(net, layout), kv
+    wb = DTYPE_BYTES[net.weight_dtype]
     block = _attention_bytes_per_rank(net, layout.tp) + _ffn_bytes_per_rank(net, 0, layout)
-    fuse = drafter.fuse_width * net.hidden_size * DTYPE_BYTES[net.weight_dtype]
-    return drafter.held_layers * (block + fuse), drafter.held_layers * kv
+    fuse = drafter.fuse_width * net.hidden_size * wb
+    weights = drafter.held_layers * (block + fuse)
+    if drafter.head is not None:
+        weights += _eagle_head_extra_bytes(net, layout.tp, drafter.qkv_input)
+    return weights, drafter.held_layers * kv
+
+
+def _eagle_head_extra_bytes(net: ModelSpec, tp: int, qkv_input: int) -> float:
+    """What an EAGLE-3 head holds beyond a block of its width: the QKV columns that read the embedding (Q split over
+    the TP group, K/V as the target's are), its own LM head over the draft vocabulary and its int64 ``d2t`` table."""
+    wb = DTYPE_BYTES[net.weight_dtype]
+    extra = 0.0
+    if net.mla is None:
+        kv_share = max(1, net.num_kv_heads // tp) / net.num_kv_heads
+        q, kv = net.num_attention_heads * net.head_dim, 2 * net.num_kv_heads * net.head_dim
+        extra = (qkv_input - net.hidden_size) * (q / tp + kv * kv_share) * wb
+    return extra + net.vocab_size * net.hidden_size / tp * wb + net.vocab_size * 8.0
 
 
 def shared_prefix_kv(spec: ModelSpec, phase: PhaseStrategy, workload: Workload, kv_tokens: int) -> tuple[float, float]:
@@ -160,6 +180,10 @@ def _activation_bytes(spec: ModelSpec, phase: PhaseStrategy, workload: Workload,
         )
     )
     live = tokens * (6 * spec.hidden_size + 3 * width / phase.tp) * ab
+    if workload.speculation is not None and workload.speculation.method == "eagle":
+        # An EAGLE-3 head's fc reads three of the target's hidden states per token, which the target keeps and
+        # concatenates for it (vLLM's aux_hidden_states), prompt tokens included: 3 h more per token a step carries.
+        live += tokens * AUX_LAYERS * spec.hidden_size * ab
     logits = min(seqs, tokens) * spec.vocab_size / phase.tp * 4.0
     return live * min(phase.mb, phase.pp) + logits
 

@@ -111,6 +111,8 @@ def launch_command(plan: Plan, engine: Engine, spec_model: str | None = None) ->
         if target.kv_fp8:
             notes.append("the plan assumes an fp8 KV cache; set the KV-cache format in the TensorRT-LLM config as "
                          "your release documents it")
+    if target.drafting is not None and target.drafting.head_note:
+        notes.append(f"the plan priced this {target.drafting.head_note}")
     if plan.request.weight_dtype:
         notes.append(f"the plan assumes {plan.request.weight_dtype} weights: serve a checkpoint in that format")
 

@@ -54,8 +54,8 @@ def feature_notes(target: Target, servers: list[Server], notes: list[str]) -> No
                 notes.append(f"{server.role}: SGLang's STANDALONE draft model does not support "
                              "--enable-dp-attention; drop one of the two")
     if drafting is not None and drafting.spec.method == "eagle":
-        notes.append("the EAGLE head is loaded as EAGLE-3 (--speculative-algorithm EAGLE3); for an EAGLE-1/2 head "
-                     "write EAGLE")
+        notes.append("the EAGLE head is loaded as EAGLE-3 (--speculative-algorithm EAGLE3), as the plan priced it; an "
+                     "EAGLE-1/2 head (EAGLE) drafts with the target's full LM head and was not priced")
     if target.prefix_hit > 0:
         notes.append(f"the plan counts on {target.prefix_hit:.0%} of prompt tokens found in the prefix cache: "
                      "SGLang's radix cache, on by default, finds them (do not pass --disable-radix-cache)")

@@ -56,8 +56,8 @@ def feature_notes(target: Target, servers: list[Server], notes: list[str]) -> No
         notes.append(f"vLLM's MTP drafters cover deepseek_v3, mimo, glm4_moe and qwen3_next checkpoints; check that "
                      f"your release supports MTP for {drafting.model_type}")
     if drafting.spec.method == "eagle":
-        notes.append("the EAGLE head is loaded as EAGLE-3 (\"method\": \"eagle3\"); for an EAGLE-1/2 head write "
-                     "\"method\": \"eagle\"")
+        notes.append("the EAGLE head is loaded as EAGLE-3 (\"method\": \"eagle3\"), as the plan priced it; an "
+                     "EAGLE-1/2 head (\"method\": \"eagle\") drafts with the target's full LM head and was not priced")
 
 
 def configure(target: Target, server: Server, notes: list[str], disaggregated: bool) -> None:

@@ -14,6 +14,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.speculation import speculation_text
 from shardplan.contracts.workload import Workload
+from shardplan.tools.catalogs.drafters import drafter_for
 from shardplan.tools.cost.memory import GB, drafter_bytes_per_gpu
 from shardplan.tools.serving.steady import serving_point
 from shardplan.tools.serving.steps import StepPricer
@@ -23,8 +24,9 @@ __all__ = ["speculation_effect", "speculation_sentence"]
 _HOW = {
     "mtp": "the model's MTP layer(s), a block of its own kind after a fusing projection, sharing its embedding and "
     "LM head (engines reuse the layers in turn when K exceeds them)",
-    "eagle": "an EAGLE head (one decoder layer of the target's width after a fusing projection, sharing the "
-    "target's embedding and LM head)",
+    "eagle": "an EAGLE-3 head (one decoder layer reading the token's embedding beside a hidden state, its fc fusing "
+    "three of the target's hidden states on the first pass, its own LM head over a draft vocabulary, the target's "
+    "embedding)",
     "draft": "the draft model's own decode passes on the target's tensor-parallel GPUs",
 }
 
@@ -53,6 +55,7 @@ def speculation_effect(
     per_gpu_sequences = math.ceil(running / layout.adp)
     verify = spec.verify_tokens
     alone = drafting.step_s(layout.adp, 0) / plain.step_s(layout.adp, 0)
+    head = drafter_for(model, spec).head
     return SpeculationEffect(
         tokens_per_step=spec.tokens_per_step,
         verify_tokens=verify,
@@ -70,6 +73,7 @@ def speculation_effect(
             "sequence's KV cache (the decode kernels fold the positions into the query heads)",
             f"drafting: {spec.draft_tokens} pass(es) of {_HOW[spec.method]}; the first over the verified positions "
             "and any prompt chunk, the others over one token per sequence",
+            *([head.describe()] if head is not None else []),
             f"a speculative step costs {step_s / plain_s:.2f}x a plain one at this batch and {alone:.2f}x at one "
             "sequence per attention group: small steps are bound by reading the weights whatever tokens they carry, "
             "larger ones pay for every extra position in compute, so the gain shrinks as the batch grows",

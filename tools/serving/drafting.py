@@ -7,7 +7,10 @@ read of its KV cache), samples the accepted tokens, and then drafts the next ste
 verified positions and any prompt chunk: vLLM V1 drafts from all of them, and a prompt's pass fills the drafter's own
 KV cache), then ``K - 1`` passes of one token per sequence. Each pass is the drafter's own network on its own layout,
 priced like a step of the target (its linear work, its attention over the context), plus the projection that fuses
-the token embedding with the target's hidden state for MTP and EAGLE.
+hidden states before it: MTP's ``eh_proj`` on every pass, an EAGLE-3 head's ``fc`` over three of the target's hidden
+states on the first pass only (its later passes feed the head's own hidden state back). An EAGLE-3 head's linear work
+is its own network's: a QKV projection over embedding and hidden state (``2 h``) and its own LM head over the draft
+vocabulary, not the target's.
 """
 
 from __future__ import annotations
@@ -56,12 +59,10 @@ class DraftPricer:
         )
 
     def next_pass_s(self, sequences: float) -> float:
-        """One of the ``K - 1`` later passes: one token per sequence, attending to its context."""
-        return (
-            self.network.linear_s(sequences)
-            + self.network.fuse_s(sequences)
-            + self.network.decode_attention_s(sequences)
-        )
+        """One of the ``K - 1`` later passes: one token per sequence, attending to its context (fused again only by
+        a drafter that fuses every pass)."""
+        fuse = self.network.fuse_s(sequences) if self.drafter.fuses_every_pass else 0.0
+        return self.network.linear_s(sequences) + fuse + self.network.decode_attention_s(sequences)
 
     def draft_s(self, sequences: float, prompt_tokens: float = 0.0) -> float:
         """The drafting of one step carrying ``sequences`` decoding sequences and a prompt chunk of

@@ -113,6 +113,9 @@ class StepPricer:
     """Speculative decoding: each decode step verifies K drafts per sequence and drafts the next K."""
     fuse_width: int = 0
     """For a drafter network's own pricer: the input width of its fusing projection (0: none)."""
+    qkv_input: int = 0
+    """For a drafter network's own pricer: its QKV projections' input width where it is not ``hidden_size`` (an
+    EAGLE-3 head's layer reads embedding and hidden state, ``2 h``); 0: the residual stream's."""
     drafting: bool = False
     """Whether this prices a drafter network (its passes), not a target that drafts."""
     prefix_hit: float = 0.0
@@ -139,6 +142,7 @@ class StepPricer:
                 drafter.network, self.cluster, drafter_layout(self.layout, drafter), self.isl, self.osl,
                 engine=self.engine, backend=self.backend, base=self.base, speculation=self.speculation,
                 fuse_width=drafter.fuse_width, drafting=True,
+                qkv_input=drafter.qkv_input if drafter.qkv_input != drafter.network.hidden_size else 0,
             )
             self.draft = DraftPricer(drafter, network)
 
@@ -188,7 +192,8 @@ class StepPricer:
             verifying = kind == "verify" or kind == "static_decode" and self.draft is not None
             spec = self.speculation if verifying else None
             hit = self.prefix_hit if kind.endswith("prefill") else 0.0
-            shared = (*self._key, self.isl, self.osl, f"{kind}/{spec.verify_tokens if spec else 1}", n, hit)
+            label = f"{kind}/{spec.verify_tokens if spec else 1}/{self.qkv_input}"
+            shared = (*self._key, self.isl, self.osl, label, n, hit)
             if shared not in _SHARED:
                 layout = self.layout if kind.startswith("static_") else self._lane
                 phase = "prefill" if kind.endswith("prefill") else "decode"
@@ -197,7 +202,8 @@ class StepPricer:
                 shape = Workload(isl=length, osl=1, batch=n, engine=self.engine, speculation=spec, prefix_hit=hit)
                 if len(_SHARED) >= _SHARED_LIMIT:
                     _SHARED.clear()
-                _SHARED[shared] = phase_times(self.model, self.cluster, phase, layout, shape, self.backend)
+                _SHARED[shared] = phase_times(self.model, self.cluster, phase, layout, shape, self.backend,
+                                              self.qkv_input or None)
             self._samples[key] = _SHARED[shared]
         return self._samples[key]
 
