@@ -44,10 +44,14 @@ def run_main(argv: list[str]) -> int:
 
     from shardplan.cli.main import main
 
+    # A whole-process run writes to a pipe, so shutil.get_terminal_size finds no terminal and the tables take
+    # their fallback width; pointing sys.__stdout__ at the captured stream keeps that so here, even when pytest
+    # itself runs in a terminal.
     saved, sys.argv = sys.argv, ["shardplan", *argv]
+    saved_stdout, sys.__stdout__ = sys.__stdout__, sys.stdout
     try:
         with pytest.raises(SystemExit) as caught:
             main()
     finally:
-        sys.argv = saved
+        sys.argv, sys.__stdout__ = saved, saved_stdout
     return int(caught.value.code or 0)
