@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from builder_checks import DENSE, _build, _graph, _model, _node, check_all
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.dag import CommNode
 from shardplan.contracts.strategy import PhaseStrategy, parse_strategy
@@ -109,11 +109,11 @@ def test_unbuildable_strategies_are_refused_with_the_rule(
 
 @pytest.mark.parametrize(("case", "model", "gpus", "spec", "rule"), REFUSALS, ids=[r[0] for r in REFUSALS])
 def test_cli_build_refuses_with_one_line_and_exit_2(
-    case: str, model: str, gpus: int, spec: str, rule: str, tmp_path: Path
+    case: str, model: str, gpus: int, spec: str, rule: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "dag.json"
-    result = run_cli(
-        "build", "--model", model, "--gpu", "H100", "--gpus", str(gpus), "--strategy", spec, "-o", str(out)
+    result = run_here(
+        capsys, "build", "--model", model, "--gpu", "H100", "--gpus", str(gpus), "--strategy", spec, "-o", str(out)
     )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
