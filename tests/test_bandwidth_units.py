@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.hardware import GPU, Cluster
 from shardplan.contracts.units import RENAMED_BANDWIDTH_FIELDS, parse_gb_per_s
@@ -138,11 +138,13 @@ _COST = ("cost", "--model", "meta-llama/Llama-3.1-8B", "--strategy", "tp=8,pp=2"
          "--batch", "8", "--json")
 
 
-def test_cli_reads_old_names_with_one_warning_line_and_the_same_figures(tmp_path: Path) -> None:
+def test_cli_reads_old_names_with_one_warning_line_and_the_same_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     old = _write(tmp_path, {"gpu": "H100", "nodes": 2, "inter_node_bandwidth_gbps": 25}, "old.yaml")
     new = _write(tmp_path, {"gpu": "H100", "nodes": 2, "inter_node_bandwidth_gb_per_s": "200Gbps"}, "new.yaml")
-    from_old = run_cli(*_COST, "--cluster", str(old))
-    from_new = run_cli(*_COST, "--cluster", str(new))
+    from_old = run_here(capsys, *_COST, "--cluster", str(old))
+    from_new = run_here(capsys, *_COST, "--cluster", str(new))
     assert from_old.returncode == 0 and from_new.returncode == 0, from_old.stderr + from_new.stderr
     warning_lines = [line for line in from_old.stderr.splitlines() if line.startswith("warning:")]
     assert len(warning_lines) == 1, from_old.stderr
@@ -153,9 +155,9 @@ def test_cli_reads_old_names_with_one_warning_line_and_the_same_figures(tmp_path
     assert [old_cost["figures"][k] for k in figures] == [new_cost["figures"][k] for k in figures]
 
 
-def test_cli_refuses_a_bad_bandwidth_string_with_exit_2(tmp_path: Path) -> None:
+def test_cli_refuses_a_bad_bandwidth_string_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = _write(tmp_path, {"gpu": "H100", "nodes": 2, "inter_node_bandwidth_gb_per_s": "400 Gbit"})
-    result = run_cli(*_COST, "--cluster", str(bad))
+    result = run_here(capsys, *_COST, "--cluster", str(bad))
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert "cluster.inter_node_bandwidth_gb_per_s" in result.stderr and "400Gbps" in result.stderr

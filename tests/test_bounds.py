@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_cli, run_here
 
 from shardplan.cli.files import read_dag, read_plan
 from shardplan.contracts.strategy import parse_strategy
@@ -70,18 +70,18 @@ def test_every_yaml_input_goes_through_the_bounded_loader(tmp_path: Path) -> Non
     assert parse_yaml_text(aliases, what="t", field="t", fix="f") == {"a": [1, 2], "b": [[1, 2], [1, 2]]}
 
 
-def test_the_alias_bomb_on_the_command_line_is_one_line(tmp_path: Path) -> None:
+def test_the_alias_bomb_on_the_command_line_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bomb.yaml"
     path.write_text(BOMB)
-    result = run_cli("plan", "-m", "llama-3.1-8b", "--cluster", str(path), "--isl", "128", "--osl", "16")
+    result = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--cluster", str(path), "--isl", "128", "--osl", "16")
     assert result.returncode == 2
     assert "expands to over 100,000 values" in _one_error_line(result.stderr)
 
 
-def test_an_old_field_name_and_an_error_make_one_line(tmp_path: Path) -> None:
+def test_an_old_field_name_and_an_error_make_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "cluster.yaml"
     path.write_text("gpu: H100\nnodes: 0\nintra_node_bandwidth_gbps: 450\n")
-    result = run_cli("build", "-m", "llama-3.1-8b", "--cluster", str(path), "--gpus", "1", "-s", "tp=1")
+    result = run_here(capsys, "build", "-m", "llama-3.1-8b", "--cluster", str(path), "--gpus", "1", "-s", "tp=1")
     assert result.returncode == 2
     line = _one_error_line(result.stderr)
     assert "nodes" in line and "note: " in line and "intra_node_bandwidth_gb_per_s" in line
@@ -96,27 +96,27 @@ def test_huge_numbers_in_a_spec_are_refused_by_their_digits(spec: str) -> None:
     assert caught.value.field == "strategy" and len(str(caught.value)) < 400
 
 
-def test_huge_numbers_on_the_command_line_are_one_line() -> None:
-    spec = run_cli("cost", "-m", "qwen3-30b-a3b", "--gpus", "8", "-s", "layers=" + "9" * 5000, "--isl", "128",
-                   "--osl", "16")
+def test_huge_numbers_on_the_command_line_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = run_here(capsys, "cost", "-m", "qwen3-30b-a3b", "--gpus", "8", "-s", "layers=" + "9" * 5000, "--isl", "128",
+                    "--osl", "16")
     assert spec.returncode == 2 and "5,000 digits" in _one_error_line(spec.stderr)
-    flag = run_cli("build", "-m", "llama-3.1-8b", "--gpus", "8", "-s", "tp=1", "--isl", "9" * 4300)
+    flag = run_here(capsys, "build", "-m", "llama-3.1-8b", "--gpus", "8", "-s", "tp=1", "--isl", "9" * 4300)
     assert flag.returncode == 2 and "--isl has 4,300 digits" in _one_error_line(flag.stderr)
 
 
 # -- DAGs ------------------------------------------------------------------------------------------------
-def _dag(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+def _dag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, dict[str, Any]]:
     path = tmp_path / "dag.json"
-    result = run_cli("build", "-m", "llama-3.1-8b", "--gpus", "2", "-s", "tp=2", "--isl", "64", "--osl", "8",
-                     "-o", str(path))
+    result = run_here(capsys, "build", "-m", "llama-3.1-8b", "--gpus", "2", "-s", "tp=2", "--isl", "64", "--osl", "8",
+                      "-o", str(path))
     assert result.returncode == 0, result.stderr
     return path, json.loads(path.read_text())
 
 
-def test_node_and_edge_limits_are_one_setting_for_every_surface(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_node_and_edge_limits_are_one_setting_for_every_surface(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     assert (dag_node_limit(), dag_edge_limit()) == (MAX_DAG_NODES, MAX_DAG_EDGES)
-    path, dag = _dag(tmp_path)
+    path, dag = _dag(tmp_path, capsys)
     nodes, edges = len(dag["nodes"]), len(dag["edges"])
     for variable, limit, part in (("SHARDPLAN_MAX_DAG_NODES", nodes - 1, "nodes"),
                                   ("SHARDPLAN_MAX_DAG_EDGES", edges - 1, "edges")):
@@ -138,8 +138,10 @@ def test_node_and_edge_limits_are_one_setting_for_every_surface(tmp_path: Path,
         dag_node_limit()
 
 
-def test_the_schema_check_reports_what_the_full_walk_reports(tmp_path: Path) -> None:
-    _, dag = _dag(tmp_path)
+def test_the_schema_check_reports_what_the_full_walk_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, dag = _dag(tmp_path, capsys)
     dag["nodes"][1]["kind"] = "compute"
     dag["nodes"][3]["flops"] = "many"
     dag["edges"][2]["src"] = 7
@@ -157,8 +159,10 @@ def test_a_dag_of_many_bad_nodes_lists_the_first_and_counts_the_rest() -> None:
     assert "more nodes or edges fail the schema" in report.violations[-1].message
 
 
-def test_the_first_error_of_a_large_bad_dag_or_plan_is_named(tmp_path: Path) -> None:
-    _, dag = _dag(tmp_path)
+def test_the_first_error_of_a_large_bad_dag_or_plan_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, dag = _dag(tmp_path, capsys)
     bad = [{"id": f"x{i}", "kind": "compute"} for i in range(100)]
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({**dag, "nodes": dag["nodes"] + bad}))

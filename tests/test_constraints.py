@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.constraints import Constraints, parse_constraint, parse_constraints
 from shardplan.contracts.plan import PlanRequest
@@ -146,10 +146,9 @@ def test_a_budget_that_a_constrained_layout_does_not_divide_leaves_gpus_idle() -
         assert candidate.figures.gpus_used % 3 == 0 and candidate.figures.gpus_used <= 6
 
 
-def test_cli_405b_on_four_nodes_with_pp4_tp8() -> None:
-    done = run_cli("plan", "-m", "llama-3.1-405b", "--gpu", "H100", "--gpus", "32", "--gpus-per-node", "8",
-                   "--isl", "4096", "--osl", "512", "--constraint", "pp=4", "--constraint", "tp=8", "--json",
-                   timeout=300)
+def test_cli_405b_on_four_nodes_with_pp4_tp8(capsys: pytest.CaptureFixture[str]) -> None:
+    done = run_here(capsys, "plan", "-m", "llama-3.1-405b", "--gpu", "H100", "--gpus", "32", "--gpus-per-node", "8",
+                    "--isl", "4096", "--osl", "512", "--constraint", "pp=4", "--constraint", "tp=8", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     for phase in ("prefill", "decode"):
@@ -159,8 +158,8 @@ def test_cli_405b_on_four_nodes_with_pp4_tp8() -> None:
     assert any("sequences in flight: not given" in line for line in result["assumptions"])
 
 
-def test_cli_refuses_an_unreadable_constraint_in_one_line() -> None:
-    done = run_cli("plan", "-m", "llama-3.1-8b", "--gpus", "2", "--constraint", "tp<<2")
+def test_cli_refuses_an_unreadable_constraint_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    done = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--gpus", "2", "--constraint", "tp<<2")
     assert done.returncode == 2
     assert "constraint" in done.stderr and "Traceback" not in done.stderr
 

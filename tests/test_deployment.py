@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.strategy import parse_strategy
@@ -90,10 +90,10 @@ def test_split_pools_that_cannot_share_the_nodes_are_refused() -> None:
         _plan("prefill:tp=4;decode:dp=2,tp=4;disagg", gpus=12, per_node=6, model="meta-llama/Llama-3.1-70B")
 
 
-def test_plan_chooses_the_concurrency_for_the_70b_request(tmp_path: Path) -> None:
+def test_plan_chooses_the_concurrency_for_the_70b_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "p.json"
-    result = run_cli("plan", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H200", "--gpus", "8", "--isl", "3000",
-                     "--osl", "300", "--ttft-ms", "1500", "--tpot-ms", "40", "-o", str(out))
+    result = run_here(capsys, "plan", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H200", "--gpus", "8", "--isl", "3000",
+                      "--osl", "300", "--ttft-ms", "1500", "--tpot-ms", "40", "-o", str(out))
     assert result.returncode == 0, result.stderr
     plan = json.loads(out.read_text())
     d = plan["deployment"]
@@ -106,10 +106,13 @@ def test_plan_chooses_the_concurrency_for_the_70b_request(tmp_path: Path) -> Non
                      result.stdout)
 
 
-def test_the_12_gpu_latency_request_uses_a_small_layout_inside_one_node(tmp_path: Path) -> None:
+def test_the_12_gpu_latency_request_uses_a_small_layout_inside_one_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "p.json"
-    result = run_cli("plan", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "12", "--gpus-per-node",
-                     "3", "--isl", "1024", "--osl", "128", "--batch", "1", "-o", str(out))
+    result = run_here(capsys,
+                      "plan", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "12", "--gpus-per-node",
+                      "3", "--isl", "1024", "--osl", "128", "--batch", "1", "-o", str(out))
     assert result.returncode == 0, result.stderr
     plan = json.loads(out.read_text())
     d = plan["deployment"]
@@ -127,15 +130,17 @@ def test_the_12_gpu_latency_request_uses_a_small_layout_inside_one_node(tmp_path
     ("--gpu-memory-utilization", "1.5", "--gpu-memory-utilization"),
     ("--batching", "dynamic", "--batching"),
 ])
-def test_bad_deployment_options_exit_2_naming_the_option(option: str, value: str, named: str) -> None:
-    result = run_cli("plan", "-m", "llama-3.1-8b", "--gpus", "1", option, value)
+def test_bad_deployment_options_exit_2_naming_the_option(
+    option: str, value: str, named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--gpus", "1", option, value)
     assert result.returncode == 2
     assert named in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr
 
 
-def test_a_rate_the_budget_cannot_serve_is_targets_missed_with_numbers() -> None:
-    result = run_cli("plan", "-m", "llama-3.1-8b", "--gpus", "2", "--rate", "5000", "--json")
+def test_a_rate_the_budget_cannot_serve_is_targets_missed_with_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--gpus", "2", "--rate", "5000", "--json")
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["status"] == "targets_missed" and not plan["feasible"]
@@ -143,9 +148,9 @@ def test_a_rate_the_budget_cannot_serve_is_targets_missed_with_numbers() -> None
     assert rate["target"] == 5000 and rate["value"] < 5000 and "rate 5000" in rate["message"]
 
 
-def test_search_command_lists_deployments_with_their_concurrency() -> None:
-    result = run_cli("search", "-m", "llama-3.1-8b", "--gpus", "4", "--isl", "1024", "--osl", "128",
-                     "--tpot-ms", "30", "--top", "3", "--json")
+def test_search_command_lists_deployments_with_their_concurrency(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_here(capsys, "search", "-m", "llama-3.1-8b", "--gpus", "4", "--isl", "1024", "--osl", "128",
+                      "--tpot-ms", "30", "--top", "3", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["objective"] == "throughput" and data["candidates"]
@@ -171,15 +176,15 @@ def test_prefill_sp_that_becomes_decode_dp_on_shared_gpus_is_one_replica() -> No
     assert evaluated.option is not None and evaluated.option.figures.gpus_used == 4
 
 
-def test_cost_of_a_strategy_smaller_than_the_budget_prices_the_gpus_it_uses() -> None:
+def test_cost_of_a_strategy_smaller_than_the_budget_prices_the_gpus_it_uses(capsys: pytest.CaptureFixture[str]) -> None:
     # plan picks tp=2 for Llama-3.1-8B at batch 1 with GPUs to spare; cost must price that same strategy.
-    on_budget = run_cli("cost", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "8", "-s", "tp=2",
-                        "--batch", "1", "--json")
-    exact = run_cli("cost", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "2", "-s", "tp=2",
-                    "--batch", "1", "--json")
+    on_budget = run_here(capsys, "cost", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "8", "-s", "tp=2",
+                         "--batch", "1", "--json")
+    exact = run_here(capsys, "cost", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "2", "-s", "tp=2",
+                     "--batch", "1", "--json")
     assert on_budget.returncode == exact.returncode == 0, on_budget.stderr
     budget, two = json.loads(on_budget.stdout), json.loads(exact.stdout)
     assert budget["figures"] == two["figures"]
     assert any("priced on the 2 of 8 GPUs" in note for note in budget["notes"])
-    too_big = run_cli("cost", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "2", "-s", "tp=4")
+    too_big = run_here(capsys, "cost", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--gpus", "2", "-s", "tp=4")
     assert too_big.returncode == 2 and "HIER-2" in too_big.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.economics import GpuPrice
 from shardplan.contracts.plan import PlanRequest
@@ -120,19 +120,19 @@ def test_a_gpu_without_a_price_gets_energy_and_a_note():
 # -------------------------------------------------------------------------------------------- the CLI
 
 
-def test_cli_plan_shows_and_writes_the_given_price(tmp_path):
+def test_cli_plan_shows_and_writes_the_given_price(tmp_path, capsys):
     args = ["plan", "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--gpus", "8", "--isl", "2048",
             "--osl", "256", "--rate", "2", "--tpot-ms", "50", "--gpu-price", "H100=2,H200=3"]
-    shown = run_cli(*args)
+    shown = run_here(capsys, *args)
     assert shown.returncode == 0, shown.stderr
     assert "at $2.00/GPU-h, --gpu-price" in shown.stdout and "J per output token" in shown.stdout
     out = tmp_path / "plan.json"
-    assert run_cli(*args, "-o", str(out), "--json").returncode == 0
+    assert run_here(capsys, *args, "-o", str(out), "--json").returncode == 0
     assert json.loads(out.read_text())["economics"]["dollars"]["price"]["usd_per_gpu_hour"] == 2.0
 
 
-def test_cli_plan_refuses_a_bad_price_with_exit_2():
-    done = run_cli("plan", "--model", "meta-llama/Llama-3.1-8B", "--gpus", "1", "--gpu-price", "H100=free")
+def test_cli_plan_refuses_a_bad_price_with_exit_2(capsys):
+    done = run_here(capsys, "plan", "--model", "meta-llama/Llama-3.1-8B", "--gpus", "1", "--gpu-price", "H100=free")
     assert done.returncode == 2 and "price of H100 is not a number" in done.stderr
     assert "Traceback" not in done.stderr
 

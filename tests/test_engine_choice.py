@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.choice import cost_rank
 from shardplan.contracts.plan import Plan, PlanRequest
@@ -110,9 +110,10 @@ def test_parse_engines_reads_auto_and_lists_and_refuses_unknown_names():
     assert error.value.field == "engine" and "ollama" in str(error.value) and "auto" in str(error.value)
 
 
-def test_the_cli_answers_auto_with_the_winner_and_a_table_of_the_others():
-    result = run_cli("plan", "-m", "llama-3.1-8b", "--gpu", "H100", "--gpus", "1", "--isl", "512", "--osl", "64",
-                     "--objective", "throughput", "--engine", "auto", "--json", timeout=300)
+def test_the_cli_answers_auto_with_the_winner_and_a_table_of_the_others(capsys):
+    result = run_here(capsys,
+                      "plan", "-m", "llama-3.1-8b", "--gpu", "H100", "--gpus", "1", "--isl", "512", "--osl", "64",
+                      "--objective", "throughput", "--engine", "auto", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     choice = data["engine_choice"]
@@ -125,13 +126,13 @@ def test_the_cli_answers_auto_with_the_winner_and_a_table_of_the_others():
 @pytest.mark.parametrize(("args", "named"), [(("--engine", "vllm,ollama"), "--engine"),
                                              (("--engine", "auto", "-s", "tp=1"), "--strategy"),
                                              (("--engine", "auto", "--policy", "openai:m"), "--policy")])
-def test_bad_engine_requests_exit_2_in_one_line(args, named):
-    result = run_cli("plan", "-m", "llama-3.1-8b", "--gpus", "1", *args)
+def test_bad_engine_requests_exit_2_in_one_line(args, named, capsys):
+    result = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--gpus", "1", *args)
     assert result.returncode == 2 and named in result.stderr and "Traceback" not in result.stderr
 
 
-def test_other_commands_take_one_engine():
-    result = run_cli("search", "-m", "llama-3.1-8b", "--gpus", "1", "--engine", "auto")
+def test_other_commands_take_one_engine(capsys):
+    result = run_here(capsys, "search", "-m", "llama-3.1-8b", "--gpus", "1", "--engine", "auto")
     assert result.returncode == 2 and "--engine" in result.stderr and "plan" in result.stderr
 
 

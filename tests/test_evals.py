@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import SHARDPLAN, run_cli
+from cli_helpers import SHARDPLAN, run_here
 from fake_openai import FakeOpenAI, propose
 
 from shardplan.contracts.plan import PlanRequest
@@ -185,7 +185,9 @@ def test_runner_writes_a_line_per_pair_and_resume_drops_a_torn_line_and_skips_do
     assert results.read_text() == text and again == resumed
 
 
-def test_cli_killed_after_its_first_result_resumes_without_losing_or_repeating_a_case(tmp_path: Path) -> None:
+def test_cli_killed_after_its_first_result_resumes_without_losing_or_repeating_a_case(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ids = ["pub-gpt-oss-120b-one-h100", "combo-01-tp", "combo-06-tp-pp", "seed-001-pp-over-tp"]
     folder = _copy_cases(tmp_path, ids)
     out = tmp_path / "out"
@@ -205,7 +207,7 @@ def test_cli_killed_after_its_first_result_resumes_without_losing_or_repeating_a
     done = _pairs(results)
     assert 1 <= len(done) < len(ids), "the kill came too late to test resuming"
 
-    resumed = run_cli("eval", "--cases", str(folder), "--out", str(out), "--resume", "--json")
+    resumed = run_here(capsys, "eval", "--cases", str(folder), "--out", str(out), "--resume", "--json")
     assert resumed.returncode == 0, resumed.stderr
     after = _pairs(results)
     assert sorted(after) == sorted((i, "builtin") for i in ids)  # none lost
@@ -247,13 +249,15 @@ def test_builtin_and_a_scripted_openai_endpoint_compared(tmp_path: Path, monkeyp
     assert paths["plot"].read_bytes().startswith(b"\x89PNG") and paths["plot"].stat().st_size > 5000
 
 
-def test_cli_writes_reports_and_fail_under_sets_the_exit_code(tmp_path: Path) -> None:
+def test_cli_writes_reports_and_fail_under_sets_the_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = _copy_cases(tmp_path, ["pub-gpt-oss-120b-one-h100"])
     failing = (CASES_DIR / "pub-gpt-oss-120b-one-h100.yaml").read_text().replace(
         "id: pub-gpt-oss-120b-one-h100", "id: wrong-degrees").replace("{prefill: {tp: 1, pp: 1}", "{prefill: {tp: 2}")
     (folder / "01-wrong-degrees.yaml").write_text(failing)
     out = tmp_path / "out"
-    strict = run_cli("eval", "--cases", str(folder), "--out", str(out), "--fail-under", "0.9", "--json")
+    strict = run_here(capsys, "eval", "--cases", str(folder), "--out", str(out), "--fail-under", "0.9", "--json")
     assert strict.returncode == 1, strict.stderr
     assert "below --fail-under 90%: builtin 50%" in strict.stderr
     assert json.loads(strict.stdout)["below"] == ["builtin"]
@@ -261,19 +265,22 @@ def test_cli_writes_reports_and_fail_under_sets_the_exit_code(tmp_path: Path) ->
         assert (out / name).stat().st_size > 0
     lines = (out / RESULTS_FILE).read_text()
 
-    lenient = run_cli("eval", "--cases", str(folder), "--out", str(out), "--resume", "--fail-under", "0.5")
+    lenient = run_here(capsys, "eval", "--cases", str(folder), "--out", str(out), "--resume", "--fail-under", "0.5")
     assert lenient.returncode == 0, lenient.stderr
     assert (out / RESULTS_FILE).read_text() == lines  # everything was done: nothing ran twice
     assert "builtin" in lenient.stdout and "failed wrong-degrees" in lenient.stdout
 
     for bad in (["--cases", str(tmp_path / "nothing-*.yaml")], ["--policy", "nonsense"], ["--fail-under", "2"]):
-        result = run_cli("eval", "--out", str(out), *bad)
+        result = run_here(capsys, "eval", "--out", str(out), *bad)
         assert result.returncode == 2 and result.stderr.startswith("error: "), (bad, result.stderr)
 
 
-def test_an_openai_policy_without_a_key_stops_before_any_case_runs(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    result = run_cli("eval", "--policy", "openai:some-model", "--out", str(tmp_path / "out"), env=env)
+def test_an_openai_policy_without_a_key_stops_before_any_case_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [k for k in os.environ if k.startswith("OPENAI_")]:
+        monkeypatch.delenv(name)
+    result = run_here(capsys, "eval", "--policy", "openai:some-model", "--out", str(tmp_path / "out"))
     assert result.returncode == 2 and "OPENAI_API_KEY" in result.stderr
     assert not (tmp_path / "out" / RESULTS_FILE).exists()
 

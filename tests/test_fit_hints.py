@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli_helpers import run_cli
+import pytest
+from cli_helpers import run_here
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -133,9 +134,11 @@ def test_a_listed_hint_always_fits_and_an_unlisted_dtype_never_does(
         assert _outcome(request.model_copy(update={"weight_dtype": "fp8"})) is not None
 
 
-def test_cli_names_the_options_that_make_it_fit_and_the_json_plan_holds_them(tmp_path: Path) -> None:
+def test_cli_names_the_options_that_make_it_fit_and_the_json_plan_holds_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "plan.json"
-    result = run_cli("plan", "-m", LLAMA_405B, "--gpu", "H100", "--gpus", "8", "-o", str(out))
+    result = run_here(capsys, "plan", "-m", LLAMA_405B, "--gpu", "H100", "--gpus", "8", "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert "--weight-dtype fp8" in result.stdout and "--gpus 16" in result.stdout
     saved = json.loads(out.read_text())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.workload import Workload
@@ -17,15 +17,16 @@ from shardplan.tools.planning.gpu_choice import parse_gpu_types, plan_gpu_types
 MEETING = {"chosen", "costlier"}
 
 
-def _plan_json(*args: str) -> dict:
-    result = run_cli("plan", *args, "--json", timeout=300)
+def _plan_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    result = run_here(capsys, "plan", *args, "--json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
 
-def test_the_done_when_command_names_the_cheapest_type_that_meets_the_targets():
+def test_the_done_when_command_names_the_cheapest_type_that_meets_the_targets(capsys):
     types = ["H100", "H200", "B200"]
-    data = _plan_json("-m", "meta-llama/Llama-3.1-70B", "--gpu", ",".join(types), "--rate", "20", "--isl", "2048",
+    data = _plan_json(capsys,
+                      "-m", "meta-llama/Llama-3.1-70B", "--gpu", ",".join(types), "--rate", "20", "--isl", "2048",
                       "--osl", "256", "--ttft-ms", "2000", "--tpot-ms", "40")
     choice = data["gpu_choice"]
     rows = {row["gpu"]: row for row in choice["options"]}
@@ -47,8 +48,8 @@ def test_the_done_when_command_names_the_cheapest_type_that_meets_the_targets():
             assert row["usd_per_million_output_tokens"] > price and winner in row["reason"]
 
 
-def test_any_plans_every_priced_catalog_gpu_a_given_price_included():
-    data = _plan_json("-m", "llama-3.1-8b", "--gpu", "any", "--gpus", "1", "--isl", "512", "--osl", "64",
+def test_any_plans_every_priced_catalog_gpu_a_given_price_included(capsys):
+    data = _plan_json(capsys, "-m", "llama-3.1-8b", "--gpu", "any", "--gpus", "1", "--isl", "512", "--osl", "64",
                       "--gpu-price", "L40S=0.9")
     given = parse_gpu_prices("L40S=0.9")
     priced = {name for name in gpu_catalog() if price_for(name, given) is not None}
@@ -65,15 +66,15 @@ def test_parse_gpu_types_reads_lists_and_any_and_refuses_unknown_names():
     assert error.value.field == "gpu" and "H999" in str(error.value) and "H200" in str(error.value)
 
 
-def test_an_unknown_gpu_in_the_list_exits_2_naming_gpu():
-    result = run_cli("plan", "-m", "llama-3.1-8b", "--gpu", "H100,H999", "--json")
+def test_an_unknown_gpu_in_the_list_exits_2_naming_gpu(capsys):
+    result = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--gpu", "H100,H999", "--json")
     assert result.returncode == 2
     assert "--gpu" in result.stderr and "H999" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(("extra", "named"), [(("-s", "tp=1"), "--gpu"), (("--policy", "openai:m"), "--policy")])
-def test_several_types_refuse_a_review_and_another_policy(extra, named):
-    result = run_cli("plan", "-m", "llama-3.1-8b", "--gpu", "H100,H200", "--gpus", "1", *extra)
+def test_several_types_refuse_a_review_and_another_policy(extra, named, capsys):
+    result = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--gpu", "H100,H200", "--gpus", "1", *extra)
     assert result.returncode == 2 and named in result.stderr and "Traceback" not in result.stderr
 
 
@@ -111,9 +112,9 @@ def test_costlier_types_say_by_how_much_and_none_meeting_is_said():
     assert all(row.status in {"misses_targets", "infeasible"} for row in impossible.gpu_choice.options)
 
 
-def test_one_type_gets_no_choice_record():
+def test_one_type_gets_no_choice_record(capsys):
     assert plan_gpu_types(_request(), ["H100"]).gpu_choice is None
-    assert _plan_json("-m", "llama-3.1-8b", "--gpu", "H100", "--gpus", "1")["gpu_choice"] is None
+    assert _plan_json(capsys, "-m", "llama-3.1-8b", "--gpu", "H100", "--gpus", "1")["gpu_choice"] is None
 
 
 def test_the_plan_tool_takes_a_list_of_types_and_refuses_a_single_price():

@@ -3,10 +3,8 @@ loop the engine queues, and the plan gives the queueing figures with a note nami
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.strategy import parse_strategy
@@ -47,10 +45,12 @@ def test_running_more_sequences_is_the_cap_itself() -> None:
     assert further.figures.ttft_ms > past.figures.ttft_ms  # type: ignore[attr-defined]
 
 
-def test_the_terminal_names_the_running_cap() -> None:
-    done = run_cli("plan", "-m", NIM["model"], "--gpu", "H100", "--gpus", "2", "-s", "tp=2", "--isl", "5000",
-                   "--osl", "500", "--weight-dtype", "fp8", "--batch", "100",
-                   env={**os.environ, "COLUMNS": "400"})  # the note on one line
+def test_the_terminal_names_the_running_cap(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # the note on one line
+    done = run_here(capsys, "plan", "-m", NIM["model"], "--gpu", "H100", "--gpus", "2", "-s", "tp=2", "--isl", "5000",
+                    "--osl", "500", "--weight-dtype", "fp8", "--batch", "100")
     assert done.returncode == 0, done.stderr
     assert "status: ok" in done.stdout and "infeasible" not in done.stdout
     assert "note:" in done.stdout and "queues the rest" in done.stdout

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_cli, run_here
 
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.strategy import parse_strategy
@@ -225,34 +225,37 @@ def plan_file(tmp_path_factory: pytest.TempPathFactory, plans: dict[str, Plan]) 
     return path
 
 
-def test_export_prints_a_shell_script(plan_file: Path) -> None:
-    result = run_cli("export", str(plan_file), "--engine", "sglang")
+def test_export_prints_a_shell_script(plan_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_here(capsys, "export", str(plan_file), "--engine", "sglang")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0].startswith("# sglang launch for Qwen/Qwen3-30B-A3B")
     assert PINNED[("moe_adp_ep", "sglang")] in result.stdout
 
 
-def test_export_json_is_a_launch_spec(plan_file: Path) -> None:
-    result = run_cli("export", str(plan_file), "--engine", "trtllm", "--json")
+def test_export_json_is_a_launch_spec(plan_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_here(capsys, "export", str(plan_file), "--engine", "trtllm", "--json")
     assert result.returncode == 0, result.stderr
     spec = LaunchSpec.model_validate(json.loads(result.stdout))
     assert spec.flags["serve"]["--ep_size"] == 8
 
 
-def test_export_bad_input_exits_2_with_one_line(tmp_path: Path, plan_file: Path) -> None:
+def test_export_bad_input_exits_2_with_one_line(
+    tmp_path: Path, plan_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The first through the installed script: its exit code is the process's; the rest in this process.
     missing = run_cli("export", str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "no file" in missing.stderr
     junk = tmp_path / "junk.json"
     junk.write_text("{not json")
-    assert run_cli("export", str(junk)).returncode == 2
-    engine = run_cli("export", str(plan_file), "--engine", "tgi")
+    assert run_here(capsys, "export", str(junk)).returncode == 2
+    engine = run_here(capsys, "export", str(plan_file), "--engine", "tgi")
     assert engine.returncode == 2 and "vllm, sglang, trtllm" in engine.stderr
     infeasible = tmp_path / "infeasible.json"
     request = json.loads(plan_file.read_text())["request"]
     infeasible.write_text(json.dumps({"shardplan_version": "0", "request": request, "status": "infeasible",
                                       "strategy": None, "explanation": "does not fit (MEM-1)", "min_gpus": 16}))
-    result = run_cli("export", str(infeasible))
+    result = run_here(capsys, "export", str(infeasible))
     assert result.returncode == 2 and "infeasible" in result.stderr and "Traceback" not in result.stderr
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.feature_effects import PrefixCacheEffect
 from shardplan.contracts.plan import Plan, PlanRequest
@@ -134,12 +134,14 @@ def test_standalone_draft_with_attention_dp_is_noted() -> None:
     assert any("STANDALONE" in note and "--enable-dp-attention" in note for note in notes)
 
 
-def test_export_needs_the_eagle_head_and_prints_it(tmp_path: Path, llama_eagle: Plan) -> None:
+def test_export_needs_the_eagle_head_and_prints_it(
+    tmp_path: Path, llama_eagle: Plan, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "plan.json"
     path.write_text(llama_eagle.model_dump_json())
-    missing = run_cli("export", str(path), "--engine", "vllm")
+    missing = run_here(capsys, "export", str(path), "--engine", "vllm")
     assert missing.returncode == 2 and "--spec-model" in missing.stderr and "Traceback" not in missing.stderr
-    given = run_cli("export", str(path), "--engine", "sglang", "--spec-model", EAGLE_HEAD)
+    given = run_here(capsys, "export", str(path), "--engine", "sglang", "--spec-model", EAGLE_HEAD)
     assert given.returncode == 0, given.stderr
     assert f"--speculative-algorithm EAGLE3 --speculative-draft-model-path {EAGLE_HEAD}" in given.stdout
     assert "# note: the EAGLE head is loaded as EAGLE-3" in given.stdout

@@ -70,8 +70,10 @@ def test_only_exact_placeholders_stay_expandable() -> None:
         assert shell_word(sneaky).startswith("'")
 
 
-def test_export_keeps_a_newline_in_the_model_path_inside_its_lines(tmp_path: Path) -> None:
-    from cli_helpers import run_cli
+def test_export_keeps_a_newline_in_the_model_path_inside_its_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_helpers import run_here
 
     folder = tmp_path / "m\ntouch PWNED;"
     folder.mkdir()
@@ -79,7 +81,7 @@ def test_export_keeps_a_newline_in_the_model_path_inside_its_lines(tmp_path: Pat
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(_plan(folder / "config.json", "dp=2").model_dump_json())
     for engine in ENGINES:
-        result = run_cli("export", str(plan_file), "--engine", engine)
+        result = run_here(capsys, "export", str(plan_file), "--engine", engine)
         assert result.returncode == 0, result.stderr
         # Paste the whole output into a shell whose engines do nothing: nothing else may run.
         stubs = "vllm() { :; }; python() { :; }; trtllm-serve() { :; }; trtllm-llmapi-launch() { :; }\n"

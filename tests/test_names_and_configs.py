@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.arithmetic.model_math import params_active, params_total
 from shardplan.contracts.plan import PlanRequest
@@ -76,13 +76,13 @@ def test_unmodelled_architecture_keys_are_named_and_known_ones_are_not() -> None
     assert model_from_config({**base, "decoder_sparse_step": 1}).warnings == []
 
 
-def test_prompt_plus_output_beyond_the_context_names_both_numbers() -> None:
+def test_prompt_plus_output_beyond_the_context_names_both_numbers(capsys: pytest.CaptureFixture[str]) -> None:
     spec = load_model("llama-3.1-70b")
     check_context(spec, 131072 - 256, 256)
     with pytest.raises(InputError) as caught:
         check_context(spec, 200000, 256)
     assert "200000" in str(caught.value) and "131072" in str(caught.value) and caught.value.field == "isl"
-    done = run_cli("plan", "-m", "llama-3.1-70b", "--gpus", "8", "--isl", "200000")
+    done = run_here(capsys, "plan", "-m", "llama-3.1-70b", "--gpus", "8", "--isl", "200000")
     assert done.returncode == 2 and "131072" in done.stderr and "200000" in done.stderr
 
 

@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.plan import Plan
 from shardplan.errors import DeprecatedFieldWarning
@@ -47,9 +47,9 @@ def test_a_new_plan_reads_without_a_warning() -> None:
     assert again == plan
 
 
-def test_the_report_of_an_old_plan_says_so_in_one_line(tmp_path: Path) -> None:
+def test_the_report_of_an_old_plan_says_so_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "report.html"
-    result = run_cli("report", str(OLD), "-o", str(out))
+    result = run_here(capsys, "report", str(OLD), "-o", str(out))
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert len(lines) == 1 and "shardplan 0.1" in lines[0], result.stderr

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here, run_main
 from langchain_core.messages import AIMessage, HumanMessage
 
 from shardplan.agent.graph import build_graph, recursion_limit
@@ -31,12 +31,12 @@ SPEC = "tp=1"
 
 
 @pytest.fixture(scope="module")
-def served() -> float:
+def served(tmp_path_factory: pytest.TempPathFactory) -> float:
     """The requests/s the layout serves under the targets: near its plan for throughput (a closed population of
     sequences in flight), and found exactly among the rates whose plans (open arrivals) meet them."""
-    result = run_cli("plan", *ASK, "-s", SPEC, "--json")
-    assert result.returncode == 0, result.stderr
-    plan = json.loads(result.stdout)
+    written = tmp_path_factory.mktemp("served") / "plan.json"
+    assert run_main(["plan", *ASK, "-s", SPEC, "-o", str(written)]) == 0
+    plan = json.loads(written.read_text())
     assert plan["status"] == "ok", plan["misses"]
     closed = float(plan["figures"]["requests_per_s"])
     model, cluster, strategy = load_model("llama-3.1-8b"), make_cluster("H100", 1), parse_strategy(SPEC)
@@ -54,8 +54,8 @@ def served() -> float:
     return low
 
 
-def _plan_verdict(rate: float) -> tuple[bool, int]:
-    result = run_cli("plan", *ASK, "-s", SPEC, "--rate", repr(rate), "--json")
+def _plan_verdict(rate: float, capsys: pytest.CaptureFixture[str]) -> tuple[bool, int]:
+    result = run_here(capsys, "plan", *ASK, "-s", SPEC, "--rate", repr(rate), "--json")
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     rate_missed = [m for m in plan["misses"] if m["metric"] == "rate"]
@@ -63,10 +63,10 @@ def _plan_verdict(rate: float) -> tuple[bool, int]:
     return not rate_missed and plan["status"] == "ok", int(plan["deployment"]["concurrency"])
 
 
-def _frontier_verdict(rate: float, concurrency: int) -> bool:
+def _frontier_verdict(rate: float, concurrency: int, capsys: pytest.CaptureFixture[str]) -> bool:
     """Whether the search's frontier holds the plan's deployment meeting the targets (a frontier of deployments
     that meet them, else of all); the search's best is that same deployment."""
-    result = run_cli("search", *ASK, "--rate", repr(rate), "--json")
+    result = run_here(capsys, "search", *ASK, "--rate", repr(rate), "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["candidates"][0]["concurrency"] == concurrency, "the search's best is the plan's deployment"
@@ -91,11 +91,13 @@ def _agent_verdict(rate: float) -> bool:
 
 
 @pytest.mark.parametrize("share", [0.9995, 1.0005])
-def test_the_plan_the_frontier_and_the_agent_agree_at_the_rate_bound(served: float, share: float) -> None:
+def test_the_plan_the_frontier_and_the_agent_agree_at_the_rate_bound(
+    served: float, share: float, capsys: pytest.CaptureFixture[str]
+) -> None:
     rate = served * share
-    planned, concurrency = _plan_verdict(rate)
+    planned, concurrency = _plan_verdict(rate, capsys)
     assert planned == (share < 1), f"{share:.2%} of the served rate: the plan says {'meets' if planned else 'misses'}"
-    assert _frontier_verdict(rate, concurrency) == planned
+    assert _frontier_verdict(rate, concurrency, capsys) == planned
     assert _agent_verdict(rate) == planned
 
 

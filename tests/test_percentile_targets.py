@@ -4,11 +4,10 @@ chooses by simulating its leaders, and the plan says which of its figures were s
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.cli.common import build_request
 from shardplan.contracts.figures import Percentiles, make_figures
@@ -141,22 +140,24 @@ def test_an_open_loop_past_capacity_misses_its_rate() -> None:
     assert any("queue does not settle" in n for n in run.notes)
 
 
-def test_the_cli_reads_the_percentile_and_refuses_an_unknown_one(tmp_path: Path) -> None:
+def test_the_cli_reads_the_percentile_and_refuses_an_unknown_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     args = ["plan", "-m", "llama-3.1-8b", "--gpu", "H100", "--gpus", "2", "--isl-dist", MIXED["isl_dist"],
             "--osl-dist", MIXED["osl_dist"], "--rate", "18", "--ttft-ms", "150", "--tpot-ms", "40"]
-    refused = run_cli(*args, "--slo-percentile", "97")
+    refused = run_here(capsys, *args, "--slo-percentile", "97")
     assert refused.returncode == 2 and "slo_percentile" in refused.stderr + refused.stdout
     assert "Traceback" not in refused.stderr
     target = tmp_path / "p.json"
-    done = run_cli(*args, "--slo-percentile", "99", "-o", str(target))
+    done = run_here(capsys, *args, "--slo-percentile", "99", "-o", str(target))
     out = done.stdout
     assert done.returncode == 0, done.stderr
     assert "P99 TTFT <= 150 ms" in out and "P90" in out and "goodput" in out
     written = json.loads(target.read_text())
     assert written["request"]["workload"]["slo_percentile"] == "p99"
     assert written["figures"]["source"] == "simulation" and written["simulation"]["goodput"] > 0.99
-    wide = {**os.environ, "COLUMNS": "250"}  # the table's headers on one line each
-    searched = run_cli("search", *args[1:], "--slo-percentile", "99", "--top", "6", env=wide)
+    monkeypatch.setenv("COLUMNS", "250")  # the table's headers on one line each
+    searched = run_here(capsys, "search", *args[1:], "--slo-percentile", "99", "--top", "6")
     assert searched.returncode == 0, searched.stderr
     assert "P99 TTFT ms" in searched.stdout and "simulated the 4 best" in searched.stdout
     assert "(mean)" in searched.stdout  # the candidates past the simulated ones keep their steady-state means

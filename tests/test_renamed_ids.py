@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here, run_main
 from mcp import Client
 from test_mcp import error, ok, talk
 
@@ -83,22 +83,21 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
     dags = {}
     for name, args in CASES.items():
         path = folder / f"{name.replace(' ', '_')}.json"
-        result = run_cli("build", *args, *WORKLOAD, "-o", str(path))
-        assert result.returncode == 0, result.stderr
+        assert run_main(["build", *args, *WORKLOAD, "-o", str(path)]) == 0
         dags[name] = json.loads(path.read_text())
     return dags
 
 
-def verdict(path: str) -> tuple[int, list[str]]:
+def verdict(path: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
     """``shardplan validate``'s exit code and the rule ids it reports, sorted."""
-    result = run_cli("validate", path, "--json")
+    result = run_here(capsys, "validate", path, "--json")
     report = json.loads(result.stdout)
     return result.returncode, sorted(v["rule"] for v in report["violations"])
 
 
-def priced(path: str) -> dict[str, Any]:
+def priced(path: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     """``shardplan cost FILE --json``, which must succeed."""
-    result = run_cli("cost", path, "--json")
+    result = run_here(capsys, "cost", path, "--json")
     assert result.returncode == 0, result.stderr
     report: dict[str, Any] = json.loads(result.stdout)
     return report
@@ -106,15 +105,15 @@ def priced(path: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_renamed_dag_validates_and_prices_as_the_original_through_the_cli(
-    case: str, built: dict[str, dict[str, Any]], tmp_path: Path
+    case: str, built: dict[str, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     original = built[case]
     twin, new = renamed(original)
     assert not {n["id"] for n in twin["nodes"]} & {n["id"] for n in original["nodes"]}
     first, second = write(tmp_path / "original.json", original), write(tmp_path / "renamed.json", twin)
 
-    assert verdict(second) == verdict(first) == (0, [])
-    expected, got = priced(first), priced(second)
+    assert verdict(second, capsys) == verdict(first, capsys) == (0, [])
+    expected, got = priced(first, capsys), priced(second, capsys)
     # The critical paths name nodes: the same nodes, under their new ids. Every figure is identical.
     for phase in ("prefill", "decode"):
         for step in expected[phase]["critical_path"]:
@@ -126,15 +125,17 @@ def test_a_renamed_dag_validates_and_prices_as_the_original_through_the_cli(
         assert got["kv_transfer_ms"] > 0
 
 
-def test_a_renamed_dag_breaks_the_same_rules(built: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+def test_a_renamed_dag_breaks_the_same_rules(
+    built: dict[str, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     original = built["dense pipeline"]
     [end] = boundary_ids(original, "decode_end")
     # Step t+1 no longer waits for the decode KV writes (DEC-5), found by kind, not by id.
     writes = {n["id"] for n in original["nodes"] if n["kind"] == "kv_write" and n["phase"] == "decode"}
     broken = {**original, "edges": [e for e in original["edges"] if not (e["src"] in writes and e["dst"] == end)]}
-    code, rules = verdict(write(tmp_path / "broken.json", broken))
+    code, rules = verdict(write(tmp_path / "broken.json", broken), capsys)
     assert code != 0 and "DEC-5" in rules
-    assert verdict(write(tmp_path / "renamed.json", renamed(broken)[0])) == (code, rules)
+    assert verdict(write(tmp_path / "renamed.json", renamed(broken)[0]), capsys) == (code, rules)
 
 
 def test_the_mcp_tools_check_and_price_a_renamed_dag_as_the_original(built: dict[str, dict[str, Any]]) -> None:
@@ -156,17 +157,16 @@ def test_the_mcp_tools_check_and_price_a_renamed_dag_as_the_original(built: dict
 
 
 def test_a_dag_without_a_phase_boundary_is_refused_in_one_line(
-    built: dict[str, dict[str, Any]], tmp_path: Path
-) -> None:
+    built: dict[str, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     original = built["dense pipeline"]
     # Without its prefill start the DAG still validates; pricing names the fields the boundary needs.
     no_start = write(tmp_path / "no_start.json", renamed(without(original, boundary_ids(original, "prefill_start")))[0])
-    assert verdict(no_start) == (0, [])
+    assert verdict(no_start, capsys) == (0, [])
     # Without its decode boundaries the DAG fails validation, which the cost command reports in one line too.
     no_decode = write(tmp_path / "no_decode.json", without(original, boundary_ids(original, "decode_start",
                                                                                     "decode_end")))
     for path, says in ((no_start, "phase 'prefill', boundary 'step_start'"), (no_decode, "DEC-1")):
-        result = run_cli("cost", path, "--json")
+        result = run_here(capsys, "cost", path, "--json")
         assert result.returncode == 2 and result.stdout == ""
         [line] = result.stderr.strip().splitlines()
         assert line.startswith("error:") and says in line and "Traceback" not in result.stderr

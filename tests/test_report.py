@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from cli_helpers import ROOT, run_cli
+from cli_helpers import ROOT, run_here
 
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.reports import ValidationReport, Violation
@@ -153,9 +153,9 @@ def plan_file(tmp_path_factory: pytest.TempPathFactory, real_plan: Plan) -> Path
     return path
 
 
-def test_cli_writes_report_and_trace(plan_file: Path, tmp_path: Path) -> None:
+def test_cli_writes_report_and_trace(plan_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, trace = tmp_path / "report.html", tmp_path / "trace.json"
-    result = run_cli("report", str(plan_file), "-o", str(out), "--trace", str(trace), "--json")
+    result = run_here(capsys, "report", str(plan_file), "-o", str(out), "--trace", str(trace), "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["report"] == str(out) and summary["events"] > 0
@@ -163,31 +163,33 @@ def test_cli_writes_report_and_trace(plan_file: Path, tmp_path: Path) -> None:
     assert json.loads(trace.read_text())["traceEvents"]
 
 
-def test_cli_bad_files_exit_2_with_one_line(tmp_path: Path, plan_file: Path) -> None:
-    missing = run_cli("report", str(tmp_path / "missing.json"))
+def test_cli_bad_files_exit_2_with_one_line(
+    tmp_path: Path, plan_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = run_here(capsys, "report", str(tmp_path / "missing.json"))
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     dag_only = tmp_path / "dag.json"
     dag_only.write_text(json.dumps(json.loads(plan_file.read_text())["dag"]))
-    result = run_cli("report", str(dag_only))
+    result = run_here(capsys, "report", str(dag_only))
     assert result.returncode == 2 and "not a plan" in result.stderr and "DAG" in result.stderr
     broken = tmp_path / "broken.json"
     data = json.loads(plan_file.read_text())
     data["status"] = "maybe"
     broken.write_text(json.dumps(data))
-    result = run_cli("report", str(broken))
+    result = run_here(capsys, "report", str(broken))
     assert result.returncode == 2 and "status" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "broken.html").exists()
 
 
-def test_cli_infeasible_plan(tmp_path: Path, plan_file: Path) -> None:
+def test_cli_infeasible_plan(tmp_path: Path, plan_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     request = json.loads(plan_file.read_text())["request"]
     infeasible = tmp_path / "infeasible.json"
     infeasible.write_text(json.dumps({"shardplan_version": "0", "request": request, "status": "infeasible",
                                       "strategy": None, "explanation": "does not fit (MEM-1)", "min_gpus": 16}))
-    result = run_cli("report", str(infeasible))
+    result = run_here(capsys, "report", str(infeasible))
     assert result.returncode == 0, result.stderr
     assert "No strategy fits" in (tmp_path / "infeasible.html").read_text()
-    traced = run_cli("report", str(infeasible), "--trace", str(tmp_path / "t.json"))
+    traced = run_here(capsys, "report", str(infeasible), "--trace", str(tmp_path / "t.json"))
     assert traced.returncode == 2 and "no schedule" in traced.stderr
 
 
@@ -324,13 +326,15 @@ _DOMINANCE_PROBE = (
 )
 
 
-def test_the_first_commands_report_draws_no_point_that_beats_the_chosen_deployment(tmp_path: Path) -> None:
+def test_the_first_commands_report_draws_no_point_that_beats_the_chosen_deployment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The README's first command: the throughput objective ranks tokens/s per GPU of the budget, and the plot's
     vertical axis is that figure, so no point sits above and right of the chosen deployment."""
     out = tmp_path / "plan.json"
     cluster = str(ROOT / "tools" / "data" / "clusters" / "h200-2x8-ib.yaml")
-    planned = run_cli("plan", "--model", "Qwen/Qwen3-235B-A22B", "--cluster", cluster,
-                      "--isl", "2048", "--osl", "256", "--ttft-ms", "2000", "--tpot-ms", "30", "-o", str(out))
+    planned = run_here(capsys, "plan", "--model", "Qwen/Qwen3-235B-A22B", "--cluster", cluster,
+                       "--isl", "2048", "--osl", "256", "--ttft-ms", "2000", "--tpot-ms", "30", "-o", str(out))
     assert planned.returncode == 0, planned.stderr
     page = render_report(Plan.model_validate_json(out.read_text()))
     path = tmp_path / "report.html"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.strategy import parse_strategy
@@ -51,12 +51,12 @@ def test_an_unbuildable_strategy_is_refused_with_its_rule() -> None:
         review(REQUEST, parse_strategy("tp=3"))
 
 
-def test_cli_plan_with_strategy_writes_a_plan_and_refuses_bad_ones(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_plan_with_strategy_writes_a_plan_and_refuses_bad_ones(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "plan.json"
-    result = run_cli("plan", "-m", "llama-3.1-8b", "--gpus", "2", "--isl", "512", "--osl", "32", "-s", "pp=2",
-                     "-o", str(out))
+    result = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--gpus", "2", "--isl", "512", "--osl", "32", "-s", "pp=2",
+                      "-o", str(out))
     assert result.returncode == 0, result.stderr
     plan = json.loads(out.read_text())
     assert plan["strategy"]["decode"]["pp"] == 2 and plan["validation"]["valid"]
-    bad = run_cli("plan", "-m", "llama-3.1-8b", "--gpus", "2", "-s", "tp=3")
+    bad = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--gpus", "2", "-s", "tp=3")
     assert bad.returncode == 2 and "TP-3" in bad.stderr and "Traceback" not in bad.stderr

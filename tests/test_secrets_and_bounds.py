@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_cli, run_here
 from fake_openai import FakeOpenAI, completion, request_args
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -86,14 +86,16 @@ def test_the_store_scrubs_the_key_and_still_loads(tmp_path: Path, monkeypatch: p
     assert serde.loads_typed((kind, data)) == {"text": "the key is " + "*" * len(SECRET), "n": 3}
 
 
-def test_a_store_past_its_size_bound_is_refused_before_the_turn(tmp_path: Path) -> None:
+def test_a_store_past_its_size_bound_is_refused_before_the_turn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = tmp_path / "big.sqlite"
     with db.open("wb") as handle:
         handle.truncate(MAX_DB_BYTES + 1)  # sparse: no real disk used
     with pytest.raises(InputError, match="over the limit") as caught:
         open_thread_store(db)
     assert caught.value.field == "db"
-    long_prompt = run_cli("chat", "x" * (MAX_PROMPT_CHARS + 1), "--db", str(tmp_path / "new.sqlite"))
+    long_prompt = run_here(capsys, "chat", "x" * (MAX_PROMPT_CHARS + 1), "--db", str(tmp_path / "new.sqlite"))
     assert long_prompt.returncode == 2 and "over the limit" in long_prompt.stderr
     assert len(long_prompt.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "new.sqlite").exists()  # refused before the store was touched

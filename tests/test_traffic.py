@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from cli_helpers import ROOT, run_cli
+from cli_helpers import ROOT, run_here
 from mcp import Client
 
 from shardplan.contracts.traffic import Traffic, arrival_text, length_text, parse_arrival, parse_length
@@ -164,15 +164,15 @@ def test_texts_read_back_into_the_same_traffic() -> None:
 # ------------------------------------------------------------------------------------------ every entry point
 
 
-def _plan_json(*args: str) -> dict[str, Any]:
-    result = run_cli("plan", "-m", "llama-3.1-8b", "--json", *args)
+def _plan_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    result = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--json", *args)
     assert result.returncode == 0, result.stderr
     plan: dict[str, Any] = json.loads(result.stdout)
     return plan
 
 
-def test_plan_with_a_bundled_trace_plans_its_means_and_says_so() -> None:
-    plan = _plan_json("--gpus", "8", "--workload", "azure-conv", "--rate", "2")
+def test_plan_with_a_bundled_trace_plans_its_means_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    plan = _plan_json(capsys, "--gpus", "8", "--workload", "azure-conv", "--rate", "2")
     workload, assumptions = plan["request"]["workload"], plan["assumptions"]
     assert (workload["isl"], workload["osl"], workload["rate"]) == (1161, 258, 2.0)
     assert workload["traffic"]["trace"] == "azure-conv" and plan["status"] == "ok"
@@ -180,8 +180,9 @@ def test_plan_with_a_bundled_trace_plans_its_means_and_says_so() -> None:
     assert "output length 258 tokens: the mean of trace 'azure-conv', not given" in assumptions
 
 
-def test_plan_with_a_length_distribution_and_a_closed_loop() -> None:
-    plan = _plan_json("--gpus", "1", "--isl-dist", "uniform:1000,3000", "--osl", "128", "--arrival", "closed:16")
+def test_plan_with_a_length_distribution_and_a_closed_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    plan = _plan_json(capsys,
+                      "--gpus", "1", "--isl-dist", "uniform:1000,3000", "--osl", "128", "--arrival", "closed:16")
     workload = plan["request"]["workload"]
     assert (workload["isl"], workload["osl"], workload["batch"]) == (2000, 128, 16)
     assert workload["traffic"]["isl"] == {"kind": "uniform", "low": 1000, "high": 3000}
@@ -195,8 +196,10 @@ def test_plan_with_a_length_distribution_and_a_closed_loop() -> None:
     (("--arrival", "trace"), "arrival 'trace' replays a trace's timestamps, and no trace is given"),
     (("--isl-dist", "weibull:2"), "unknown length distribution 'weibull'"),
 ])
-def test_contradicting_traffic_options_exit_2_with_one_line(args: tuple[str, ...], words: str) -> None:
-    result = run_cli("search", "-m", "llama-3.1-8b", "--gpus", "1", *args)
+def test_contradicting_traffic_options_exit_2_with_one_line(
+    args: tuple[str, ...], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_here(capsys, "search", "-m", "llama-3.1-8b", "--gpus", "1", *args)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_here
 from mutation_cases import CASES, WORKLOAD, Case, case_dag, format_kill_table, kill_table, trimmed_model
 from mutations import MUTATIONS
 
@@ -271,28 +271,28 @@ def test_unreadable_or_foreign_input_gets_a_report(text: str) -> None:
 
 
 # -- the command line ------------------------------------------------------------------------------
-def test_cli_validate_exit_codes(tmp_path: Path) -> None:
+def test_cli_validate_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dag = case_dag(CASES[0])
     good, bypassed, broken = tmp_path / "dag.json", tmp_path / "bypassed.json", tmp_path / "broken.json"
     good.write_text(dag.model_dump_json())
     bypassed.write_text(_bypass_all_reduces(dag).model_dump_json())
     broken.write_text("{not json")
 
-    ok = run_cli("validate", str(good))
+    ok = run_here(capsys, "validate", str(good))
     assert ok.returncode == 0, ok.stderr
     assert "valid" in ok.stdout
 
-    bad = run_cli("validate", str(bypassed), "--json")
+    bad = run_here(capsys, "validate", str(bypassed), "--json")
     assert bad.returncode == 1, bad.stderr
     report = json.loads(bad.stdout)
     assert report["valid"] is False
     assert "TP-2" in {v["rule"] for v in report["violations"]}
 
-    table = run_cli("validate", str(bypassed))
+    table = run_here(capsys, "validate", str(bypassed))
     assert table.returncode == 1 and "TP-2" in table.stdout
 
     for path in (broken, tmp_path / "missing.json"):
-        unreadable = run_cli("validate", str(path))
+        unreadable = run_here(capsys, "validate", str(path))
         assert unreadable.returncode == 2
         assert unreadable.stderr.startswith("error:") and len(unreadable.stderr.strip().splitlines()) == 1
 
