@@ -152,13 +152,14 @@ def test_a_cluster_file_with_two_pools_gives_the_same_plan_as_the_flags(tmp_path
 
 
 def test_decode_gpus_caps_the_decode_pool() -> None:
-    request = build_request("llama-3.1-8b", "H200", 16, decode_gpu="H100", decode_gpus=8, isl=1024, osl=128,
+    # Uncapped, this request's decode pool takes 3 of the 8 GPUs (checked by hand: 32 s, too slow to repeat here).
+    request = build_request("llama-3.1-8b", "H200", 8, decode_gpu="H100", decode_gpus=2, isl=1024, osl=128,
                             objective="throughput")
     result = plan(request)
     assert result.status == "ok" and result.deployment is not None
     decode = next(p for p in result.deployment.pools if p.role == "decode")
-    assert decode.workers * decode.gpus_per_worker <= 8
-    assert "up to 8 for decode" in request.gpu_words
+    assert decode.workers * decode.gpus_per_worker <= 2
+    assert "up to 2 for decode" in request.gpu_words
 
 
 def test_the_same_type_twice_plans_like_split_pools() -> None:
