@@ -27,12 +27,27 @@ ai-dynamo/aiconfigurator):
   models that ship MTP layers are asked here.
 * ``--prefix P`` (cached tokens per prompt): prefill runs its GEMMs, norms and communication on the
   ``isl - P`` new tokens of each prompt; context attention is the table's full ``isl``-token causal
-  attention scaled by ``(isl^2 - P^2) / isl^2``, so the new tokens still attend over the cached prefix;
+  attention scaled by ``(isl^2 - P^2) / isl^2``, so the new tokens still attend over the cached prefix (for
+  DeepSeek on vLLM the op so scaled is the measured MLA module, its projections included: 311 ms at 8 x 4k
+  tokens, 136 ms behind a 3k prefix, 0.4375 of it);
   decode is unchanged (its KV holds the whole prompt). In continuous batching a mixed step's token budget
   still counts the full prompt (``ceil(isl x b / ctx_tokens)`` steps), each step cheaper.
 
 shardplan takes the same request as ``--spec mtp:K --spec-accept A`` and ``--prefix-hit P/isl``; what it
 models is in its cost report (``CostReport.speculation``, ``CostReport.prefix_cache``).
+
+Two things AIConfigurator prices that shardplan does not, and why the table keeps them apart:
+
+* **DeepSeek on vLLM: two all-reduces a layer counted twice** (:mod:`aic_double_count`). Its DeepSeek model
+  composes the two all-reduces vLLM runs per layer and keeps its dispatch ops' two more, so a prefill of 16 x 1k
+  tokens carries 113 ms of all-reduces vLLM does not run (866.7 ms, 13%). For the DeepSeek requests the script
+  also reads AIConfigurator's per-op breakdown (``--detail time``, stored beside the figures) and prints the
+  medians against its estimate less those ops too; the table itself keeps AIConfigurator's own figures.
+* **Continuous batching's TTFT** (``backends/vllm_backend.py``): the prefill step plus 0.8 ms a layer of
+  host dispatch (``_prefill_dispatch_overhead_ms``, applied in ``agg`` only, not to a static prefill), times
+  ``1 + log2(b) / 8`` (``_ttft_queuing_factor``: 1.625 at 32 sequences, whatever the load), both fitted to
+  its silicon corpus. shardplan's is a closed loop's own queue: the step under way, then the prompt's pass.
+  Both answer the same question (``b`` sequences in flight, mean TTFT); the figures differ by these terms.
 
 **Table 2, public measured MTP rows** (:mod:`speculation_rows`): every speculative row of
 ``calibration/end_to_end.yaml`` priced by shardplan with the acceptance its source states, or left out
@@ -60,6 +75,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from aic_double_count import Breakdown, counts_allreduces_twice, run_breakdown, without_double_count
 from aiconfigurator_cli import AIC_VERSION, AicError
 from aiconfigurator_run import ensure_aiconfigurator, estimate_command, run_command
 from comparison_tables import comparison_parser, fmt, parse_comparison, print_tables, select_labelled
@@ -96,6 +112,18 @@ class FeatureRow:
     own_off: Figures | None = None
     own_on: Figures | None = None
     notes: list[str] = field(default_factory=list)
+    aic_detail: dict[str, Breakdown] = field(default_factory=dict)
+    """AIConfigurator's per-op breakdown of the "off" and "on" calls, where its DeepSeek model is asked."""
+
+    def aic_single(self, key: str) -> Figures | None:
+        """AIConfigurator's figures of the "off" or "on" call, less the all-reduces it counts twice where it does
+        (:mod:`aic_double_count`); as they are elsewhere."""
+        figures = self.aic_off if key == "off" else self.aic_on
+        breakdown, r = self.aic_detail.get(key), self.request
+        if figures is None or breakdown is None or not counts_allreduces_twice(
+                breakdown, r.engine, r.worker.tp, r.worker.dp):
+            return figures
+        return Figures(*without_double_count(breakdown, figures.ttft_ms, figures.tpot_ms, r.batch))
 
 
 def aic_commands(request: FeatureRequest, executable: str = "aiconfigurator") -> tuple[list[str], list[str]]:
@@ -105,6 +133,14 @@ def aic_commands(request: FeatureRequest, executable: str = "aiconfigurator") ->
         static=request.batching == "static", backend=request.engine,
     )
     return base, [*base, *aic_feature_options(request)]
+
+
+def detail_commands(request: FeatureRequest, executable: str = "aiconfigurator") -> tuple[list[str], ...]:
+    """The same calls with their per-op breakdown printed (``--detail time``), for the requests its DeepSeek model
+    prices (:mod:`aic_double_count`); none for the others."""
+    if not request.aic_model.startswith("deepseek-ai/"):
+        return ()
+    return tuple([*command, "--detail", "time"] for command in aic_commands(request, executable))
 
 
 def _error(ours: float | None, theirs: float | None) -> float | None:
@@ -157,13 +193,18 @@ def _median_abs(values: list[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
-def _medians(chosen: list[FeatureRow]) -> str:
+def _medians(chosen: list[FeatureRow], single: bool = False) -> str:
+    """Median |error| of TTFT and TPOT, feature on, off and its effect; ``single``: against AIConfigurator's
+    figures less the all-reduces it counts twice (:meth:`FeatureRow.aic_single`)."""
     parts = []
     for name, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")):
-        on = _median_abs([_error(getattr(r.own_on, name, None), getattr(r.aic_on, name, None)) for r in chosen])
-        off = _median_abs([_error(getattr(r.own_off, name, None), getattr(r.aic_off, name, None)) for r in chosen])
+        pairs = [(r, r.aic_single("on") if single else r.aic_on, r.aic_single("off") if single else r.aic_off)
+                 for r in chosen]
+        on = _median_abs([_error(getattr(r.own_on, name, None), getattr(a_on, name, None)) for r, a_on, _ in pairs])
+        off = _median_abs([_error(getattr(r.own_off, name, None), getattr(a_off, name, None))
+                           for r, _, a_off in pairs])
         effect = _median_abs([
-            _error(_effect(r.own_on, r.own_off, name), _effect(r.aic_on, r.aic_off, name)) for r in chosen
+            _error(_effect(r.own_on, r.own_off, name), _effect(a_on, a_off, name)) for r, a_on, a_off in pairs
         ])
         parts.append(f"{label} {_abs_pct(on)} (off {_abs_pct(off)}, effect {_abs_pct(effect)})")
     return ", ".join(parts)
@@ -182,6 +223,12 @@ def feature_summary(rows: list[FeatureRow]) -> list[str]:
         static = [row for row in chosen if row.request.batching == "static"]
         if static and len(static) < len(chosen):
             lines.append(f"  the {len(static)} static batches: {_medians(static)}")
+        single = [row for row in chosen if row.aic_single("off") is not row.aic_off]
+        if single:
+            lines.append(f"  AIC less the all-reduces its DeepSeek vLLM model counts twice ({len(single)} requests): "
+                         f"{_medians(chosen, single=True)}")
+            if static and len(static) < len(chosen):
+                lines.append(f"    the {len(static)} static batches: {_medians(static, single=True)}")
     return lines
 
 
@@ -254,6 +301,19 @@ def _stored_figures(stored: dict[str, Any], request: FeatureRequest) -> tuple[Fi
     return figures[0], figures[1]
 
 
+def _stored_detail(stored: dict[str, Any], request: FeatureRequest) -> dict[str, Breakdown]:
+    """AIConfigurator's stored per-op breakdowns of the request, where it has them from the calls made now."""
+    entry, found = stored.get(request.label, {}), {}
+    for key, command in zip(("off", "on"), detail_commands(request), strict=False):
+        detail = entry.get(key, {}).get("detail")
+        if detail is None:
+            continue
+        if detail["command"] != shlex.join(command):
+            raise AicError(f"stored {key} breakdown came from another call: {detail['command']}")
+        found[key] = Breakdown(**{k: v for k, v in detail.items() if k != "command"})
+    return found
+
+
 def run_request(request: FeatureRequest, aic: Path | None, stored: dict[str, Any], shardplan: str,
                 timeout_s: float) -> FeatureRow:
     """The four pricings of one request (AIConfigurator's from ``stored`` when ``aic`` is None)."""
@@ -262,9 +322,12 @@ def run_request(request: FeatureRequest, aic: Path | None, stored: dict[str, Any
     try:
         if aic is None:
             row.aic_off, row.aic_on = _stored_figures(stored, request)
+            row.aic_detail = _stored_detail(stored, request)
         else:
             estimates = [run_command(command, timeout_s) for command in aic_commands(request, str(aic))]
             row.aic_off, row.aic_on = (Figures(each.ttft_ms, each.tpot_ms) for each in estimates)
+            row.aic_detail = {key: run_breakdown(command, timeout_s)
+                              for key, command in zip(("off", "on"), detail_commands(request, str(aic)), strict=False)}
     except AicError as error:
         row.notes.append(f"AIC: {error}")
     for attribute, options in (("own_off", shardplan_options(request)),
@@ -299,6 +362,10 @@ def save_stored(rows: list[FeatureRow], path: Path) -> None:
             key: {"command": shlex.join(command), **asdict(figures)}
             for key, command, figures in zip(("off", "on"), commands, (row.aic_off, row.aic_on), strict=True)
         }
+        for key, command in zip(("off", "on"), detail_commands(row.request), strict=False):
+            if key in row.aic_detail:
+                entries[row.request.label][key]["detail"] = {"command": shlex.join(command),
+                                                             **asdict(row.aic_detail[key])}
     path.write_text(json.dumps({"aiconfigurator": AIC_VERSION, "requests": entries}, indent=1) + "\n")
 
 

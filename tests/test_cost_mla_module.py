@@ -77,13 +77,19 @@ def test_a_verify_block_is_the_plain_module_plus_its_own_increments_never_less(b
 
 
 @needs_tables
-def test_prefill_block_costs_the_context_module_and_a_cached_prefix_adds_only_its_attention() -> None:
+def test_prefill_block_costs_the_context_module_and_a_cached_prefix_adds_its_attention_and_up_projection() -> None:
     prompt, attention = _block("prefill", Workload(isl=1024, osl=1, batch=8, engine="vllm"))
     assert sum(prompt.values()) == pytest.approx(_module_s(attention), rel=1e-9)
     cached, cached_attention = _block("prefill", Workload(isl=4096, osl=1, batch=8, engine="vllm", prefix_hit=0.75))
     assert cached_attention.shape["q_len"] == 1024 and cached_attention.shape["kv_len"] == 4096
-    # The same 1,024 computed tokens per prompt, now attending to 3,072 cached keys as well.
-    assert sum(cached.values()) > sum(prompt.values())
+    # The same 1,024 computed tokens per prompt, now attending to 3,072 cached keys as well, whose latents vLLM
+    # up-projects through kv_b_proj first: the GEMM tables' price of 8 x 3,072 tokens x 512 -> 16 heads x 256.
+    tables = measured_tables("H200", "vllm")
+    assert tables is not None
+    gemm = Query("gemm", (16 * (128 + 128), 512, "fp8"), True, 8 * 3072)
+    up_projection = lookup_seconds(tables, [gemm])[gemm]
+    assert up_projection is not None
+    assert sum(cached.values()) > sum(prompt.values()) + up_projection
     assert all(s >= 0 for s in cached.values())
 
 
@@ -123,3 +129,30 @@ def test_models_without_mla_and_blocks_without_a_module_row_keep_their_prices() 
     assert mla_block_seconds(block, load_model("meta-llama/Llama-3.1-8B-Instruct"), lambda n: {}, lambda q: {}) == {}
     assert mla_block_seconds(block, load_model(DSV3), lambda nodes: {n.id: 1e-6 for n in nodes},
                              lambda queries: {q: None for q in queries}) == {}
+
+
+@pytest.mark.parametrize("hit", [0.5, 0.75])
+def test_a_cached_prefix_adds_the_up_projection_of_its_latents_to_the_block(hit: float) -> None:
+    """Behind a cached prefix the block is the module at the uncached tokens, the attention's increment, and the
+    kv_b_proj GEMM over every cached token (priced like any node: here its FLOPs at 1 PFLOP/s)."""
+    model = load_model(DSV3)
+    graph, picks, _ = build_phase_sample(model, make_cluster("H200", 8), "prefill", parse_strategy("tp=8").prefill,
+                                         Workload(isl=2048, osl=1, batch=4, engine="vllm", prefix_hit=hit))
+    block = [n for n in graph.nodes if n.layer == min(picks) and n.name in BLOCK_NODES and not isinstance(n, CommNode)]
+    priced: dict[str, ComputeNode | StateNode | CommNode] = {}
+
+    def price(nodes: list[ComputeNode | CommNode | StateNode]) -> dict[str, float]:
+        priced.update({n.id: n for n in nodes})
+        return {n.id: (n.flops if isinstance(n, ComputeNode) else 0.0) / 1e15 + 1e-6 for n in nodes}
+
+    shared = mla_block_seconds(block, model, price, lambda queries: {q: 500e-6 for q in queries})
+    up = [n for n in priced.values() if isinstance(n, ComputeNode) and n.op == "kv_b_proj"]
+    assert len(up) == 1 and up[0].id not in {n.id for n in graph.nodes}  # priced, never added to the DAG
+    cached = round(2048 * hit)
+    assert up[0].shape == {"m": 4 * cached, "n": 16 * (128 + 128), "k": 512}
+    attention = next(n for n in block if n.name == "attention")
+    plain = next(n for n in priced.values() if n.id == attention.id + "#plain")
+    own = price(block)
+    increment = own[attention.id] - price([plain])[plain.id]
+    total = sum(shared.get(n.id, own[n.id]) for n in block)
+    assert total == pytest.approx(500e-6 + increment + up[0].flops / 1e15 + 1e-6)

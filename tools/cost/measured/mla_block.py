@@ -16,6 +16,13 @@ work of a prompt chunk is not charged for a decode module. Every node keeps a no
 to the block's total; where the total falls below the other three nodes' own prices, every node is scaled to it
 instead. The DAG (nodes, edges, validators) is unchanged.
 
+A prefill behind a cached prefix is not in the tables either (they time prompts without one). Its block is the module
+at the uncached tokens alone, plus what the cached keys add to the attention by the node pricing, plus the work vLLM
+does on the cached latents before attending to them: for each chunk of cached context it gathers the latents and
+up-projects them through ``kv_b_proj`` into per-head keys and values (``MLACommonImpl._compute_prefill_context``,
+vllm/v1/attention/backends/mla/common.py), a GEMM over every cached token of the batch that a prompt without a prefix
+never runs. It is priced as the block's own projections are (the GEMM tables at its shape, in the weight format).
+
 A verify step (K + 1 query positions per sequence) is not in the tables, which time one position. Its block is the
 module at the plain step's batch and context plus what the K + 1 positions add by this model's own node pricing:
 the attention kernel with the positions folded into its query heads over the plain one, and the projections and
@@ -96,6 +103,21 @@ def _unprefixed(attention: ComputeNode, model: ModelSpec) -> ComputeNode:
                                         "bytes_read": work.bytes_read, "bytes_written": work.bytes_written})
 
 
+def _cached_up_projection(attention: ComputeNode, projection: AnyNode, model: ModelSpec) -> ComputeNode | None:
+    """The ``kv_b_proj`` GEMM vLLM runs over a prefill's cached prefix (the module docstring), on one rank: the cached
+    tokens of the batch times the latent (``kv_lora_rank``) into the rank's heads' key and value widths; a node like
+    the block's QKV projection (``projection``: its phase, ranks, format). None without a cached prefix."""
+    shape, mla = attention.shape, model.mla
+    cached = shape.get("batch", 1) * (shape.get("kv_len", 1) - shape.get("q_len", 1))
+    if mla is None or cached < 1 or not isinstance(projection, ComputeNode):
+        return None
+    width = max(1, shape.get("heads", 1)) * (mla.qk_nope_head_dim + mla.v_head_dim)
+    work = ops.gemm(cached, width, mla.kv_lora_rank, DTYPE_BYTES[projection.dtype], DTYPE_BYTES[model.activation_dtype])
+    return projection.model_copy(update={"id": attention.id + "#cached_kv_b_proj", "op": "kv_b_proj",
+                                         "shape": work.shape, "flops": work.flops, "bytes_read": work.bytes_read,
+                                         "bytes_written": work.bytes_written})
+
+
 def _share(block: Sequence[AnyNode], prices: Mapping[str, float], total: float, attention_id: str) -> dict[str, float]:
     """``total`` seconds over the block: the attention node carries what the others' own prices leave, or, where
     that would be negative, every node is scaled to the total."""
@@ -122,7 +144,7 @@ def mla_block_seconds(
         return {}
     listed = list(nodes)
     wide = DTYPE_BYTES[model.activation_dtype]
-    blocks: list[tuple[list[AnyNode], list[AnyNode], Query]] = []
+    blocks: list[tuple[list[AnyNode], list[AnyNode], list[AnyNode], Query]] = []
     for members in _blocks(listed):
         attention = members["attention"]
         query = mla_module_query(attention, model) if isinstance(attention, ComputeNode) else None
@@ -131,21 +153,24 @@ def mla_block_seconds(
         found = [members[role] for role in BLOCK_NODES]
         q_len, kv_len = max(1, attention.shape.get("q_len", 1)), attention.shape.get("kv_len", 1)
         plain: list[AnyNode] = found
+        extra: list[AnyNode] = []
         if attention.phase == "prefill" and kv_len > q_len:
             plain = [_unprefixed(attention, model) if n is attention else n for n in found]
+            extra = [n for n in (_cached_up_projection(attention, members["qkv_proj"], model),) if n is not None]
         elif attention.phase == "decode" and q_len > 1:
             plain = [_plain(n, q_len, wide) for n in found]
-        blocks.append((found, plain, query))
+        blocks.append((found, plain, extra, query))
     if not blocks:
         return {}
-    modules = module([query for _, _, query in blocks])
-    prices = price(list({n.id: n for block, plain, _ in blocks for n in (*block, *plain)}.values()))
+    modules = module([query for *_, query in blocks])
+    prices = price(list({n.id: n for block, plain, extra, _ in blocks for n in (*block, *plain, *extra)}.values()))
     out: dict[str, float] = {}
-    for block, plain, query in blocks:
+    for block, plain, extra, query in blocks:
         seconds = modules.get(query)
         if seconds is None:
             continue
         known = {n.id: prices[n.id] for n in (*block, *plain)}
         added = max(0.0, sum(known[n.id] for n in block) - sum(known[n.id] for n in plain))
+        added += sum(prices[n.id] for n in extra)
         out.update(_share(block, known, seconds + added, block[BLOCK_NODES.index("attention")].id))
     return out
