@@ -61,7 +61,8 @@ from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import gpu_catalog
-from shardplan.tools.catalogs.models import check_context, load_model
+from shardplan.tools.catalogs.models import check_context
+from shardplan.tools.catalogs.weight_formats import request_model
 from shardplan.tools.planning.assumptions import request_assumptions
 from shardplan.tools.traffic.sizing import workload_fields
 
@@ -349,7 +350,7 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         price=GpuPrice(gpu=gpu, usd_per_gpu_hour=parsed.gpu_price, source="the request's words")
         if parsed.gpu_price is not None else None,
     )
-    model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    model = request_model(request)
     check_context(model, workload.isl, workload.osl)
     check_drafter(model, workload.speculation)
     given = {name for name in _SETTINGS if getattr(parsed, name) is not None}

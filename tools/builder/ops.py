@@ -50,7 +50,7 @@ def _heads_per_rank(spec: ModelSpec, tp: int) -> tuple[int, int]:
 
 def qkv_projection(spec: ModelSpec, tokens: int, tp: int) -> Work:
     """Q, K, V projections (column-parallel). MLA: down-projections replicated, up-projections split."""
-    wb, ab = DTYPE_BYTES[spec.weight_dtype], DTYPE_BYTES[spec.activation_dtype]
+    wb, ab = DTYPE_BYTES[spec.weight_format("attention")], DTYPE_BYTES[spec.activation_dtype]
     h = spec.hidden_size
     if spec.mla is not None:
         m = spec.mla
@@ -121,7 +121,7 @@ def expert_ffn(spec: ModelSpec, stage_tokens: int, local_experts: int, ep: int, 
     """
     moe = spec.moe
     assert moe is not None
-    wb = DTYPE_BYTES[spec.expert_dtype or spec.weight_dtype]
+    wb = DTYPE_BYTES[spec.weight_format("experts")]
     ab = DTYPE_BYTES[spec.activation_dtype]
     per_expert = expert_params(spec) / etp
     pairs = stage_tokens * moe.experts_per_token / ep  # (token, expert) pairs landing on this group
