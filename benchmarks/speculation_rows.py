@@ -12,9 +12,9 @@ one is either priced or left out with its reason:
 
 A priced row is asked of ``shardplan plan`` with its layout, batch (static, as the fixed-batch benchmarks
 ran), engine, weight and KV formats (and the formats of the parts its checkpoint stores apart,
-``weight_dtype_for``, whose source the row's ``weight_formats_source`` names), with and without ``--spec``: the measured and predicted TPOT, and the
-speed-up each side gives over the same table's row without speculation (``no_spec_value``), which separates
-the speculation's pricing from the baseline step's.
+``weight_dtype_for``, whose source the row's ``weight_formats_source`` names), with and without ``--spec``:
+the measured and predicted TPOT, and the speed-up each side gives over the same table's row without
+speculation (``no_spec_value``), which separates the speculation's pricing from the baseline step's.
 """
 
 from __future__ import annotations

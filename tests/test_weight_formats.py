@@ -141,8 +141,8 @@ def test_cli_refuses_a_bad_part_format_in_one_line(value: str, capsys: pytest.Ca
 def test_nvidias_fp4_deepseek_r1_is_loaded_with_the_parts_it_stores_apart() -> None:
     checkpoint = load_model("nvidia/DeepSeek-R1-FP4")
     assert checkpoint.weight_dtype == "fp4" and checkpoint.weight_format("experts") == "fp4"
-    assert {part: checkpoint.weight_format(part) for part in ("attention", "router", "lm_head", "mtp")} == dict.fromkeys(
-        ("attention", "router", "lm_head", "mtp"), "bf16")
+    kept = ("attention", "router", "lm_head", "mtp")
+    assert {part: checkpoint.weight_format(part) for part in kept} == dict.fromkeys(kept, "bf16")
     # A format override names another checkpoint; an architecture alias without a format stores none apart.
     assert load_model("nvidia/DeepSeek-R1-FP4", weight_dtype="fp8").weight_formats == {}
     assert load_model("deepseek-ai/DeepSeek-R1").weight_formats == {}

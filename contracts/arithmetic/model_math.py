@@ -8,7 +8,7 @@ dense FFNs, the shared experts and top-k routed experts, the LM head), not the e
 from __future__ import annotations
 
 from shardplan.contracts.common import DTYPE_BYTES
-from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.model import ModelSpec, WeightComponent
 
 __all__ = [
     "attention_params",
@@ -121,7 +121,7 @@ def weight_bytes(spec: ModelSpec) -> float:
     of NVIDIA's FP4 DeepSeek-R1; ``ModelSpec.weight_format``)."""
     moe = spec.moe
     moe_layers = sum(1 for layer in range(spec.num_layers) if spec.is_moe_layer(layer))
-    parts: dict[str, float] = {
+    parts: dict[WeightComponent, float] = {
         "attention": spec.num_layers * attention_params(spec),
         "dense_ffn": (spec.num_layers - moe_layers) * dense_mlp_params(spec),
         "lm_head": 0 if spec.tie_word_embeddings else spec.vocab_size * spec.hidden_size,
@@ -133,7 +133,7 @@ def weight_bytes(spec: ModelSpec) -> float:
             spec, moe.shared_expert_intermediate_size)
     rest = params_total(spec) - sum(parts.values())  # the embedding table and the norms
     return rest * DTYPE_BYTES[spec.weight_dtype] + sum(
-        params * DTYPE_BYTES[spec.weight_format(part)] for part, params in parts.items()  # type: ignore[arg-type]
+        params * DTYPE_BYTES[spec.weight_format(part)] for part, params in parts.items()
     )
 
 

@@ -11,7 +11,7 @@ excludes from quantization in bf16 (its ``attention_projection_exclusions``).
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import cast, get_args
 
 from shardplan.contracts.common import DType
 from shardplan.contracts.model import WEIGHT_COMPONENTS, ModelSpec, WeightComponent
@@ -47,7 +47,7 @@ def parse_weight_formats(items: str | list[str] | None) -> dict[WeightComponent,
             raise InputError(f"--weight-dtype-for {pair[:60]!r}: {what}", field=_FIELD, fix=_FIX)
         if part in formats:
             raise InputError(f"--weight-dtype-for names {part} twice", field=_FIELD, fix="name each part once")
-        formats[part] = dtype  # type: ignore[index]  # checked against the vocabularies above
+        formats[cast(WeightComponent, part)] = cast(DType, dtype)  # checked against the vocabularies above
     return formats or None
 
 
