@@ -146,3 +146,14 @@ def test_nvidias_fp4_deepseek_r1_is_loaded_with_the_parts_it_stores_apart() -> N
     # A format override names another checkpoint; an architecture alias without a format stores none apart.
     assert load_model("nvidia/DeepSeek-R1-FP4", weight_dtype="fp8").weight_formats == {}
     assert load_model("deepseek-ai/DeepSeek-R1").weight_formats == {}
+
+
+def test_a_follow_up_keeps_the_parts_a_request_given_whole_stated() -> None:
+    from shardplan.agent.parse.request import parse_request, to_plan_request
+    from shardplan.agent.understand import _given
+
+    given = RequestArgs(model="deepseek-v3", gpu="B200", gpus=8, weight_dtype="fp4",
+                        weight_formats={"attention": "bf16", "mtp": "bf16"}).to_request()
+    follow_up = parse_request("now with 16 GPUs", _given(given))
+    request = to_plan_request(follow_up)
+    assert request.gpus == 16 and request.weight_formats == {"attention": "bf16", "mtp": "bf16"}
