@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -19,9 +19,7 @@ multi-token-prediction layers (the whole block). Quantized checkpoints list the 
 quantization by these names (ModelOpt's ``exclude_modules``: ``self_attn``, ``shared_experts``, ``gate``,
 ``lm_head``, the MTP layer's index); AIConfigurator prices routed experts (``moe_quant_mode``) apart from the
 other GEMMs (``gemm_quant_mode``) and reads a checkpoint's attention exclusions."""
-WEIGHT_COMPONENTS: tuple[WeightComponent, ...] = (
-    "attention", "dense_ffn", "shared_experts", "experts", "router", "lm_head", "mtp"
-)
+WEIGHT_COMPONENTS: tuple[WeightComponent, ...] = get_args(WeightComponent)
 
 
 class MLASpec(Contract):
