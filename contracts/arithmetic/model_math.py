@@ -198,6 +198,7 @@ def describe(spec: ModelSpec) -> dict[str, object]:
         "flops_per_token": flops_per_token(spec),
         "weight_dtype": spec.weight_dtype,
         "expert_dtype": spec.expert_dtype,
+        "weight_formats": dict(spec.weight_formats),
         "kv_dtype": spec.kv_dtype,
         "warnings": list(spec.warnings),
     }
