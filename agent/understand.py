@@ -51,6 +51,7 @@ def _given(request: PlanRequest) -> ParsedRequest:
     return ParsedRequest(model=request.model, gpu=request.gpu, gpus=request.gpus, gpus_per_node=request.gpus_per_node,
                          isl=w.isl, osl=w.osl, batch=w.batch, ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms,
                          objective=w.objective, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype,
+                         weight_formats=request.weight_formats,
                          **parsed_features(w),
                          constraints=request.constraints.to_texts() if request.constraints else [])
 

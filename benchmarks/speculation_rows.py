@@ -11,9 +11,10 @@ one is either priced or left out with its reason:
   (``tpot_ms``, or ``output_tokens_per_s`` at batch 1, per-user speed) are needed as for any row.
 
 A priced row is asked of ``shardplan plan`` with its layout, batch (static, as the fixed-batch benchmarks
-ran), engine, weight and KV formats, with and without ``--spec``: the measured and predicted TPOT, and the
-speed-up each side gives over the same table's row without speculation (``no_spec_value``), which separates
-the speculation's pricing from the baseline step's.
+ran), engine, weight and KV formats (and the formats of the parts its checkpoint stores apart,
+``weight_dtype_for``, whose source the row's ``weight_formats_source`` names), with and without ``--spec``:
+the measured and predicted TPOT, and the speed-up each side gives over the same table's row without
+speculation (``no_spec_value``), which separates the speculation's pricing from the baseline step's.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ def row_options(public: PublicRow, with_spec: bool) -> list[str]:
     ]
     if weights:
         options += ["--weight-dtype", weights]
+    if row.get("weight_dtype_for"):  # the parts the measured checkpoint stored apart, each with its source
+        options += ["--weight-dtype-for", str(row["weight_dtype_for"])]
     if table.kv_dtype(row):
         options += ["--kv-dtype", "fp8"]
     if with_spec:

@@ -28,8 +28,9 @@ from shardplan.errors import InputError
 from shardplan.limits import MAX_INT_DIGITS
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for, get_gpu, gpu_catalog
-from shardplan.tools.catalogs.models import check_context, load_model
+from shardplan.tools.catalogs.models import check_context
 from shardplan.tools.catalogs.pools import check_two_pools
+from shardplan.tools.catalogs.weight_formats import parse_weight_formats, request_model
 from shardplan.tools.planning.assumptions import request_assumptions
 from shardplan.tools.planning.engine_choice import parse_engines, several_engines
 from shardplan.tools.planning.gpu_choice import several_gpu_types
@@ -61,6 +62,7 @@ def build_request(
     engine: str = "vllm",
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
+    weight_dtype_for: list[str] | None = None,
     policy: str = "builtin",
     batching: str = "continuous",
     rate: float | None = None,
@@ -98,6 +100,7 @@ def build_request(
     given = {name for name, value in (("isl", isl), ("osl", osl), ("batch", batch), ("objective", objective),
                                       ("gpu", gpu or cluster), ("gpus_per_node", gpus_per_node or cluster),
                                       ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype), ("rate", rate),
+                                      ("weight_formats", weight_dtype_for),
                                       ("spec", spec))
              if value is not None}
     constraints = parse_constraints(constraint) if constraint else None
@@ -138,6 +141,7 @@ def build_request(
                 "workload": request_workload,
                 "weight_dtype": weight_dtype,
                 "kv_dtype": kv_dtype,
+                "weight_formats": parse_weight_formats(weight_dtype_for),
                 "policy": policy,
                 "constraints": constraints,
             }
@@ -151,7 +155,7 @@ def build_request(
             fix=_FIXES.get(name, "see shardplan plan --help"),
         ) from None
     # The model is read now, so a wrong name or a broken config.json fails before any planning starts.
-    model_spec = load_model(model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    model_spec = request_model(request)
     check_context(model_spec, request.workload.isl, request.workload.osl)
     check_drafter(model_spec, request.workload.speculation)
     check_two_pools(model_spec, where, request.workload, request.constraints)

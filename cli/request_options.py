@@ -288,6 +288,20 @@ REQUEST_PARAMETERS = [
         annotation=Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache format: bf16, fp8.")],
     ),
     inspect.Parameter(
+        "weight_dtype_for",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            list[str] | None,
+            typer.Option(
+                "--weight-dtype-for",
+                help="Repeatable PART=FORMAT: a part whose weights the checkpoint stores apart from --weight-dtype "
+                "(parts: attention, dense_ffn, shared_experts, experts, router, lm_head, mtp), e.g. "
+                "attention=bf16,mtp=bf16 for NVIDIA's FP4 DeepSeek-R1, or experts=fp4 for FP4 experts only.",
+            ),
+        ],
+    ),
+    inspect.Parameter(
         "constraint",
         _KW,
         default=None,

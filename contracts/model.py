@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
 from shardplan.contracts.common import Contract, DType
 
-__all__ = ["ModelSpec", "MoESpec", "MLASpec", "AttentionKind"]
+__all__ = ["ModelSpec", "MoESpec", "MLASpec", "AttentionKind", "WeightComponent", "WEIGHT_COMPONENTS"]
 
 AttentionKind = Literal["full", "sliding"]
+
+WeightComponent = Literal["attention", "dense_ffn", "shared_experts", "experts", "router", "lm_head", "mtp"]
+"""Parts of a model whose weights a checkpoint may store in a format of their own: the attention projections,
+the FFN of dense layers, the shared and the routed experts of MoE layers, the router, the LM head, and the
+multi-token-prediction layers (the whole block). Quantized checkpoints list the modules they leave out of
+quantization by these names (ModelOpt's ``exclude_modules``: ``self_attn``, ``shared_experts``, ``gate``,
+``lm_head``, the MTP layer's index); AIConfigurator prices routed experts (``moe_quant_mode``) apart from the
+other GEMMs (``gemm_quant_mode``) and reads a checkpoint's attention exclusions."""
+WEIGHT_COMPONENTS: tuple[WeightComponent, ...] = get_args(WeightComponent)
 
 
 class MLASpec(Contract):
@@ -85,6 +94,11 @@ class ModelSpec(Contract):
     expert_dtype: DType | None = Field(
         default=None, description="Storage format of routed-expert weights when it differs (gpt-oss: MXFP4 experts)."
     )
+    weight_formats: dict[WeightComponent, DType] = Field(
+        default_factory=dict,
+        description="Storage format of the other parts whose weights differ from weight_dtype (NVIDIA's FP4 "
+        "DeepSeek-R1: attention and the MTP layer in bf16); routed experts are expert_dtype's.",
+    )
     kv_dtype: DType = Field(default="bf16", description="Storage format of the KV cache.")
     activation_dtype: DType = Field(default="bf16", description="Format of activations and of communicated tensors.")
     warnings: list[str] = Field(
@@ -106,7 +120,15 @@ class ModelSpec(Contract):
             raise ValueError(
                 f"experts_per_token={self.moe.experts_per_token} exceeds num_experts={self.moe.num_experts}"
             )
+        if "experts" in self.weight_formats:
+            raise ValueError("weight_formats holds no 'experts': the routed experts' format is expert_dtype")
         return self
+
+    def weight_format(self, component: WeightComponent) -> DType:
+        """The storage format of ``component``'s weights: its own where it has one, else ``weight_dtype``."""
+        if component == "experts":
+            return self.expert_dtype or self.weight_dtype
+        return self.weight_formats.get(component, self.weight_dtype)
 
     @property
     def is_moe(self) -> bool:

@@ -12,6 +12,7 @@ from shardplan.contracts.constraints import Constraints
 from shardplan.contracts.dag import DAG
 from shardplan.contracts.economics import Economics, GpuPrice
 from shardplan.contracts.figures import Figures
+from shardplan.contracts.model import WeightComponent
 from shardplan.contracts.old_plans import read_old_plan
 from shardplan.contracts.reports import CostReport, ValidationReport
 from shardplan.contracts.simulation import SimulationSummary
@@ -71,6 +72,12 @@ class PlanRequest(Contract):
     workload: Workload = Field(description="Lengths, batch, targets and objective.")
     weight_dtype: DType | None = Field(default=None, description="Override of the model's weight format.")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
+    weight_formats: dict[WeightComponent, DType] | None = Field(
+        default=None,
+        description="Formats of the parts whose weights the checkpoint stores apart from weight_dtype "
+        "(--weight-dtype-for attention=bf16,mtp=bf16: NVIDIA's FP4 DeepSeek-R1; experts=fp4: routed experts "
+        "only); None: every part in weight_dtype (or the model's own formats).",
+    )
     policy: str = Field(default="builtin", description="Planner policy: builtin or openai:MODEL.")
     constraints: Constraints | None = Field(
         default=None, description="What the deployment must respect (degree bounds, placement, serving); None: nothing."

@@ -165,7 +165,8 @@ def _all_to_all_sizes(ix: DagIndex) -> list[tuple[str, str]]:
     for c in ix.of_kind("all_to_all"):
         if ix.purpose[c] != "ep_dispatch":
             continue
-        routers = [p for p in ix.pred(c, "data") if ix.kind[p] == "router"]
+        # A router on no ranks (a hand-edited DAG) routes nothing this check can size; other rules name it.
+        routers = [p for p in ix.pred(c, "data") if ix.kind[p] == "router" and ix.ranks[p]]
         sizes = {_router_tokens(ix, r) / len(ix.ranks[r]) for r in routers}
         if len(sizes) != 1:
             continue

@@ -54,6 +54,7 @@ from shardplan.agent.parse.traffic import read_arrival, read_price, read_rate
 from shardplan.contracts.common import DType, Objective
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.economics import GpuPrice
+from shardplan.contracts.model import WeightComponent
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.targets import SloPercentile
 from shardplan.contracts.traffic import Traffic, parse_arrival
@@ -61,7 +62,8 @@ from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import gpu_catalog
-from shardplan.tools.catalogs.models import check_context, load_model
+from shardplan.tools.catalogs.models import check_context
+from shardplan.tools.catalogs.weight_formats import request_model
 from shardplan.tools.planning.assumptions import request_assumptions
 from shardplan.tools.traffic.sizing import workload_fields
 
@@ -109,6 +111,9 @@ class ParsedRequest(BaseModel):
     objective: Objective | None = Field(default=None, description="latency, throughput or goodput.")
     weight_dtype: DType | None = Field(default=None, description="Weight format override.")
     kv_dtype: DType | None = Field(default=None, description="KV-cache format override.")
+    weight_formats: dict[WeightComponent, DType] | None = Field(
+        default=None, description="Parts stored apart from weight_dtype, as a request given whole stated them (the "
+        "words are not read for them); a follow-up keeps them.")
     disaggregated: bool | None = Field(default=None, description="Prefill and decode on separate GPUs.")
     spec_method: str | None = Field(
         default=None, description="Speculative decoding's drafter: mtp, eagle or draft:MODEL (a bundled id or path)."
@@ -202,7 +207,8 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
     constraints = merge_constraints(previous.constraints if previous else [], said_constraints, found)
     said_words = {k: v for k, v in found.said.items() if k in _SETTINGS or k.startswith("constraint ")}
     return ParsedRequest(**merged, intent=intent, about=about, constraints=constraints, said=said_words,
-                         contradictions=found.contradictions, notes=found.notes)
+                         contradictions=found.contradictions, notes=found.notes,
+                         weight_formats=previous.weight_formats if previous else None)
 
 
 def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedRequest:
@@ -344,12 +350,13 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         workload=workload,
         weight_dtype=parsed.weight_dtype,
         kv_dtype=parsed.kv_dtype,
+        weight_formats=parsed.weight_formats,
         policy=policy,
         constraints=parse_constraints(texts) if texts else None,
         price=GpuPrice(gpu=gpu, usd_per_gpu_hour=parsed.gpu_price, source="the request's words")
         if parsed.gpu_price is not None else None,
     )
-    model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    model = request_model(request)
     check_context(model, workload.isl, workload.osl)
     check_drafter(model, workload.speculation)
     given = {name for name in _SETTINGS if getattr(parsed, name) is not None}

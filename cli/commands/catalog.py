@@ -13,6 +13,7 @@ from shardplan.tools.catalogs.bundled import bundled_models
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import load_model
 from shardplan.tools.catalogs.trace_files import bundled_traces
+from shardplan.tools.catalogs.weight_formats import weight_formats_text
 from shardplan.tools.traffic.traces import read_trace, trace_stats
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -107,7 +108,7 @@ def show_model_command(
     out.print(
         f"  parameters   {facts['params_total'] / 1e9:.2f}B total, {facts['params_active'] / 1e9:.2f}B active"
         f", {facts['weight_bytes'] / 1e9:.1f} GB of weights ({spec.weight_dtype}"
-        + (f", experts {spec.expert_dtype}" if spec.expert_dtype else "")
+        + (f", {parts}" if (parts := weight_formats_text(spec)) else "")
         + ")"
     )
     out.print(f"  layers       {spec.num_layers} (hidden {spec.hidden_size})")

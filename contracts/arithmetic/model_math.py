@@ -8,7 +8,7 @@ dense FFNs, the shared experts and top-k routed experts, the LM head), not the e
 from __future__ import annotations
 
 from shardplan.contracts.common import DTYPE_BYTES
-from shardplan.contracts.model import ModelSpec
+from shardplan.contracts.model import ModelSpec, WeightComponent
 
 __all__ = [
     "attention_params",
@@ -117,14 +117,24 @@ def params_active(spec: ModelSpec) -> int:
 
 
 def weight_bytes(spec: ModelSpec) -> float:
-    """Bytes of all weights in their storage formats (routed experts may differ, as in gpt-oss)."""
-    total = params_total(spec)
-    if spec.moe is None or spec.expert_dtype is None:
-        return total * DTYPE_BYTES[spec.weight_dtype]
-    routed = sum(
-        spec.moe.num_experts * expert_params(spec) for layer in range(spec.num_layers) if spec.is_moe_layer(layer)
+    """Bytes of all weights in their storage formats (parts may differ: gpt-oss's routed experts, the attention
+    of NVIDIA's FP4 DeepSeek-R1; ``ModelSpec.weight_format``)."""
+    moe = spec.moe
+    moe_layers = sum(1 for layer in range(spec.num_layers) if spec.is_moe_layer(layer))
+    parts: dict[WeightComponent, float] = {
+        "attention": spec.num_layers * attention_params(spec),
+        "dense_ffn": (spec.num_layers - moe_layers) * dense_mlp_params(spec),
+        "lm_head": 0 if spec.tie_word_embeddings else spec.vocab_size * spec.hidden_size,
+    }
+    if moe is not None:
+        parts["experts"] = moe_layers * moe.num_experts * expert_params(spec)
+        parts["router"] = moe_layers * spec.hidden_size * moe.num_experts
+        parts["shared_experts"] = moe_layers * moe.num_shared_experts * dense_mlp_params(
+            spec, moe.shared_expert_intermediate_size)
+    rest = params_total(spec) - sum(parts.values())  # the embedding table and the norms
+    return rest * DTYPE_BYTES[spec.weight_dtype] + sum(
+        params * DTYPE_BYTES[spec.weight_format(part)] for part, params in parts.items()
     )
-    return (total - routed) * DTYPE_BYTES[spec.weight_dtype] + routed * DTYPE_BYTES[spec.expert_dtype]
 
 
 def kv_bytes_per_token(spec: ModelSpec) -> float:
@@ -188,6 +198,7 @@ def describe(spec: ModelSpec) -> dict[str, object]:
         "flops_per_token": flops_per_token(spec),
         "weight_dtype": spec.weight_dtype,
         "expert_dtype": spec.expert_dtype,
+        "weight_formats": dict(spec.weight_formats),
         "kv_dtype": spec.kv_dtype,
         "warnings": list(spec.warnings),
     }

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shardplan.contracts.common import DType, Objective, ServingEngine
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.economics import GpuPrice
+from shardplan.contracts.model import WeightComponent
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.speculation import speculation_option, speculation_text
 from shardplan.contracts.targets import parse_slo_percentile
@@ -142,6 +143,12 @@ class RequestArgs(Args):
     )
     weight_dtype: DType | None = Field(default=None, description="Override of the weight format (bf16, fp8, fp4).")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
+    weight_formats: dict[WeightComponent, DType] | None = Field(
+        default=None,
+        description="Formats of the parts whose weights the checkpoint stores apart from weight_dtype, e.g. "
+        "{'attention': 'bf16', 'mtp': 'bf16'} for NVIDIA's FP4 DeepSeek-R1, {'experts': 'fp4'} for FP4 experts "
+        "only (parts: attention, dense_ffn, shared_experts, experts, router, lm_head, mtp).",
+    )
     spec: str | None = Field(
         default=None, min_length=1, max_length=340,
         description="Speculative decoding: 'mtp:K' (the model's MTP layers), 'eagle:K' (an EAGLE-3 head: the one "
@@ -228,6 +235,7 @@ class RequestArgs(Args):
             workload=workload,
             weight_dtype=self.weight_dtype,
             kv_dtype=self.kv_dtype,
+            weight_formats=self.weight_formats,
             constraints=parse_constraints(self.constraints) if self.constraints else None,
             price=GpuPrice(gpu=gpu, usd_per_gpu_hour=self.gpu_price, source="the request's gpu_price")
             if self.gpu_price is not None else None,
@@ -271,6 +279,7 @@ class RequestArgs(Args):
             "engine": w.engine if w.engine != "vllm" else None,
             "weight_dtype": request.weight_dtype,
             "kv_dtype": request.kv_dtype,
+            "weight_formats": request.weight_formats,
             "constraints": request.constraints.to_texts() if request.constraints else None,
             "spec": speculation_text(w.speculation) if w.speculation else None,
             "spec_accept": w.speculation.accepted if w.speculation else None,

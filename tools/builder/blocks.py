@@ -41,7 +41,7 @@ def attention_block(b: PhaseBuilder, site: Site, inputs: dict[Unit, str]) -> dic
             "linear",
             ops.qkv_projection(m, b.unit_tokens, s.tp, b.qkv_input),
             parallel="column",
-            dtype=m.weight_dtype,
+            dtype=m.weight_format("attention"),
             src=gathered,
         )
     # Under SP every shard needs the K/V of the whole prompt: one explicit all-gather per attention group.
@@ -106,9 +106,11 @@ def attention_block(b: PhaseBuilder, site: Site, inputs: dict[Unit, str]) -> dic
             b.g.edge(read, attn, "state")
             b.g.edge(write, attn, "state")
         v_width = m.mla.v_head_dim if m.mla else m.head_dim
-        o_work = ops.gemm(b.unit_tokens, m.hidden_size, m.num_attention_heads * v_width // s.tp, b.wb, b.ab)
+        attention_format = m.weight_format("attention")
+        o_work = ops.gemm(b.unit_tokens, m.hidden_size, m.num_attention_heads * v_width // s.tp,
+                          DTYPE_BYTES[attention_format], b.ab)
         o_proj = b.compute(
-            here, "o_proj", "linear", o_work, parallel="row", partial=s.tp > 1, dtype=m.weight_dtype, src=attn
+            here, "o_proj", "linear", o_work, parallel="row", partial=s.tp > 1, dtype=attention_format, src=attn
         )
         reduced = b.tp_reduce(here, o_proj, "o_proj", b.unit_tokens)
         add = b.compute(
@@ -128,23 +130,25 @@ def dense_ffn(b: PhaseBuilder, site: Site, norm: str) -> str:
     m, tp = b.m, b.s.tp
     gathered = b.sp_regather(site, norm, "post_attn_norm.all_gather")
     width = m.intermediate_size // tp
+    dtype = m.weight_format("dense_ffn")
+    wb = DTYPE_BYTES[dtype]
     up = b.compute(
         site,
         "gate_up_proj",
         "linear",
-        ops.gemm(b.unit_tokens, (2 if m.gated_mlp else 1) * width, m.hidden_size, b.wb, b.ab),
+        ops.gemm(b.unit_tokens, (2 if m.gated_mlp else 1) * width, m.hidden_size, wb, b.ab),
         parallel="column",
-        dtype=m.weight_dtype,
+        dtype=dtype,
         src=gathered,
     )
     down = b.compute(
         site,
         "down_proj",
         "linear",
-        ops.gemm(b.unit_tokens, m.hidden_size, width, b.wb, b.ab),
+        ops.gemm(b.unit_tokens, m.hidden_size, width, wb, b.ab),
         parallel="row",
         partial=tp > 1,
-        dtype=m.weight_dtype,
+        dtype=dtype,
         src=up,
     )
     return b.tp_reduce(site, down, "down_proj", b.unit_tokens)
@@ -163,15 +167,17 @@ def moe_ffn(b: PhaseBuilder, site: Site, norms: dict[Unit, str]) -> dict[Unit, l
     multi_unit = s.adp * s.sp > 1
     stage_ranks = b.lay.stage_ranks(site.stage)
     routers: dict[Unit, str] = {}
+    # The router GEMM is timed in the activations' format unless the request states the router's own (engines
+    # run it in bf16: TensorRT-LLM's DeepSeek-R1 "RouterGEMM" takes bf16 weights and inputs).
+    router_dtype = m.weight_formats.get("router")
     for unit in b.units():
         gathered = b.sp_regather(site.at(unit), norms[unit], "post_attn_norm.all_gather")
-        routers[unit] = b.compute(
-            site.at(unit), "router", "router", ops.gemm(b.unit_tokens, moe.num_experts, h, b.wb, b.ab), src=gathered
-        )
+        work = ops.gemm(b.unit_tokens, moe.num_experts, h, DTYPE_BYTES[m.weight_format("router")], b.ab)
+        routers[unit] = b.compute(site.at(unit), "router", "router", work, dtype=router_dtype, src=gathered)
     # Each TP rank of a unit dispatches its 1/tp share of the unit's tokens, top-k copies each. Engines serving
-    # FP8 models dispatch FP8 activations (DeepEP) and combine in the activation format.
+    # FP8 experts dispatch FP8 activations (DeepEP) and combine in the activation format.
     per_rank_routed = b.unit_tokens / tp * moe.experts_per_token * h * b.ab
-    fp8_dispatch = m.weight_dtype == "fp8"
+    fp8_dispatch = m.weight_format("experts") == "fp8"
     if ep > 1:
         dispatched = per_rank_routed * (DTYPE_BYTES["fp8"] / b.ab if fp8_dispatch else 1.0)
         entry = b.stage_comm(
@@ -207,7 +213,7 @@ def moe_ffn(b: PhaseBuilder, site: Site, norms: dict[Unit, str]) -> dict[Unit, l
             parallel="expert" if ep > 1 else "column",
             partial=etp > 1,
             ranks=ranks,
-            dtype=m.expert_dtype or m.weight_dtype,
+            dtype=m.weight_format("experts"),
             shape=work.shape,
             flops=work.flops,
             bytes_read=work.bytes_read,
@@ -250,14 +256,15 @@ def moe_ffn(b: PhaseBuilder, site: Site, norms: dict[Unit, str]) -> dict[Unit, l
         if moe.num_shared_experts:
             here = site.at(unit)
             width = moe.num_shared_experts * moe.shared_expert_intermediate_size // tp
+            shared_format = m.weight_format("shared_experts")
             shared = b.compute(
                 here,
                 "shared_experts",
                 "expert",
-                ops.gemm(b.unit_tokens, 3 * width, h, b.wb, b.ab),
+                ops.gemm(b.unit_tokens, 3 * width, h, DTYPE_BYTES[shared_format], b.ab),
                 parallel="column",
                 partial=tp > 1,
-                dtype=m.weight_dtype,
+                dtype=shared_format,
             )
             b.g.edge(routers[unit], shared, "sync")
             regathered = s.sp > 1 and tp > 1

@@ -53,7 +53,7 @@ def qkv_projection(spec: ModelSpec, tokens: int, tp: int, input_width: int | Non
 
     ``input_width``: the width the projection reads when it is not the residual stream's (an EAGLE-3 head's layer
     reads the token's embedding beside the hidden state, ``2 h``); GQA layers only."""
-    wb, ab = DTYPE_BYTES[spec.weight_dtype], DTYPE_BYTES[spec.activation_dtype]
+    wb, ab = DTYPE_BYTES[spec.weight_format("attention")], DTYPE_BYTES[spec.activation_dtype]
     h = spec.hidden_size
     if spec.mla is not None:
         m = spec.mla
@@ -124,7 +124,7 @@ def expert_ffn(spec: ModelSpec, stage_tokens: int, local_experts: int, ep: int, 
     """
     moe = spec.moe
     assert moe is not None
-    wb = DTYPE_BYTES[spec.expert_dtype or spec.weight_dtype]
+    wb = DTYPE_BYTES[spec.weight_format("experts")]
     ab = DTYPE_BYTES[spec.activation_dtype]
     per_expert = expert_params(spec) / etp
     pairs = stage_tokens * moe.experts_per_token / ep  # (token, expert) pairs landing on this group

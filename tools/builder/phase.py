@@ -279,9 +279,9 @@ class PhaseBuilder:
                 site,
                 "lm_head",
                 "linear",
-                ops.gemm(rows, m.vocab_size // tp, m.hidden_size, self.wb, self.ab),
+                ops.gemm(rows, m.vocab_size // tp, m.hidden_size, DTYPE_BYTES[m.weight_format("lm_head")], self.ab),
                 parallel="vocab" if tp > 1 else "replicated",
-                dtype=m.weight_dtype,
+                dtype=m.weight_format("lm_head"),
                 src=src,
             )
             if tp > 1:

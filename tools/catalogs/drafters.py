@@ -86,6 +86,12 @@ class Drafter:
 def _mtp_block(model: ModelSpec) -> ModelSpec:
     """``model`` cut down to one block of its last layer's kind, as its MTP layers are."""
     moe = None if model.moe is None else model.moe.model_copy(update={"first_dense_layers": 0})
+    formats = {part: dtype for part, dtype in model.weight_formats.items() if part != "mtp"}
+    # A checkpoint may store its MTP layers apart from the main ones (NVIDIA's FP4 DeepSeek-R1 keeps them in bf16,
+    # TensorRT-LLM's DeepSeek-R1 B200 blog): the whole block, experts included, is then in that format; the LM head
+    # a pass ends in stays the target's.
+    mtp_format = model.weight_formats.get("mtp")
+    head = {"lm_head": model.weight_format("lm_head")}
     return model.model_copy(
         update={
             "name": f"{model.name} (MTP layer)",
@@ -94,6 +100,8 @@ def _mtp_block(model: ModelSpec) -> ModelSpec:
             "moe": moe,
             "mtp_layers": 0,
             "warnings": [],
+            **({"weight_dtype": mtp_format, "expert_dtype": None, "weight_formats": head} if mtp_format
+               else {"weight_formats": formats}),
         }
     )
 

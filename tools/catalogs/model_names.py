@@ -8,9 +8,10 @@ import re
 from pathlib import Path
 
 from shardplan.contracts.common import DType
+from shardplan.contracts.model import WeightComponent
 from shardplan.tools.catalogs.bundled import bundled_models
 
-__all__ = ["resolve_alias", "alias_note", "not_bundled_fix"]
+__all__ = ["resolve_alias", "alias_note", "not_bundled_fix", "checkpoint_parts"]
 
 
 # Published models whose architecture equals a bundled one: same shapes, so the same plan. Keys are
@@ -34,6 +35,15 @@ _SUFFIXES: tuple[tuple[str, DType | None], ...] = (
     ("dynamic", None), ("fp8", "fp8"), ("nvfp4", "fp4"), ("fp4", "fp4"), ("mxfp4", "fp4"), ("w8a8", "int8"),
     ("int8", "int8"), ("bf16", "bf16"),
 )
+# Published checkpoints that store some parts apart from the format their name says, by lowercase repository id:
+# the parts and their formats, each from the source named. nvidia/DeepSeek-R1-FP4: TensorRT-LLM's DeepSeek-R1 B200
+# blog ("Pushing Latency Boundaries", section "Precision Strategy": attention modules bf16, dense and MoE FFN layers
+# nvfp4, MTP layers bf16, RouterGEMM bf16 weights); its model card quantizes the linear operators within transformer
+# blocks only, so the LM head stays bf16 (quoted in NVIDIA/Model-Optimizer issue #150, which finds the attention
+# projections stored in bf16), and its v2 "additionally quantizes the wo module in attention layers".
+_CHECKPOINT_PARTS: dict[str, dict[WeightComponent, DType]] = {
+    "nvidia/deepseek-r1-fp4": {"attention": "bf16", "router": "bf16", "lm_head": "bf16", "mtp": "bf16"},
+}
 # Unbundled families and the bundled model closest in architecture, for the "not bundled" answer.
 _CLOSEST = {
     "kimi": ("deepseek-ai/DeepSeek-V3", "Kimi-K2 uses DeepSeek-V3's MLA and MoE design with 384 experts"),
@@ -75,6 +85,15 @@ def resolve_alias(name: str) -> tuple[str, DType | None] | None:
     return None
 
 
+def checkpoint_parts(name: str) -> dict[WeightComponent, DType]:
+    """The parts the published checkpoint ``name`` stores apart from the format its name says ({} for most).
+
+    >>> checkpoint_parts("nvidia/DeepSeek-R1-FP4")["attention"], checkpoint_parts("deepseek-ai/DeepSeek-R1")
+    ('bf16', {})
+    """
+    return dict(_CHECKPOINT_PARTS.get(name.strip().lower(), {}))
+
+
 def alias_note(name: str) -> str | None:
     """One line saying that ``name`` is planned as another bundled model, or None when it is a bundled name."""
     if name.strip().lower() in {r.lower() for r in bundled_models()} or "/" in name and Path(name).exists():
@@ -88,6 +107,8 @@ def alias_note(name: str) -> str | None:
         return None
     what = "a release of" if same else "same architecture as"
     fmt = f", weights in {dtype} as its name says" if dtype else ""
+    parts = ", ".join(f"{part} {part_dtype}" for part, part_dtype in checkpoint_parts(name).items())
+    fmt += f" except {parts}, as the checkpoint stores them" if parts else ""
     return f"model '{name}' planned as {repo} ({what} it{fmt})"
 
 

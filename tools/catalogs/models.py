@@ -16,7 +16,7 @@ from shardplan.reading import parse_json_text, read_text
 from shardplan.text import one_line
 from shardplan.tools.catalogs.bundled import bundled_config, bundled_models
 from shardplan.tools.catalogs.config_check import check_config_types
-from shardplan.tools.catalogs.model_names import not_bundled_fix, resolve_alias
+from shardplan.tools.catalogs.model_names import checkpoint_parts, not_bundled_fix, resolve_alias
 
 __all__ = [
     "load_model",
@@ -119,6 +119,13 @@ def load_model(name_or_path: str, *, weight_dtype: DType | None = None, kv_dtype
         alias = resolve_alias(name_or_path)
         if weight_dtype is None and alias is not None and alias[0] == repo:
             weight_dtype = alias[1]
+            # The parts the named checkpoint stores apart (a format override names another checkpoint: none then).
+            parts = checkpoint_parts(name_or_path)
+            spec = model_from_config(config, name=label, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+            if not parts:
+                return spec
+            experts = parts.pop("experts", spec.expert_dtype)
+            return spec.model_copy(update={"weight_formats": parts, "expert_dtype": experts})
     return model_from_config(config, name=label, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 
 

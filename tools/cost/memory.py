@@ -35,7 +35,7 @@ GB = 1e9
 
 
 def _attention_bytes_per_rank(spec: ModelSpec, tp: int) -> float:
-    wb = DTYPE_BYTES[spec.weight_dtype]
+    wb = DTYPE_BYTES[spec.weight_format("attention")]
     if spec.mla is not None:
         m, h = spec.mla, spec.hidden_size
         replicated = (h * m.q_lora_rank if m.q_lora_rank else 0) + h * (m.kv_lora_rank + m.qk_rope_head_dim)
@@ -46,35 +46,34 @@ def _attention_bytes_per_rank(spec: ModelSpec, tp: int) -> float:
 
 
 def _ffn_bytes_per_rank(spec: ModelSpec, layer: int, phase: PhaseStrategy) -> float:
-    wb = DTYPE_BYTES[spec.weight_dtype]
     if not spec.is_moe_layer(layer):
-        return dense_mlp_params(spec) / phase.tp * wb
+        return dense_mlp_params(spec) / phase.tp * DTYPE_BYTES[spec.weight_format("dense_ffn")]
     moe = spec.moe
     assert moe is not None
     etp = max(phase.stage_gpus // phase.ep, 1)
-    experts = (
-        moe.num_experts // phase.ep * expert_params(spec) / etp * DTYPE_BYTES[spec.expert_dtype or spec.weight_dtype]
-    )
-    shared = moe.num_shared_experts * dense_mlp_params(spec, moe.shared_expert_intermediate_size) / phase.tp * wb
-    return experts + shared + spec.hidden_size * moe.num_experts * wb
+    experts = moe.num_experts // phase.ep * expert_params(spec) / etp * DTYPE_BYTES[spec.weight_format("experts")]
+    shared = moe.num_shared_experts * dense_mlp_params(spec, moe.shared_expert_intermediate_size) / phase.tp
+    router = spec.hidden_size * moe.num_experts
+    return (experts + shared * DTYPE_BYTES[spec.weight_format("shared_experts")]
+            + router * DTYPE_BYTES[spec.weight_format("router")])
 
 
 def weight_bytes_per_gpu(spec: ModelSpec, phase: PhaseStrategy) -> float:
     """Weight bytes on the most loaded GPU of a phase's layout (stage 0 holds the embedding, the last the head)."""
-    wb = DTYPE_BYTES[spec.weight_dtype]
-    table = spec.vocab_size * spec.hidden_size / phase.tp * wb
+    table = spec.vocab_size * spec.hidden_size / phase.tp
+    embedding, head = table * DTYPE_BYTES[spec.weight_dtype], table * DTYPE_BYTES[spec.weight_format("lm_head")]
     attention = _attention_bytes_per_rank(spec, phase.tp)
     moe_ffn = _ffn_bytes_per_rank(spec, spec.num_layers - 1, phase)
-    dense_ffn = dense_mlp_params(spec) / phase.tp * wb
+    dense_ffn = dense_mlp_params(spec) / phase.tp * DTYPE_BYTES[spec.weight_format("dense_ffn")]
     worst = 0.0
     stages = split_layers(spec.num_layers, phase.pp, phase.layer_split)
     for index, layers in enumerate(stages):
         moe_layers = sum(1 for layer in layers if spec.is_moe_layer(layer))
         total = len(layers) * attention + moe_layers * moe_ffn + (len(layers) - moe_layers) * dense_ffn
         if index == 0:
-            total += table
+            total += embedding
         if index == len(stages) - 1 and (not spec.tie_word_embeddings or phase.pp > 1):
-            total += table
+            total += head
         worst = max(worst, total)
     return worst
 

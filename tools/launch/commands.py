@@ -115,6 +115,11 @@ def launch_command(plan: Plan, engine: Engine, spec_model: str | None = None) ->
         notes.append(f"the plan priced this {target.drafting.head_note}")
     if plan.request.weight_dtype:
         notes.append(f"the plan assumes {plan.request.weight_dtype} weights: serve a checkpoint in that format")
+    if plan.request.weight_formats:
+        # Engines read each part's format from the checkpoint (its quantization config), not from a flag.
+        parts = ", ".join(f"{part} {dtype}" for part, dtype in plan.request.weight_formats.items())
+        notes.append(f"the plan assumes these parts stored apart ({parts}): serve a checkpoint whose quantization "
+                     "config stores them so")
 
     per_node: dict[int, list[str]] = defaultdict(list)
     commands: dict[str, list[str]] = defaultdict(list)

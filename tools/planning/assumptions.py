@@ -15,7 +15,7 @@ from shardplan.contracts.workload import Workload
 from shardplan.tools.catalogs.drafters import mtp_layers
 from shardplan.tools.catalogs.gpus import get_gpu
 from shardplan.tools.catalogs.model_names import alias_note
-from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.catalogs.weight_formats import request_model, weight_formats_text
 from shardplan.tools.traffic.sizing import length_source
 
 __all__ = ["request_assumptions"]
@@ -83,10 +83,13 @@ def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[st
     if "objective" not in given:
         why = "targets or a rate given" if w.objective != "latency" else "no targets given"
         lines.append(f"objective {w.objective}: not given ({why})")
-    spec = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    spec = request_model(request)
     if "weight_dtype" not in given:
-        experts = f" (experts {spec.expert_dtype})" if spec.expert_dtype else ""
-        lines.append(f"weights in {spec.weight_dtype}{experts}: the model's own format, not given")
+        parts = weight_formats_text(spec)
+        if request.weight_formats:
+            parts = "for the parts --weight-dtype-for does not name"
+        lines.append(f"weights in {spec.weight_dtype}{f' ({parts})' if parts else ''}: the model's own format, not "
+                     "given")
     if "kv_dtype" not in given:
         lines.append(f"KV cache in {spec.kv_dtype}: not given")
     return lines + ([] if "spec" in given else _speculation_lines(w, spec)) + spec.warnings

@@ -18,8 +18,9 @@ from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError, StrategyError
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for
-from shardplan.tools.catalogs.models import check_context, load_model
+from shardplan.tools.catalogs.models import check_context
 from shardplan.tools.catalogs.pools import check_two_pools
+from shardplan.tools.catalogs.weight_formats import request_model
 from shardplan.tools.planning.deployment import (
     DeploymentEvaluation,
     deployment_problems,
@@ -56,7 +57,7 @@ def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
             prompt plus output longer than the model's context, MTP on a model without MTP layers, two GPU types
             for a request that cannot split (:func:`check_two_pools`).
     """
-    model = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
+    model = request_model(request)
     check_context(model, request.workload.isl, request.workload.osl)
     check_drafter(model, request.workload.speculation)
     cluster = cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster, request.decode_gpu,

@@ -25,7 +25,7 @@ NARROWER_WEIGHTS = ("fp8", "fp4")
 
 def with_weight_dtype(model: ModelSpec, dtype: str) -> ModelSpec:
     """``model`` stored in ``dtype``, as ``--weight-dtype`` loads it (one format for every weight)."""
-    return model.model_copy(update={"weight_dtype": dtype, "expert_dtype": None})
+    return model.model_copy(update={"weight_dtype": dtype, "expert_dtype": None, "weight_formats": {}})
 
 
 def with_kv_dtype(model: ModelSpec, dtype: str) -> ModelSpec:

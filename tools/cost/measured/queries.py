@@ -144,7 +144,7 @@ def mla_module_query(attention: ComputeNode, model: ModelSpec) -> Query | None:
     """
     if model.mla is None or attention.kind != "attention":
         return None
-    kv_quant, gemm_quant = _KV_QUANT.get(model.kv_dtype), _MODULE_GEMM_QUANT.get(model.weight_dtype)
+    kv_quant, gemm_quant = _KV_QUANT.get(model.kv_dtype), _MODULE_GEMM_QUANT.get(model.weight_format("attention"))
     heads, batch = attention.shape.get("heads", 0), attention.shape.get("batch", 1)
     if kv_quant is None or gemm_quant is None or heads < 1:
         return None
