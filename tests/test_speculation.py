@@ -7,13 +7,12 @@ the issue's done-when command runs as the CLI would.
 from __future__ import annotations
 
 import json
-import sys
 
 import numpy as np
 import pytest
+from cli_helpers import run_main
 from mutation_cases import trimmed_model
 
-from shardplan.cli.main import main
 from shardplan.contracts.speculation import parse_speculation
 from shardplan.contracts.strategy import PhaseStrategy, parse_strategy
 from shardplan.contracts.workload import Workload
@@ -60,15 +59,9 @@ def test_mtp_reads_the_configs_layers_and_is_refused_without_them() -> None:
 
 
 def test_mtp_on_a_model_without_mtp_layers_exits_2_naming_spec(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["shardplan", "plan", "-m", "llama-3.1-8b", "--gpu", "H100", "--gpus", "1", "--isl", "64", "--osl", "8",
-            "--spec", "mtp:1", "--spec-accept", "0.5"]
-    saved, sys.argv = sys.argv, argv
-    try:
-        with pytest.raises(SystemExit) as caught:
-            main()
-    finally:
-        sys.argv = saved
-    assert caught.value.code == 2
+    code = run_main(["plan", "-m", "llama-3.1-8b", "--gpu", "H100", "--gpus", "1", "--isl", "64", "--osl", "8",
+                     "--spec", "mtp:1", "--spec-accept", "0.5"])
+    assert code == 2
     assert "--spec mtp:1" in capsys.readouterr().err
 
 
@@ -227,15 +220,9 @@ def test_the_simulator_agrees_with_the_analytic_steady_state_at_low_load() -> No
 
 def test_the_done_when_command_plans_with_mtp(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     out = tmp_path / "plan.json"
-    argv = ["shardplan", "plan", "-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "16", "--isl", "4096",
-            "--osl", "1024", "--tpot-ms", "30", "--spec", "mtp:1", "--spec-accept", "0.8", "-o", str(out)]
-    saved, sys.argv = sys.argv, argv
-    try:
-        with pytest.raises(SystemExit) as caught:
-            main()
-    finally:
-        sys.argv = saved
-    assert caught.value.code in (0, None)
+    code = run_main(["plan", "-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "16", "--isl", "4096",
+                     "--osl", "1024", "--tpot-ms", "30", "--spec", "mtp:1", "--spec-accept", "0.8", "-o", str(out)])
+    assert code == 0
     plan = json.loads(out.read_text())
     assert plan["request"]["workload"]["speculation"] == {
         "method": "mtp", "draft_tokens": 1, "accepted": 0.8, "draft_model": None, "head": None}
