@@ -22,7 +22,7 @@ from shardplan.tools.cost.exchange import engine_exchange
 from shardplan.tools.cost.measured.database import MeasuredTables, measured_available, measured_tables, system_for_gpu
 from shardplan.tools.cost.measured.lookup import lookup_seconds
 from shardplan.tools.cost.measured.mla_block import mla_block_seconds
-from shardplan.tools.cost.measured.queries import node_query, other_fp8_scaling
+from shardplan.tools.cost.measured.queries import node_query, other_scaling
 from shardplan.tools.cost.op_time import expert_load_factor, node_time_s
 
 __all__ = ["Backend", "Pricer", "TwoPoolPricer", "make_pricer", "pricing_backend"]
@@ -72,8 +72,8 @@ class Pricer:
             if query is not None:
                 wanted[node.id] = query
         answers = lookup_seconds(self.tables, wanted.values())
-        # A shape measured only under the other FP8 weight scaling is still the same kernel's measurement.
-        retry = {q: other_fp8_scaling(q) for q, s in answers.items() if s is None}
+        # A shape measured only under the other scaling of its weight format is still that format's measurement.
+        retry = {q: other_scaling(q) for q, s in answers.items() if s is None}
         fallback = lookup_seconds(self.tables, [q for q in retry.values() if q is not None])
         seconds: dict[str, float | None] = {}
         for node_id, query in wanted.items():

@@ -16,7 +16,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.tools.cost.exchange import engine_exchange
 
-__all__ = ["Query", "node_query", "mla_module_query", "other_fp8_scaling", "POWER_LAW_ALPHA"]
+__all__ = ["Query", "node_query", "mla_module_query", "other_scaling", "POWER_LAW_ALPHA"]
 
 # The database measures MoE layers under a power-law token-to-expert load, not a uniform one; its own
 # estimator uses exponent 1.01 for DeepSeek-style models and 1.2 for the others (Qwen3-MoE, Mixtral,
@@ -32,6 +32,11 @@ _KV_QUANT = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 # MoE shapes only as ``fp8_block``: asking for ``fp8`` there found nothing and left the experts, most of a
 # decode step, to the roofline. Other models try per-tensor first; either falls back to the other.
 _FP8_SCALINGS = ("fp8", "fp8_block")
+# 4-bit experts likewise come in two block scalings: MXFP4 (gpt-oss's checkpoints; 32-element blocks, the tables'
+# ``w4a16_mxfp4``) and NVFP4 (NVIDIA's FP4 checkpoints such as nvidia/DeepSeek-R1-FP4; 16-element blocks,
+# ``nvfp4``). The tables hold each MoE shape under the scaling its checkpoint ships with (on b200_sxm/trtllm
+# DeepSeek's shapes only as ``nvfp4``), so a lookup falls back to the other, as FP8's does, before the roofline.
+_FP4_MOE_SCALINGS = ("w4a16_mxfp4", "nvfp4")
 # The GEMM formats the MLA module tables are measured under (DeepSeek's own: bf16, or FP8 scaled per 128x128 block).
 _MODULE_GEMM_QUANT = {"bf16": "bfloat16", "fp8": "fp8_block"}
 # vLLM's block-scaled FP8 GEMM rows were timed eagerly, one GEMM per timing, outside a CUDA graph (AIConfigurator's
@@ -86,16 +91,19 @@ def _gemm_fp8_quant(quant: str, model: ModelSpec, engine: str | None) -> str:
     return "fp8" if quant == "fp8_block" and engine in _EAGER_BLOCK_FP8_GEMM_ENGINES else quant
 
 
-def other_fp8_scaling(query: Query) -> Query | None:
-    """The same GEMM or MoE lookup under the other FP8 weight scaling, for shapes the tables measured only
-    under that one; None for every other query."""
+def other_scaling(query: Query) -> Query | None:
+    """The same GEMM or MoE lookup under the other weight scaling of its format (FP8 per tensor or per block; a
+    MoE layer's 4-bit experts MXFP4 or NVFP4), for shapes the tables measured only under that one; None for every
+    other query."""
     if query.op not in ("gemm", "moe"):
         return None
     at = 2 if query.op == "gemm" else 6
     quant = query.args[at]
-    if quant not in _FP8_SCALINGS:
+    pairs = (_FP8_SCALINGS, _FP4_MOE_SCALINGS) if query.op == "moe" else (_FP8_SCALINGS,)
+    pair = next((p for p in pairs if quant in p), None)
+    if pair is None:
         return None
-    other = _FP8_SCALINGS[1 - _FP8_SCALINGS.index(str(quant))]
+    other = pair[1 - pair.index(str(quant))]
     return Query(query.op, (*query.args[:at], other, *query.args[at + 1 :]), query.context, query.batch,
                  query.seq, query.prefix)
 
