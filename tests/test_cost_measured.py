@@ -147,42 +147,31 @@ def test_shared_experts_reduce_with_the_routed_experts_as_the_engines_do() -> No
 
 
 @needs_tables
-def test_deepseek_experts_are_priced_from_its_block_scaled_fp8_tables() -> None:
-    """DeepSeek-V3's FP8 checkpoint is block-scaled; the SGLang tables hold its MoE shapes only that way."""
+@pytest.mark.parametrize(
+    ("weight_dtype", "gpu", "layout", "engine", "first", "other"),
+    [
+        # DeepSeek-V3's FP8 checkpoint is block-scaled; the SGLang tables hold its MoE shapes only that way.
+        ("fp8", "H200", "tp=8", "sglang", "fp8", "fp8_block"),
+        # NVIDIA's FP4 DeepSeek checkpoints are NVFP4; B200's TensorRT-LLM tables hold DeepSeek's MoE shapes only
+        # under that scaling, so the MXFP4-first lookup falls back to it rather than to the roofline.
+        ("fp4", "B200", "tp=8,ep=8", "trtllm", "w4a16_mxfp4", "nvfp4"),
+    ],
+)
+def test_deepseek_experts_are_priced_from_the_scaling_its_tables_hold(
+    weight_dtype: str, gpu: str, layout: str, engine: str, first: str, other: str
+) -> None:
     from shardplan.tools.cost.measured.queries import Query, other_scaling
     from shardplan.tools.cost.pricing import make_pricer
 
-    model = load_model("deepseek-ai/DeepSeek-V3", weight_dtype="fp8")
-    cluster = make_cluster("H200", 8)
-    strategy = parse_strategy("tp=8")
-    workload = Workload(isl=1024, osl=128, batch=8, engine="sglang")
-    dag = build_dag(model, cluster, strategy, workload)
-    pricer = make_pricer(cluster, model, {"prefill": strategy.prefill, "decode": strategy.decode}, "sglang")
+    model = load_model("deepseek-ai/DeepSeek-V3", weight_dtype=weight_dtype)
+    cluster = make_cluster(gpu, 8)
+    strategy = parse_strategy(layout)
+    dag = build_dag(model, cluster, strategy, Workload(isl=1024, osl=128, batch=8, engine=engine))
+    pricer = make_pricer(cluster, model, {"prefill": strategy.prefill, "decode": strategy.decode}, engine)
     pricer.prepare(dag.nodes)
     experts = [n.id for n in dag.nodes if n.phase == "decode" and getattr(n, "op", "") == "routed_experts"]
     assert experts and all(e in pricer.measured for e in experts)
-    query = Query("moe", (7168, 2048, 8, 256, 8, 1, "fp8", "power_law_1.01"), False, 8)
-    other = other_scaling(query)
-    assert other is not None and other.args[6] == "fp8_block" and other_scaling(other) == query
+    query = Query("moe", (7168, 2048, 8, 256, 8, 1, first, "power_law_1.01"), False, 8)
+    fallback = other_scaling(query)
+    assert fallback is not None and fallback.args[6] == other and other_scaling(fallback) == query
     assert other_scaling(Query("gemm", (4096, 4096, "bfloat16"), False, 8)) is None
-
-
-@needs_tables
-def test_nvfp4_experts_are_priced_from_the_nvfp4_tables_where_mxfp4_has_no_row() -> None:
-    """NVIDIA's FP4 DeepSeek checkpoints are NVFP4; B200's TensorRT-LLM tables hold DeepSeek's MoE shapes only
-    under that scaling, so the MXFP4-first lookup falls back to it rather than to the roofline."""
-    from shardplan.tools.cost.measured.queries import Query, other_scaling
-    from shardplan.tools.cost.pricing import make_pricer
-
-    model = load_model("deepseek-ai/DeepSeek-V3", weight_dtype="fp4")
-    cluster = make_cluster("B200", 8)
-    strategy = parse_strategy("tp=8,ep=8")
-    workload = Workload(isl=1024, osl=128, batch=8, engine="trtllm")
-    dag = build_dag(model, cluster, strategy, workload)
-    pricer = make_pricer(cluster, model, {"prefill": strategy.prefill, "decode": strategy.decode}, "trtllm")
-    pricer.prepare(dag.nodes)
-    experts = [n.id for n in dag.nodes if n.phase == "decode" and getattr(n, "op", "") == "routed_experts"]
-    assert experts and all(e in pricer.measured for e in experts)
-    query = Query("moe", (7168, 2048, 8, 256, 1, 8, "w4a16_mxfp4", "power_law_1.01"), False, 8)
-    other = other_scaling(query)
-    assert other is not None and other.args[6] == "nvfp4" and other_scaling(other) == query
