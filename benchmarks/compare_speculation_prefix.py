@@ -1,8 +1,9 @@
 """Speculative decoding and prefix caching: shardplan against AIConfigurator, and against public MTP rows.
 
 **Table 1, the same requests to both tools.** Each request of :mod:`feature_requests` fixes a deployment
-(model, GPUs, one worker's layout, batch, lengths, batching, engine: vLLM) and is priced without and with
-its feature by ``aiconfigurator cli estimate`` (0.12.0; ``--estimate-mode static`` for a static batch,
+(model, GPUs, one worker's layout, batch, lengths, batching, engine: vLLM, and the speculation requests again
+on TensorRT-LLM, where AIConfigurator's DeepSeek model prices the all-reduces the engine runs) and is priced
+without and with its feature by ``aiconfigurator cli estimate`` (0.12.0; ``--estimate-mode static`` for a static batch,
 ``agg`` for continuous batching) and by ``shardplan plan -s SPEC --batch N --batching ...``. The table
 gives both tools' TTFT and TPOT, feature off and on, shardplan's error against AIConfigurator, and each
 tool's effect of the feature (on / off), which separates the feature's pricing from the baseline's.

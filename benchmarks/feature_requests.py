@@ -19,7 +19,7 @@ the values are the acceptance lengths TensorRT-LLM measured for DeepSeek-R1 with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -170,3 +170,8 @@ FEATURE_REQUESTS: tuple[FeatureRequest, ...] = (
     FeatureRequest("qwen3-30b-a3b-2xH100-c32-prefix", QWEN_30B, QWEN_30B, True, "H100", TP2, 32, 2048, 512,
                    "prefix", prefix_hit=0.5, batching="continuous"),
 )
+# The speculation requests again on TensorRT-LLM, MTP's home engine (DeepSeek's MTP work there is NVIDIA's own) and
+# the one backend where AIConfigurator's DeepSeek model prices the two all-reduces a layer the engines run, no more
+# (its vLLM path counts them twice: :mod:`aic_double_count`).
+FEATURE_REQUESTS += tuple(replace(request, label=f"{request.label}-trtllm", engine="trtllm")
+                          for request in FEATURE_REQUESTS if request.feature == "spec")

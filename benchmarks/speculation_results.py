@@ -113,24 +113,35 @@ def _medians(chosen: list[FeatureRow], single: bool = False) -> str:
 
 
 def feature_summary(rows: list[FeatureRow]) -> list[str]:
-    """Per feature, over every request and over the static batches alone (where neither tool's queueing enters):
-    median |error| of TTFT and TPOT with the feature on, off, and of the feature's effect (on / off)."""
+    """Per feature, over every request, then per engine where the feature was asked of several: median |error| of
+    TTFT and TPOT with the feature on, off, and of the feature's effect (on / off), each over every request and
+    over the static batches alone (where neither tool's queueing enters)."""
     lines = []
     for feature in ("spec", "prefix"):
         chosen = [row for row in rows if row.request.feature == feature]
         if not chosen:
             continue
         title = "speculation (--nextn / --spec)" if feature == "spec" else "prefix caching (--prefix / --prefix-hit)"
-        lines.append(f"{title}, {len(chosen)} requests, median |shardplan - AIC| / AIC: {_medians(chosen)}")
-        static = [row for row in chosen if row.request.batching == "static"]
+        lines += _summary_lines(f"{title}, {len(chosen)} requests", chosen, "")
+        engines = sorted({row.request.engine for row in chosen})
+        if len(engines) > 1:
+            for engine in engines:
+                on_engine = [row for row in chosen if row.request.engine == engine]
+                lines += _summary_lines(f"  on {engine} ({len(on_engine)} requests)", on_engine, "  ")
+    return lines
+
+
+def _summary_lines(title: str, chosen: list[FeatureRow], indent: str) -> list[str]:
+    lines = [f"{title}, median |shardplan - AIC| / AIC: {_medians(chosen)}"]
+    static = [row for row in chosen if row.request.batching == "static"]
+    if static and len(static) < len(chosen):
+        lines.append(f"{indent}  the {len(static)} static batches: {_medians(static)}")
+    single = [row for row in chosen if row.aic_single("off") is not row.aic_off]
+    if single:
+        lines.append(f"{indent}  AIC less the all-reduces its DeepSeek vLLM model counts twice ({len(single)} "
+                     f"requests): {_medians(chosen, single=True)}")
         if static and len(static) < len(chosen):
-            lines.append(f"  the {len(static)} static batches: {_medians(static)}")
-        single = [row for row in chosen if row.aic_single("off") is not row.aic_off]
-        if single:
-            lines.append(f"  AIC less the all-reduces its DeepSeek vLLM model counts twice ({len(single)} requests): "
-                         f"{_medians(chosen, single=True)}")
-            if static and len(static) < len(chosen):
-                lines.append(f"    the {len(static)} static batches: {_medians(static, single=True)}")
+            lines.append(f"{indent}    the {len(static)} static batches: {_medians(static, single=True)}")
     return lines
 
 

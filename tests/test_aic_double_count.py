@@ -136,7 +136,11 @@ def test_stored_breakdowns_come_from_the_calls_and_price_what_the_stored_figures
             figures = stored[request.label][key]
             if request.batching == "static":  # a static TTFT is the prefill's op sum
                 assert breakdown.totals["Context phase"] == pytest.approx(figures["ttft_ms"], abs=1e-3)
-            assert dc.counts_allreduces_twice(breakdown, request.engine, request.worker.tp, request.worker.dp)
+            # its vLLM path keeps the dispatch ops' proxy all-reduces beside its own; its TensorRT-LLM path does not
+            twice = dc.counts_allreduces_twice(breakdown, request.engine, request.worker.tp, request.worker.dp)
+            assert twice == (request.engine == "vllm"), request.label
+            if request.engine == "trtllm":  # two all-reduces a layer, the dispatch ops' own: no tp_allreduce op
+                assert not any("tp_allreduce" in op for ops in breakdown.ops.values() for op in ops), request.label
 
 
 def test_a_stored_breakdown_of_another_call_is_refused() -> None:
