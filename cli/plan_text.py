@@ -3,6 +3,7 @@ the runners-up and the explanation; the fit hints of a request that does not fit
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from shardplan.cli.app import console
@@ -122,8 +123,8 @@ def print_plan(plan: Plan) -> None:
         out.print("constraints: " + ", ".join(req.constraints.to_texts()))
     for line in plan.assumptions:
         out.print(f"[dim]assumed: {line}[/dim]")
-    if plan.strategy is None:
-        out.print(f"[bold red]infeasible[/bold red]: {plan.explanation}")
+    if plan.strategy is None or plan.figures is None:  # nothing found, or a given strategy that is not priced
+        out.print(f"[bold red]infeasible[/bold red]: {escape(plan.explanation)}")
         print_fit_hints(plan.hints, plan.request)
         if plan.min_gpus and not any(hint.change == "gpus" for hint in plan.hints):
             out.print(f"minimum GPUs that fit: {plan.min_gpus}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from cli_helpers import run_here
@@ -60,3 +61,49 @@ def test_cli_plan_with_strategy_writes_a_plan_and_refuses_bad_ones(tmp_path, cap
     assert plan["strategy"]["decode"]["pp"] == 2 and plan["validation"]["valid"]
     bad = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--gpus", "2", "-s", "tp=3")
     assert bad.returncode == 2 and "TP-3" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # a layout whose weights cannot fit: the model on 2 of its GPUs
+        (["-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H100", "--gpus", "8", "-s", "tp=2", "--batch", "4"],
+         "tp=2 does not fit: "),
+        # fewer sequences than the layout's attention data-parallel groups
+        (["-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "8", "-s", "adp=8,ep=8", "--batch", "1"],
+         "adp=8,ep=8 is not priced at --batch 1: it needs at least 8 sequences"),
+    ],
+)
+def test_a_given_strategy_without_figures_is_infeasible_with_its_reason_in_text_and_json(
+    capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    text = run_here(capsys, "plan", *args)
+    assert text.returncode == 0 and "Traceback" not in text.stdout + text.stderr
+    assert f"infeasible: {said}" in " ".join(text.stdout.split())
+    data = json.loads(run_here(capsys, "plan", *args, "--json").stdout)
+    assert data["status"] == "infeasible" and data["strategy"] is not None and data["figures"] is None
+    # the reason, not figures of a batch nobody asked for
+    assert data["explanation"].startswith(said) and "Predicted" not in data["explanation"]
+
+
+def test_the_reason_names_the_sequences_each_layout_needs() -> None:
+    from shardplan.tools.planning.unpriced import sequences_needed, unpriced_reason
+
+    assert sequences_needed(parse_strategy("dp=2,adp=4,ep=8,mb=2")) == 16
+    assert sequences_needed(parse_strategy("prefill:tp=8;decode:adp=8,ep=8,dp=2")) == 16
+    reason = unpriced_reason(parse_strategy("dp=4,tp=2"), Workload(isl=8, osl=8, batch=3), [])
+    assert "--batch 3" in reason and "at least 4 sequences" in reason and "Give --batch 4 or more" in reason
+    # enough sequences and no pool over its memory: the request's batch or lengths are what does not fit
+    assert "has no concurrency that fits" in unpriced_reason(parse_strategy("tp=2"), Workload(isl=8, osl=8), [])
+
+
+def test_the_report_of_a_given_strategy_without_figures_shows_its_reason(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    plan_file, page = tmp_path / "p.json", tmp_path / "p.html"
+    args = ["-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H100", "--gpus", "8", "-s", "tp=2", "--batch", "4"]
+    assert run_here(capsys, "plan", *args, "-o", str(plan_file)).returncode == 0
+    done = run_here(capsys, "report", str(plan_file), "-o", str(page))
+    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr
+    html = page.read_text()
+    assert "tp=2 does not fit: " in html and "nothing to plot" in html

@@ -31,6 +31,7 @@ from shardplan.tools.planning.economics import economics_of
 from shardplan.tools.planning.explain import explain
 from shardplan.tools.planning.rejections import rejection_summary
 from shardplan.tools.planning.speculation import speculation_effect
+from shardplan.tools.planning.unpriced import unpriced_reason
 from shardplan.tools.search.constraint_checks import strategy_violations
 from shardplan.tools.search.deployments import SearchResult, search
 from shardplan.tools.search.ranking import near_tie, rank_key
@@ -194,9 +195,10 @@ def plan_for_strategy(
         dag_cost=dag_cost,
         alternatives=alternatives,
         near_tie=_near_tie(request.workload, figures, evaluated.evaluation.cost, alternatives, reviewing),
-        explanation=explain(model, strategy, figures or evaluated.evaluation.cost.figures, dag, deployment,
-                            alternatives[0] if alternatives else None, reviewing, speculation=dag_cost.speculation,
-                            prefix_cache=evaluated.prefix_cache),
+        explanation=explain(model, strategy, figures, dag, deployment, alternatives[0] if alternatives else None,
+                            reviewing, speculation=dag_cost.speculation, prefix_cache=evaluated.prefix_cache)
+        if figures is not None
+        else unpriced_reason(strategy, request.workload, evaluated.evaluation.cost.memory),
         messages=list(messages or []) + evaluated.notes + miss_texts(found),
         economics=economics_of(cluster.gpu, request.workload, figures, deployment, evaluated.evaluation.cost,
                                request.price, decode_gpu=cluster.gpu_of("decode") if cluster.mixed else None,
@@ -314,8 +316,8 @@ def review(request: PlanRequest, strategy: Strategy, limit: int = 4) -> Plan:
         )
     # Each reason is what the reviewed strategy has against one that beats it (the table words the preamble once).
     alternatives = [
-        alternative(c, why_not(given, c, request.workload.objective) if given else "the reviewed strategy fits "
-                    "in memory at no concurrency")
+        alternative(c, why_not(given, c, request.workload.objective) if given else "the reviewed strategy is not "
+                    "priced for this request (see the explanation)")
         for c in better[:limit]
     ]
     frontier = result.frontier if result else None

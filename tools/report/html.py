@@ -279,6 +279,9 @@ def _ranked_by(plan: Plan) -> str:
 
 def _pareto_html(plan: Plan) -> str:
     points = plan_points(plan)
+    if not points:  # a given strategy with no priced figures has no point of its own to plot
+        return ('<p class="muted">The reviewed strategy has no figures for this request, so there is nothing to '
+                "plot.</p>")
     front = {p.spec for p in pareto_front(points)}
     rows = []
     for number, p in enumerate(points, 1):

@@ -1,0 +1,56 @@
+"""Why a given deployment has no priced figures for a request, in one sentence with its fix.
+
+A strategy the user gives (``-s``) is built, validated and priced like a searched one, but it can fail to be
+priced at every concurrency where a searched one would simply not be chosen: its GPUs cannot hold it, or the
+batch asked for cannot give every attention data-parallel group and microbatch of each replica a sequence.
+The plan then says which, instead of figures.
+"""
+
+from __future__ import annotations
+
+from shardplan.contracts.reports import MemoryReport
+from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.workload import Workload
+
+__all__ = ["sequences_needed", "unpriced_reason"]
+
+
+def sequences_needed(strategy: Strategy) -> int:
+    """The fewest sequences the deployment is priced with: one per attention data-parallel group and microbatch
+    of each replica (or decode worker), and of one prefill worker when the pools are split.
+
+    >>> from shardplan.contracts.strategy import parse_strategy
+    >>> sequences_needed(parse_strategy("adp=8,ep=8")), sequences_needed(parse_strategy("dp=2,tp=4"))
+    (8, 2)
+    """
+
+    def groups(phase: PhaseStrategy) -> int:
+        return phase.adp * phase.mb
+
+    decode = strategy.decode.dp * groups(strategy.decode)
+    return max(decode, groups(strategy.prefill)) if strategy.disaggregated else decode
+
+
+def unpriced_reason(strategy: Strategy, workload: Workload, memory: list[MemoryReport]) -> str:
+    """Why no concurrency of ``strategy`` is priced for ``workload``; ``memory`` is its replica DAG's account."""
+    spec = strategy.to_spec()
+    needed = sequences_needed(strategy)
+    if workload.batch is not None and workload.batch < needed:
+        return (
+            f"{spec} is not priced at --batch {workload.batch}: it needs at least {needed} sequences, one for each "
+            f"attention data-parallel group and microbatch of each replica (dp x adp x mb), and shardplan does not "
+            f"price groups left without a sequence. Give --batch {needed} or more, or a layout with fewer groups."
+        )
+    full = [m for m in memory if not m.fits]
+    if full:
+        worst = max(full, key=lambda m: m.total_gb / m.capacity_gb)
+        return (
+            f"{spec} does not fit: {worst.total_gb:.1f} GB per GPU ({worst.weights_gb:.1f} GB of weights) of "
+            f"{worst.capacity_gb:.0f} GB in its {worst.pool} GPUs. Give a layout that splits the model over more "
+            f"GPUs, or drop -s to search for one (MEM-1)."
+        )
+    return (
+        f"{spec} has no concurrency that fits in its GPUs' memory for this request (at most "
+        f"{min((m.max_batch for m in memory), default=0)} sequences fit). Give a smaller --batch or shorter lengths, "
+        f"or drop -s to search for a layout (MEM-1)."
+    )
