@@ -71,7 +71,7 @@ def test_cli_plan_with_strategy_writes_a_plan_and_refuses_bad_ones(tmp_path, cap
          "tp=2 does not fit: "),
         # fewer sequences than the layout's attention data-parallel groups
         (["-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "8", "-s", "adp=8,ep=8", "--batch", "1"],
-         "adp=8,ep=8 is not priced at --batch 1: it needs at least 8 sequences"),
+         "adp=8,ep=8 is not priced at a batch of 1: it needs at least 8 sequences"),
     ],
 )
 def test_a_given_strategy_without_figures_is_infeasible_with_its_reason_in_text_and_json(
@@ -92,7 +92,8 @@ def test_the_reason_names_the_sequences_each_layout_needs() -> None:
     assert sequences_needed(parse_strategy("dp=2,adp=4,ep=8,mb=2")) == 16
     assert sequences_needed(parse_strategy("prefill:tp=8;decode:adp=8,ep=8,dp=2")) == 16
     reason = unpriced_reason(parse_strategy("dp=4,tp=2"), Workload(isl=8, osl=8, batch=3), [])
-    assert "--batch 3" in reason and "at least 4 sequences" in reason and "Give --batch 4 or more" in reason
+    assert "a batch of 3" in reason and "at least 4 sequences" in reason
+    assert "Give a batch of 4 or more (--batch)" in reason
     # enough sequences and no pool over its memory: the request's batch or lengths are what does not fit
     assert "has no concurrency that fits" in unpriced_reason(parse_strategy("tp=2"), Workload(isl=8, osl=8), [])
 
@@ -107,3 +108,18 @@ def test_the_report_of_a_given_strategy_without_figures_shows_its_reason(
     assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr
     html = page.read_text()
     assert "tp=2 does not fit: " in html and "nothing to plot" in html
+
+
+def test_the_tools_check_of_a_batch_below_the_layout_groups_has_no_figures_and_says_why() -> None:
+    from shardplan.tools.api.shared import evaluate_strategy
+
+    def request(batch: int) -> PlanRequest:
+        return PlanRequest(model="deepseek-ai/DeepSeek-V3", gpu="H200", gpus=8,
+                           workload=Workload(isl=1024, osl=128, batch=batch))
+
+    short = evaluate_strategy(request(1), "adp=8,ep=8")
+    assert short.buildable and not short.valid and short.figures is None and short.concurrency is None
+    assert [v.rule for v in short.violations] == ["MB-3"]
+    assert "at least 8 sequences" in short.violations[0].message and "batch of 8" in short.violations[0].fix
+    full = evaluate_strategy(request(8), "adp=8,ep=8")
+    assert full.valid and full.figures is not None and full.concurrency == 8

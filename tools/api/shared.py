@@ -16,6 +16,7 @@ from shardplan.tools.api.guards import MAX_VIOLATIONS, SEARCH_DEPTH
 from shardplan.tools.api.results import StrategyCheck, ViolationBrief
 from shardplan.tools.planning.deployment import DeploymentEvaluation, deployment_problems, evaluate_deployment
 from shardplan.tools.planning.planner import alternatives_from, resolve_request
+from shardplan.tools.planning.unpriced import batch_fix, sequences_needed, unpriced_reason
 from shardplan.tools.search.constraint_checks import strategy_violations
 from shardplan.tools.search.deployments import SearchResult, search
 from shardplan.tools.search.simulated import needs_simulation
@@ -78,6 +79,13 @@ def _evaluate(request_json: str, spec: str) -> tuple[StrategyCheck, DeploymentEv
         return unbuildable, None
     evaluated = evaluate_deployment(model, cluster, strategy, request.workload, _simulated_pick(request, strategy))
     report, option = evaluated.evaluation.validation, evaluated.option
+    needed, batch = sequences_needed(strategy), request.workload.batch
+    if option is None and batch is not None and batch < needed:
+        # Its DAG was drawn at the fewest sequences it is priced with, not at the batch asked for: no figures.
+        reason = unpriced_reason(strategy, request.workload, evaluated.evaluation.cost.memory)
+        briefs = [ViolationBrief(rule="MB-3", severity="error", message=reason, fix=batch_fix(needed))]
+        return StrategyCheck(strategy=strategy.to_spec(), gpus_used=strategy.gpus, buildable=True, valid=False,
+                             violations=briefs, violations_total=1), evaluated
     # With no concurrency that fits, the one batch of its DAG says by how much (its figures name their source).
     figures = option.figures if option is not None else evaluated.evaluation.cost.figures
     misses = option.misses if option is not None else evaluated.evaluation.cost.misses

@@ -12,7 +12,7 @@ from shardplan.contracts.reports import MemoryReport
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
 
-__all__ = ["sequences_needed", "unpriced_reason"]
+__all__ = ["batch_fix", "sequences_needed", "unpriced_reason"]
 
 
 def sequences_needed(strategy: Strategy) -> int:
@@ -31,15 +31,20 @@ def sequences_needed(strategy: Strategy) -> int:
     return max(decode, groups(strategy.prefill)) if strategy.disaggregated else decode
 
 
+def batch_fix(needed: int) -> str:
+    """The fix for a batch below :func:`sequences_needed`, for the command line and the tools alike."""
+    return f"Give a batch of {needed} or more (--batch), or a layout with fewer groups"
+
+
 def unpriced_reason(strategy: Strategy, workload: Workload, memory: list[MemoryReport]) -> str:
     """Why no concurrency of ``strategy`` is priced for ``workload``; ``memory`` is its replica DAG's account."""
     spec = strategy.to_spec()
     needed = sequences_needed(strategy)
     if workload.batch is not None and workload.batch < needed:
         return (
-            f"{spec} is not priced at --batch {workload.batch}: it needs at least {needed} sequences, one for each "
-            f"attention data-parallel group and microbatch of each replica (dp x adp x mb), and shardplan does not "
-            f"price groups left without a sequence. Give --batch {needed} or more, or a layout with fewer groups."
+            f"{spec} is not priced at a batch of {workload.batch}: it needs at least {needed} sequences, one for "
+            f"each attention data-parallel group and microbatch of each replica (dp x adp x mb), and shardplan does "
+            f"not price groups left without a sequence. {batch_fix(needed)}."
         )
     full = [m for m in memory if not m.fits]
     if full:
