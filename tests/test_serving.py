@@ -203,3 +203,25 @@ def test_attention_dp_moe_decode_is_not_priced_far_slower_than_tensor_parallel()
         assert point is not None
         tpot[name] = point.tpot_s
     assert tpot["adp"] <= 1.3 * tpot["tp"]
+
+
+def test_each_attention_dp_rank_runs_as_many_sequences_as_its_own_step_budget_carries() -> None:
+    # TensorRT-LLM's DeepSeek-R1 max-throughput run on 8 B200: 7,168 clients over 8 attention-DP ranks with
+    # --max_num_tokens 2048 per rank (896 sequences a rank). One rank's budget would cap the replica at 2,047.
+    from shardplan.contracts.strategy import parse_strategy
+    from shardplan.tools.serving.aggregated import aggregated_options
+
+    model = load_model("deepseek-ai/DeepSeek-V3", weight_dtype="fp4", kv_dtype="fp8")
+    cluster = make_cluster("B200", 8)
+    layout = parse_strategy("adp=8,ep=8").decode
+    for budget in (2048, 8192):
+        workload = Workload(isl=1024, osl=2048, batch=7168, engine="trtllm", max_batched_tokens=budget)
+        (option,) = aggregated_options(model, cluster, layout, workload, budget=8, replicas=1)
+        assert option.running_cap is None and option.worker_concurrency == 7168
+    # per rank, the budget still bounds the running sequences: 1,024 a rank fill a 1,024-token budget
+    tight = Workload(isl=1024, osl=2048, batch=8192, engine="trtllm", max_batched_tokens=1024)
+    (capped,) = aggregated_options(model, cluster, layout, tight, budget=8, replicas=1)
+    assert capped.running_cap == 8 * 1023
+    # a split deployment's decode workers likewise: their grid reaches past one rank's budget
+    workers = decode_workers(model, cluster, layout, tight)
+    assert max(w.sequences for w in workers) > 1024

@@ -55,8 +55,10 @@ def aggregated_options(
     if most < 1 or capacity < floor:
         return []
     pricer = pricer or StepPricer.for_workload(model, cluster, replica, workload)
-    # Each running sequence takes one token of a step's budget, or its K + 1 verified positions under speculation.
-    step_room = (workload.max_batched_tokens - 1) // pricer.verify_tokens
+    # Each running sequence takes one token of a step's budget, or its K + 1 verified positions under speculation;
+    # every attention data-parallel rank schedules with a budget of its own (vLLM's DP ranks, SGLang's and
+    # TensorRT-LLM's attention-DP ranks), as :func:`~.steady.continuous_point` prices them.
+    step_room = replica.adp * ((workload.max_batched_tokens - 1) // pricer.verify_tokens)
     limit = min(capacity, step_room) if workload.batching == "continuous" else capacity
     counts = [replicas] if replicas is not None else list(range(1, most + 1))
     if workload.rate is not None and workload.batch is None:

@@ -213,7 +213,9 @@ def decode_workers(
     pricer = pricer or StepPricer.for_workload(model, cluster, layout, workload)
     return [
         decode_worker(pricer, c, workload)
-        for c in concurrency_grid(min(capacity, workload.max_batched_tokens // pricer.verify_tokens), floor)
+        # every attention data-parallel rank has a token budget of its own (see prefill_worker)
+        for c in concurrency_grid(min(capacity, layout.adp * (workload.max_batched_tokens // pricer.verify_tokens)),
+                                  floor)
     ]
 
 
