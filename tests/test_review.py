@@ -107,7 +107,7 @@ def test_the_report_of_a_given_strategy_without_figures_shows_its_reason(
     done = run_here(capsys, "report", str(plan_file), "-o", str(page))
     assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr
     html = page.read_text()
-    assert "tp=2 does not fit: " in html and "nothing to plot" in html
+    assert "tp=2 does not fit: " in html and "nothing to plot" in html and "Not priced for this request" in html
 
 
 def test_the_tools_check_of_a_batch_below_the_layout_groups_has_no_figures_and_says_why() -> None:

@@ -210,7 +210,8 @@ def _feasible_sections(plan: Plan, known: set[str]) -> str:
     gpu_time = {w.phase: gpu_time_breakdown(sched, w) for w in windows} if sched is not None else {}
     out = []
     if plan.status == "infeasible":
-        out.append(_card("infeasible", "Does not fit", f"<p>{linkify_rules(plan.explanation, known)}</p>"))
+        title = "Does not fit" if plan.figures is not None else "Not priced for this request"
+        out.append(_card("infeasible", title, f"<p>{linkify_rules(plan.explanation, known)}</p>"))
     top = [_card("strategy", "Strategy per phase", strategy_html(plan.strategy)),
            _card("time", "Where the time goes", time_breakdown_html(cost, gpu_time)),
            _card("memory", "Memory per GPU", memory_html(cost.memory)),
