@@ -190,3 +190,14 @@ def test_the_examples_in_the_docstrings_run() -> None:
 
     for module in (contract, constraint_checks, model_names, assumptions, readings):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_constraints_that_leave_more_attention_groups_than_sequences_say_so_not_memory() -> None:
+    model, cluster = load_model("deepseek-ai/DeepSeek-V3"), make_cluster("H200", 8)
+    only_adp8 = parse_constraints(["adp=8"])
+    with pytest.raises(InfeasibleError) as caught:
+        search(model, cluster, Workload(isl=1024, osl=128, batch=2), constraints=only_adp8)
+    assert "need at least 8 sequences" in str(caught.value) and "give a batch of 8 or more" in str(caught.value)
+    assert "memory" not in str(caught.value)
+    # a batch that fills the groups is served
+    assert search(model, cluster, Workload(isl=1024, osl=128, batch=8), constraints=only_adp8).candidates

@@ -12,7 +12,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
 
-__all__ = ["Problem", "phase_problems", "strategy_problems", "split_layers", "idle_decode_groups"]
+__all__ = ["Problem", "phase_problems", "strategy_problems", "split_layers", "idle_decode_groups", "sequences_needed"]
 
 
 @dataclass(frozen=True)
@@ -256,3 +256,16 @@ def idle_decode_groups(strategy: Strategy, workload: Workload) -> int:
     d = strategy.decode
     per_replica_mb = -(-workload.sequences // (d.dp * d.mb))  # sequences in one microbatch of one replica
     return max(0, d.adp - per_replica_mb)
+
+
+def sequences_needed(strategy: Strategy) -> int:
+    """The fewest sequences a deployment is priced with: one per attention data-parallel group and microbatch of
+    each replica (or decode worker), and of one prefill worker when the pools are split.
+
+    >>> from shardplan.contracts.strategy import parse_strategy
+    >>> sequences_needed(parse_strategy("adp=8,ep=8")), sequences_needed(parse_strategy("dp=2,tp=4"))
+    (8, 2)
+    """
+    decode = strategy.decode.dp * strategy.decode.adp * strategy.decode.mb
+    prefill = strategy.prefill.adp * strategy.prefill.mb
+    return max(decode, prefill) if strategy.disaggregated else decode

@@ -8,27 +8,12 @@ The plan then says which, instead of figures.
 
 from __future__ import annotations
 
+from shardplan.contracts.arithmetic.feasibility import sequences_needed
 from shardplan.contracts.reports import MemoryReport
-from shardplan.contracts.strategy import PhaseStrategy, Strategy
+from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.workload import Workload
 
 __all__ = ["batch_fix", "sequences_needed", "unpriced_reason"]
-
-
-def sequences_needed(strategy: Strategy) -> int:
-    """The fewest sequences the deployment is priced with: one per attention data-parallel group and microbatch
-    of each replica (or decode worker), and of one prefill worker when the pools are split.
-
-    >>> from shardplan.contracts.strategy import parse_strategy
-    >>> sequences_needed(parse_strategy("adp=8,ep=8")), sequences_needed(parse_strategy("dp=2,tp=4"))
-    (8, 2)
-    """
-
-    def groups(phase: PhaseStrategy) -> int:
-        return phase.adp * phase.mb
-
-    decode = strategy.decode.dp * groups(strategy.decode)
-    return max(decode, groups(strategy.prefill)) if strategy.disaggregated else decode
 
 
 def batch_fix(needed: int) -> str:

@@ -20,6 +20,7 @@ from itertools import takewhile
 
 from pydantic import Field
 
+from shardplan.contracts.arithmetic.feasibility import sequences_needed
 from shardplan.contracts.arithmetic.model_math import weight_bytes
 from shardplan.contracts.common import Contract
 from shardplan.contracts.constraints import Constraints
@@ -314,8 +315,17 @@ def _raise_for_constraints(model: ModelSpec, cluster: Cluster, workload: Workloa
             f"no deployment of {where} satisfies the constraint{'s' if len(blamed) > 1 else ''} "
             f"{', '.join(blamed)}; relax {'them' if len(blamed) > 1 else 'it'} or change the GPU count"
         )
+    texts = ", ".join(constraints.to_texts())
+    chosen = f"the {len(allowed)} strategies of {where} that satisfy the constraints {texts}"
+    batch = workload.batch
+    if batch is not None and all(sequences_needed(s) > batch for s in allowed):
+        # Not memory: every allowed layout has more attention data-parallel groups and microbatches than sequences.
+        fewest = min(sequences_needed(s) for s in allowed)
+        raise InfeasibleError(
+            f"{chosen} need at least {fewest} sequences, one for each attention data-parallel group and microbatch "
+            f"of each replica, and the batch is {batch}; give a batch of {fewest} or more, or relax the constraints"
+        )
     raise InfeasibleError(
-        f"the {len(allowed)} strategies of {where} that satisfy the constraints {', '.join(constraints.to_texts())} "
-        f"do not fit in memory ({model.weight_dtype} weights, {workload.sequences} sequence(s) at "
+        f"{chosen} do not fit in memory ({model.weight_dtype} weights, {workload.sequences} sequence(s) at "
         f"{workload.isl}+{workload.osl} tokens); relax the constraints or add GPUs"
     )
