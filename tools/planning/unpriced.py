@@ -28,8 +28,8 @@ def unpriced_reason(strategy: Strategy, workload: Workload, memory: list[MemoryR
     if workload.batch is not None and workload.batch < needed:
         return (
             f"{spec} is not priced at a batch of {workload.batch}: it needs at least {needed} sequences, one for "
-            f"each attention data-parallel group and microbatch of each replica (dp x adp x mb), and shardplan does "
-            f"not price groups left without a sequence. {batch_fix(needed)}."
+            f"each replica, attention data-parallel group and microbatch (dp x adp x mb), and shardplan does not "
+            f"price groups left without a sequence. {batch_fix(needed)}."
         )
     full = [m for m in memory if not m.fits]
     if full:

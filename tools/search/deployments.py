@@ -322,8 +322,9 @@ def _raise_for_constraints(model: ModelSpec, cluster: Cluster, workload: Workloa
         # Not memory: every allowed layout has more attention data-parallel groups and microbatches than sequences.
         fewest = min(sequences_needed(s) for s in allowed)
         raise InfeasibleError(
-            f"{chosen} need at least {fewest} sequences, one for each attention data-parallel group and microbatch "
-            f"of each replica, and the batch is {batch}; give a batch of {fewest} or more, or relax the constraints"
+            f"{chosen} need at least {fewest} sequences, one for each replica, attention data-parallel group and "
+            f"microbatch (dp x adp x mb), and the batch is {batch}; give a batch of {fewest} or more, or relax the "
+            "constraints"
         )
     raise InfeasibleError(
         f"{chosen} do not fit in memory ({model.weight_dtype} weights, {workload.sequences} sequence(s) at "
