@@ -22,6 +22,7 @@ _DIM_WORDS = {
     "ep": r"ep|expert[\s-]*parallel\w*",
     "sp": r"sp|cp|sp/cp|(?:sequence|context)(?:/(?:sequence|context))?[\s-]*parallel\w*",
     "dp": r"dp|data[\s-]*parallel\w*",
+    "mb": r"micro[\s-]*batch(?:es)?",
 }
 _DIM = "(?:" + "|".join(_DIM_WORDS.values()) + ")"
 _NODE = r"(?:an?\s+|one\s+|the\s+|each\s+|a\s+single\s+|its\s+)?(?:node|server|machine|host|box)"
@@ -31,6 +32,13 @@ _EXPLICIT = re.compile(
     r"(?P<value>\d{1,5}|off)(?![\w.])"
 )
 """``tp<=8``, ``pp=1``, ``decode:tp=8``, ``sp=off``."""
+_PHASE_DEGREE = rf"(?<![\w#])(?:{_DIM})(?![a-z=])[\s-]*(?:of\s+|degree\s+|size\s+)?(?P<value>{_COUNT})(?![\w.])"
+_PHASE_CLAUSE = re.compile(
+    rf"(?<![\w#])(?P<phase>prefill|decode)(?:\s+(?:pool|workers?|phase|side))?\s*(?:with\s+|uses?\s+|on\s+|:|-)?\s*"
+    rf"(?P<body>{_PHASE_DEGREE.replace('(?P<value>', '(?:')}(?:\s*(?:,\s*|and\s+|\+\s*)?"
+    rf"{_PHASE_DEGREE.replace('(?P<value>', '(?:')})*)"
+)
+"""Degrees said for one phase: "prefill tp 8", "decode adp 8 ep 8", "decode with TP 4 and EP 8"."""
 _OFF = re.compile(
     rf"(?<![\w#])(?:no|without|avoid(?:ing)?|disable[ds]?|don'?t\s+use|do\s+not\s+use|never\s+use|not\s+using|skip)"
     rf"\s+(?:any\s+)?(?P<d>{_DIM})(?![\w=])"
@@ -118,6 +126,13 @@ def read_constraints(scan: Scan, found: Findings) -> None:
             found.add("constraints", f"{where}{match.group('dim')}{op}{value}", match.group())
         else:
             found.notes.append(f"Ignored '{match.group()}': a degree is 1 or more.")
+    for match in scan.take(_PHASE_CLAUSE):
+        for degree in re.finditer(_PHASE_DEGREE, match.group("body")):
+            value = _count(degree.group("value"))
+            dim = next(name for name, words in _DIM_WORDS.items()
+                       if re.match(rf"(?:{words})(?![a-z])", degree.group(), re.I))
+            if value >= 1:
+                found.add("constraints", f"{match.group('phase')}:{dim}={value}", match.group())
     for match in scan.take(_SIZED_BEFORE):
         value = int(match.group("value"))
         if value >= 1:
