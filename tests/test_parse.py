@@ -345,6 +345,14 @@ def test_mtp_without_a_count_drafts_with_the_models_mtp_layers_when_they_hold_th
     assert missing_fields(parse_request("DeepSeek-V3 on 8 H200, MTP with 2 accepted tokens")) == ["spec_tokens"]
 
 
+def test_mtp_on_a_model_without_mtp_layers_says_so_instead_of_asking_for_a_count() -> None:
+    parsed = parse_request("Mixtral 8x7B on 2 A100 with MTP, 2 accepted tokens")
+    assert missing_fields(parsed) == []
+    with pytest.raises(InputError) as caught:
+        to_plan_request(parsed)
+    assert caught.value.field == "spec" and "has no MTP layers" in str(caught.value)
+
+
 def test_an_acceptance_rate_waits_for_the_draft_tokens() -> None:
     rate_only = parse_request("Llama 3.1 70B on 8 H100 with eagle, acceptance rate 70%")
     assert rate_only.spec_accept is None and "spec_accept" in missing_fields(rate_only)

@@ -272,6 +272,8 @@ def missing_features(parsed: Any) -> list[str]:
     never assumed)."""
     if parsed.spec_method is None:
         return ["spec_method"] if parsed.spec_tokens is not None or parsed.spec_accept is not None else []
+    if parsed.spec_method == "mtp" and parsed.model is not None and not _mtp_tokens(parsed.model):
+        return []  # nothing to ask: the model has no MTP layers, which the plan's answer says (workload_features)
     missing = []
     if parsed.spec_tokens is None:
         mtp = parsed.spec_method == "mtp" and parsed.model is not None and _mtp_tokens(parsed.model)
@@ -293,6 +295,12 @@ def workload_features(parsed: Any, isl: int, notes: list[str]) -> dict[str, Any]
     fields: dict[str, Any] = {}
     if parsed.spec_method is not None:
         k = parsed.spec_tokens
+        if parsed.spec_method == "mtp" and not _mtp_tokens(parsed.model):
+            raise InputError(
+                f"MTP: {parsed.model} has no MTP layers (multi-token prediction: its config sets no "
+                "num_nextn_predict_layers)", field="spec",
+                fix="ask for an EAGLE-3 head (eagle:K) or a smaller draft model of the same vocabulary (draft:MODEL:K)",
+            )
         if k is None:
             k = _mtp_tokens(parsed.model)
             notes.append(f"MTP drafts {_drafts(k)} per step: the model's {k} MTP layer{'s' if k != 1 else ''} "
