@@ -49,7 +49,9 @@ def _given(request: PlanRequest) -> ParsedRequest:
     """A request given whole (the API's or the CLI's), as the reading a follow-up edits."""
     w = request.workload
     return ParsedRequest(model=request.model, gpu=request.gpu, gpus=request.gpus, gpus_per_node=request.gpus_per_node,
-                         isl=w.isl, osl=w.osl, batch=w.batch, ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms,
+                         isl=w.isl, osl=w.osl, batch=w.batch, ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms, rate=w.rate,
+                         trace=w.traffic.trace if w.traffic is not None else None,
+                         slo_percentile=None if w.slo_percentile == "mean" else w.slo_percentile,
                          objective=w.objective, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype,
                          weight_formats=request.weight_formats,
                          **parsed_features(w),

@@ -379,3 +379,14 @@ def test_the_draft_model_is_not_read_as_the_model_to_plan() -> None:
     request = to_plan_request(parsed)
     assert request.workload.speculation is not None
     assert request.workload.speculation.draft_model == "meta-llama/Llama-3.1-8B"
+
+
+def test_a_bundled_trace_named_in_words_gives_the_traffic_its_lengths_and_the_echo_its_words() -> None:
+    request = to_plan_request(parse_request("Llama 3.1 70B on 8 H100, the Azure conversation trace at 3 req/s"))
+    traffic = request.workload.traffic
+    assert traffic is not None and traffic.trace == "azure-conv" and request.workload.rate == 3.0
+    # its mean lengths, not the defaults, and said so
+    assert (request.workload.isl, request.workload.osl) == (1161, 258)
+    assert any("the mean of trace 'azure-conv'" in line for line in request.assumptions)
+    follow_up = parse_request("same, but the azure code trace", parse_request("Llama 3.1 8B on 1 H100"))
+    assert follow_up.trace == "azure-code"

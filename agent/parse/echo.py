@@ -22,6 +22,7 @@ _LABELS = {
     "model": ("model", ""), "gpu": ("GPU", ""), "gpus": ("GPUs", ""), "nodes": ("nodes", ""),
     "gpus_per_node": ("GPUs per node", ""), "isl": ("prompt length", " tokens"), "osl": ("output length", " tokens"),
     "batch": ("concurrency", ""), "arrival": ("arrivals", ""), "rate": ("rate", " requests/s"),
+    "trace": ("trace", ""),
     "ttft_ms": ("TTFT target", " ms"), "tpot_ms": ("TPOT target", " ms"), "slo_percentile": ("targets at", ""),
     "objective": ("objective", ""), "weight_dtype": ("weights", ""), "kv_dtype": ("KV cache", ""),
     "disaggregated": ("disaggregated", ""), "gpu_price": ("price", " $/GPU-hour"),

@@ -74,8 +74,12 @@ _TOKENS = re.compile(
     r"\s*[=:]?)\s*"
     r"(?P<k3>\d+)(?![\w.])"
 )
-_TOKENS_AFTER_DRAFTER = re.compile(r"^[\s,]*(?:with\s+)?(?P<k>\d+)\s*tokens?(?![a-z])")
-"""The count right after a drafter's name: "draft model llama-3.1-8b, 4 tokens", "mtp 2 tokens"."""
+_TOKENS_AFTER_DRAFTER = re.compile(
+    r"^(?:[\s,]*(?:with\s+)?(?P<k>\d+)\s*tokens?(?![a-z])|\s*[:=]\s*(?P<k2>\d+)(?![\w.])"
+    r"|\s+(?P<k3>\d+)(?=\s*(?:[,;]|$|(?:with|and|drafts?)(?![a-z]))))"
+)
+"""The count right after a drafter's name: "draft model llama-3.1-8b, 4 tokens", "mtp 2 tokens", "mtp:3", "mtp 3
+with 1.8 accepted" (a bare number only where a clause ends or goes on: "MTP 2 accepted" is an acceptance)."""
 _LENGTH = re.compile(rf"(?<![\w#])(?:mean\s+)?accept(?:ance|ed)?[\s-]+length\s*(?:of|=|:|is)?\s*{_num('n')}(?![\w.])")
 _RATE = re.compile(
     rf"(?<![\w#])accept(?:ance)?(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*{_num('n')}\s*(?P<pct>%)?(?![\w.])"
@@ -136,7 +140,7 @@ def _tokens_after(scan: Scan, end: int, found: Findings) -> None:
     """A draft-token count written right after the drafter ("mtp 2 tokens", "draft model X, 4 tokens")."""
     after = _TOKENS_AFTER_DRAFTER.match(scan.text[end:])
     if after:
-        k = int(after.group("k"))
+        k = int(after.group("k") or after.group("k2") or after.group("k3"))
         found.add("spec_tokens", k, after.group().strip(" ,"))
         found.notes.append(f"Read '{after.group().strip(' ,')}' after the drafter as {_drafts(k)} per step.")
         scan.blank(end, end + after.end())

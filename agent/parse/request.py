@@ -50,14 +50,13 @@ from shardplan.agent.parse.readers import (
 from shardplan.agent.parse.settle import Counts, across_all, merge_constraints, settle_counts
 from shardplan.agent.parse.targets import read_percentile, read_targets
 from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
-from shardplan.agent.parse.traffic import read_arrival, read_price, read_rate
+from shardplan.agent.parse.traffic import read_arrival, read_price, read_rate, read_trace
 from shardplan.contracts.common import DType, Objective
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.economics import GpuPrice
 from shardplan.contracts.model import WeightComponent
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.targets import SloPercentile
-from shardplan.contracts.traffic import Traffic, parse_arrival
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.drafters import check_drafter
@@ -65,7 +64,7 @@ from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import check_context
 from shardplan.tools.catalogs.weight_formats import request_model
 from shardplan.tools.planning.assumptions import request_assumptions
-from shardplan.tools.traffic.sizing import workload_fields
+from shardplan.tools.traffic.sizing import parse_traffic, workload_fields
 
 __all__ = [
     "DEFAULT_ISL",
@@ -103,6 +102,10 @@ class ParsedRequest(BaseModel):
         "users or clients)."
     )
     rate: float | None = Field(default=None, gt=0, description="Requests per second to serve.")
+    trace: str | None = Field(
+        default=None, description="A bundled request trace by name (azure-conv, azure-code): its prompt and output "
+        "lengths stand for the traffic's."
+    )
     ttft_ms: float | None = Field(default=None, gt=0, description="Time-to-first-token target, ms.")
     tpot_ms: float | None = Field(default=None, gt=0, description="Time-per-output-token target, ms.")
     slo_percentile: SloPercentile | None = Field(
@@ -155,6 +158,7 @@ _SETTINGS = (
     "batch",
     "arrival",
     "rate",
+    "trace",
     "ttft_ms",
     "tpot_ms",
     "slo_percentile",
@@ -201,7 +205,7 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
         found.notes.append("Throughput with latency targets is planned as goodput (throughput under the targets).")
     if intent == "plan":
         for name, default, what in (("isl", DEFAULT_ISL, "prompt"), ("osl", DEFAULT_OSL, "output")):
-            if merged[name] is None:
+            if merged[name] is None and merged["trace"] is None:  # a trace's lengths stand in for both
                 found.notes.append(f"No {what} length given; assuming {default} tokens.")
     said_constraints = across_all(list(dict.fromkeys(found.values.get("constraints", []))), counts.gpus, found)
     constraints = merge_constraints(previous.constraints if previous else [], said_constraints, found)
@@ -238,6 +242,7 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
         _read_gpu_counts,
         read_percentile,
         read_rate,
+        read_trace,
         read_targets,
         read_arrival,
         read_quantities,
@@ -326,7 +331,7 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
     assert parsed.model and parsed.gpu
     gpu = gpu_types(parsed)[0]  # of a choice, the first; the caller plans each type (gpu_types)
     gpus = parsed.gpus or (parsed.nodes or 1) * (parsed.gpus_per_node or gpu_catalog()[gpu].gpus_per_node)
-    traffic = Traffic(arrival=parse_arrival(parsed.arrival)) if parsed.arrival else None
+    traffic = parse_traffic(None, None, parsed.trace, parsed.arrival)
     fields = workload_fields(traffic, isl=parsed.isl, osl=parsed.osl, batch=parsed.batch, rate=parsed.rate,
                              default_isl=DEFAULT_ISL, default_osl=DEFAULT_OSL)
     notes = [n for n in parsed.notes if not n.startswith("No ") or "length given" not in n]

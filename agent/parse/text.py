@@ -74,6 +74,7 @@ _LABELS = {
     "batch": "batch sizes",
     "arrival": "arrival processes",
     "rate": "request rates (requests/s)",
+    "trace": "request traces",
     "ttft_ms": "TTFT targets (ms)",
     "tpot_ms": "TPOT targets (ms)",
     "slo_percentile": "percentiles",

@@ -19,7 +19,7 @@ import re
 
 from shardplan.agent.parse.text import _COUNT, _START, Findings, Scan, _count
 
-__all__ = ["read_arrival", "read_rate", "read_price", "BURSTY"]
+__all__ = ["read_arrival", "read_rate", "read_price", "read_trace", "BURSTY"]
 
 BURSTY = "gamma:cv=3"
 """The arrival process "bursty" reads as: gamma gaps with a coefficient of variation of 3."""
@@ -54,6 +54,27 @@ def read_rate(scan: Scan, found: Findings) -> None:
         rate = float(match.group("n")) / per
         if rate > 0:
             found.add("rate", rate, match.group())
+
+
+_TRACE = re.compile(
+    r"(?<![\w#])(?:the\s+)?azure(?:[\s-]+llm)?(?:[\s-]+inference)?[\s-]+(?P<kind>conv(?:ersations?|ersational)?|chat|"
+    r"code|coding)(?:[\s-]+(?:\d{4}[\s-]+)?(?:trace|workload|traffic|dataset)s?)?(?![\w-])"
+)
+_TRACE_KINDS = {"conv": "azure-conv", "chat": "azure-conv", "code": "azure-code", "coding": "azure-code"}
+
+
+def read_trace(scan: Scan, found: Findings) -> None:
+    """A bundled request trace named in words, whose lengths stand for the traffic's: "the Azure conversation trace",
+    "azure-code", "Azure LLM inference code trace".
+
+    >>> found = Findings()
+    >>> read_trace(Scan("llama 70b on 8 h100, azure conversation trace at 3 rps"), found)
+    >>> found.values
+    {'trace': ['azure-conv']}
+    """
+    for match in scan.take(_TRACE):
+        kind = match.group("kind")
+        found.add("trace", _TRACE_KINDS["conv" if kind.startswith("conv") else kind], match.group())
 
 
 def read_arrival(scan: Scan, found: Findings) -> None:
