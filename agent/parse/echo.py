@@ -21,6 +21,7 @@ __all__ = ["reading_lines"]
 _LABELS = {
     "model": ("model", ""), "gpu": ("GPU", ""), "gpus": ("GPUs", ""), "nodes": ("nodes", ""),
     "gpus_per_node": ("GPUs per node", ""), "isl": ("prompt length", " tokens"), "osl": ("output length", " tokens"),
+    "isl_dist": ("prompt lengths", ""), "osl_dist": ("output lengths", ""),
     "batch": ("concurrency", ""), "arrival": ("arrivals", ""), "rate": ("rate", " requests/s"),
     "trace": ("trace", ""),
     "ttft_ms": ("TTFT target", " ms"), "tpot_ms": ("TPOT target", " ms"), "slo_percentile": ("targets at", ""),

@@ -50,7 +50,7 @@ from shardplan.agent.parse.readers import (
 from shardplan.agent.parse.settle import Counts, across_all, merge_constraints, settle_counts
 from shardplan.agent.parse.targets import read_percentile, read_targets
 from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
-from shardplan.agent.parse.traffic import read_arrival, read_price, read_rate, read_trace
+from shardplan.agent.parse.traffic import read_arrival, read_length_ranges, read_price, read_rate, read_trace
 from shardplan.contracts.common import DType, Objective
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.economics import GpuPrice
@@ -96,6 +96,8 @@ class ParsedRequest(BaseModel):
     nodes: int | None = Field(default=None, ge=1, description="Nodes.")
     isl: int | None = Field(default=None, ge=1, description="Prompt length in tokens.")
     osl: int | None = Field(default=None, ge=1, description="Output length in tokens.")
+    isl_dist: str | None = Field(default=None, description="Prompt lengths as a distribution (uniform:A,B).")
+    osl_dist: str | None = Field(default=None, description="Output lengths as a distribution (uniform:A,B).")
     batch: int | None = Field(default=None, ge=1, description="Batch size or concurrent users.")
     arrival: str | None = Field(
         default=None, description="How requests arrive, as text: gamma:cv=3 (bursty), poisson, closed:N (N concurrent "
@@ -155,6 +157,8 @@ _SETTINGS = (
     "nodes",
     "isl",
     "osl",
+    "isl_dist",
+    "osl_dist",
     "batch",
     "arrival",
     "rate",
@@ -205,7 +209,8 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
         found.notes.append("Throughput with latency targets is planned as goodput (throughput under the targets).")
     if intent == "plan":
         for name, default, what in (("isl", DEFAULT_ISL, "prompt"), ("osl", DEFAULT_OSL, "output")):
-            if merged[name] is None and merged["trace"] is None:  # a trace's lengths stand in for both
+            # a trace's lengths stand in for both, a distribution's mean for its own
+            if merged[name] is None and merged["trace"] is None and merged[f"{name}_dist"] is None:
                 found.notes.append(f"No {what} length given; assuming {default} tokens.")
     said_constraints = across_all(list(dict.fromkeys(found.values.get("constraints", []))), counts.gpus, found)
     constraints = merge_constraints(previous.constraints if previous else [], said_constraints, found)
@@ -245,6 +250,7 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
         read_trace,
         read_targets,
         read_arrival,
+        read_length_ranges,
         read_quantities,
         _read_objective,
         _read_dtypes,
@@ -331,7 +337,7 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
     assert parsed.model and parsed.gpu
     gpu = gpu_types(parsed)[0]  # of a choice, the first; the caller plans each type (gpu_types)
     gpus = parsed.gpus or (parsed.nodes or 1) * (parsed.gpus_per_node or gpu_catalog()[gpu].gpus_per_node)
-    traffic = parse_traffic(None, None, parsed.trace, parsed.arrival)
+    traffic = parse_traffic(parsed.isl_dist, parsed.osl_dist, parsed.trace, parsed.arrival)
     fields = workload_fields(traffic, isl=parsed.isl, osl=parsed.osl, batch=parsed.batch, rate=parsed.rate,
                              default_isl=DEFAULT_ISL, default_osl=DEFAULT_OSL)
     notes = [n for n in parsed.notes if not n.startswith("No ") or "length given" not in n]

@@ -71,6 +71,8 @@ _LABELS = {
     "gpus_per_node": "GPUs-per-node figures",
     "isl": "prompt lengths",
     "osl": "output lengths",
+    "isl_dist": "prompt-length ranges",
+    "osl_dist": "output-length ranges",
     "batch": "batch sizes",
     "arrival": "arrival processes",
     "rate": "request rates (requests/s)",

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 
-from shardplan.agent.parse.text import _COUNT, _START, Findings, Scan, _count
+from shardplan.agent.parse.text import _COUNT, _LEN, _START, Findings, Scan, _count, _tokens
 
-__all__ = ["read_arrival", "read_rate", "read_price", "read_trace", "BURSTY"]
+__all__ = ["read_arrival", "read_rate", "read_price", "read_trace", "read_length_ranges", "BURSTY"]
 
 BURSTY = "gamma:cv=3"
 """The arrival process "bursty" reads as: gamma gaps with a coefficient of variation of 3."""
@@ -75,6 +75,38 @@ def read_trace(scan: Scan, found: Findings) -> None:
     for match in scan.take(_TRACE):
         kind = match.group("kind")
         found.add("trace", _TRACE_KINDS["conv" if kind.startswith("conv") else kind], match.group())
+
+
+_RANGE_NOUNS = {
+    "isl_dist": r"(?:prompts?|inputs?|(?:prompt|input)\s+lengths?|contexts?)",
+    "osl_dist": r"(?:outputs?|answers?|responses?|completions?|generations?|output\s+lengths?)",
+}
+_RANGE_TAIL = (
+    rf"\s+(?:(?:are\s+|is\s+)?between\s+(?P<a>{_LEN})\s*(?:tokens?\s*)?and\s*(?P<b>{_LEN})"
+    rf"|(?:(?:are|is|of|from|ranging\s+from|range\s+from|vary\s+from|varying\s+from)\s+)?"
+    rf"(?P<a2>{_LEN})\s*(?:tokens?\s*)?(?:to|-|–)\s*(?P<b2>{_LEN}))(?:\s*tokens?)?(?![\w.])"
+)
+"""A range of lengths: "between A and B", "of A to B", "A-B" (tokens, or 1k and the like)."""
+
+
+def read_length_ranges(scan: Scan, found: Findings) -> None:
+    """Prompt or output lengths given as a range, drawn uniformly from it (``--isl-dist uniform:A,B``): "prompts of
+    1k to 8k tokens", "outputs between 100 and 500 tokens", "answers 100-500 tokens".
+
+    >>> found = Findings()
+    >>> read_length_ranges(Scan("prompts of 1k to 8k tokens, outputs 100-500 tokens"), found)
+    >>> found.values
+    {'isl_dist': ['uniform:1024,8192'], 'osl_dist': ['uniform:100,500']}
+    """
+    for name, noun in _RANGE_NOUNS.items():
+        for match in scan.take(re.compile(rf"(?<![\w#]){noun}{_RANGE_TAIL}")):
+            ends = (match.group("a") or match.group("a2"), match.group("b") or match.group("b2"))
+            low, high = sorted(_tokens(end) for end in ends)
+            if low < 1 or low == high:
+                found.notes.append(f"Ignored '{match.group().strip()}': a range of lengths runs from one length to "
+                                   "a longer one.")
+                continue
+            found.add(name, f"uniform:{low},{high}", match.group())
 
 
 def read_arrival(scan: Scan, found: Findings) -> None:
