@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz_bounds import huge_dag_cases, huge_dag_files, huge_number_cases, wrong_type_cases, yaml_bomb_cases
+from fuzz_given import given_strategy_cases
 from fuzz_table import print_counts
 
 from shardplan.cli.main import main
@@ -147,45 +148,6 @@ def spec_cases(folder: Path, rng: random.Random, count: int) -> Iterator[Case]:
         output = folder / f"spec{i}.json"
         yield Case("strategy spec", ["build", "-m", "llama-3.1-8b", "--gpus", "8", "-s", spec, "--isl", "64",
                                      "--osl", "8", "-o", str(output)], output)
-
-
-def _given_layout(rng: random.Random, moe: bool) -> str:
-    """A layout that parses: random degrees, attention DP and experts on the MoE model, sometimes split pools."""
-
-    def phase() -> str:
-        degrees = {"tp": rng.choice([1, 2, 4, 8]), "pp": rng.choice([1, 1, 2, 4]), "mb": rng.choice([1, 1, 2, 4]),
-                   "dp": rng.choice([1, 1, 2])}
-        if moe and rng.random() < 0.5:
-            degrees |= {"adp": rng.choice([2, 4, 8]), "ep": rng.choice([2, 4, 8])}
-        if rng.random() < 0.15:
-            degrees["sp"] = 2
-        return ",".join(f"{key}={value}" for key, value in degrees.items() if value > 1) or "tp=1"
-
-    if rng.random() < 0.2:
-        return f"prefill:{phase()};decode:{phase()};disagg"
-    return phase()
-
-
-def given_strategy_cases(tiny: Path, tiny_moe: Path, folder: Path, rng: random.Random,
-                         count: int) -> Iterator[Case]:
-    """Layouts a user might give (``plan -s``) at batches that may not fill them, in text, JSON and a report:
-    none may crash, whether the plan is priced or infeasible with its reason."""
-    for i in range(count):
-        moe = rng.random() < 0.5
-        argv = ["plan", "-m", str(tiny_moe if moe else tiny), "--gpus", str(rng.choice([1, 2, 4, 8, 16])),
-                "-s", _given_layout(rng, moe), "--batch", str(rng.choice([1, 2, 3, 4, 8, 16])),
-                "--isl", str(rng.choice([64, 512])), "--osl", "8"]
-        if rng.random() < 0.3:
-            argv += ["--batching", "static"]
-        pick = rng.random()
-        if pick < 0.4:
-            yield Case("given strategy", argv)
-        elif pick < 0.7:
-            yield Case("given strategy", [*argv, "--json"])
-        else:
-            plan_file = folder / f"given{i}.json"
-            yield Case("given strategy", [*argv, "-o", str(plan_file)], plan_file)
-            yield Case("given strategy", ["report", str(plan_file), "-o", str(folder / f"given{i}.html")])
 
 
 def dag_cases(dag: dict[str, Any], plan: dict[str, Any], folder: Path, rng: random.Random,
@@ -356,8 +318,8 @@ def _cases(scratch: Path, rng: random.Random, per_kind: int) -> Iterator[Case]:
                        ("spec", lambda: spec_cases(scratch, rng, per_kind)),
                        ("dag", lambda: dag_cases(dag, plan, scratch, rng, per_kind)),
                        ("flags", lambda: flag_cases(rng, per_kind)),
-                       ("given", lambda: given_strategy_cases(scratch / "tiny", scratch / "tiny-moe", scratch / "given",
-                                                              rng, max(5, per_kind // 10))),
+                       ("given", lambda: given_strategy_cases(Case, scratch / "tiny", scratch / "tiny-moe",
+                                                              scratch / "given", rng, max(5, per_kind // 10))),
                        ("bombs", lambda: yaml_bomb_cases(Case, scratch / "bombs", rng, per_kind)),
                        ("numbers", lambda: huge_number_cases(Case, scratch / "numbers", rng, per_kind)),
                        ("types", lambda: wrong_type_cases(Case, base, cluster, scratch / "types", rng, per_kind)),
