@@ -72,6 +72,10 @@ def test_cli_plan_with_strategy_writes_a_plan_and_refuses_bad_ones(tmp_path, cap
         # fewer sequences than the layout's attention data-parallel groups
         (["-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "8", "-s", "adp=8,ep=8", "--batch", "1"],
          "adp=8,ep=8 is not priced at a batch of 1: it needs at least 8 sequences"),
+        # the same for a split deployment's decode worker (it was priced at 8 and reported at 4)
+        (["-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "16", "-s",
+          "prefill:tp=8;decode:adp=8,ep=8;disagg", "--batch", "4"],
+         "prefill:tp=8;decode:adp=8,ep=8;disagg is not priced at a batch of 4: it needs at least 8 sequences"),
     ],
 )
 def test_a_given_strategy_without_figures_is_infeasible_with_its_reason_in_text_and_json(

@@ -89,8 +89,11 @@ def given_deployment(
         return []
     grid = decode_workers(model, cluster.pool("decode"), replica.decode, workload, pricer)
     if workload.batch is not None:
-        # The batch asked for first; when the prefill pool cannot feed it, the largest smaller one it can.
+        # The batch asked for first; when the prefill pool cannot feed it, the largest smaller one it can. A decode
+        # worker is priced with a sequence in every attention group and microbatch, as a replica is.
         fixed = math.ceil(workload.batch / y)
+        if fixed < replica.decode.adp * replica.decode.mb:
+            return []
         batches, fallbacks = [decode_worker(pricer, fixed, workload)], [d for d in grid if d.sequences < fixed]
     else:
         batches, fallbacks = grid, []
