@@ -91,7 +91,8 @@ def test_a_given_strategy_without_figures_is_infeasible_with_its_reason_in_text_
 
 
 def test_the_reason_names_the_sequences_each_layout_needs() -> None:
-    from shardplan.tools.planning.unpriced import sequences_needed, unpriced_reason
+    from shardplan.contracts.arithmetic.feasibility import sequences_needed
+    from shardplan.tools.planning.unpriced import unpriced_reason
 
     assert sequences_needed(parse_strategy("dp=2,adp=4,ep=8,mb=2")) == 16
     assert sequences_needed(parse_strategy("prefill:tp=8;decode:adp=8,ep=8,dp=2")) == 16

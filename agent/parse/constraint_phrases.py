@@ -32,11 +32,13 @@ _EXPLICIT = re.compile(
     r"(?P<value>\d{1,5}|off)(?![\w.])"
 )
 """``tp<=8``, ``pp=1``, ``decode:tp=8``, ``sp=off``."""
-_PHASE_DEGREE = rf"(?<![\w#])(?:{_DIM})(?![a-z=])[\s-]*(?:of\s+|degree\s+|size\s+)?(?P<value>{_COUNT})(?![\w.])"
+_DEGREE_WORDS = rf"(?<![\w#])(?:{_DIM})(?![a-z=])[\s-]*(?:of\s+|degree\s+|size\s+)?"
+_PHASE_DEGREE = re.compile(rf"{_DEGREE_WORDS}(?P<value>{_COUNT})(?![\w.])")
+"""One degree of a phase clause: "tp 8", "EP of 4"."""
+_ONE_DEGREE = rf"{_DEGREE_WORDS}(?:{_COUNT})(?![\w.])"
 _PHASE_CLAUSE = re.compile(
     rf"(?<![\w#])(?P<phase>prefill|decode)(?:\s+(?:pool|workers?|phase|side))?\s*(?:with\s+|uses?\s+|on\s+|:|-)?\s*"
-    rf"(?P<body>{_PHASE_DEGREE.replace('(?P<value>', '(?:')}(?:\s*(?:,\s*|and\s+|\+\s*)?"
-    rf"{_PHASE_DEGREE.replace('(?P<value>', '(?:')})*)"
+    rf"(?P<body>{_ONE_DEGREE}(?:\s*(?:,\s*|and\s+|\+\s*)?{_ONE_DEGREE})*)"
 )
 """Degrees said for one phase: "prefill tp 8", "decode adp 8 ep 8", "decode with TP 4 and EP 8"."""
 _OFF = re.compile(
@@ -127,7 +129,7 @@ def read_constraints(scan: Scan, found: Findings) -> None:
         else:
             found.notes.append(f"Ignored '{match.group()}': a degree is 1 or more.")
     for match in scan.take(_PHASE_CLAUSE):
-        for degree in re.finditer(_PHASE_DEGREE, match.group("body")):
+        for degree in _PHASE_DEGREE.finditer(match.group("body")):
             value = _count(degree.group("value"))
             dim = next(name for name, words in _DIM_WORDS.items()
                        if re.match(rf"(?:{words})(?![a-z])", degree.group(), re.I))

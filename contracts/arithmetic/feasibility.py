@@ -12,7 +12,8 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
 
-__all__ = ["Problem", "phase_problems", "strategy_problems", "split_layers", "idle_decode_groups", "sequences_needed"]
+__all__ = ["Problem", "phase_problems", "strategy_problems", "split_layers", "idle_decode_groups", "sequences_needed",
+           "needed_sequences_text"]
 
 
 @dataclass(frozen=True)
@@ -269,3 +270,9 @@ def sequences_needed(strategy: Strategy) -> int:
     decode = strategy.decode.dp * strategy.decode.adp * strategy.decode.mb
     prefill = strategy.prefill.adp * strategy.prefill.mb
     return max(decode, prefill) if strategy.disaggregated else decode
+
+
+def needed_sequences_text(needed: int) -> str:
+    """What :func:`sequences_needed` counts, in words: ``at least N sequences, one for each ...``."""
+    return (f"at least {needed} sequences, one for each replica, attention data-parallel group and microbatch "
+            "(dp x adp x mb)")

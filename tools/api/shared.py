@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from shardplan.contracts.arithmetic.feasibility import sequences_needed
 from shardplan.contracts.plan import Alternative, PlanRequest, PricedDeployment
 from shardplan.contracts.reports import ValidationReport
 from shardplan.contracts.strategy import Strategy, parse_strategy
@@ -16,7 +17,7 @@ from shardplan.tools.api.guards import MAX_VIOLATIONS, SEARCH_DEPTH
 from shardplan.tools.api.results import StrategyCheck, ViolationBrief
 from shardplan.tools.planning.deployment import DeploymentEvaluation, deployment_problems, evaluate_deployment
 from shardplan.tools.planning.planner import alternatives_from, resolve_request
-from shardplan.tools.planning.unpriced import batch_fix, sequences_needed, unpriced_reason
+from shardplan.tools.planning.unpriced import batch_fix, unpriced_reason
 from shardplan.tools.search.constraint_checks import strategy_violations
 from shardplan.tools.search.deployments import SearchResult, search
 from shardplan.tools.search.simulated import needs_simulation

@@ -8,12 +8,12 @@ The plan then says which, instead of figures.
 
 from __future__ import annotations
 
-from shardplan.contracts.arithmetic.feasibility import sequences_needed
+from shardplan.contracts.arithmetic.feasibility import needed_sequences_text, sequences_needed
 from shardplan.contracts.reports import MemoryReport
 from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.workload import Workload
 
-__all__ = ["batch_fix", "sequences_needed", "unpriced_reason"]
+__all__ = ["batch_fix", "unpriced_reason"]
 
 
 def batch_fix(needed: int) -> str:
@@ -27,9 +27,8 @@ def unpriced_reason(strategy: Strategy, workload: Workload, memory: list[MemoryR
     needed = sequences_needed(strategy)
     if workload.batch is not None and workload.batch < needed:
         return (
-            f"{spec} is not priced at a batch of {workload.batch}: it needs at least {needed} sequences, one for "
-            f"each replica, attention data-parallel group and microbatch (dp x adp x mb), and shardplan does not "
-            f"price groups left without a sequence. {batch_fix(needed)}."
+            f"{spec} is not priced at a batch of {workload.batch}: it needs {needed_sequences_text(needed)}, and "
+            f"shardplan does not price groups left without a sequence. {batch_fix(needed)}."
         )
     full = [m for m in memory if not m.fits]
     if full:

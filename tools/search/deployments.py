@@ -20,7 +20,7 @@ from itertools import takewhile
 
 from pydantic import Field
 
-from shardplan.contracts.arithmetic.feasibility import sequences_needed
+from shardplan.contracts.arithmetic.feasibility import needed_sequences_text, sequences_needed
 from shardplan.contracts.arithmetic.model_math import weight_bytes
 from shardplan.contracts.common import Contract
 from shardplan.contracts.constraints import Constraints
@@ -322,9 +322,8 @@ def _raise_for_constraints(model: ModelSpec, cluster: Cluster, workload: Workloa
         # Not memory: every allowed layout has more attention data-parallel groups and microbatches than sequences.
         fewest = min(sequences_needed(s) for s in allowed)
         raise InfeasibleError(
-            f"{chosen} need at least {fewest} sequences, one for each replica, attention data-parallel group and "
-            f"microbatch (dp x adp x mb), and the batch is {batch}; give a batch of {fewest} or more, or relax the "
-            "constraints"
+            f"{chosen} need {needed_sequences_text(fewest)}, and the batch is {batch}; give a batch of {fewest} or "
+            "more, or relax the constraints"
         )
     raise InfeasibleError(
         f"{chosen} do not fit in memory ({model.weight_dtype} weights, {workload.sequences} sequence(s) at "
