@@ -32,7 +32,7 @@ from shardplan.agent.parse.text import _LEN, Findings, Scan, _count, _tokens
 from shardplan.contracts.speculation import MAX_DRAFT_TOKENS, parse_speculation
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
-from shardplan.tools.catalogs.drafters import mtp_layers
+from shardplan.tools.catalogs.drafters import mtp_layers, no_mtp_layers
 from shardplan.tools.catalogs.models import load_model, resolve_model_name
 
 __all__ = [
@@ -301,8 +301,7 @@ def workload_features(parsed: Any, isl: int, notes: list[str]) -> dict[str, Any]
         k = parsed.spec_tokens
         if parsed.spec_method == "mtp" and not _mtp_tokens(parsed.model):
             raise InputError(
-                f"MTP: {parsed.model} has no MTP layers (multi-token prediction: its config sets no "
-                "num_nextn_predict_layers)", field="spec",
+                f"MTP: {no_mtp_layers(parsed.model)}", field="spec",
                 fix="ask for an EAGLE-3 head (eagle:K) or a smaller draft model of the same vocabulary (draft:MODEL:K)",
             )
         if k is None:

@@ -77,16 +77,20 @@ def read_trace(scan: Scan, found: Findings) -> None:
         found.add("trace", _TRACE_KINDS["conv" if kind.startswith("conv") else kind], match.group())
 
 
-_RANGE_NOUNS = {
-    "isl_dist": r"(?:prompts?|inputs?|(?:prompt|input)\s+lengths?|contexts?)",
-    "osl_dist": r"(?:outputs?|answers?|responses?|completions?|generations?|output\s+lengths?)",
-}
 _RANGE_TAIL = (
     rf"\s+(?:(?:are\s+|is\s+)?between\s+(?P<a>{_LEN})\s*(?:tokens?\s*)?and\s*(?P<b>{_LEN})"
     rf"|(?:(?:are|is|of|from|ranging\s+from|range\s+from|vary\s+from|varying\s+from)\s+)?"
     rf"(?P<a2>{_LEN})\s*(?:tokens?\s*)?(?:to|-|–)\s*(?P<b2>{_LEN}))(?:\s*tokens?)?(?![\w.])"
 )
 """A range of lengths: "between A and B", "of A to B", "A-B" (tokens, or 1k and the like)."""
+_RANGES = {
+    name: re.compile(rf"(?<![\w#]){noun}{_RANGE_TAIL}")
+    for name, noun in (
+        ("isl_dist", r"(?:prompts?|inputs?|(?:prompt|input)\s+lengths?|contexts?)"),
+        ("osl_dist", r"(?:outputs?|answers?|responses?|completions?|generations?|output\s+lengths?)"),
+    )
+}
+"""A range said of prompts (``isl_dist``) or of outputs (``osl_dist``)."""
 
 
 def read_length_ranges(scan: Scan, found: Findings) -> None:
@@ -98,8 +102,8 @@ def read_length_ranges(scan: Scan, found: Findings) -> None:
     >>> found.values
     {'isl_dist': ['uniform:1024,8192'], 'osl_dist': ['uniform:100,500']}
     """
-    for name, noun in _RANGE_NOUNS.items():
-        for match in scan.take(re.compile(rf"(?<![\w#]){noun}{_RANGE_TAIL}")):
+    for name, pattern in _RANGES.items():
+        for match in scan.take(pattern):
             ends = (match.group("a") or match.group("a2"), match.group("b") or match.group("b2"))
             low, high = sorted(_tokens(end) for end in ends)
             if low < 1 or low == high:

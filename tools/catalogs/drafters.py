@@ -38,7 +38,7 @@ from shardplan.errors import InputError
 from shardplan.tools.catalogs.eagle_heads import EagleHead, eagle_head
 from shardplan.tools.catalogs.models import load_model
 
-__all__ = ["Drafter", "drafter_for", "drafter_layout", "mtp_layers", "check_drafter"]
+__all__ = ["Drafter", "drafter_for", "drafter_layout", "mtp_layers", "check_drafter", "no_mtp_layers"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,11 @@ def _draft_model(name: str, weight_dtype: DType, kv_dtype: DType) -> ModelSpec:
     return load_model(name, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 
 
+def no_mtp_layers(name: str) -> str:
+    """Why MTP cannot draft for model ``name``, in words."""
+    return f"{name} has no MTP layers (multi-token prediction: its config sets no num_nextn_predict_layers)"
+
+
 def drafter_for(model: ModelSpec, speculation: Speculation) -> Drafter:
     """The drafter ``speculation`` names for ``model``.
 
@@ -125,8 +130,7 @@ def drafter_for(model: ModelSpec, speculation: Speculation) -> Drafter:
     if method == "mtp":
         if model.mtp_layers < 1:
             raise InputError(
-                f"--spec {speculation_text(speculation)}: {model.name} has no MTP layers "
-                "(multi-token prediction: its config sets no num_nextn_predict_layers)",
+                f"--spec {speculation_text(speculation)}: {no_mtp_layers(model.name)}",
                 field="spec",
                 fix=f"use --spec eagle:{speculation.draft_tokens} (an EAGLE-3 head) or "
                 f"--spec draft:MODEL:{speculation.draft_tokens} (a smaller draft model of the same vocabulary)",
