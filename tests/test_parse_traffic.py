@@ -38,3 +38,37 @@ def test_a_range_of_lengths_is_a_uniform_distribution_whose_mean_stands_for_the_
     # "A and B" is a range only after "between": two lengths of two nouns stay apart
     apart = parse_request("Llama 3.1 8B on 1 H100, prompts of 1,000 tokens and 1k outputs")
     assert (apart.isl, apart.osl, apart.isl_dist) == (1000, 1024, None)
+
+
+def test_a_lognormal_in_words_is_drawn_with_its_cv_and_a_mean_alone_is_the_length_with_a_note() -> None:
+    request = to_plan_request(parse_request(
+        "Llama 3.1 8B on 1 H100, prompt lengths are lognormal with mean 3k and cv 0.5, outputs 200 tokens"))
+    traffic = request.workload.traffic
+    assert traffic is not None and traffic.isl is not None
+    assert (traffic.isl.kind, traffic.isl.mean, traffic.isl.cv) == ("lognormal", 3072, 0.5)
+    alone = parse_request("Llama 3.1 8B on 1 H100, prompts are lognormal around 3k tokens")
+    assert (alone.isl, alone.isl_dist) == (3072, None)
+    assert any("give its spread" in note for note in alone.notes)
+
+
+def test_a_cv_after_bursty_sets_the_gamma_gaps_and_one_out_of_bounds_is_ignored_with_a_note() -> None:
+    assert parse_request("Llama 3.1 8B on 1 H100, bursty traffic (cv 4), 3 qps").arrival == "gamma:cv=4"
+    wild = parse_request("Llama 3.1 8B on 1 H100, bursty traffic with a cv of 80, 3 qps")
+    assert wild.arrival == "gamma:cv=3"
+    assert any("at most 50" in note for note in wild.notes)
+
+
+def test_a_closed_loop_in_words_takes_its_count_of_users_and_without_one_asks_for_it() -> None:
+    said = "Llama 3.1 8B on 1 H100, 96 users, each sends its next request when the previous one completes"
+    assert parse_request(said).arrival == "closed:96"
+    # without the closed-loop words, "96 users" alone is not a count of clients
+    assert parse_request("Llama 3.1 8B on 1 H100, 96 users").arrival is None
+    uncounted = parse_request("Llama 3.1 8B on 1 H100 in a closed loop")
+    assert uncounted.arrival is None and any("how many users" in note for note in uncounted.notes)
+
+
+def test_a_share_of_requests_is_the_percentile_a_target_holds_for() -> None:
+    parsed = parse_request("Llama 3.1 8B on 1 A100, 99% of requests must get the first token within 300 ms")
+    assert (parsed.slo_percentile, parsed.ttft_ms) == ("p99", 300)
+    # a share of the prompt is a prefix hit, not a percentile
+    assert parse_request("Llama 3.1 8B on 1 A100, 50% of prompts are a shared system prompt").slo_percentile is None

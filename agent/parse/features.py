@@ -84,6 +84,7 @@ _LENGTH = re.compile(rf"(?<![\w#])(?:mean\s+)?accept(?:ance|ed)?[\s-]+length\s*(
 _RATE = re.compile(
     rf"(?<![\w#])accept(?:ance)?(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*{_num('n')}\s*(?P<pct>%)?(?![\w.])"
     rf"|{_num('n2')}\s*(?P<pct2>%)\s+(?:acceptance|accept(?:ed)?)(?:[\s-]+rate)?(?![a-z])"
+    rf"|{_num('n3')}\s+(?:draft\s+)?accept(?:ance)?[\s-]+rate(?![a-z])"
 )
 _ACCEPTED = re.compile(
     rf"{_num('n')}\s*(?:tokens?\s+|drafts?\s+|draft\s+tokens?\s+)?accepted(?:\s+(?:draft\s+)?(?:tokens?|drafts?))?"
@@ -107,6 +108,8 @@ _PREFIX_SHARE = re.compile(
     rf"|(?<![\w#])prefix[\s-]+(?:hit|reuse)(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*(?P<p3>\d+(?:\.\d+)?)\s*(?P<pct3>%)?"
     rf"(?![\w.])"
     rf"|{_SHARE.replace('(?P<p>', '(?P<p4>')}\s+(?:prefix[\s-]+)?{_HITS}"
+    rf"|{_SHARE.replace('(?P<p>', '(?P<p5>')}\s+of\s+(?:the\s+|all\s+)?(?:prompt|input|context)?[\s-]*tokens?\s+"
+    rf"(?:hit|are\s+(?:found|served)\s+(?:in|from)|come\s+from)\s+(?:the\s+|a\s+)?(?:prefix[\s-]+|kv[\s-]+)?cache"
 )
 _PREFIX_TOKENS = re.compile(
     rf"(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]+(?:{_SHARED}[\s-]+)?(?:system[\s-]+prompt|prefix|preamble|instructions)"
@@ -199,7 +202,7 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
         found.add("spec_accept", accepted, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as {accepted:g} accepted draft tokens per step.")
     for match in scan.take(_RATE):
-        rate = float(_number(match, "n", "n2")) / (100 if match.group("pct") or match.group("pct2") else 1)
+        rate = float(_number(match, "n", "n2", "n3")) / (100 if match.group("pct") or match.group("pct2") else 1)
         if not 0 <= rate <= 1:
             found.notes.append(f"Ignored '{match.group().strip()}': an acceptance rate is a share from 0 to 1 (or a "
                                "percentage); for accepted tokens per step write '2 accepted tokens'.")
@@ -216,8 +219,8 @@ def _read_prefix(scan: Scan, found: Findings) -> None:
         if match.group("w") is not None:
             share = _FRACTIONS[" ".join(match.group("w").lower().split())]
         else:
-            text = _number(match, "p", "p2", "p3", "p4")
-            percent = match.group("p") is not None or match.group("p4") is not None or any(
+            text = _number(match, "p", "p2", "p3", "p4", "p5")
+            percent = any(match.group(g) is not None for g in ("p", "p4", "p5")) or any(
                 match.groupdict().get(g) for g in ("pct2", "pct3"))
             share = float(text) / 100 if percent or float(text) > 1 else float(text)
         if not 0 <= share < 1:

@@ -24,7 +24,8 @@ _FILLER = (
 )
 _NOT_PER_TOKEN = rf"(?!\s*(?:{_PER_TOKEN}|(?:tpot|itl)(?!\s*[:=]?\s*(?:{_CMP}\s*)?\d)))"
 """Not a per-token figure: "20 ms per token" and "20 ms TPOT" are; "1.5s TPOT 40ms" leaves 1.5 s to TTFT."""
-_FIRST_BOUND = re.compile(rf"[\s:=,]*{_FILLER}(?P<cmp>{_CMP})?\s*{_DUR}{_NOT_PER_TOKEN}")
+# The bound may follow words an earlier reader took ("TTFT p90 of 1 s": the percentile), now blanked with "#".
+_FIRST_BOUND = re.compile(rf"[\s:=,#]*{_FILLER}(?P<cmp>{_CMP})?\s*{_DUR}{_NOT_PER_TOKEN}")
 _NEXT_BOUND = re.compile(rf"\s*,?\s*(?:and|but|yet)\s+(?P<cmp>{_CMP})\s*{_DUR}{_NOT_PER_TOKEN}")
 _TARGET_KEYWORDS = {
     name: re.compile(rf"(?<![\w#])(?:{words})(?![a-z])")
@@ -43,7 +44,11 @@ _RATE = re.compile(
 
 _PERCENTILE = re.compile(
     r"(?<![\w#])(?:p(?P<p>50|90|95|99)|(?P<q>50|90|95|99)(?:th)?[\s-]*(?:percentile|pct)|(?P<median>median))(?![\w])"
+    r"|(?<![\w#.])(?P<share>50|90|95|99)\s*%\s+of\s+(?:all\s+|the\s+)?(?:requests|users|queries|calls|responses)"
+    r"(?![a-z])"
 )
+"""A percentile by name ("P99", "99th percentile", "median"), or as the share of requests a target must hold for
+("95% of requests should see the first token within 400 ms")."""
 
 
 def read_percentile(scan: Scan, found: Findings) -> None:
@@ -58,7 +63,7 @@ def read_percentile(scan: Scan, found: Findings) -> None:
     (['p99'], ['One percentile applies to both targets: P99, the highest of those named (P99, P90).'])
     """
     matches = scan.take(_PERCENTILE)
-    named = [f"p{m.group('p') or m.group('q') or '50'}" for m in matches]
+    named = [f"p{m.group('p') or m.group('q') or m.group('share') or '50'}" for m in matches]
     if not named:
         return
     kept = max(named, key=lambda name: int(name[1:]))

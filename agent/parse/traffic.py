@@ -24,14 +24,31 @@ __all__ = ["read_arrival", "read_rate", "read_price", "read_trace", "read_length
 BURSTY = "gamma:cv=3"
 """The arrival process "bursty" reads as: gamma gaps with a coefficient of variation of 3."""
 
+_CV = (
+    r"(?:\s*[(,]?\s*(?:with\s+|at\s+)?(?:an?\s+)?(?:cv|coefficient\s+of\s+variation)\s*(?:of|=|:|is)?\s*"
+    r"(?P<cv>\d+(?:\.\d+)?)\s*\)?)?"
+)
+"""A coefficient of variation of the gaps said right after the arrival words: "bursty (cv 4)", "gamma arrivals
+with a cv of 2"; without it, bursty traffic reads as :data:`BURSTY`."""
 _PROCESSES = (
-    (BURSTY, re.compile(r"(?<![\w#])(?:bursty|spiky|burst(?:s|ing)?\s+of\s+(?:traffic|requests|load)"
-                        r"|(?:traffic|requests|load)\s+(?:comes?\s+|arrives?\s+)?in\s+bursts)(?![a-z])")),
+    (BURSTY, re.compile(r"(?<![\w#])(?:(?:bursty|spiky)(?:\s+(?:traffic|arrivals?|load|requests))?"
+                        r"|burst(?:s|ing)?\s+of\s+(?:traffic|requests|load)"
+                        r"|(?:traffic|requests|load)\s+(?:comes?\s+|arrives?\s+)?in\s+bursts"
+                        r"|gamma(?:[\s-]+(?:distributed\s+)?(?:arrivals?|traffic|process|gaps))?)(?![a-z])" + _CV)),
     ("poisson", re.compile(r"(?<![\w#])poisson(?:\s+(?:arrivals?|traffic|process))?(?![a-z])")),
 )
 _CLIENTS = re.compile(
     rf"{_START}(?P<v>{_COUNT})\s+(?:(?:concurrent|simultaneous|parallel)\s+(?:users?|clients?)|clients?)(?![a-z])"
 )
+_CLOSED_LOOP = re.compile(
+    r"(?<![\w#])(?:(?:in\s+an?\s+)?closed[\s-]+loop"
+    r"|(?:each|every)\s+(?:one\s+)?(?:user|client)?\s*(?:sends?|submits?|issues?|fires?)\s+(?:its\s+|their\s+|a\s+|the\s+)?"
+    r"(?:next|new|another)\s+(?:request|query|prompt|call)\s+(?:as\s+soon\s+as|when|once|after)\s+"
+    r"(?:the|its|their|the\s+previous|its\s+previous)?\s*(?:last|previous|prior)?\s*(?:one\s+)?"
+    r"(?:finishes|completes|returns|ends|is\s+(?:done|answered|served)|comes\s+back))(?![a-z])"
+)
+"""Words that say each client waits for its answer before it sends again (benchmark tools' concurrency mode)."""
+_USERS = re.compile(rf"{_START}(?P<v>{_COUNT})\s+(?:users?|clients?|callers?|sessions?)(?![a-z])")
 
 
 _PER_UNIT = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "hr": 3600.0, "hour": 3600.0}
@@ -83,25 +100,49 @@ _RANGE_TAIL = (
     rf"(?P<a2>{_LEN})\s*(?:tokens?\s*)?(?:to|-|–)\s*(?P<b2>{_LEN}))(?:\s*tokens?)?(?![\w.])"
 )
 """A range of lengths: "between A and B", "of A to B", "A-B" (tokens, or 1k and the like)."""
-_RANGES = {
-    name: re.compile(rf"(?<![\w#]){noun}{_RANGE_TAIL}")
-    for name, noun in (
-        ("isl_dist", r"(?:prompts?|inputs?|(?:prompt|input)\s+lengths?|contexts?)"),
-        ("osl_dist", r"(?:outputs?|answers?|responses?|completions?|generations?|output\s+lengths?)"),
-    )
+_LENGTH_NOUNS = {
+    "isl_dist": r"(?:prompts?|inputs?|(?:prompt|input)\s+lengths?|contexts?)",
+    "osl_dist": r"(?:outputs?|answers?|responses?|completions?|generations?|output\s+lengths?)",
 }
-"""A range said of prompts (``isl_dist``) or of outputs (``osl_dist``)."""
+"""What prompts (``isl_dist``) and outputs (``osl_dist``) are called."""
+_RANGES = {name: re.compile(rf"(?<![\w#]){noun}{_RANGE_TAIL}") for name, noun in _LENGTH_NOUNS.items()}
+"""A range said of prompts or of outputs."""
+
+
+_LOGNORMAL_TAIL = (
+    r"\s+(?:(?:are|is|follows?|:)\s+)?(?:an?\s+)?log[\s-]?normal(?:ly)?(?:\s+distributed|\s+distribution)?"
+    r"\s*,?\s*(?:with\s+|around\s+|about\s+|of\s+)?(?:an?\s+)?(?:(?:mean|average)\s*(?:of|=|:)?\s*)?"
+    rf"(?P<mean>{_LEN})\s*(?:tokens?)?"
+    r"(?:\s*(?:,|and|with)?\s*(?:an?\s+)?(?:cv|coefficient\s+of\s+variation)\s*(?:of|=|:|is)?\s*"
+    r"(?P<cv>\d+(?:\.\d+)?))?(?![\w.])"
+)
+"""A lognormal length: "lognormal with mean 3k and cv 0.5", "log-normal around 3k tokens" (a mean without a spread)."""
+_LOGNORMALS = {name: re.compile(rf"(?<![\w#]){noun}{_LOGNORMAL_TAIL}") for name, noun in _LENGTH_NOUNS.items()}
 
 
 def read_length_ranges(scan: Scan, found: Findings) -> None:
     """Prompt or output lengths given as a range, drawn uniformly from it (``--isl-dist uniform:A,B``): "prompts of
-    1k to 8k tokens", "outputs between 100 and 500 tokens", "answers 100-500 tokens".
+    1k to 8k tokens", "outputs between 100 and 500 tokens", "answers 100-500 tokens"; or as a lognormal with its
+    mean and cv (``lognormal:mean=M,cv=C``): "prompt lengths are lognormal with mean 3k and cv 0.5" (a mean alone
+    is the length, with a note asking for the spread).
 
     >>> found = Findings()
     >>> read_length_ranges(Scan("prompts of 1k to 8k tokens, outputs 100-500 tokens"), found)
     >>> found.values
     {'isl_dist': ['uniform:1024,8192'], 'osl_dist': ['uniform:100,500']}
     """
+    for name, pattern in _LOGNORMALS.items():
+        for match in scan.take(pattern):
+            mean, cv = _tokens(match.group("mean")), match.group("cv")
+            if mean < 1:
+                continue
+            if cv is not None and 0 < float(cv) <= 20:
+                found.add(name, f"lognormal:mean={mean},cv={float(cv):g}", match.group())
+                continue
+            length = name.removesuffix("_dist").replace("_", "")  # isl or osl: the mean, as a fixed length
+            found.add(length, mean, match.group())
+            found.notes.append(f"Read '{match.group().strip()}' as a mean {length.upper()} of {mean} tokens: give "
+                               "its spread (a cv from above 0 to 20, e.g. 'cv 0.8') to draw lengths around it.")
     for name, pattern in _RANGES.items():
         for match in scan.take(pattern):
             ends = (match.group("a") or match.group("a2"), match.group("b") or match.group("b2"))
@@ -118,11 +159,28 @@ def read_arrival(scan: Scan, found: Findings) -> None:
     for the batch reader)."""
     for process, pattern in _PROCESSES:
         for match in scan.take(pattern):
-            found.add("arrival", process, match.group())
-    for match in _CLIENTS.finditer(scan.text):
+            found.add("arrival", _with_cv(process, match, found), match.group())
+    closed = scan.take(_CLOSED_LOOP)
+    for match in (_USERS if closed else _CLIENTS).finditer(scan.text):
         clients = _count(match.group("v"))
         if clients > 0:
             found.add("clients", clients, match.group())
+    if closed and "clients" not in found.values:
+        found.notes.append(f"'{closed[0].group().strip()}' says a closed loop; say how many users or clients to "
+                           "simulate it (for example '64 users').")
+
+
+def _with_cv(process: str, match: re.Match[str], found: Findings) -> str:
+    """The process with the coefficient of variation written after it, where one is (and within the contract's
+    bounds: a gap's cv above 0 and at most 50)."""
+    cv = match.groupdict().get("cv")
+    if cv is None:
+        return process
+    if not 0 < float(cv) <= 50:
+        found.notes.append(f"Ignored the cv in '{match.group().strip()}': the gaps' coefficient of variation is above "
+                           f"0 and at most 50; read as {process}.")
+        return process
+    return f"gamma:cv={float(cv):g}"
 
 
 _PRICE = re.compile(
