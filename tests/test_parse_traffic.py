@@ -72,3 +72,11 @@ def test_a_share_of_requests_is_the_percentile_a_target_holds_for() -> None:
     assert (parsed.slo_percentile, parsed.ttft_ms) == ("p99", 300)
     # a share of the prompt is a prefix hit, not a percentile
     assert parse_request("Llama 3.1 8B on 1 A100, 50% of prompts are a shared system prompt").slo_percentile is None
+
+
+def test_the_mean_said_against_a_percentile_replaces_it_and_a_set_aside_percentile_is_not_read() -> None:
+    first = parse_request("Llama 3.1 8B on 1 H100, p99 TTFT under 500 ms, 10 qps")
+    assert parse_request("try the mean instead of p99", first).slo_percentile == "mean"
+    assert parse_request("now the mean TTFT under 1 s", first).slo_percentile == "mean"
+    # the mean of a length or of an acceptance is not a percentile
+    assert parse_request("what if the mean acceptance length were 3", first).slo_percentile == "p99"

@@ -80,7 +80,10 @@ _TOKENS_AFTER_DRAFTER = re.compile(
 )
 """The count right after a drafter's name: "draft model llama-3.1-8b, 4 tokens", "mtp 2 tokens", "mtp:3", "mtp 3
 with 1.8 accepted" (a bare number only where a clause ends or goes on: "MTP 2 accepted" is an acceptance)."""
-_LENGTH = re.compile(rf"(?<![\w#])(?:mean\s+)?accept(?:ance|ed)?[\s-]+length\s*(?:of|=|:|is)?\s*{_num('n')}(?![\w.])")
+_LENGTH = re.compile(
+    rf"(?<![\w#])(?:mean\s+|average\s+)?accept(?:ance|ed)?[\s-]+length\s*"
+    rf"(?:of|=|:|is|was|were|be|at|becomes?|goes\s+to|rises\s+to|falls\s+to|drops\s+to)?\s*{_num('n')}(?![\w.])"
+)
 _RATE = re.compile(
     rf"(?<![\w#])accept(?:ance)?(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*{_num('n')}\s*(?P<pct>%)?(?![\w.])"
     rf"|{_num('n2')}\s*(?P<pct2>%)\s+(?:acceptance|accept(?:ed)?)(?:[\s-]+rate)?(?![a-z])"

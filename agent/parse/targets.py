@@ -51,6 +51,19 @@ _PERCENTILE = re.compile(
 ("95% of requests should see the first token within 400 ms")."""
 
 
+_NOT_PERCENTILE = re.compile(
+    r"(?<![\w#])(?:instead\s+of|rather\s+than|not)\s+(?:the\s+|at\s+(?:the\s+)?)?"
+    r"(?:p(?:50|90|95|99)|(?:50|90|95|99)(?:th)?[\s-]*percentile|median)(?![\w])"
+)
+"""A percentile set aside ("the mean instead of p99"): not the one the targets bound."""
+_MEAN = re.compile(
+    r"(?<![\w#])(?:mean|average|avg)(?=\s+(?:ttft|tpot|itl|latenc|targets?|time[\s-]+(?:to|per)|first[\s-]+token"
+    r"|instead|rather)(?![\w]))"
+)
+"""The mean as what the targets bound ("mean TTFT under 1 s", "the mean instead of p99"); the metric words stay for the
+target reader. "mean acceptance length" and "lognormal with mean 3k" are other readers' and not matched here."""
+
+
 def read_percentile(scan: Scan, found: Findings) -> None:
     """The percentile the latency targets bound: "P99 TTFT under 2 s", "99th percentile", "median TTFT".
 
@@ -62,14 +75,18 @@ def read_percentile(scan: Scan, found: Findings) -> None:
     >>> found.values["slo_percentile"], found.notes
     (['p99'], ['One percentile applies to both targets: P99, the highest of those named (P99, P90).'])
     """
-    matches = scan.take(_PERCENTILE)
-    named = [f"p{m.group('p') or m.group('q') or m.group('share') or '50'}" for m in matches]
+    means = scan.take(_MEAN)  # before the set-aside percentile is blanked: "the mean instead of p99"
+    for match in scan.take(_NOT_PERCENTILE):
+        found.notes.append(f"Read '{match.group().strip()}' as not the percentile the targets bound.")
+    matches = means + scan.take(_PERCENTILE)
+    named = ["mean" if m.re is _MEAN else f"p{m.group('p') or m.group('q') or m.group('share') or '50'}"
+             for m in matches]
     if not named:
         return
-    kept = max(named, key=lambda name: int(name[1:]))
+    kept = max(named, key=lambda name: 0 if name == "mean" else int(name[1:]))
     found.add("slo_percentile", kept, matches[named.index(kept)].group())
     if len(set(named)) > 1:
-        listed = ", ".join(n.upper() for n in dict.fromkeys(named))
+        listed = ", ".join("the mean" if n == "mean" else n.upper() for n in dict.fromkeys(named))
         found.notes.append(f"One percentile applies to both targets: {kept.upper()}, the highest of those named "
                            f"({listed}).")
 
