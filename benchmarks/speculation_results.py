@@ -161,7 +161,10 @@ class PublicResult:
     def speedups(self) -> tuple[float | None, float | None]:
         """(measured, shardplan's) speed-up over the same source's row without speculation."""
         row = self.public.row
-        measured = float(row["value"]) / float(row["no_spec_value"]) if row.get("no_spec_value") else None
+        measured = None
+        if row.get("no_spec_value"):  # in the row's own metric: a per-user speed grows, a TPOT shrinks
+            ratio = float(row["value"]) / float(row["no_spec_value"])
+            measured = 1 / ratio if row["metric"] == "tpot_ms" else ratio
         ours = _effect(self.own_off, self.own_on, "tpot_ms")
         return measured, ours
 

@@ -125,11 +125,23 @@ def test_public_rows_left_out_say_why() -> None:
     reasons = [p.reason for p in spec_rows.public_rows([
         {**base, "spec_accepted": 1.8, "gpu": "H800"}, base, {**base, "spec": None, "spec_accepted": 1.0},
         {**base, "spec_accepted": 1.0, "batch": 64},
+        {**base, "spec_accepted": 1.0, "strategy": "adp=8", "metric": "tpot_ms", "value": 25.0},
     ])]
     assert reasons[0] is not None and "H800" in reasons[0]
     assert reasons[1] is not None and "no acceptance" in reasons[1]
     assert reasons[2] is not None and "draft length" in reasons[2]
     assert reasons[3] is not None and "not a per-token latency" in reasons[3]
+    assert reasons[4] is not None and "without a sequence (it needs 8)" in reasons[4]
+
+
+def test_the_measured_speed_up_reads_the_rows_metric_the_right_way_round() -> None:
+    base = {"id": "r", "model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 8, "strategy": "tp=8",
+            "weight_dtype": "fp8", "isl": 1024, "osl": 2048, "batch": 1, "engine": "SGLang", "source": "s",
+            "spec": "mtp:2", "spec_accepted": 1.2}
+    speed, = spec_rows.public_rows([{**base, "metric": "output_tokens_per_s", "value": 150.0, "no_spec_value": 100}])
+    latency, = spec_rows.public_rows([{**base, "metric": "tpot_ms", "value": 20.0, "no_spec_value": 30.0}])
+    assert cmp.PublicResult(speed).speedups[0] == pytest.approx(1.5)  # tokens/s: faster with MTP
+    assert cmp.PublicResult(latency).speedups[0] == pytest.approx(1.5)  # TPOT: shorter with MTP
 
 
 def test_a_public_row_is_asked_with_its_engine_and_formats_and_its_speculation_only_when_on() -> None:
