@@ -114,6 +114,14 @@ class Row:
     notes: list[str] = field(default_factory=list)
     whole_run: bool = False
     """Every request counted, the cold start and the wind-down included (a ``bench_serving`` row)."""
+    requests: int = 0
+    cold_ttft_ms: float = math.nan
+    """Simulated mean TTFT of the clients' first requests, sent together at the start."""
+    warm_ttft_ms: float = math.nan
+    """Simulated mean TTFT of the requests after those."""
+    burst: float = math.nan
+    """Of the requests after the first N: how many entered the engine in the same step as each, on average (N when
+    the clients run in lockstep, about 1 when they are spread)."""
 
     def error(self, metric: str, of: str = "simulated") -> float | None:
         """Signed error in % of the simulated (or analytic) figure, None where the row measured none."""
@@ -289,6 +297,12 @@ def steady(record: Requests, clients: int) -> np.ndarray:
     return np.arange(clients, len(record) - clients)
 
 
+def burst(record: Requests, kept: np.ndarray) -> float:
+    """Mean, over the requests ``kept``, of how many of them were first scheduled in the same step as each."""
+    _, counts = np.unique(record.scheduled[kept], return_counts=True)
+    return float((counts * counts).sum() / counts.sum())
+
+
 def run_point(point: Point, options: SimulationOptions = DEFAULTS) -> Row:
     """Plan the point's deployment at its concurrency and simulate its closed loop; the steady state's figures.
 
@@ -330,6 +344,10 @@ def run_point(point: Point, options: SimulationOptions = DEFAULTS) -> Row:
         source=point.source,
         notes=notes,
         whole_run=point.requests is not None,
+        requests=len(record),
+        cold_ttft_ms=float(np.mean(measured.ttft_ms[:clients])),
+        warm_ttft_ms=float(np.mean(measured.ttft_ms[clients:])) if len(record) > clients else math.nan,
+        burst=burst(record, np.arange(clients, len(record))) if len(record) > clients else math.nan,
     )
 
 
@@ -381,6 +399,17 @@ def print_sweeps(rows: list[Row], by: str = "sweep") -> None:
         print("| " + " | ".join(cells) + " |")
 
 
+def print_whole_runs(rows: list[Row]) -> None:
+    """The whole-run rows' simulated TTFT split at the cold start, and how far their clients keep apart."""
+    print("| row | N | requests | TTFT measured | simulated | first N | the rest | burst of the rest |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r.whole_run:
+            cells = [r.id, str(r.clients), str(r.requests), _cell(r.measured.get("ttft_ms")),
+                     _cell(r.simulated["ttft_ms"]), _cell(r.cold_ttft_ms), _cell(r.warm_ttft_ms), f"{r.burst:.1f}"]
+            print("| " + " | ".join(cells) + " |")
+
+
 def summarise(rows: list[Row]) -> dict[str, dict[str, float]]:
     """Median absolute errors of TTFT and TPOT, simulated and analytic, over all rows and those past the KV cache."""
     out: dict[str, dict[str, float]] = {}
@@ -426,6 +455,10 @@ def main(argv: list[str] | None = None) -> int:
     print_sweeps(rows)
     print("\nMedian |error| per source:\n")
     print_sweeps(rows, "source")
+    if any(r.whole_run for r in rows):
+        print("\nWhole runs (bench_serving): simulated mean TTFT of the clients' first requests and of the rest; "
+              "burst: requests of the rest entering the engine in the same step as each (N: lockstep, 1: spread)\n")
+        print_whole_runs(rows)
     print()
     for part, label in (("all", "all rows"), ("past_kv", "past the KV cache"), ("within_kv", "within the KV cache")):
         sim, ana = found[f"{part}_simulated"], found[f"{part}_analytic"]
