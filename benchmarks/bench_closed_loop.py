@@ -447,8 +447,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_point(point, options))
         except ValueError as exc:
             skipped.append((point.id, str(exc)))
-    print(f"Closed-loop rows: measured vs simulated (steady state, {TARGET_PCT:g}% target) vs analytic, {len(rows)} "
-          "rows.\n")
+    print(f"Closed-loop rows: measured vs simulated (steady state; bench_serving rows: every request; "
+          f"{TARGET_PCT:g}% target) vs analytic, {len(rows)} rows.\n")
     print_table(rows)
     found = summarise(rows)
     print("\nMedian |error| per sweep:\n")
