@@ -7,18 +7,27 @@ the KV cache.
 
 Rows: every sweep of ``calibration/closed_loop.yaml`` (NVIDIA NIM's published concurrency sweeps of
 Llama-3.3-70B FP8 on 2 x H100 and Llama-3.1-8B FP8 on 1 x H100, five input/output lengths each, concurrency 1 to
-250), and every row of ``calibration/end_to_end.yaml`` measured by a serving benchmark at a stated concurrency
-(InferenceX, reference runs at concurrency 1) that the YAML does not already hold. Both files are held out:
+250; the SGLang cookbook's sweeps of Llama-3.1-70B on 8 x A100, Qwen3-235B-A22B and DeepSeek-R1-0528 on 8 x B200;
+dstack's DeepSeek-R1 sweeps on 8 x H200 and 8 x MI300X under early-2025 vLLM and SGLang), and every row of
+``calibration/end_to_end.yaml`` measured by a serving benchmark at a stated concurrency (InferenceX, reference runs
+at concurrency 1) that the YAML does not already hold. Both files are held out:
 nothing is fitted to them. Each row is planned as ``shardplan plan -m M --gpu G --gpus N -s SPEC --batch N
 --weight-dtype W --kv-dtype K --engine E`` plans it (:func:`~shardplan.tools.planning.deployment.best_option`),
 then simulated as ``shardplan simulate plan.json --arrival closed:N`` runs it, with ``max(10 N, 400)`` requests.
 
 What is compared: the mean TTFT and TPOT of the steady state. The first N requests (the clients' first ones, all
 sent at once: a cold start) and the last N (sent while the loop winds down, fewer clients left) are left out:
-measured benchmarks run long, or warm up, so neither weighs in their means. Beside each simulated figure stands
-the analytic steady state of the same plan (the plan's own TTFT and TPOT). A row is *past the KV cache* when
-its concurrency exceeds the sequences the simulated KV cache holds at the row's lengths: the engine then runs
-what fits and queues the rest.
+NIM's genai-perf measures windows once they are stable, so neither weighs in its means.
+
+Sweeps measured by SGLang's ``bench_serving`` (``client: bench_serving`` in the YAML: the SGLang cookbook's and
+dstack's) are replayed as that client runs them instead: its own requests (the lengths it draws, reproduced
+from its seed and ``--random-range-ratio`` and checked against the token totals it printed), as many as it sent,
+its ``--max-concurrency`` clients starting together, and every request counted, the cold start and the wind-down
+included, as its means and its throughput (all output tokens over the whole run) count them.
+
+Beside each simulated figure stands the analytic steady state of the same plan (the plan's own TTFT and TPOT). A
+row is *past the KV cache* when its concurrency exceeds the sequences the simulated KV cache holds at the row's
+(mean) lengths: the engine then runs what fits and queues the rest.
 
 What the comparison found, what was changed for it and what is left: ``docs/closed_loop.md``.
 """
@@ -31,6 +40,7 @@ import math
 import re
 import statistics
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +94,9 @@ class Point:
     measured: dict[str, float]
     statistic: str = "mean"
     source: str = ""
+    requests: tuple[np.ndarray, np.ndarray] | None = None
+    """The client's own requests (prompt and output lengths, in the order it sent them): the whole run is replayed
+    and every request counted; None: ``max(10 N, 400)`` requests of the deployment's lengths, the steady state."""
 
 
 @dataclass
@@ -99,6 +112,16 @@ class Row:
     statistic: str
     source: str
     notes: list[str] = field(default_factory=list)
+    whole_run: bool = False
+    """Every request counted, the cold start and the wind-down included (a ``bench_serving`` row)."""
+    requests: int = 0
+    cold_ttft_ms: float = math.nan
+    """Simulated mean TTFT of the clients' first requests, sent together at the start."""
+    warm_ttft_ms: float = math.nan
+    """Simulated mean TTFT of the requests after those."""
+    burst: float = math.nan
+    """Of the requests after the first N: how many entered the engine in the same step as each, on average (N when
+    the clients run in lockstep, about 1 when they are spread)."""
 
     def error(self, metric: str, of: str = "simulated") -> float | None:
         """Signed error in % of the simulated (or analytic) figure, None where the row measured none."""
@@ -116,9 +139,10 @@ class Row:
     def little_ttft_ms(self) -> float | None:
         """The TTFT the row's own throughput and TPOT imply by Little's law over its closed loop, N = requests/s x
         (TTFT + (osl - 1) TPOT); a measured TTFT far from it was not taken in a steady state (a run too short for
-        its queue to build up)."""
+        its queue to build up). None for a whole run: fewer than N clients are in flight at its start and end, and
+        its lengths vary."""
         tokens, tpot = self.measured.get("tokens_per_s"), self.measured.get("tpot_ms")
-        if tokens is None or tpot is None:
+        if tokens is None or tpot is None or self.whole_run:
             return None
         return self.clients * self.osl / tokens * 1e3 - (self.osl - 1) * tpot
 
@@ -130,15 +154,55 @@ def yaml_points() -> list[Point]:
     """Every concurrency of every sweep in closed_loop.yaml."""
     points = []
     for entry in yaml.safe_load(CLOSED_LOOP.read_text()):
+        source = table.short_source(entry["source"].split(";")[0])
         for sweep in entry["sweeps"]:
             deployment = Deployment(entry["model"], table.checkpoint_dtype(entry["model"], entry["weight_dtype"]),
                                     entry.get("kv_dtype"), entry["gpu"], int(entry["gpus"]), entry["strategy"],
                                     entry["engine"], int(sweep["isl"]), int(sweep["osl"]))
+            name = f"{entry['id']}-{sweep['isl']}-{sweep['osl']}"
+            if entry.get("client") == "bench_serving":
+                points += [_bench_serving_point(entry, deployment, name, row, source) for row in sweep["rows"]]
+                continue
             for clients, ttft, itl, tokens in sweep["rows"]:
-                points.append(Point(f"{entry['id']}-{sweep['isl']}-{sweep['osl']}-conc{clients}", deployment,
-                                    int(clients), {"ttft_ms": ttft, "tpot_ms": itl, "tokens_per_s": tokens},
-                                    source=table.short_source(entry["source"].split(";")[0])))
+                points.append(Point(f"{name}-conc{clients}", deployment, int(clients),
+                                    {"ttft_ms": ttft, "tpot_ms": itl, "tokens_per_s": tokens}, source=source))
     return points
+
+
+def bench_serving_lengths(isl: int, osl: int, prompts: int, range_ratio: float, seed: int,
+                          output_floor: int) -> tuple[np.ndarray, np.ndarray]:
+    """The prompt and output lengths SGLang's ``bench_serving`` draws for its random dataset, in the order it sends
+    them: ``np.random.seed(seed)``, then ``np.random.randint(max(int(isl * ratio), 1), isl + 1, prompts)`` for the
+    prompts and the same for the outputs from ``max(int(osl * ratio), output_floor)`` (``sample_random_requests``,
+    python/sglang/bench_serving.py; releases before ``compute_random_lens`` let an output length be 0).
+
+    >>> [int(a.sum()) for a in bench_serving_lengths(1000, 1000, 80, 0.0, 1, 0)]
+    [39668, 40725]
+    """
+    state = np.random.RandomState(seed)  # the legacy generator np.random.seed seeds
+    prompt = state.randint(max(int(isl * range_ratio), 1), isl + 1, size=prompts)
+    output = state.randint(max(int(osl * range_ratio), output_floor), osl + 1, size=prompts)
+    return prompt.astype(np.int64), output.astype(np.int64)
+
+
+def _bench_serving_point(entry: dict[str, Any], deployment: Deployment, name: str, row: list[float],
+                         source: str) -> Point:
+    """One concurrency of a ``bench_serving`` sweep: ``[clients, prompts, input tokens, output tokens, mean TTFT,
+    mean TPOT, output tokens/s]`` as the client printed them, with the requests it sent.
+
+    Raises:
+        ValueError: the lengths drawn do not add up to the token totals the client printed.
+    """
+    clients, prompts, total_in, total_out, ttft, tpot, tokens = row
+    isl, osl = bench_serving_lengths(deployment.isl, deployment.osl, int(prompts), float(entry["range_ratio"]),
+                                     int(entry["seed"]), int(entry["output_floor"]))
+    if (int(isl.sum()), int(osl.sum())) != (int(total_in), int(total_out)):
+        raise ValueError(f"{name}-conc{clients}: the lengths drawn add up to {isl.sum()} and {osl.sum()} tokens, "
+                         f"the client printed {total_in} and {total_out}")
+    # An output of 0 tokens (max_tokens 0) still prefills; the simulator runs every request to one token at least.
+    return Point(f"{name}-conc{clients}", deployment, int(clients),
+                 {"ttft_ms": ttft, "tpot_ms": tpot, "tokens_per_s": tokens}, source=source,
+                 requests=(isl, np.maximum(osl, 1)))
 
 
 def closed_loop_row(row: dict[str, Any]) -> bool:
@@ -192,7 +256,8 @@ def table_points(covered: set[tuple[str, str, int, str, int, int, int]]) -> tupl
 
 
 def simulate_point(point: Point, options: SimulationOptions = DEFAULTS) -> tuple[PricedDeployment, Simulation]:
-    """Plan the point's deployment at its concurrency and simulate its closed loop: the plan and the run.
+    """Plan the point's deployment at its concurrency and simulate its closed loop: the plan and the run. A point
+    with the client's own requests is planned at their mean lengths and replays exactly those.
 
     Raises:
         ValueError: no deployment of the layout fits the GPUs.
@@ -200,13 +265,30 @@ def simulate_point(point: Point, options: SimulationOptions = DEFAULTS) -> tuple
     d = point.deployment
     model = load_model(d.model, weight_dtype=d.weight_dtype, kv_dtype=d.kv_dtype)  # type: ignore[arg-type]
     cluster = make_cluster(d.gpu, d.gpus)
-    workload = Workload(isl=d.isl, osl=d.osl, batch=point.clients, engine=d.engine)  # type: ignore[arg-type]
+    isl, osl = _mean_lengths(point)
+    workload = Workload(isl=isl, osl=osl, batch=point.clients, engine=d.engine)  # type: ignore[arg-type]
     option = best_option(model, cluster, parse_strategy(d.strategy), workload)
     if option is None or not option.figures.fits:
         raise ValueError(f"{d.strategy} of {d.model} does not fit {d.gpus} x {d.gpu}")
     clients = point.clients
-    looped = workload.model_copy(update={"traffic": Traffic(arrival=ClosedLoop(kind="closed", clients=clients))})
-    return option, simulate(model, cluster, option, looped, requests=max(10 * clients, 400), options=options)
+    loop = ClosedLoop(kind="closed", clients=clients)
+    if point.requests is None:
+        looped = workload.model_copy(update={"traffic": Traffic(arrival=loop)})
+        return option, simulate(model, cluster, option, looped, requests=max(10 * clients, 400), options=options)
+    prompts, outputs = point.requests
+    with tempfile.TemporaryDirectory() as folder:
+        # The requests as a trace (vLLM's saved-results form), replayed row by row in the client's order.
+        trace = Path(folder) / "requests.json"
+        trace.write_text(json.dumps({"input_lens": prompts.tolist(), "output_lens": outputs.tolist()}))
+        looped = workload.model_copy(update={"traffic": Traffic(trace=str(trace), arrival=loop)})
+        return option, simulate(model, cluster, option, looped, requests=len(prompts), options=options)
+
+
+def _mean_lengths(point: Point) -> tuple[int, int]:
+    """The prompt and output lengths the point is planned at: its requests' means, else the deployment's."""
+    if point.requests is None:
+        return point.deployment.isl, point.deployment.osl
+    return tuple(max(1, round(float(lengths.mean()))) for lengths in point.requests)  # type: ignore[return-value]
 
 
 def steady(record: Requests, clients: int) -> np.ndarray:
@@ -215,22 +297,35 @@ def steady(record: Requests, clients: int) -> np.ndarray:
     return np.arange(clients, len(record) - clients)
 
 
+def burst(record: Requests, kept: np.ndarray) -> float:
+    """Mean, over the requests ``kept``, of how many of them were first scheduled in the same step as each."""
+    _, counts = np.unique(record.scheduled[kept], return_counts=True)
+    return float((counts * counts).sum() / counts.sum())
+
+
 def run_point(point: Point, options: SimulationOptions = DEFAULTS) -> Row:
     """Plan the point's deployment at its concurrency and simulate its closed loop; the steady state's figures.
 
     Raises:
         ValueError: no deployment of the layout fits the GPUs.
     """
-    d, clients = point.deployment, point.clients
+    clients = point.clients
     option, run = simulate_point(point, options)
     record = run.requests
-    kept = steady(record, clients)
     measured = latencies(record)
     pick = np.nanmedian if point.statistic == "median" else np.nanmean
-    sent = record.arrival[kept]  # each send after the first round marks a completion
-    rate = (kept.size - 1) / float(sent.max() - sent.min()) if sent.max() > sent.min() else math.nan
+    if point.requests is None:
+        kept = steady(record, clients)
+        sent = record.arrival[kept]  # each send after the first round marks a completion
+        rate = (kept.size - 1) / float(sent.max() - sent.min()) if sent.max() > sent.min() else math.nan
+        tokens = rate * float(record.osl[kept].mean())
+    else:
+        # bench_serving counts every request, and its throughput is all output tokens over the whole run.
+        kept = np.arange(len(record))
+        tokens = float(record.osl.sum()) / float(record.finish.max() - record.arrival.min())
     summary = run.summary
-    kv_sequences = summary.kv_blocks * summary.block_tokens // (d.isl + d.osl)
+    isl, osl = _mean_lengths(point)
+    kv_sequences = summary.kv_blocks * summary.block_tokens // (isl + osl)
     notes = [f"{summary.preemptions} preemptions"] if summary.preemptions else []
     if option.running_cap is not None:
         notes.append(f"plan runs {option.running_cap} and queues the rest")
@@ -238,16 +333,21 @@ def run_point(point: Point, options: SimulationOptions = DEFAULTS) -> Row:
     return Row(
         id=point.id,
         clients=clients,
-        osl=d.osl,
+        osl=osl,
         past_kv=clients > kv_sequences,
         kv_sequences=kv_sequences,
         measured=point.measured,
         simulated={"ttft_ms": float(pick(measured.ttft_ms[kept])), "tpot_ms": float(pick(measured.tpot_ms[kept])),
-                   "tokens_per_s": rate * float(record.osl[kept].mean())},
+                   "tokens_per_s": tokens},
         analytic={"ttft_ms": figures.ttft_ms, "tpot_ms": figures.tpot_ms, "tokens_per_s": figures.tokens_per_s},
         statistic=point.statistic,
         source=point.source,
         notes=notes,
+        whole_run=point.requests is not None,
+        requests=len(record),
+        cold_ttft_ms=float(np.mean(measured.ttft_ms[:clients])),
+        warm_ttft_ms=float(np.mean(measured.ttft_ms[clients:])) if len(record) > clients else math.nan,
+        burst=burst(record, np.arange(clients, len(record))) if len(record) > clients else math.nan,
     )
 
 
@@ -284,18 +384,30 @@ def print_table(rows: list[Row]) -> None:
         print("| " + " | ".join(cells) + " |")
 
 
-def print_sweeps(rows: list[Row]) -> None:
-    """Median absolute errors per sweep, simulated (analytic)."""
-    print("| sweep | rows | past KV | TTFT simulated (analytic) | TPOT simulated (analytic) |")
-    print("|---|---|---|---|---|")
-    for sweep in dict.fromkeys(r.sweep for r in rows):
-        chosen = [r for r in rows if r.sweep == sweep]
-        cells = [sweep, str(len(chosen)), str(sum(r.past_kv for r in chosen))]
-        for metric in ("ttft_ms", "tpot_ms"):
+def print_sweeps(rows: list[Row], by: str = "sweep") -> None:
+    """Median absolute errors per sweep (or per ``by``, another attribute of the rows), simulated (analytic)."""
+    print(f"| {by} | rows | past KV | TTFT simulated (analytic) | TPOT simulated (analytic) | tokens/s simulated "
+          "(analytic) |")
+    print("|---|---|---|---|---|---|")
+    for group in dict.fromkeys(getattr(r, by) for r in rows):
+        chosen = [r for r in rows if getattr(r, by) == group]
+        cells = [group, str(len(chosen)), str(sum(r.past_kv for r in chosen))]
+        for metric in METRICS:
             sim, count = median_abs(chosen, metric)
             ana, _ = median_abs(chosen, metric, "analytic")
             cells.append(f"{sim:.0f}% ({ana:.0f}%)" if count else "-")
         print("| " + " | ".join(cells) + " |")
+
+
+def print_whole_runs(rows: list[Row]) -> None:
+    """The whole-run rows' simulated TTFT split at the cold start, and how far their clients keep apart."""
+    print("| row | N | requests | TTFT measured | simulated | first N | the rest | burst of the rest |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r.whole_run:
+            cells = [r.id, str(r.clients), str(r.requests), _cell(r.measured.get("ttft_ms")),
+                     _cell(r.simulated["ttft_ms"]), _cell(r.cold_ttft_ms), _cell(r.warm_ttft_ms), f"{r.burst:.1f}"]
+            print("| " + " | ".join(cells) + " |")
 
 
 def summarise(rows: list[Row]) -> dict[str, dict[str, float]]:
@@ -335,12 +447,18 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_point(point, options))
         except ValueError as exc:
             skipped.append((point.id, str(exc)))
-    print(f"Closed-loop rows: measured vs simulated (steady state, {TARGET_PCT:g}% target) vs analytic, {len(rows)} "
-          "rows.\n")
+    print(f"Closed-loop rows: measured vs simulated (steady state; bench_serving rows: every request; "
+          f"{TARGET_PCT:g}% target) vs analytic, {len(rows)} rows.\n")
     print_table(rows)
     found = summarise(rows)
     print("\nMedian |error| per sweep:\n")
     print_sweeps(rows)
+    print("\nMedian |error| per source:\n")
+    print_sweeps(rows, "source")
+    if any(r.whole_run for r in rows):
+        print("\nWhole runs (bench_serving): simulated mean TTFT of the clients' first requests and of the rest; "
+              "burst: requests of the rest entering the engine in the same step as each (N: lockstep, 1: spread)\n")
+        print_whole_runs(rows)
     print()
     for part, label in (("all", "all rows"), ("past_kv", "past the KV cache"), ("within_kv", "within the KV cache")):
         sim, ana = found[f"{part}_simulated"], found[f"{part}_analytic"]

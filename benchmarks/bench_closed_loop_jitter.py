@@ -25,11 +25,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_closed_loop import simulate_point, steady, yaml_points  # noqa: E402
+from bench_closed_loop import burst, simulate_point, steady, yaml_points  # noqa: E402
 
 from shardplan.tools.simulation.results import latencies  # noqa: E402
 from shardplan.tools.simulation.run import SimulationOptions  # noqa: E402
-from shardplan.tools.simulation.state import Requests  # noqa: E402
 
 ROWS = (
     "nim180-llama33-70b-h100-tp2-200-200-conc25",
@@ -39,12 +38,6 @@ ROWS = (
     "nim180-llama31-8b-h100-tp1-200-200-conc25",
 )
 DELAYS_S = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 3e-2)
-
-
-def burst(record: Requests, kept: np.ndarray) -> float:
-    """Mean, over the requests ``kept``, of how many of them were first scheduled in the same step as each."""
-    _, counts = np.unique(record.scheduled[kept], return_counts=True)
-    return float((counts * counts).sum() / counts.sum())
 
 
 def main(argv: list[str] | None = None) -> int:
