@@ -311,6 +311,31 @@ def test_any_text_parses_without_raising(text: str) -> None:
     assert parsed.model is not None and parsed.gpu is not None  # a follow-up never loses what was said
 
 
+_GRAMMAR_TEXT = (
+    "llama 3.1 8b 70b deepseek-v3 qwen3-32b on 1 2 8 16 h100 h200 b200 mi300x x nodes of gpus , and with bursty "
+    "bursts (cv 4) cv=0 cv 80 coefficient of variation gamma arrivals poisson closed loop users clients each sends "
+    "a new request when the last one finishes 128 0 -3 0.0001 99999999999 lognormal mean are around 3k 8k 200 "
+    "tokens prompts outputs between to - % 30% 150% prompt hit the prefix cache shared system prompt half mtp eagle "
+    "draft model acceptance rate length accepted 0.85 2.6 were instead p99 median ttft tpot under ms s 95% requests "
+    "qps req/s per minute $3/h azure code trace now same what if"
+)
+_GRAMMAR_WORDS = _GRAMMAR_TEXT.split(" ")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_GRAMMAR_WORDS), min_size=2, max_size=25), st.booleans())
+def test_any_sentence_of_the_grammars_words_parses_without_raising(words: list[str], follow_up: bool) -> None:
+    """Word-level: the readers' own words in any order and with any numbers ("eagle 0" once raised a
+    validation error from the draft-token count)."""
+    parse_request(" ".join(words), previous=parse_request(HEADLINE) if follow_up else None)
+
+
+def test_a_draft_count_out_of_range_after_the_drafter_is_ignored_with_a_note() -> None:
+    parsed = parse_request("Llama 3.1 70B on 8 H100 with eagle 0, 2 accepted")
+    assert parsed.spec_method == "eagle" and parsed.spec_tokens is None
+    assert any("from 1 to" in note for note in parsed.notes)
+
+
 # ------------------------------------------------------------------------ speculative decoding, prefix reuse
 
 

@@ -147,9 +147,13 @@ def _tokens_after(scan: Scan, end: int, found: Findings) -> None:
     after = _TOKENS_AFTER_DRAFTER.match(scan.text[end:])
     if after:
         k = int(after.group("k") or after.group("k2") or after.group("k3"))
+        scan.blank(end, end + after.end())
+        if not 1 <= k <= MAX_DRAFT_TOKENS:
+            found.notes.append(f"Ignored '{after.group().strip(' ,')}' after the drafter: draft tokens are a whole "
+                               f"number from 1 to {MAX_DRAFT_TOKENS}.")
+            return
         found.add("spec_tokens", k, after.group().strip(" ,"))
         found.notes.append(f"Read '{after.group().strip(' ,')}' after the drafter as {_drafts(k)} per step.")
-        scan.blank(end, end + after.end())
 
 
 def _drafts(k: int) -> str:
