@@ -116,6 +116,23 @@ class Workload(Contract):
         return self.rate is not None and not closed
 
     @property
+    def drawn_as_priced(self) -> bool:
+        """Whether the traffic draws exactly what the serving model prices: every request of the workload's own
+        ``isl`` and ``osl`` (no distribution but a fixed one at those lengths, no trace) arriving as Poisson, or no
+        traffic at all. ``fixed:N`` beside ``isl`` N is the same request written two ways.
+
+        >>> from shardplan.contracts.traffic import FixedLength
+        >>> Workload(isl=1024, osl=8, traffic=Traffic(isl=FixedLength(kind="fixed", tokens=1024))).drawn_as_priced
+        True
+        """
+        t = self.traffic
+        if t is None:
+            return True
+        lengths = ((t.isl, self.isl), (t.osl, self.osl))
+        fixed = all(d is None or (d.kind == "fixed" and d.tokens == n) for d, n in lengths)
+        return fixed and t.trace is None and t.arrival.kind == "poisson"
+
+    @property
     def cached_prompt_tokens(self) -> float:
         """Mean prompt tokens per request found in the prefix cache."""
         return self.prefix_hit * self.isl
