@@ -11,11 +11,22 @@ from shardplan.contracts.speculation import Speculation
 from shardplan.contracts.targets import SloPercentile, Targets
 from shardplan.contracts.traffic import Traffic
 
-__all__ = ["Workload", "Batching"]
+__all__ = ["Workload", "Batching", "default_objective"]
 
 Batching = Literal["continuous", "static"]
 """How an engine batches requests: continuous (in-flight, chunked prefill mixed into decode steps) or
 static (one batch prefilled together, then decoded together)."""
+
+
+def default_objective(ttft_ms: float | None, tpot_ms: float | None, rate: float | None) -> Objective:
+    """The objective of a request that names none: ``throughput`` when it gives a target or a rate (it asks what
+    serves them best), else ``latency``. Every surface (CLI, API and MCP, chat, sweeps) defaults through here, so
+    one request written on any of them is planned alike.
+
+    >>> default_objective(None, 30.0, None), default_objective(None, None, 2.0), default_objective(None, None, None)
+    ('throughput', 'throughput', 'latency')
+    """
+    return "throughput" if ttft_ms or tpot_ms or rate else "latency"
 
 
 class Workload(Contract):
