@@ -65,7 +65,7 @@ def same_answer(a: Plan, b: Plan) -> None:
 @pytest.mark.parametrize(
     "written",
     [{"isl_dist": "fixed:1024"}, {"isl": 1024, "isl_dist": "fixed:1024"}, {"isl": 1024, "osl_dist": "fixed:256"},
-     {"isl": 1024, "prefix_hit": 0.0}],
+     {"isl": 1024, "arrival": "poisson"}, {"isl": 1024, "prefix_hit": 0.0}],
 )
 def test_a_request_written_another_way_gets_the_same_plan(written: dict[str, Any]) -> None:
     # A fixed distribution at a length is that length, Poisson arriving: the steady state prices it, and nothing is
