@@ -25,6 +25,7 @@ from cli_helpers import run_here
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardplan.agent.parse.request import parse_request, to_plan_request
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import Plan, PlanRequest, PricedDeployment
 from shardplan.contracts.speculation import Speculation
@@ -115,6 +116,22 @@ def test_the_api_and_the_command_line_answer_one_request_alike(
     assert api["request"]["workload"]["objective"] == "throughput"
     assert sorted(api["assumptions"]) == sorted(here["assumptions"])
     assert (api["strategy"], api["figures"], api["status"]) == (here["strategy"], here["figures"], here["status"])
+
+
+@pytest.mark.parametrize(
+    ("text", "arguments"),
+    [
+        ("llama 3.1 8b on 2 H100, 1k prompts, 256-token outputs, 5 requests per second", {"rate": 5.0}),
+        ("llama 3.1 8b on 2 H100, 1k prompts, 256-token outputs, TPOT under 20 ms", {"tpot_ms": 20.0}),
+        ("llama 3.1 8b on 2 H100, 1k prompts, 256-token outputs", {}),
+    ],
+)
+def test_chat_reads_a_request_as_the_api_takes_it(text: str, arguments: dict[str, Any]) -> None:
+    # Chat once left a rate out of the default objective: latency for "5 requests per second" where the command
+    # line and the API plan for throughput.
+    read = to_plan_request(parse_request(text)).workload
+    taken = RequestArgs(model="llama-3.1-8b", gpu="H100", gpus=2, isl=1024, osl=256, **arguments).to_request().workload
+    assert read == taken
 
 
 @pytest.mark.parametrize(
