@@ -128,6 +128,28 @@ def test_more_accepted_drafts_never_slow_a_token(
     assert high.tokens_per_s >= low.tokens_per_s * (1 - 1e-9)
 
 
+@pytest.mark.parametrize("gpu", [ROOFLINE_GPU, MEASURED_GPU])
+@pytest.mark.parametrize(
+    ("model", "gpus", "spec", "drafter"),
+    [("llama-3.1-8b", 1, "tp=1", None), ("llama-3.1-70b", 4, "tp=4", "llama-3.1-8b"),
+     ("llama-3.1-8b", 4, "prefill:tp=2;decode:tp=2;disagg", None)],
+)
+@pytest.mark.parametrize("batch", [1, 64])
+def test_more_drafts_at_the_same_acceptance_never_speed_a_token_up(
+    model: str, gpus: int, spec: str, drafter: str | None, gpu: str, batch: int
+) -> None:
+    # Each draft more is verified and drafted for nothing; drafts never accepted cost more than not drafting.
+    method = "draft" if drafter else "eagle"
+    plain = figures(model, gpu, gpus, spec, isl=1024, osl=256, batch=batch)
+    for accepted in (0.0, 1.0):
+        runs = [figures(model, gpu, gpus, spec, isl=1024, osl=256, batch=batch,
+                        speculation=Speculation(method=method, draft_tokens=k, accepted=accepted, draft_model=drafter))
+                for k in (1, 2, 4, 6)]
+        assert non_decreasing([f.tpot_ms for f in runs]), accepted
+        if accepted == 0.0:
+            assert runs[0].tpot_ms >= plain.tpot_ms
+
+
 @pytest.mark.parametrize(("model", "gpus", "spec"), AGGREGATED + SPLIT)
 def test_a_faster_gpu_never_slows_decode_and_at_a_rate_never_slows_the_first_token(
     model: str, gpus: int, spec: str
