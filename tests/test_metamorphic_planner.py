@@ -199,8 +199,9 @@ def test_a_strategy_reads_the_same_in_any_order(
 
 @cache
 def best(model: str, gpus: int, **workload: Any) -> PricedDeployment:
-    """The search's best deployment for the throughput objective (what ``plan`` starts from)."""
-    request = PlanRequest(model=model, gpu="H100", gpus=gpus, workload=Workload(objective="throughput", **workload))
+    """The search's best deployment, for the throughput objective unless told (what ``plan`` starts from)."""
+    sized = Workload(**{"objective": "throughput", **workload})
+    request = PlanRequest(model=model, gpu="H100", gpus=gpus, workload=sized)
     resolved, cluster = resolve_request(request)
     return search(resolved, cluster, request.workload, top=3).candidates[0]
 
@@ -278,3 +279,13 @@ def test_a_lone_request_is_simulated_at_the_serving_models_step_prices(
     steps = -(-(workload.osl - 1) // pricer.tokens_per_step)
     rounding = (steps - (workload.osl - 1) / pricer.tokens_per_step) * pricer.step_s(1, 0) / (workload.osl - 1)
     assert run["tpot"].p50_ms == pytest.approx(pricer.tpot_s(1) * 1e3 + rounding * 1e3, rel=1e-6)
+
+
+@pytest.mark.parametrize("rate", [8.0, 32.0])
+def test_under_a_rate_the_objective_leaves_the_best_alone(rate: float) -> None:
+    # A rate is ranked by the fewest GPUs, then the request latency, whatever the objective; the latency
+    # objective once left split pools out of the search, and at 32 requests/s on up to 4 H100 planned tp=2
+    # (request latency 3.71 s) where a split pair on the same 2 GPUs serves it in 3.24 s.
+    runs = [best("llama-3.1-8b", 4, isl=1024, osl=256, rate=rate, tpot_ms=20.0, objective=objective)
+            for objective in ("latency", "throughput", "goodput")]
+    assert all(r.strategy == runs[0].strategy and r.figures == runs[0].figures for r in runs)
