@@ -95,6 +95,23 @@ def test_more_sequences_in_flight_never_speed_a_token_up_nor_lower_throughput(
 
 @pytest.mark.parametrize("gpu", [ROOFLINE_GPU, MEASURED_GPU])
 @pytest.mark.parametrize(("model", "gpus", "spec"), AGGREGATED + SPLIT)
+def test_a_higher_rate_never_lowers_the_load_nor_the_latencies(model: str, gpus: int, spec: str, gpu: str) -> None:
+    # The same deployment at more requests/s carries more in flight (Little's law) and queues more.
+    runs = []
+    for rate in (0.25, 1.0, 4.0, 16.0):
+        priced = option(model, gpu, gpus, spec, isl=1024, osl=256, rate=rate)
+        if priced is None or priced.misses:
+            break
+        runs.append(priced)
+    assert len(runs) >= 3
+    assert non_decreasing([r.concurrency for r in runs])
+    assert non_decreasing([r.figures.ttft_ms for r in runs])
+    if gpu == ROOFLINE_GPU:  # measured steps are not monotone in a few sequences (module docstring)
+        assert non_decreasing([r.figures.tpot_ms for r in runs])
+
+
+@pytest.mark.parametrize("gpu", [ROOFLINE_GPU, MEASURED_GPU])
+@pytest.mark.parametrize(("model", "gpus", "spec"), AGGREGATED + SPLIT)
 def test_more_prefix_hits_never_slow_the_first_token_nor_lower_throughput(
     model: str, gpus: int, spec: str, gpu: str
 ) -> None:
