@@ -23,7 +23,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.speculation import speculation_option
 from shardplan.contracts.targets import parse_slo_percentile
-from shardplan.contracts.workload import Workload
+from shardplan.contracts.workload import Workload, default_objective
 from shardplan.errors import InputError
 from shardplan.limits import MAX_INT_DIGITS
 from shardplan.tools.catalogs.drafters import check_drafter
@@ -110,7 +110,7 @@ def build_request(
     traffic = workload_fields(parse_traffic(isl_dist, osl_dist, workload, arrival), isl=isl, osl=osl, batch=batch,
                               rate=rate)
     if objective is None:
-        objective = "throughput" if ttft_ms or tpot_ms or traffic["rate"] else "latency"
+        objective = default_objective(ttft_ms, tpot_ms, traffic["rate"])
     try:
         # Options arrive as plain strings; validation turns them into the contract's closed vocabularies.
         request_workload = Workload.model_validate(

@@ -11,11 +11,22 @@ from shardplan.contracts.speculation import Speculation
 from shardplan.contracts.targets import SloPercentile, Targets
 from shardplan.contracts.traffic import Traffic
 
-__all__ = ["Workload", "Batching"]
+__all__ = ["Workload", "Batching", "default_objective"]
 
 Batching = Literal["continuous", "static"]
 """How an engine batches requests: continuous (in-flight, chunked prefill mixed into decode steps) or
 static (one batch prefilled together, then decoded together)."""
+
+
+def default_objective(ttft_ms: float | None, tpot_ms: float | None, rate: float | None) -> Objective:
+    """The objective of a request that names none: ``throughput`` when it gives a target or a rate (it asks what
+    serves them best), else ``latency``. Every surface (CLI, API and MCP, chat, sweeps) defaults through here, so
+    one request written on any of them is planned alike.
+
+    >>> default_objective(None, 30.0, None), default_objective(None, None, 2.0), default_objective(None, None, None)
+    ('throughput', 'throughput', 'latency')
+    """
+    return "throughput" if ttft_ms or tpot_ms or rate else "latency"
 
 
 class Workload(Contract):
@@ -114,6 +125,23 @@ class Workload(Contract):
         not from a closed loop of clients: the number in flight is then a mean the traffic swings around."""
         closed = self.traffic is not None and self.traffic.arrival.kind == "closed"
         return self.rate is not None and not closed
+
+    @property
+    def drawn_as_priced(self) -> bool:
+        """Whether the traffic draws exactly what the serving model prices: every request of the workload's own
+        ``isl`` and ``osl`` (no distribution but a fixed one at those lengths, no trace) arriving as Poisson, or no
+        traffic at all. ``fixed:N`` beside ``isl`` N is the same request written two ways.
+
+        >>> from shardplan.contracts.traffic import FixedLength
+        >>> Workload(isl=1024, osl=8, traffic=Traffic(isl=FixedLength(kind="fixed", tokens=1024))).drawn_as_priced
+        True
+        """
+        t = self.traffic
+        if t is None:
+            return True
+        lengths = ((t.isl, self.isl), (t.osl, self.osl))
+        fixed = all(d is None or (d.kind == "fixed" and d.tokens == n) for d, n in lengths)
+        return fixed and t.trace is None and t.arrival.kind == "poisson"
 
     @property
     def cached_prompt_tokens(self) -> float:

@@ -57,7 +57,7 @@ from shardplan.contracts.economics import GpuPrice
 from shardplan.contracts.model import WeightComponent
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.targets import SloPercentile
-from shardplan.contracts.workload import Workload
+from shardplan.contracts.workload import Workload, default_objective
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import gpu_catalog
@@ -348,7 +348,7 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         ttft_ms=parsed.ttft_ms,
         tpot_ms=parsed.tpot_ms,
         slo_percentile=parsed.slo_percentile or "mean",
-        objective=parsed.objective or ("throughput" if parsed.ttft_ms or parsed.tpot_ms else "latency"),
+        objective=parsed.objective or default_objective(parsed.ttft_ms, parsed.tpot_ms, fields["rate"]),
     )
     texts = list(parsed.constraints)
     if parsed.disaggregated is not None:

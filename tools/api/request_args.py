@@ -18,7 +18,7 @@ from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.speculation import speculation_option, speculation_text
 from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.traffic import arrival_text, length_text
-from shardplan.contracts.workload import Batching, Workload
+from shardplan.contracts.workload import Batching, Workload, default_objective
 from shardplan.errors import InputError
 from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE
 from shardplan.tools.api.guards import check_path
@@ -132,8 +132,9 @@ class RequestArgs(Args):
         description="What ttft_ms and tpot_ms bound: 'mean' (default) or a percentile over requests, '50', '90', "
         "'95', '99', judged by simulating the best candidates under the workload's traffic.",
     )
-    objective: Objective = Field(
-        default="latency", description="latency, throughput or goodput (throughput under targets)."
+    objective: Objective | None = Field(
+        default=None, description="latency, throughput or goodput (throughput under targets); omitted: throughput "
+        "when a target or a rate is given, else latency.",
     )
     engine: str = Field(
         default="vllm", max_length=40, pattern=ENGINE_PATTERN,
@@ -207,7 +208,7 @@ class RequestArgs(Args):
             ttft_ms=self.ttft_ms,
             tpot_ms=self.tpot_ms,
             slo_percentile=parse_slo_percentile(self.slo_percentile) if self.slo_percentile else "mean",
-            objective=self.objective,
+            objective=self.objective or default_objective(self.ttft_ms, self.tpot_ms, traffic["rate"]),
             batching=self.batching,
             gpu_memory_utilization=self.gpu_memory_utilization,
             max_batched_tokens=self.max_batched_tokens,

@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from shardplan.contracts.common import Contract, Objective, ServingEngine
 from shardplan.contracts.economics import GpuPrice
 from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.workload import default_objective
 from shardplan.errors import InputError
 from shardplan.reading import parse_yaml_text, read_text
 from shardplan.text import one_line
@@ -113,8 +114,7 @@ def _arguments(grid: SweepGrid, model: str, gpu: str, engine: str, traffic: Leng
         values["workload"] = traffic
     else:
         values.update(isl=traffic.isl, osl=traffic.osl)
-    given = rate is not None or targets.ttft_ms is not None or targets.tpot_ms is not None
-    values["objective"] = grid.objective or ("throughput" if given else "latency")
+    values["objective"] = grid.objective or default_objective(targets.ttft_ms, targets.tpot_ms, rate)
     return RequestArgs(**{k: v for k, v in values.items() if v is not None})
 
 

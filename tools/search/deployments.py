@@ -218,10 +218,12 @@ def search(
     split_asked = split_asked or cluster.mixed
     pricers = _screen(model, cluster.pool("prefill"), workload, rejected, allowed)
     decode_pricers = _screen(model, cluster.pool("decode"), workload, rejected, allowed) if cluster.mixed else None
+    # One request at a time (latency, no rate) gains nothing from split pools; a rate ranks by GPUs, then latency,
+    # whatever the objective, and split pools can serve it on fewer GPUs or sooner.
     split = (
         (disaggregated or cluster.mixed)
         and workload.batching == "continuous"
-        and (split_asked or (workload.batch is None and workload.objective != "latency"))
+        and (split_asked or (workload.batch is None and (workload.objective != "latency" or workload.rate is not None)))
         and workload.osl > 1
         and cluster.world_size >= 2
     )

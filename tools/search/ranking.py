@@ -171,7 +171,7 @@ def prefer_aggregated(
     follow the traffic, a KV-cache transfer per request, a router. Its figures also leave out what only a
     split deployment pays (AIConfigurator's estimator takes 8% off a decode pool's rate and 10% off a
     prefill pool's for it). Only for the throughput objectives without a rate: a rate ranks by GPUs, and
-    latency never splits.
+    latency without a rate never splits.
     """
     if not ordered or workload.rate is not None or workload.objective not in ("throughput", "goodput"):
         return ordered, None

@@ -56,11 +56,11 @@ differ by more than sampling noise, in well under a second per replica."""
 
 def needs_simulation(workload: Workload) -> bool:
     """Whether the workload's figures must come from a simulation: a percentile target, or traffic described
-    beyond fixed lengths and Poisson arrivals (continuous batching only: the simulator runs the engine's
-    scheduler)."""
+    beyond the fixed lengths and Poisson arrivals the steady state prices (continuous batching only: the simulator
+    runs the engine's scheduler)."""
     if workload.batching != "continuous":
         return False
-    return workload.slo_percentile != "mean" or workload.traffic is not None
+    return workload.slo_percentile != "mean" or not workload.drawn_as_priced
 
 
 def _run(

@@ -39,11 +39,14 @@ def serving_rate_or_most(
 ) -> list[PricedDeployment]:
     """``price(workload)``; when none of those meets every target of a workload with a rate, the deployments priced
     at full load (no rate) too, judged against the rate: the most they serve, and the shortfall, so that the
-    ranking weighs a rate missed by a little against a latency missed by a little."""
+    ranking weighs a rate missed by a little against a latency missed by a little. Full load is every concurrency
+    up to what the deployment holds, whatever the objective: under ``latency`` without a rate only one sequence
+    would be priced, and the shortfall stated would be that of one sequence in flight."""
     options = price(workload)
     if workload.rate is None or any(o.meets_targets for o in options):
         return options
-    return options + [o.judged(workload.targets) for o in price(workload.model_copy(update={"rate": None}))]
+    full = workload.model_copy(update={"rate": None, "objective": "throughput"})
+    return options + [o.judged(workload.targets) for o in price(full)]
 
 
 def split_deployments(
