@@ -23,7 +23,7 @@ from fuzz_table import print_counts
 from shardplan.agent.parse.request import ParsedRequest, missing_fields, parse_request, to_plan_request
 from shardplan.errors import InputError
 
-GRAMMAR_WORDS = (
+_GRAMMAR_TEXT = (
     "llama 3.1 8b 70b deepseek-v3 qwen3-32b mixtral gpt-oss-120b on 1 2 8 16 h100 h200 b200 a100 mi300x x nodes of "
     "gpus , and with bursty bursts (cv 4) cv=0 cv 80 coefficient of variation gamma arrivals poisson closed loop "
     "users clients concurrent each sends a new request when the last one finishes 128 64 0 -3 0.0001 99999999999 "
@@ -31,7 +31,8 @@ GRAMMAR_WORDS = (
     "prefix cache shared system half mtp eagle draft model acceptance rate length accepted 0.85 2.6 were instead "
     "p99 p90 median ttft tpot under over below ms s second 95% requests qps rps req/s per minute $3/h azure code "
     "conversation trace now try same what if tp=8 pp=2 ep=8 adp=8 batch fp8 fp4 kv disaggregated prefill decode"
-).split(" ")
+)
+GRAMMAR_WORDS = _GRAMMAR_TEXT.split(" ")
 """The readers' words: models, counts, hardware, traffic, targets, percentiles, features, follow-up and edit words."""
 
 HEADLINE = "Llama 3.1 70B on 8 H100, 4k prompts, 512 outputs, TTFT under 1 s"
