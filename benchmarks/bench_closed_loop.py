@@ -43,60 +43,24 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import yaml
+from closed_loop_rows import Point, table_points, yaml_points
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "calibration"))
+from shardplan.contracts.arithmetic.feasibility import sequences_needed
+from shardplan.contracts.plan import PricedDeployment
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.traffic import ClosedLoop, Traffic
+from shardplan.contracts.workload import Workload
+from shardplan.tools.catalogs.gpus import make_cluster
+from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.planning.deployment import best_option
+from shardplan.tools.simulation.results import latencies
+from shardplan.tools.simulation.run import Simulation, SimulationOptions, simulate
+from shardplan.tools.simulation.state import Requests
 
-import error_table as table  # noqa: E402
-
-from shardplan.contracts.plan import PricedDeployment  # noqa: E402
-from shardplan.contracts.strategy import parse_strategy  # noqa: E402
-from shardplan.contracts.traffic import ClosedLoop, Traffic  # noqa: E402
-from shardplan.contracts.workload import Workload  # noqa: E402
-from shardplan.tools.catalogs.gpus import make_cluster  # noqa: E402
-from shardplan.tools.catalogs.models import load_model  # noqa: E402
-from shardplan.tools.planning.deployment import best_option  # noqa: E402
-from shardplan.tools.simulation.results import latencies  # noqa: E402
-from shardplan.tools.simulation.run import Simulation, SimulationOptions, simulate  # noqa: E402
-from shardplan.tools.simulation.state import Requests  # noqa: E402
-
-CLOSED_LOOP = HERE / "calibration" / "closed_loop.yaml"
 TARGET_PCT = 15.0
 DEFAULTS = SimulationOptions()
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """What one measured sweep ran: the model, the GPUs, the layout and the engine, at one pair of lengths."""
-
-    model: str
-    weight_dtype: str | None
-    kv_dtype: str | None
-    gpu: str
-    gpus: int
-    strategy: str
-    engine: str
-    isl: int
-    osl: int
-
-
-@dataclass
-class Point:
-    """One measured concurrency of a deployment: its mean (or median) TTFT, TPOT and output tokens/s."""
-
-    id: str
-    deployment: Deployment
-    clients: int
-    measured: dict[str, float]
-    statistic: str = "mean"
-    source: str = ""
-    requests: tuple[np.ndarray, np.ndarray] | None = None
-    """The client's own requests (prompt and output lengths, in the order it sent them): the whole run is replayed
-    and every request counted; None: ``max(10 N, 400)`` requests of the deployment's lengths, the steady state."""
 
 
 @dataclass
@@ -150,111 +114,6 @@ class Row:
 METRICS = ("ttft_ms", "tpot_ms", "tokens_per_s")
 
 
-def yaml_points() -> list[Point]:
-    """Every concurrency of every sweep in closed_loop.yaml."""
-    points = []
-    for entry in yaml.safe_load(CLOSED_LOOP.read_text()):
-        source = table.short_source(entry["source"].split(";")[0])
-        for sweep in entry["sweeps"]:
-            deployment = Deployment(entry["model"], table.checkpoint_dtype(entry["model"], entry["weight_dtype"]),
-                                    entry.get("kv_dtype"), entry["gpu"], int(entry["gpus"]), entry["strategy"],
-                                    entry["engine"], int(sweep["isl"]), int(sweep["osl"]))
-            name = f"{entry['id']}-{sweep['isl']}-{sweep['osl']}"
-            if entry.get("client") == "bench_serving":
-                points += [_bench_serving_point(entry, deployment, name, row, source) for row in sweep["rows"]]
-                continue
-            for clients, ttft, itl, tokens in sweep["rows"]:
-                points.append(Point(f"{name}-conc{clients}", deployment, int(clients),
-                                    {"ttft_ms": ttft, "tpot_ms": itl, "tokens_per_s": tokens}, source=source))
-    return points
-
-
-def bench_serving_lengths(isl: int, osl: int, prompts: int, range_ratio: float, seed: int,
-                          output_floor: int) -> tuple[np.ndarray, np.ndarray]:
-    """The prompt and output lengths SGLang's ``bench_serving`` draws for its random dataset, in the order it sends
-    them: ``np.random.seed(seed)``, then ``np.random.randint(max(int(isl * ratio), 1), isl + 1, prompts)`` for the
-    prompts and the same for the outputs from ``max(int(osl * ratio), output_floor)`` (``sample_random_requests``,
-    python/sglang/bench_serving.py; releases before ``compute_random_lens`` let an output length be 0).
-
-    >>> [int(a.sum()) for a in bench_serving_lengths(1000, 1000, 80, 0.0, 1, 0)]
-    [39668, 40725]
-    """
-    state = np.random.RandomState(seed)  # the legacy generator np.random.seed seeds
-    prompt = state.randint(max(int(isl * range_ratio), 1), isl + 1, size=prompts)
-    output = state.randint(max(int(osl * range_ratio), output_floor), osl + 1, size=prompts)
-    return prompt.astype(np.int64), output.astype(np.int64)
-
-
-def _bench_serving_point(entry: dict[str, Any], deployment: Deployment, name: str, row: list[float],
-                         source: str) -> Point:
-    """One concurrency of a ``bench_serving`` sweep: ``[clients, prompts, input tokens, output tokens, mean TTFT,
-    mean TPOT, output tokens/s]`` as the client printed them, with the requests it sent.
-
-    Raises:
-        ValueError: the lengths drawn do not add up to the token totals the client printed.
-    """
-    clients, prompts, total_in, total_out, ttft, tpot, tokens = row
-    isl, osl = bench_serving_lengths(deployment.isl, deployment.osl, int(prompts), float(entry["range_ratio"]),
-                                     int(entry["seed"]), int(entry["output_floor"]))
-    if (int(isl.sum()), int(osl.sum())) != (int(total_in), int(total_out)):
-        raise ValueError(f"{name}-conc{clients}: the lengths drawn add up to {isl.sum()} and {osl.sum()} tokens, "
-                         f"the client printed {total_in} and {total_out}")
-    # An output of 0 tokens (max_tokens 0) still prefills; the simulator runs every request to one token at least.
-    return Point(f"{name}-conc{clients}", deployment, int(clients),
-                 {"ttft_ms": ttft, "tpot_ms": tpot, "tokens_per_s": tokens}, source=source,
-                 requests=(isl, np.maximum(osl, 1)))
-
-
-def closed_loop_row(row: dict[str, Any]) -> bool:
-    """Whether a row of end_to_end.yaml was measured by a serving benchmark at a stated client concurrency (a
-    continuous-batching row with a batch, or a reference run at concurrency 1), not by a fixed-batch one."""
-    if not row.get("batch") or table.fixed_batch(row):
-        return False
-    return "conc" in row["id"] or table.batching(row) == "continuous"
-
-
-def _unsimulated(row: dict[str, Any]) -> str | None:
-    """Why a closed-loop row cannot be simulated here, else None."""
-    reason = table.skip_reason(row)
-    if reason:
-        return reason
-    if not row.get("osl"):
-        return "no output length"
-    return None
-
-
-def table_points(covered: set[tuple[str, str, int, str, int, int, int]]) -> tuple[list[Point], list[tuple[str, str]]]:
-    """The closed-loop rows of end_to_end.yaml, one point per deployment and concurrency (its metrics together),
-    leaving out those ``covered`` (model, GPU, GPUs, strategy, isl, osl, concurrency) already holds."""
-    points: dict[tuple[Any, ...], Point] = {}
-    skipped: list[tuple[str, str]] = []
-    for row in yaml.safe_load(table.END_TO_END.read_text()):
-        if not closed_loop_row(row):
-            continue
-        reason = _unsimulated(row)
-        if reason:
-            skipped.append((row["id"], reason))
-            continue
-        gpus, clients = int(row["gpus"]), int(row["batch"])
-        if (row["model"], row["gpu"], gpus, row["strategy"], int(row["isl"]), int(row["osl"]), clients) in covered:
-            continue
-        deployment = Deployment(row["model"], table.checkpoint_dtype(row["model"], row["weight_dtype"]),
-                                table.kv_dtype(row), row["gpu"], gpus, row["strategy"], table.serving_engine(row),
-                                int(row["isl"]), int(row["osl"]))
-        point = points.setdefault((deployment, clients), Point(
-            re.sub(r"-(tpot|ttft|tput)$", "", row["id"]), deployment, clients, {},
-            source=table.short_source(str(row["source"]))))
-        value = float(row["value"])
-        metric = {"output_tokens_per_s_per_gpu": "tokens_per_s", "output_tokens_per_s": "tokens_per_s"}.get(
-            row["metric"], row["metric"])
-        if row["metric"] == "output_tokens_per_s_per_gpu":
-            value *= gpus
-        point.measured[metric] = value
-        if re.search(r"\bmedian\b", str(row.get("note", "")), re.I):
-            point.statistic = "median"
-    return list(points.values()), skipped
-
-
 def simulate_point(point: Point, options: SimulationOptions = DEFAULTS) -> tuple[PricedDeployment, Simulation]:
     """Plan the point's deployment at its concurrency and simulate its closed loop: the plan and the run. A point
     with the client's own requests is planned at their mean lengths and replays exactly those.
@@ -267,7 +126,11 @@ def simulate_point(point: Point, options: SimulationOptions = DEFAULTS) -> tuple
     cluster = make_cluster(d.gpu, d.gpus)
     isl, osl = _mean_lengths(point)
     workload = Workload(isl=isl, osl=osl, batch=point.clients, engine=d.engine)  # type: ignore[arg-type]
-    option = best_option(model, cluster, parse_strategy(d.strategy), workload)
+    strategy = parse_strategy(d.strategy)
+    if point.clients < sequences_needed(strategy):
+        raise ValueError(f"{d.strategy} is priced with at least {sequences_needed(strategy)} sequences (one per "
+                         f"attention data-parallel group), the run had {point.clients} clients")
+    option = best_option(model, cluster, strategy, workload)
     if option is None or not option.figures.fits:
         raise ValueError(f"{d.strategy} of {d.model} does not fit {d.gpus} x {d.gpu}")
     clients = point.clients

@@ -25,7 +25,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_closed_loop import burst, simulate_point, steady, yaml_points  # noqa: E402
+from bench_closed_loop import burst, simulate_point, steady  # noqa: E402
+from closed_loop_rows import yaml_points  # noqa: E402
 
 from shardplan.tools.simulation.results import latencies  # noqa: E402
 from shardplan.tools.simulation.run import SimulationOptions  # noqa: E402

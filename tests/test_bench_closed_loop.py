@@ -13,31 +13,32 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_closed_loop as loop  # noqa: E402
+import closed_loop_rows as rows  # noqa: E402
 
 
 @pytest.mark.parametrize(("floor", "total_out"), [(0, 252162), (1, 252662)])
 def test_lengths_are_the_clients_own(floor: int, total_out: int) -> None:
     # The SGLang cookbook's 1000/1000 runs at 100 clients printed 249,831 input tokens and, by release, 252,162
     # (outputs drawn from 0: Qwen3, DeepSeek-R1) or 252,662 (from 1: Llama-3.1) output tokens over 500 prompts.
-    prompts, outputs = loop.bench_serving_lengths(1000, 1000, 500, 0.0, 1, floor)
+    prompts, outputs = rows.bench_serving_lengths(1000, 1000, 500, 0.0, 1, floor)
     assert (int(prompts.sum()), int(outputs.sum())) == (249831, total_out)
     assert prompts.min() >= 1 and outputs.min() >= floor and max(prompts.max(), outputs.max()) <= 1000
 
 
 def test_range_ratio_one_fixes_the_lengths() -> None:
-    prompts, outputs = loop.bench_serving_lengths(3200, 800, 500, 1.0, 1, 1)
+    prompts, outputs = rows.bench_serving_lengths(3200, 800, 500, 1.0, 1, 1)
     assert set(prompts.tolist()) == {3200} and set(outputs.tolist()) == {800}
 
 
 def test_every_bench_serving_row_matches_its_printed_totals() -> None:
-    points = [p for p in loop.yaml_points() if p.requests is not None]  # raises on a row whose totals differ
+    points = [p for p in rows.yaml_points() if p.requests is not None]  # raises on a row whose totals differ
     assert len(points) == 59
     # Outputs of 0 tokens are replayed as one (the simulator runs every request to its first token).
     assert all(p.requests is not None and p.requests[1].min() >= 1 for p in points)
 
 
 def test_a_whole_run_replays_and_counts_every_request() -> None:
-    point = next(p for p in loop.yaml_points() if p.id == "sglcookbook-llama31-70b-a100-tp8-1000-1000-conc16")
+    point = next(p for p in rows.yaml_points() if p.id == "sglcookbook-llama31-70b-a100-tp8-1000-1000-conc16")
     assert point.requests is not None
     _, run = loop.simulate_point(point)
     record = run.requests
