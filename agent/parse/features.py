@@ -73,7 +73,10 @@ _TOKENS = re.compile(
     r"|(?<![\w#])(?:k\s*[=:]|(?:num[\s_-]*speculative[\s_-]*tokens|draft[\s_-]*tokens|speculative[\s_-]*tokens)"
     r"\s*[=:]?)\s*"
     r"(?P<k3>\d+)(?![\w.])"
+    r"|(?<![\w#.])(?P<k4>\d+)[\s-]*(?:draft[\s-]*)?tokens?[\s-]+(?=#)"
 )
+"""Draft tokens per step: "3 draft tokens", "two drafts", "k=3", "num_speculative_tokens: 3", or a count right before
+the drafter the readers above took (blanked with "#" by then): "2-token MTP"."""
 _TOKENS_AFTER_DRAFTER = re.compile(
     r"^(?:[\s,]*(?:with\s+)?(?P<k>\d+)\s*tokens?(?![a-z])|\s*[:=]\s*(?P<k2>\d+)(?![\w.])"
     r"|\s+(?P<k3>\d+)(?=\s*(?:[,;]|$|(?:with|and|drafts?)(?![a-z]))))"
@@ -120,6 +123,8 @@ _PREFIX_TOKENS = re.compile(
     rf"(?:\s+(?:by|across|among|between|for)\s+(?:all|every|each)\s+(?:requests?|prompts?|users?|calls?))?"
     rf"|(?=\s*(?:$|[,.;])))"
     rf"|(?:shared|common)\s+(?:system[\s-]+prompt|prefix)\s+of\s+(?P<v2>{_LEN})\s*(?:tokens?)?"
+    rf"|(?:the\s+)?first\s+(?P<v3>{_LEN})\s*(?:tokens?\s+)?(?:are|is)\s+(?:a\s+|the\s+)?{_SHARED}[\s-]+"
+    rf"(?:system[\s-]+prompt|prefix|preamble|instructions|template)"
 )
 
 
@@ -187,7 +192,7 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
             found.notes.append(f"Read '{match.group().strip()}' as speculative decoding with {drafter}.")
             _tokens_after(scan, match.end(), found)
     for match in scan.take(_TOKENS):
-        text = _number(match, "k", "k2", "k3")
+        text = _number(match, "k", "k2", "k3", "k4")
         k = float(text) if re.fullmatch(r"\d+(?:\.\d+)?", text) else _count(text)
         if k != int(k) or not 1 <= k <= MAX_DRAFT_TOKENS:
             found.notes.append(f"Ignored '{match.group().strip()}': draft tokens are a whole number from 1 to "
@@ -237,7 +242,7 @@ def _read_prefix(scan: Scan, found: Findings) -> None:
         found.add("prefix_hit", share, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as a prefix-cache hit of {share:.0%} of prompt tokens.")
     for match in scan.take(_PREFIX_TOKENS):
-        tokens = _tokens(_number(match, "v", "v2"))
+        tokens = _tokens(_number(match, "v", "v2", "v3"))
         if tokens > 0:
             found.add("prefix_tokens", tokens, match.group())
             found.notes.append(f"Read '{match.group().strip()}' as a {tokens}-token prefix every prompt shares.")

@@ -50,7 +50,7 @@ _OSL = {"output", "outputs", "answer", "answers", "completion", "completions", "
         "decode", "gen", "generated", "max_tokens", "max_new_tokens", "new_tokens", "max_output_tokens",
         "generate", "generates", "produce", "produces", "writes", "write", "emit", "emits", "decodes"}
 _BATCH = {"batch", "bs", "concurrency", "concurrent", "users", "user", "clients", "client", "sessions", "streams",
-          "sequences", "simultaneous", "in_flight"}
+          "sequences", "simultaneous", "in_flight", "at_a_time"}
 _REQUESTS = {"requests", "request", "queries", "conversations", "calls"}
 """A count of these is a batch ("64 requests") unless a length follows ("1000 requests of 2k tokens")."""
 _BATCH_WORDS = {"concurrent", "simultaneous", "parallel", "active"}
@@ -75,6 +75,7 @@ _PHRASES = (
     (re.compile(r"max[\s_-]*(?:output[\s_-]*|new[\s_-]*)?tokens"), "max_tokens"),
     (re.compile(r"(?<![a-z])new[\s_-]+tokens"), "new_tokens"),
     (re.compile(r"in[\s-]+flight"), "in_flight"),
+    (re.compile(r"(?<![a-z])at[\s-]+(?:a[\s-]+time|once)(?![a-z])"), "at_a_time"),
     (re.compile(r"batch[\s_-]*size"), "batch"),
 )
 """Multi-word nouns joined into one token before tokenising."""

@@ -19,7 +19,7 @@ _TPOT_WORDS = (
     r"|token[\s-]+to[\s-]+token[\s-]+latency|per[\s-]+token[\s-]+latency|decode[\s-]+latency"
 )
 _FILLER = (
-    r"(?:(?:is|of|at|be|to|should|must|needs?|has|have|stay|stays|remain|remains|kept|target|targets|slo"
+    r"(?:(?:is|of|at|in|be|to|should|must|needs?|has|have|stay|stays|remain|remains|kept|target|targets|slo"
     r"|latency|goal|time|ideally)\s*[:=]?\s*)*"
 )
 _NOT_PER_TOKEN = rf"(?!\s*(?:{_PER_TOKEN}|(?:tpot|itl)(?!\s*[:=]?\s*(?:{_CMP}\s*)?\d)))"

@@ -33,7 +33,7 @@ with a cv of 2"; without it, bursty traffic reads as :data:`BURSTY`."""
 _PROCESSES = (
     (BURSTY, re.compile(r"(?<![\w#])(?:(?:bursty|spiky)(?:\s+(?:traffic|arrivals?|load|requests))?"
                         r"|burst(?:s|ing)?\s+of\s+(?:traffic|requests|load)"
-                        r"|(?:traffic|requests|load)\s+(?:comes?\s+|arrives?\s+)?in\s+bursts"
+                        r"|(?:(?:traffic|requests|load)\s+(?:comes?\s+|arrives?\s+)?)?in\s+bursts"
                         r"|gamma(?:[\s-]+(?:distributed\s+)?(?:arrivals?|traffic|process|gaps))?)(?![a-z])" + _CV)),
     ("poisson", re.compile(r"(?<![\w#])poisson(?:\s+(?:arrivals?|traffic|process))?(?![a-z])")),
 )
@@ -55,7 +55,10 @@ _PER_UNIT = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "
 _REQUEST_RATE = re.compile(
     r"(?<![\w.#])(?P<n>\d+(?:\.\d+)?)\s*(?:(?:qps|rps)(?![a-z])|(?:requests?|reqs?|queries|prompts)\s*(?:/|per|an?|each)"
     r"\s*(?P<unit>s|sec|second|min|minute|hr|hour)(?![a-z]))"
+    r"|(?<![\w#])(?:qps|rps|(?:requests?|reqs?|queries)\s*(?:/|per)\s*(?P<unit2>s|sec|second|min|minute|hr|hour))"
+    r"\s*(?:=|:|of|is)\s*(?P<n2>\d+(?:\.\d+)?)(?![\w.])"
 )
+"""A rate, number first ("10 requests/s", "12 QPS") or after its unit and a sign ("requests/sec = 4", "qps: 12")."""
 
 
 def read_rate(scan: Scan, found: Findings) -> None:
@@ -67,8 +70,9 @@ def read_rate(scan: Scan, found: Findings) -> None:
     {'rate': [10.0]}
     """
     for match in scan.take(_REQUEST_RATE):
-        per = _PER_UNIT[match.group("unit")] if match.group("unit") else 1.0
-        rate = float(match.group("n")) / per
+        unit = match.group("unit") or match.group("unit2")
+        per = _PER_UNIT[unit] if unit else 1.0
+        rate = float(match.group("n") or match.group("n2")) / per
         if rate > 0:
             found.add("rate", rate, match.group())
 
