@@ -39,7 +39,10 @@ _WHAT = _named_alternatives(_FIELDS)
 _EDIT = re.compile(
     rf"(?<![\w#])(?P<op>double|triple|quadruple|halve|twice|half|drop|remove|clear|forget|lose|ignore|no\s+more)\s+"
     rf"(?:the\s+|my\s+|our\s+|that\s+|as\s+many\s+|as\s+much\s+)?(?:{_WHAT})(?![\w])(?:\s+again)?"
+    r"(?!\s+(?:is|are|was|were|gets?|got|being|comes?)\s)"
 )
+"""An edit of an earlier value ("double the rate", "half the prompt length"); not a share of something said about it
+("half the prompt was cached" is a prefix hit)."""
 _LABELS = {"batch": "batch", "rate": "request rate", "isl": "prompt length", "osl": "output length",
            "gpus": "GPU count", "nodes": "node count", "ttft_ms": "TTFT target", "tpot_ms": "TPOT target"}
 _WHOLE = ("batch", "isl", "osl", "gpus", "nodes")

@@ -106,8 +106,8 @@ _FRACTIONS = {"half": 0.5, "a third": 1 / 3, "one third": 1 / 3, "two thirds": 2
 """Shares said in words ("half of every prompt is a shared system prompt")."""
 _WORD_SHARE = r"(?<![\w])(?P<w>half|(?:a|one)\s+third|two\s+thirds|(?:a|one)\s+quarter|three\s+quarters)"
 _PREFIX_SHARE = re.compile(
-    rf"(?:{_SHARE}|{_WORD_SHARE})\s+of\s+(?:the\s+|each\s+|every\s+|a\s+)?(?:prompts?|input|context|tokens?)\s+"
-    rf"(?:is|are)\s+"
+    rf"(?:{_SHARE}|{_WORD_SHARE})\s+(?:of\s+)?(?:the\s+|each\s+|every\s+|a\s+)?(?:prompts?|input|context|tokens?)\s+"
+    rf"(?:is|are|was|were|gets?|got)\s+"
     rf"(?:a\s+|the\s+)?{_SHARED}(?:[\s-]+(?:system[\s-]+prompt|prefix|preamble))?"
     rf"|(?<![\w#])(?:(?:prefix|prompt)[\s-]*)?cache[\s-]+hit(?:[\s-]+rate)?s?\s*(?:of|=|:|is)?\s*(?:(?P<p2>\d+(?:\.\d+)?)"
     rf"\s*(?P<pct2>%)?)(?![\w.])"

@@ -24,6 +24,8 @@ How the text is read:
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from shardplan.agent.parse.constraint_phrases import read_constraints
@@ -191,7 +193,10 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
     dropped = apply_edits(said, dict(merged), found)  # "double the batch": relative to the thread's last request
     drafter_before = merged["spec_method"]
     if said["batch"] is not None and said["arrival"] is None and str(merged["arrival"]).startswith("closed:"):
-        merged["arrival"] = None  # the earlier clients were the earlier concurrency, which this message replaces
+        # The earlier clients were the earlier concurrency, which this message replaces: with a count of users or
+        # clients ("try 64 users instead") the loop keeps its kind at the new count, with a batch it is gone.
+        clients_said = re.search(r"\b(?:users?|clients?|sessions?)\b", found.said.get("batch", ""))
+        merged["arrival"] = f"closed:{said['batch']}" if clients_said else None
     merged.update({name: value for name, value in said.items() if value is not None})
     merged.update(dict.fromkeys(dropped))
     if said["prefix_hit"] is not None or said["prefix_tokens"] is not None:  # the latest way of saying it wins
