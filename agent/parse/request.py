@@ -197,6 +197,8 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
         # clients ("try 64 users instead") the loop keeps its kind at the new count, with a batch it is gone.
         clients_said = re.search(r"\b(?:users?|clients?|sessions?)\b", found.said.get("batch", ""))
         merged["arrival"] = f"closed:{said['batch']}" if clients_said else None
+        if clients_said:
+            found.said.setdefault("arrival", found.said["batch"])
     merged.update({name: value for name, value in said.items() if value is not None})
     merged.update(dict.fromkeys(dropped))
     if said["prefix_hit"] is not None or said["prefix_tokens"] is not None:  # the latest way of saying it wins
