@@ -179,6 +179,9 @@ def _with_cv(process: str, match: re.Match[str], found: Findings) -> str:
     bounds: a gap's cv above 0 and at most 50)."""
     cv = match.groupdict().get("cv")
     if cv is None:
+        if match.group().lstrip().lower().startswith("gamma"):
+            found.notes.append(f"Read '{match.group().strip()}' with the cv bursty traffic reads as ({process}); say "
+                               "'cv N' for another.")
         return process
     if not 0 < float(cv) <= 50:
         found.notes.append(f"Ignored the cv in '{match.group().strip()}': the gaps' coefficient of variation is above "
