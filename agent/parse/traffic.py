@@ -48,7 +48,10 @@ _CLOSED_LOOP = re.compile(
     r"(?:finishes|completes|returns|ends|is\s+(?:done|answered|served)|comes\s+back))(?![a-z])"
 )
 """Words that say each client waits for its answer before it sends again (benchmark tools' concurrency mode)."""
-_USERS = re.compile(rf"{_START}(?P<v>{_COUNT})\s+(?:users?|clients?|callers?|sessions?)(?![a-z])")
+_USERS = re.compile(
+    rf"{_START}(?P<v>{_COUNT})\s+(?:(?:concurrent|simultaneous|parallel|active)\s+)?(?:users?|clients?|callers?|sessions?)"
+    r"(?![a-z])"
+)
 
 
 _PER_UNIT = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "hr": 3600.0, "hour": 3600.0}
@@ -99,7 +102,8 @@ def read_trace(scan: Scan, found: Findings) -> None:
 
 
 _RANGE_TAIL = (
-    rf"\s+(?:(?:are\s+|is\s+)?between\s+(?P<a>{_LEN})\s*(?:tokens?\s*)?and\s*(?P<b>{_LEN})"
+    rf"\s+(?:(?:are\s+|is\s+)?(?:drawn\s+)?(?:uniformly\s+|evenly\s+)?(?:distributed\s+)?between\s+(?P<a>{_LEN})\s*"
+    rf"(?:tokens?\s*)?and\s*(?P<b>{_LEN})"
     rf"|(?:(?:are|is|of|from|ranging\s+from|range\s+from|vary\s+from|varying\s+from)\s+)?"
     rf"(?P<a2>{_LEN})\s*(?:tokens?\s*)?(?:to|-|–)\s*(?P<b2>{_LEN}))(?:\s*tokens?)?(?![\w.])"
 )
