@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 from closed_loop_rows import Point, table_points, yaml_points
 
-from shardplan.contracts.arithmetic.feasibility import sequences_needed
+from shardplan.contracts.arithmetic.feasibility import needed_sequences_text, sequences_needed
 from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.contracts.traffic import ClosedLoop, Traffic
@@ -127,9 +127,9 @@ def simulate_point(point: Point, options: SimulationOptions = DEFAULTS) -> tuple
     isl, osl = _mean_lengths(point)
     workload = Workload(isl=isl, osl=osl, batch=point.clients, engine=d.engine)  # type: ignore[arg-type]
     strategy = parse_strategy(d.strategy)
-    if point.clients < sequences_needed(strategy):
-        raise ValueError(f"{d.strategy} is priced with at least {sequences_needed(strategy)} sequences (one per "
-                         f"attention data-parallel group), the run had {point.clients} clients")
+    needed = sequences_needed(strategy)
+    if point.clients < needed:
+        raise ValueError(f"{d.strategy} with {point.clients} clients: shardplan prices {needed_sequences_text(needed)}")
     option = best_option(model, cluster, strategy, workload)
     if option is None or not option.figures.fits:
         raise ValueError(f"{d.strategy} of {d.model} does not fit {d.gpus} x {d.gpu}")

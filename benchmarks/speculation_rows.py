@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE / "calibration"))
 
 import error_table as table  # noqa: E402
 
-from shardplan.contracts.arithmetic.feasibility import sequences_needed  # noqa: E402
+from shardplan.contracts.arithmetic.feasibility import needed_sequences_text, sequences_needed  # noqa: E402
 from shardplan.contracts.strategy import parse_strategy  # noqa: E402
 from shardplan.tools.catalogs.gpus import gpu_catalog  # noqa: E402
 
@@ -80,10 +80,9 @@ def _reason(row: dict[str, Any], draft_tokens: int | None, accepted: float | Non
         return "no batch, input or output length stated"
     if measured_tpot_ms(row) is None:
         return f"metric {row['metric']} at batch {row.get('batch')} is not a per-token latency"
-    groups = sequences_needed(parse_strategy(row["strategy"]))
-    if row["batch"] < groups:
-        return (f"{row['strategy']} at a batch of {row['batch']} leaves attention data-parallel groups without a "
-                f"sequence (it needs {groups}), which shardplan does not price")
+    needed = sequences_needed(parse_strategy(row["strategy"]))
+    if row["batch"] < needed:
+        return f"{row['strategy']} at a batch of {row['batch']}: shardplan prices {needed_sequences_text(needed)}"
     return None
 
 

@@ -131,7 +131,7 @@ def test_public_rows_left_out_say_why() -> None:
     assert reasons[1] is not None and "no acceptance" in reasons[1]
     assert reasons[2] is not None and "draft length" in reasons[2]
     assert reasons[3] is not None and "not a per-token latency" in reasons[3]
-    assert reasons[4] is not None and "without a sequence (it needs 8)" in reasons[4]
+    assert reasons[4] is not None and "at least 8 sequences" in reasons[4]
 
 
 def test_the_measured_speed_up_reads_the_rows_metric_the_right_way_round() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import doctest
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,9 @@ from shardplan.agent.parse.request import (
     to_plan_request,
 )
 from shardplan.errors import InputError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from fuzz_chat import GRAMMAR_WORDS  # noqa: E402  (the word-level fuzz's words: one list for both)
 
 HEADLINE = "Plan DeepSeek-V3 on two nodes of 8 H200 for 8k prompts and 1k outputs, first token under 2 s"
 
@@ -311,19 +316,10 @@ def test_any_text_parses_without_raising(text: str) -> None:
     assert parsed.model is not None and parsed.gpu is not None  # a follow-up never loses what was said
 
 
-_GRAMMAR_TEXT = (
-    "llama 3.1 8b 70b deepseek-v3 qwen3-32b on 1 2 8 16 h100 h200 b200 mi300x x nodes of gpus , and with bursty "
-    "bursts (cv 4) cv=0 cv 80 coefficient of variation gamma arrivals poisson closed loop users clients each sends "
-    "a new request when the last one finishes 128 0 -3 0.0001 99999999999 lognormal mean are around 3k 8k 200 "
-    "tokens prompts outputs between to - % 30% 150% prompt hit the prefix cache shared system prompt half mtp eagle "
-    "draft model acceptance rate length accepted 0.85 2.6 were instead p99 median ttft tpot under ms s 95% requests "
-    "qps req/s per minute $3/h azure code trace now same what if"
-)
-_GRAMMAR_WORDS = _GRAMMAR_TEXT.split(" ")
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(_GRAMMAR_WORDS), min_size=2, max_size=25), st.booleans())
+@given(st.lists(st.sampled_from(GRAMMAR_WORDS), min_size=2, max_size=25), st.booleans())
 def test_any_sentence_of_the_grammars_words_parses_without_raising(words: list[str], follow_up: bool) -> None:
     """Word-level: the readers' own words in any order and with any numbers ("eagle 0" once raised a
     validation error from the draft-token count)."""

@@ -220,16 +220,13 @@ def _replica_steps(
     plain = pricer.step_s(decoding, 0)
     chunk_step = pricer.step_s(decoding, chunk)
     mean = share * chunk_step + (1 - share) * plain
-    seen_share = share if peers is None else share * peers / (peers + 1)
-    seen = seen_share * chunk_step + (1 - seen_share) * plain
+    others = 1.0 if peers is None else peers / (peers + 1)  # the share of the prompt work that is not its own
+    seen = share * others * chunk_step + (1 - share * others) * plain
     per_prompt = prompt / free * pricer.step_s(decoding, free)
     rate = decoding / (per_request * mean)
-    if peers is None:
-        wait = queue_wait(rate * per_prompt, per_prompt) + plain / 2
-        ttft = wait + _prompt_passes_s(pricer, decoding, prompt, free, chunk, rate, wait)
-    else:  # the prompts that join its last chunk are the peers'
-        wait = seen * min(1.0, peers)
-        ttft = wait + _prompt_passes_s(pricer, decoding, prompt, free, chunk, rate * peers / (peers + 1), wait)
+    wait = queue_wait(rate * per_prompt, per_prompt) + plain / 2 if peers is None else seen * min(1.0, peers)
+    # The prompts that join its last chunk arrived from the others.
+    ttft = wait + _prompt_passes_s(pricer, decoding, prompt, free, chunk, rate * others, wait)
     return RankSteps(seen, pricer.chunk_pass_s(decoding, chunk), wait), ttft
 
 
