@@ -22,7 +22,7 @@ from shardplan.tools.catalogs.models import load_model
 from shardplan.tools.cost.memory import memory_report
 from shardplan.tools.serving import attention_dp
 from shardplan.tools.serving.at_rate import load_for_rate
-from shardplan.tools.serving.attention_dp import chunk_ranks, rank_steps, synced_round_s
+from shardplan.tools.serving.attention_dp import chunk_ranks, rank_chunk_pass_s, rank_steps, synced_round_s
 from shardplan.tools.serving.options import priced_deployment
 from shardplan.tools.serving.steady import continuous_point
 from shardplan.tools.serving.steps import StepPricer
@@ -150,11 +150,21 @@ def _replica(per_rank: int) -> tuple[PricedDeployment, StepPricer]:
     strategy = parse_strategy(SPEC)
     layout = strategy.decode.model_copy(update={"dp": 1})
     pricer = StepPricer.for_workload(QWEN3_30B, H100, layout, WORK, backend="roofline")
-    concurrency = layout.adp * per_rank
-    point = continuous_point(pricer, concurrency, WORK)
+    # The load: the rate ``per_rank`` sequences a rank serve; the figures: Poisson arrivals at that rate.
+    closed = continuous_point(pricer, layout.adp * per_rank, WORK)
+    assert closed is not None
+    arriving = WORK.model_copy(update={"rate": closed.requests_per_s})
+
+    def served(load: float) -> float:
+        found = continuous_point(pricer, load, arriving)
+        return found.requests_per_s if found is not None else 0.0
+
+    concurrency = load_for_rate(served, closed.requests_per_s, 1.0, 8.0 * layout.adp * per_rank)
+    assert concurrency is not None
+    point = continuous_point(pricer, concurrency, arriving)
     assert point is not None
     deployment = priced_deployment(
-        strategy, WORK, H100, budget=8, concurrency=concurrency, worker_concurrency=concurrency,
+        strategy, WORK, H100, budget=8, concurrency=round(concurrency), worker_concurrency=round(concurrency),
         ttft_ms=point.ttft_s * 1e3, tpot_ms=point.tpot_s * 1e3, requests_per_s=point.requests_per_s,
         memory=(40.0, True),
     )
@@ -203,7 +213,7 @@ def test_the_analytic_rule_tracks_the_simulated_ranks(per_rank: int) -> None:
     assert simulated.ttft_ms == pytest.approx(deployment.figures.ttft_ms, rel=0.10)
 
     def lockstep(load: float) -> tuple[float, float, float]:
-        point = continuous_point(pricer, load, WORK, "lockstep")
+        point = continuous_point(pricer, load, WORK.model_copy(update={"rate": rate}), "lockstep")
         assert point is not None
         return point.requests_per_s, point.ttft_s * 1e3, point.tpot_s * 1e3
 
@@ -231,6 +241,21 @@ def test_the_ranks_carrying_a_chunk_per_step() -> None:
     assert steps.chunk_out_s > uncoupled.chunk_out_s
     one = synced_round_s(costs, [(10.0, 2000.0)] + [(10.0, 0.0)] * 7)[0]
     assert steps.wait_s > steps.round_s / 2 and uncoupled.chunk_out_s >= one
+
+
+def test_a_prompt_s_short_last_chunk_rides_as_long_as_the_other_ranks_chunks() -> None:
+    # A rank's last chunk of a long prompt (10 tokens here) costs a full chunk's pass only when other ranks carry
+    # full chunks in the same step; alone it is little more than a decode step.
+    costs = LinearRanks()
+    alone = [0.0, 1.0] + [0.0] * 7
+    crowded = [0.0] * 8 + [1.0]
+    short_alone = rank_chunk_pass_s(costs, 8, 10.0, 10.0, 2000.0, alone)
+    full_alone = rank_chunk_pass_s(costs, 8, 10.0, 2000.0, 2000.0, alone)
+    assert short_alone == pytest.approx(synced_round_s(costs, [(10.0, 10.0)] + [(10.0, 0.0)] * 7)[1])
+    assert short_alone < 0.5 * full_alone
+    short_crowded = rank_chunk_pass_s(costs, 8, 10.0, 10.0, 2000.0, crowded)
+    assert short_crowded == pytest.approx(synced_round_s(costs, [(10.0, 10.0)] + [(10.0, 2000.0)] * 7)[1])
+    assert short_crowded > full_alone
 
 
 def test_the_modules_examples_run() -> None:

@@ -33,7 +33,9 @@ budget of ``B`` tokens (``max_batched_tokens``):
   and the surplus of ``C`` waits: Little's law then puts that wait in TTFT.
 * Attention data parallelism (``adp`` ranks): each rank is a scheduler of its own with ``C / adp`` sequences
   and a budget ``B`` of its own, and the ranks step together; the mean step, a chunk's pass and the wait for
-  the step under way come from how many ranks carry a chunk in the same step (:mod:`.attention_dp`).
+  the step under way come from how many ranks carry a chunk in the same step (:mod:`.attention_dp`). A prompt
+  longer than the budget ends in a short chunk, priced as such (a full chunk's price put TTFT at twice the
+  simulated one for 8k-token prompts), and a closed population sees its peers as on one scheduler.
 
 Speculative decoding: a decode step verifies ``K + 1`` positions per sequence and emits ``A + 1`` tokens per
 sequence on average, so a request decodes in ``(O - 1) / (A + 1)`` steps, each decoding sequence takes ``K + 1``
@@ -53,7 +55,7 @@ import math
 from dataclasses import dataclass
 
 from shardplan.contracts.workload import Workload
-from shardplan.tools.serving.attention_dp import RankRule, RankSteps, rank_steps
+from shardplan.tools.serving.attention_dp import RankRule, RankSteps, rank_chunk_pass_s, rank_steps
 from shardplan.tools.serving.steps import StepPricer
 
 __all__ = [
@@ -176,9 +178,8 @@ def continuous_point(
         chunk = min(free, max(float(prompt), needed))
         share = min(1.0, needed / chunk)
         if ranks > 1:
-            steps = _steps(pricer, decoding, chunk, share, rule)
-            service = math.ceil(prompt / free) * steps.chunk_out_s
-            ttft = steps.wait_s + queue_wait(share, service) + service
+            peers = None if open_arrivals else max(concurrency - 1.0, 0.0)
+            steps, ttft = _ranks_steps(pricer, decoding, prompt, free, chunk, share, rule, peers)
         else:
             peers = None if open_arrivals else max(per_rank - 1.0, 0.0)
             steps, ttft = _replica_steps(pricer, decoding, prompt, free, chunk, share, per_request, peers)
@@ -203,6 +204,34 @@ def _steps(pricer: StepPricer, decoding: float, chunk: float, share: float, rule
         return rank_steps(pricer, ranks, decoding, chunk, share, rule)
     mean = share * pricer.step_s(decoding, chunk) + (1 - share) * pricer.step_s(decoding, 0)
     return RankSteps(mean, pricer.chunk_pass_s(decoding, chunk), mean / 2)
+
+
+def _ranks_steps(
+    pricer: StepPricer, decoding: float, prompt: int, free: float, chunk: float, share: float, rule: RankRule,
+    peers: float | None,
+) -> tuple[RankSteps, float]:
+    """Attention data-parallel ranks' steady steps and TTFT: each rank a scheduler of its own with ``decoding``
+    sequences, its prompt chunks spread over the ranks' common steps by ``rule`` (:mod:`.attention_dp`);
+    ``peers`` as :func:`_replica_steps` has it.
+
+    A prompt waits for the round under way, queues for its rank's budget, then rides its chunks: full ones of
+    ``free`` tokens and the rest, whose pass is still as long as the other ranks' chunks in it make it. A closed
+    population's request sees its peers only, as on one scheduler: its decode rounds carry (C - 1) / C of the
+    chunks, and it waits out the round just begun."""
+    ranks = pricer.layout.adp
+    steps = rank_steps(pricer, ranks, decoding, chunk, share, rule, timed=peers is None)
+    full, rest = divmod(prompt, free)
+    if full == 0:
+        service = steps.chunk_out_s  # the whole prompt in one chunk, which the rank fills up to ``chunk``
+    else:
+        last = rank_chunk_pass_s(pricer, ranks, decoding, rest, chunk, steps.carrying) if rest >= 1 else 0.0
+        service = full * steps.chunk_out_s + last
+    seen, wait = steps.round_s, steps.wait_s
+    if peers is not None:
+        seen = rank_steps(pricer, ranks, decoding, chunk, share * peers / (peers + 1), rule, timed=False).round_s
+        wait = seen * min(1.0, peers)
+    ttft = wait + queue_wait(share, service) + service
+    return RankSteps(seen, steps.chunk_out_s, wait, steps.carrying), ttft
 
 
 def _replica_steps(
