@@ -29,6 +29,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field
 
 from shardplan.agent.parse.constraint_phrases import read_constraints
+from shardplan.agent.parse.corrections import read_with_corrections
 from shardplan.agent.parse.edits import apply_edits, read_edits
 from shardplan.agent.parse.features import (
     FEATURE_SETTINGS,
@@ -53,6 +54,7 @@ from shardplan.agent.parse.settle import Counts, across_all, merge_constraints, 
 from shardplan.agent.parse.targets import read_percentile, read_targets
 from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
 from shardplan.agent.parse.traffic import read_arrival, read_length_ranges, read_price, read_rate, read_trace
+from shardplan.agent.parse.typos import mend_typos
 from shardplan.contracts.common import DType, Objective
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.economics import GpuPrice
@@ -240,9 +242,15 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
     >>> parse_request("now with 4 nodes", previous=r).gpus
     32
     """
-    scan = Scan(_normalise(text))
+    normalised, mended = mend_typos(_normalise(text))
+    return read_with_corrections(normalised, previous, mended, _read_message)
+
+
+def _read_message(text: str, previous: ParsedRequest | None, notes: list[str]) -> ParsedRequest:
+    """One message (or one correction of it), already normalised, read over ``previous``."""
+    scan = Scan(text)
     intent, about = _read_intent(scan)
-    found = Findings(comparing=intent == "compare")
+    found = Findings(comparing=intent == "compare", notes=list(notes))
     for reader in (
         read_edits,
         read_features,
