@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from shardplan.agent.parse.text import _LABELS
+
 __all__ = ["split_corrections", "read_with_corrections"]
 
 _CORRECTION = re.compile(
@@ -41,6 +43,13 @@ def _is_default_note(note: str) -> bool:
     return note.startswith("No ") and "length given" in note
 
 
+def _unsettled(contradictions: list[str], said: dict[str, str]) -> list[str]:
+    """The earlier pieces' contradictions that a later piece did not settle by saying the field again ("8 H100 and 16
+    H100, sorry, I meant 16")."""
+    settled = [f"two {_LABELS[name]}:" for name in said if name in _LABELS]
+    return [text for text in contradictions if not any(label in text for label in settled)]
+
+
 def read_with_corrections(
     text: str, previous: Reading | None, notes: list[str], read: Callable[[str, Reading | None, list[str]], Reading]
 ) -> Reading:
@@ -56,10 +65,11 @@ def read_with_corrections(
         if earlier is not None:
             current = current.model_copy(update={
                 "notes": list(dict.fromkeys([n for n in earlier.notes if not _is_default_note(n)] + current.notes)),
-                "contradictions": list(dict.fromkeys(earlier.contradictions + current.contradictions)),
+                "contradictions": list(dict.fromkeys(_unsettled(earlier.contradictions, current.said)
+                                                     + current.contradictions)),
                 "said": {**earlier.said, **current.said},
                 "intent": earlier.intent if current.intent == "plan" else current.intent,
                 "about": current.about or earlier.about,
             })
         reading = earlier = current
-    return reading
+    return current  # the last piece's reading, over all the ones before it

@@ -339,6 +339,9 @@ def read_quantities(scan: Scan, found: Findings) -> None:
     readings, counts = attach(tokens, scan.text)
     for reading in readings:
         _add_positive(found, reading.field, reading.value, reading.words)
+        if reading.field == "batch" and re.search(r"\d[km](?![\w])", reading.words):
+            found.notes.append(f"Read '{reading.words}' as {reading.value}: a count of users or requests takes k as a "
+                               "thousand (only token lengths take k = 1024).")
         found.said.setdefault(reading.field, reading.words)
         scan.blank(reading.start, reading.end)
     for count in counts:
