@@ -129,3 +129,8 @@ def test_a_correction_settles_the_contradiction_it_answers() -> None:
 
 def test_a_thousand_users_is_said() -> None:
     assert any("k as a thousand" in note for note in parse_request("llama 8b on 1 h100, 1k users").notes)
+
+
+def test_a_count_before_a_choice_of_types_is_the_budget() -> None:
+    parsed = parse_request("llama 70b on 8 h100 or h200")
+    assert (parsed.gpu, parsed.gpus, parsed.contradictions) == ("H100,H200", 8, [])

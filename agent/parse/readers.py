@@ -198,13 +198,16 @@ def _gpu_name(text: str, catalog: set[str]) -> str:
 
 
 def _read_gpu_choice(scan: Scan, found: Findings) -> None:
-    """A choice among GPU types, "H100 or H200", "on H100, H200 or B200", "H100 or L40S or A100": a fleet question,
+    """A choice among GPU types, "H100 or H200", "on 8 H100 or H200", "H100 or L40S or A100": a fleet question,
     recorded as the comma list ``--gpu`` takes ("H100,H200"); each type is planned and the cheapest kept."""
     one = rf"(?:(?<![\w#])|(?<=\d[x×])){_gpu_type_pattern()}"
     catalog = set(gpu_catalog())
-    for match in scan.take(re.compile(rf"{one}(?:\s*,\s*{one})*(?:\s*,?\s*(?:or|and/or)\s+{one})+")):
+    count = rf"(?:{_START}(?P<n>{_COUNT})\s*[x×]?\s*)?"
+    for match in scan.take(re.compile(rf"{count}{one}(?:\s*,\s*{one})*(?:\s*,?\s*(?:or|and/or)\s+{one})+")):
         names = list(dict.fromkeys(_gpu_name(m.group(), catalog) for m in re.finditer(one, match.group())))
         found.add("gpu", ",".join(names), match.group())
+        if match.group("n"):  # "8 H100 or H200": the budget of whichever type is kept
+            _add_positive(found, "gpus", _count(match.group("n")), match.group())
         found.notes.append(f"Read '{match.group().strip()}' as a choice of GPU types ({', '.join(names)}): each is "
                            "planned and the cheapest that meets the targets is kept.")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from shardplan.agent.parse.quantities import headcount
-from shardplan.agent.parse.text import _COUNT, _LEN, _START, Findings, Scan, _count, _tokens
+from shardplan.agent.parse.text import _COUNT, _LEN, _START, Findings, Scan, _add_positive, _count, _tokens
 
 __all__ = ["read_arrival", "read_rate", "read_price", "read_trace", "read_length_ranges", "BURSTY"]
 
@@ -91,8 +91,10 @@ def read_rate(scan: Scan, found: Findings) -> None:
         unit = match.group("unit")
         per_ms = 60000.0 if unit.startswith("min") else 1.0 if unit.startswith("m") else 1000.0
         gap_ms = float(match.group("gap") or 1) * per_ms
-        if count > 0 and gap_ms > 0:
-            found.add("rate", count * 1000.0 / gap_ms, match.group())
+        if gap_ms > 0:
+            _add_positive(found, "rate", count * 1000.0 / gap_ms, match.group())
+        else:
+            found.notes.append(f"Ignored '{match.group().strip()}': the gap between requests must be longer than 0.")
     for match in scan.take(_REQUEST_RATE):
         unit = match.group("unit") or match.group("unit2")
         per = _PER_UNIT[unit] if unit else 1.0
