@@ -30,7 +30,10 @@ _GRAMMAR_TEXT = (
     "1e9 lognormal mean are around 3k 1k 8k 200 tokens prompts outputs between to - % 30% 100% 150% prompt hit the "
     "prefix cache shared system half mtp eagle draft model acceptance rate length accepted 0.85 2.6 were instead "
     "p99 p90 median ttft tpot under over below ms s second 95% requests qps rps req/s per minute $3/h azure code "
-    "conversation trace now try same what if tp=8 pp=2 ep=8 adp=8 batch fp8 fp4 kv disaggregated prefill decode"
+    "conversation trace now try same what if tp=8 pp=2 ep=8 adp=8 batch fp8 fp4 kv disaggregated prefill decode "
+    "actually sorry i meant oops make that lama promts ouput isl=3000 osl=300 qps=25 every 100 1k (~150) replay "
+    "./t.jsonl any gpu is fine latency matters most no not + dp attention the other spec ~70% which firing previous "
+    "reply"
 )
 GRAMMAR_WORDS = _GRAMMAR_TEXT.split(" ")
 """The readers' words: models, counts, hardware, traffic, targets, percentiles, features, follow-up and edit words."""

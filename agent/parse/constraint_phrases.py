@@ -51,9 +51,10 @@ _ON = re.compile(
     rf"(?:(?<![\w#])(?:use|using|with|enable|need|needs|want|must\s+use|requires?|and|plus)\s+|\+\s*)(?:some\s+)?"
     rf"(?P<d>{_DIM})(?![\w=])(?:\s+(?:for|in|during|on)\s+(?:the\s+)?(?P<phase>prefill|decode)(?![\w]))?"
     rf"|(?<![\w#])(?P<d2>{_DIM})\s+(?:for|in|during)\s+(?:the\s+)?(?P<phase2>prefill|decode)(?![\w])"
+    rf"|(?<![\w#])(?P<d3>{_DIM})(?![\w=])(?=\s*[+&]\s*(?:{_DIM})(?![\w=]))"
 )
-"""A dimension required: "use expert parallelism", "with EP", "DP attention + EP", "use context parallel for
-prefill" (that phase only)."""
+"""A dimension required: "use expert parallelism", "with EP", "DP attention + EP" (both: the first by the "+"),
+"use context parallel for prefill" (that phase only)."""
 _ALL = re.compile(
     rf"(?<![\w#])(?:(?P<d>{_DIM})|(?P<experts>experts?)(?:\s+(?:are\s+)?(?:spread|sharded|split|distributed))?)"
     rf"\s+(?:across|over|on|spanning|spans?|covering)\s+(?:all|every|the\s+whole)"
@@ -109,7 +110,7 @@ _ENGINE_NAMES = {"vllm": "vllm", "sglang": "sglang"}
 
 def _dim(match: re.Match[str]) -> str:
     """The dimension a match names, from its ``d`` or ``d2`` group ("pipeline parallelism" → ``pp``)."""
-    text = match.group("d") or match.groupdict().get("d2") or ""
+    text = match.group("d") or match.groupdict().get("d2") or match.groupdict().get("d3") or ""
     return next(name for name, words in _DIM_WORDS.items() if re.fullmatch(words, text))
 
 

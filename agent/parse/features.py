@@ -68,15 +68,15 @@ _DRAFT_MODEL = re.compile(
 """A draft model named after "draft model" or before "as the draft model"; up to four words, of which the longest
 run that names a bundled model is taken."""
 _TOKENS = re.compile(
-    rf"{_num('k')}\s*(?:speculative\s+|draft(?:ed)?\s+|lookahead\s+)tokens?(?![a-z])"
+    rf"{_num('k')}\s*(?:spec(?:ulative)?\s+|draft(?:ed)?\s+|lookahead\s+)tokens?(?![a-z])"
     r"|(?<![\w#.])(?P<k2>\d+|one|two|three|four|five|six|seven|eight)\s+drafts?(?![a-z])"
     r"|(?<![\w#])(?:k\s*[=:]|(?:num[\s_-]*speculative[\s_-]*tokens|draft[\s_-]*tokens|speculative[\s_-]*tokens)"
     r"\s*[=:]?)\s*"
     r"(?P<k3>\d+)(?![\w.])"
     r"|(?<![\w#.])(?P<k4>\d+)[\s-]*(?:draft[\s-]*)?tokens?[\s-]+(?=#)"
 )
-"""Draft tokens per step: "3 draft tokens", "two drafts", "k=3", "num_speculative_tokens: 3", or a count right before
-the drafter the readers above took (blanked with "#" by then): "2-token MTP"."""
+"""Draft tokens per step: "3 draft tokens", "4 spec tokens", "two drafts", "k=3", "num_speculative_tokens: 3", or a
+count right before the drafter the readers above took (blanked with "#" by then): "2-token MTP"."""
 _TOKENS_AFTER_DRAFTER = re.compile(
     r"^(?:[\s,]*(?:with\s+)?(?P<k>\d+)\s*tokens?(?![a-z])|\s*[:=]\s*(?P<k2>\d+)(?![\w.])"
     r"|\s+(?P<k3>\d+)(?=\s*(?:[,;]|$|(?:with|and|drafts?)(?![a-z]))))"
@@ -99,6 +99,8 @@ _ACCEPTED = re.compile(
 )
 _SHARE = r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)\s*%"
 """A percentage, read from its first digit only (which keeps the reading linear in a run of digits)."""
+_ABOUT = r"(?:(?:~|≈|about|around|roughly|approx(?:imately|\.)?|circa)\s*)?"
+"""An approximate share: "hit rate ~70%"."""
 _HITS = r"(?:cache\s+hits?|prefix\s+(?:reuse|hits?)|shared\s+prefix)"
 _SHARED = r"(?:shared|common|cached|reused|repeated|identical|the\s+same)"
 _FRACTIONS = {"half": 0.5, "a third": 1 / 3, "one third": 1 / 3, "two thirds": 2 / 3, "a quarter": 0.25,
@@ -109,12 +111,13 @@ _PREFIX_SHARE = re.compile(
     rf"(?:{_SHARE}|{_WORD_SHARE})\s+(?:of\s+)?(?:the\s+|each\s+|every\s+|a\s+)?(?:prompts?|input|context|tokens?)\s+"
     rf"(?:is|are|was|were|gets?|got)\s+"
     rf"(?:a\s+|the\s+)?{_SHARED}(?:[\s-]+(?:system[\s-]+prompt|prefix|preamble))?"
-    rf"|(?<![\w#])(?:(?:prefix|prompt)[\s-]*)?cache[\s-]+hit(?:[\s-]+rate)?s?\s*(?:of|=|:|is)?\s*(?:(?P<p2>\d+(?:\.\d+)?)"
+    rf"|(?<![\w#])(?:(?:prefix|prompt)[\s-]*)?cache[\s-]+hit(?:[\s-]+rate)?s?\s*(?:of|=|:|is)?\s*{_ABOUT}(?:(?P<p2>\d+(?:\.\d+)?)"
     rf"\s*(?P<pct2>%)?)(?![\w.])"
-    rf"|(?<![\w#])prefix[\s-]+(?:hit|reuse)(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*(?P<p3>\d+(?:\.\d+)?)\s*(?P<pct3>%)?"
+    rf"|(?<![\w#])prefix[\s-]+(?:hit|reuse)(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*{_ABOUT}(?P<p3>\d+(?:\.\d+)?)\s*(?P<pct3>%)?"
     rf"(?![\w.])"
     rf"|{_SHARE.replace('(?P<p>', '(?P<p4>')}\s+(?:prefix[\s-]+)?{_HITS}"
-    rf"|{_SHARE.replace('(?P<p>', '(?P<p5>')}\s+of\s+(?:the\s+|all\s+)?(?:prompt|input|context)?[\s-]*tokens?\s+"
+    rf"|{_SHARE.replace('(?P<p>', '(?P<p5>')}\s+of\s+(?:(?:the\s+|all\s+)?(?:prompt|input|context)?[\s-]*tokens?"
+    rf"|which|them|those|it)\s+"
     rf"(?:hit|are\s+(?:found|served)\s+(?:in|from)|come\s+from)\s+(?:the\s+|a\s+)?(?:prefix[\s-]+|kv[\s-]+)?cache"
 )
 _PREFIX_TOKENS = re.compile(

@@ -38,7 +38,7 @@ from typing import Literal
 
 from shardplan.agent.parse.text import _NUMBER_WORDS, Findings, Scan, _add_positive
 
-__all__ = ["Token", "Reading", "tokenise", "attach", "magnitude", "read_quantities"]
+__all__ = ["Token", "Reading", "tokenise", "attach", "magnitude", "headcount", "read_quantities"]
 
 Kind = Literal["qty", "noun", "filler", "comma", "open", "slash", "barrier"]
 
@@ -117,6 +117,17 @@ def magnitude(text: str) -> int:
     return round(float(text.rstrip("km")) * scale)
 
 
+def headcount(text: str) -> int:
+    """A count of users, clients or requests: k is a thousand here ("1k users" is 1000), as people count them; only
+    token lengths take k = 1024.
+
+    >>> headcount("1k"), headcount("1.5k"), headcount("64")
+    (1000, 1500, 64)
+    """
+    scale = {"k": 1000, "m": 1000 * 1000}.get(text[-1], 1)
+    return round(float(text.rstrip("km")) * scale)
+
+
 def _kind(word: str) -> tuple[Kind, str]:
     for names, field in ((_ISL, "isl"), (_OSL, "osl"), (_BATCH, "batch"), (_REQUESTS, "requests")):
         if word in names:
@@ -185,7 +196,9 @@ class _Pairing:
         start, end = self.tokens[first].start, self.tokens[last].end
         if self.text[start:end].count("(") > self.text[start:end].count(")") and self.text[end : end + 1] == ")":
             end += 1  # "answers are short (~300 tokens)": the bracket closes with the words
-        self.readings.append(Reading(field, self.tokens[qty].value, self.text[start:end].strip(), start, end))
+        token = self.tokens[qty]
+        value = headcount(token.text) if field == "batch" and token.text[-1] in "km" else token.value
+        self.readings.append(Reading(field, value, self.text[start:end].strip(), start, end))
         self.used.update(range(first, last + 1))
 
     def noun_after(self, i: int) -> int | None:
@@ -208,7 +221,7 @@ class _Pairing:
         for j in range(i + 1, min(i + reach + 1, len(self.tokens))):
             token = self.tokens[j]
             if token.kind == "qty":
-                if j in self.used or (crossed and not _in_tokens(self.tokens, j)):
+                if j in self.used or (crossed and not _in_tokens(self.tokens, j) and not self._aside(j)):
                     return None
                 if noun.text in _ADJACENT_ONLY and (self.tokens[j - 1].kind not in ("noun", "filler")
                                                     or self._word_after(j)):
@@ -226,6 +239,12 @@ class _Pairing:
             elif token.kind != "filler" or (noun.text in _ADJACENT_ONLY and token.text not in ("=", ":")):
                 return None
         return None
+
+    def _aside(self, j: int) -> bool:
+        """Whether the figure at ``j`` alone fills a bracket opened after its noun: "answers are short (~150)"."""
+        before = next((t for t in reversed(self.tokens[:j]) if t.kind != "filler"), None)
+        return (before is not None and before.kind == "open"
+                and j + 1 < len(self.tokens) and self.tokens[j + 1].text == ")")
 
     def _word_after(self, j: int) -> bool:
         """Whether a word that is not a unit or a noun follows the figure at ``j``."""
@@ -320,6 +339,9 @@ def read_quantities(scan: Scan, found: Findings) -> None:
     readings, counts = attach(tokens, scan.text)
     for reading in readings:
         _add_positive(found, reading.field, reading.value, reading.words)
+        if reading.field == "batch" and re.search(r"\d[km](?![\w])", reading.words):
+            found.notes.append(f"Read '{reading.words}' as {reading.value}: a count of users or requests takes k as a "
+                               "thousand (only token lengths take k = 1024).")
         found.said.setdefault(reading.field, reading.words)
         scan.blank(reading.start, reading.end)
     for count in counts:

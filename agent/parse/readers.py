@@ -29,6 +29,7 @@ from shardplan.tools.catalogs.bundled import bundled_models
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.model_names import alias_note
 from shardplan.tools.catalogs.models import resolve_model_name
+from shardplan.tools.planning.gpu_choice import ANY
 
 # ---------------------------------------------------------------------------------------------------------
 # Intent
@@ -197,20 +198,35 @@ def _gpu_name(text: str, catalog: set[str]) -> str:
 
 
 def _read_gpu_choice(scan: Scan, found: Findings) -> None:
-    """A choice among GPU types, "H100 or H200", "on H100, H200 or B200", "H100 or L40S or A100": a fleet question,
+    """A choice among GPU types, "H100 or H200", "on 8 H100 or H200", "H100 or L40S or A100": a fleet question,
     recorded as the comma list ``--gpu`` takes ("H100,H200"); each type is planned and the cheapest kept."""
     one = rf"(?:(?<![\w#])|(?<=\d[x×])){_gpu_type_pattern()}"
     catalog = set(gpu_catalog())
-    for match in scan.take(re.compile(rf"{one}(?:\s*,\s*{one})*(?:\s*,?\s*(?:or|and/or)\s+{one})+")):
+    count = rf"(?:{_START}(?P<n>{_COUNT})\s*[x×]?\s*)?"
+    for match in scan.take(re.compile(rf"{count}{one}(?:\s*,\s*{one})*(?:\s*,?\s*(?:or|and/or)\s+{one})+")):
         names = list(dict.fromkeys(_gpu_name(m.group(), catalog) for m in re.finditer(one, match.group())))
         found.add("gpu", ",".join(names), match.group())
+        if match.group("n"):  # "8 H100 or H200": the budget of whichever type is kept
+            _add_positive(found, "gpus", _count(match.group("n")), match.group())
         found.notes.append(f"Read '{match.group().strip()}' as a choice of GPU types ({', '.join(names)}): each is "
                            "planned and the cheapest that meets the targets is kept.")
 
 
+_ANY_GPU = re.compile(
+    r"(?<![\w#])(?:any|whichever|whatever)\s+(?:gpu|gpu\s+types?|hardware|accelerators?)s?(?![\w])"
+    r"(?:\s+(?:is|works|would\s+be|will\s+do)(?:\s+(?:fine|ok|okay|cheapest|best))?)?"
+)
+"""Every GPU type: "any GPU is fine", "whichever GPU is cheapest" (``--gpu any``)."""
+
+
 def _read_gpu_types(scan: Scan, found: Findings) -> None:
     """GPU types named anywhere, variants read ("A100 40GB", "H100 PCIe", "8xH100"); a replaced one
-    ("instead of H100") is dropped with its count. A choice among types ("H100 or H200") is read first."""
+    ("instead of H100") is dropped with its count. A choice among types ("H100 or H200") is read first, and "any
+    GPU" is every priced type."""
+    for match in scan.take(_ANY_GPU):
+        found.add("gpu", ANY, match.group())
+        found.notes.append(f"Read '{match.group().strip()}' as every GPU type with a price: each is planned and the "
+                           "cheapest that meets the targets is kept.")
     _read_gpu_choice(scan, found)
     catalog = set(gpu_catalog())
     for match in list(re.finditer(rf"(?:(?<![\w#])|(?<=\d[x×])){_gpu_type_pattern()}", scan.text)):
@@ -303,6 +319,8 @@ _OBJECTIVES: tuple[tuple[Objective, re.Pattern[str]], ...] = (
         re.compile(
             r"(?:lowest|minimi[sz]e|min(?:imum)?|low|best|least)\s+latency|optimi[sz]e\s+(?:for\s+)?latency"
             r"|latency[\s-]+(?:optimi[sz]ed|oriented|first|sensitive|critical)|fastest|as\s+fast\s+as\s+possible"
+            r"|latency\s+(?:matters|counts)\s+(?:the\s+)?most|latency\s+is\s+(?:the\s+|our\s+)?(?:top\s+|first\s+)?"
+            r"priority|(?:care|cares)\s+(?:the\s+)?most\s+about\s+latency"
         ),
     ),
 )
@@ -339,11 +357,19 @@ _KV_DTYPES = (
     re.compile(rf"(?<![\w#]){_KV}(?:\s+(?:dtype|precision|format))?\s*(?:in|at|as|of|=|:|to)?\s*{_DT}(?![\w])"),
 )
 _WEIGHT_DTYPE = re.compile(rf"(?<![\w#]){_DT}(?![\w])")
+_NOT_DTYPE = re.compile(
+    rf"(?<![\w#])(?:no|not|without|avoid(?:ing)?|don'?t\s+(?:use|want)|do\s+not\s+use|never)\s+(?:in\s+|any\s+)?{_DT}"
+    rf"(?:[\s-]*(?:{_KV}|weights?|quanti[sz]ation|quanti[sz]ed))?(?![\w])"
+)
+"""A format ruled out ("no fp8", "not FP8", "without fp8 quantization"): nothing is set from it."""
 
 
 def _read_dtypes(scan: Scan, found: Findings) -> None:
     """Formats: "fp8 kv cache" / "kv cache in fp8" set the KV cache; any other "fp8", "FP4 weights", "bf16"
     sets the weights."""
+    for match in scan.take(_NOT_DTYPE):
+        found.notes.append(f"Read '{match.group().strip()}' as ruling that format out; none is set from it (name the "
+                           "one to use, e.g. 'bf16 weights', where the model's own is the one ruled out).")
     for name, pattern in (("kv_dtype", _KV_DTYPES[0]), ("kv_dtype", _KV_DTYPES[1]), ("weight_dtype", _WEIGHT_DTYPE)):
         for match in scan.take(pattern):
             found.add(name, _DTYPES[match.group("dt")], match.group())

@@ -25,10 +25,12 @@ How the text is read:
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from shardplan.agent.parse.constraint_phrases import read_constraints
+from shardplan.agent.parse.corrections import read_with_corrections
 from shardplan.agent.parse.edits import apply_edits, read_edits
 from shardplan.agent.parse.features import (
     FEATURE_SETTINGS,
@@ -38,6 +40,7 @@ from shardplan.agent.parse.features import (
     workload_features,
 )
 from shardplan.agent.parse.machines import read_machines
+from shardplan.agent.parse.pools import read_pools
 from shardplan.agent.parse.quantities import read_quantities
 from shardplan.agent.parse.readers import (
     _note_leftovers,
@@ -53,6 +56,7 @@ from shardplan.agent.parse.settle import Counts, across_all, merge_constraints, 
 from shardplan.agent.parse.targets import read_percentile, read_targets
 from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
 from shardplan.agent.parse.traffic import read_arrival, read_length_ranges, read_price, read_rate, read_trace
+from shardplan.agent.parse.typos import mend_typos
 from shardplan.contracts.common import DType, Objective
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.economics import GpuPrice
@@ -66,6 +70,7 @@ from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import check_context
 from shardplan.tools.catalogs.weight_formats import request_model
 from shardplan.tools.planning.assumptions import request_assumptions
+from shardplan.tools.planning.gpu_choice import ANY, parse_gpu_types
 from shardplan.tools.traffic.sizing import parse_traffic, workload_fields
 
 __all__ = [
@@ -107,8 +112,8 @@ class ParsedRequest(BaseModel):
     )
     rate: float | None = Field(default=None, gt=0, description="Requests per second to serve.")
     trace: str | None = Field(
-        default=None, description="A bundled request trace by name (azure-conv, azure-code): its prompt and output "
-        "lengths stand for the traffic's."
+        default=None, description="A bundled request trace by name (azure-conv, azure-code), or a trace file's path "
+        "(CSV or JSON Lines): its prompt and output lengths stand for the traffic's."
     )
     ttft_ms: float | None = Field(default=None, gt=0, description="Time-to-first-token target, ms.")
     tpot_ms: float | None = Field(default=None, gt=0, description="Time-per-output-token target, ms.")
@@ -240,9 +245,15 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
     >>> parse_request("now with 4 nodes", previous=r).gpus
     32
     """
-    scan = Scan(_normalise(text))
+    normalised, mended = mend_typos(_normalise(text))
+    return read_with_corrections(normalised, previous, mended, partial(_read_message, original=text))
+
+
+def _read_message(text: str, previous: ParsedRequest | None, notes: list[str], original: str = "") -> ParsedRequest:
+    """One message (or one correction of it), already normalised, read over ``previous``."""
+    scan = Scan(text)
     intent, about = _read_intent(scan)
-    found = Findings(comparing=intent == "compare")
+    found = Findings(comparing=intent == "compare", original=original, notes=list(notes))
     for reader in (
         read_edits,
         read_features,
@@ -251,6 +262,7 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
         read_constraints,
         read_machines,
         _read_gpu_types,
+        read_pools,
         _read_gpu_counts,
         read_percentile,
         read_rate,
@@ -269,11 +281,13 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
 
 
 def gpu_types(parsed: ParsedRequest) -> list[str]:
-    """The GPU types the request names: one, or several when it asks which to use ("H100 or H200?").
+    """The GPU types the request names: one, or several when it asks which to use ("H100 or H200?", "any GPU").
 
     >>> gpu_types(parse_request("Llama 3.1 70B at 10 req/s: H100 or H200?"))
     ['H100', 'H200']
     """
+    if parsed.gpu == ANY:
+        return parse_gpu_types(ANY)
     return parsed.gpu.split(",") if parsed.gpu else []
 
 

@@ -160,6 +160,8 @@ class Findings:
     """Values found per field, in reading order, with the notes and contradictions met on the way."""
 
     comparing: bool = False
+    original: str = ""
+    """The message as written (its case kept), for the words a reader must echo as written: a file's path."""
     values: dict[str, list[Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     contradictions: list[str] = field(default_factory=list)

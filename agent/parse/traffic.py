@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 
-from shardplan.agent.parse.text import _COUNT, _LEN, _START, Findings, Scan, _count, _tokens
+from shardplan.agent.parse.quantities import headcount
+from shardplan.agent.parse.text import _COUNT, _LEN, _START, Findings, Scan, _add_positive, _count, _tokens
 
 __all__ = ["read_arrival", "read_rate", "read_price", "read_trace", "read_length_ranges", "BURSTY"]
 
@@ -37,19 +38,26 @@ _PROCESSES = (
                         r"|gamma(?:[\s-]+(?:distributed\s+)?(?:arrivals?|traffic|process|gaps))?)(?![a-z])" + _CV)),
     ("poisson", re.compile(r"(?<![\w#])poisson(?:\s+(?:arrivals?|traffic|process))?(?![a-z])")),
 )
+_HEADS = rf"(?:{_COUNT}|(?<![\w.#-])\d+(?:\.\d+)?k(?![a-z\d]))"
+"""A count of people: "64", "two", or "1k" (a thousand: :func:`~shardplan.agent.parse.quantities.headcount`)."""
 _CLIENTS = re.compile(
-    rf"{_START}(?P<v>{_COUNT})\s+(?:(?:concurrent|simultaneous|parallel)\s+(?:users?|clients?)|clients?)(?![a-z])"
+    rf"{_START}(?P<v>{_HEADS})\s+(?:(?:concurrent|simultaneous|parallel)\s+(?:users?|clients?)|clients?)(?![a-z])"
 )
+_DONE = r"(?:finishes|completes|returns|ends|is\s+(?:done|answered|served)|comes\s+back)"
+_EARLIER = r"(?:(?:the|its|their)\s+)?(?:last|previous|prior)"
+_ANSWERED = r"(?:one|request|reply|answer|response)"
 _CLOSED_LOOP = re.compile(
     r"(?<![\w#])(?:(?:in\s+an?\s+)?closed[\s-]+loop"
-    r"|(?:each|every)\s+(?:one\s+)?(?:user|client)?\s*(?:sends?|submits?|issues?|fires?)\s+(?:its\s+|their\s+|a\s+|the\s+)?"
-    r"(?:next|new|another)\s+(?:request|query|prompt|call)\s+(?:as\s+soon\s+as|when|once|after)\s+"
-    r"(?:the|its|their|the\s+previous|its\s+previous)?\s*(?:last|previous|prior)?\s*(?:one\s+)?"
-    r"(?:finishes|completes|returns|ends|is\s+(?:done|answered|served)|comes\s+back))(?![a-z])"
+    r"|(?:each|every)\s+(?:one\s+)?(?:user|client)?\s*(?:sends?|sending|submits?|submitting|issues?|issuing|fires?"
+    r"|firing)\s+(?:its\s+|their\s+|a\s+|the\s+)?(?:next|new|another)\s+(?:request|query|prompt|call)\s+"
+    r"(?:(?:right|immediately|just|straight)\s+)?(?:as\s+soon\s+as|when|once|after)\s+"
+    rf"(?:(?:(?:the|its|their)\s+)?(?:(?:last|previous|prior)\s+)?(?:{_ANSWERED}\s+)?{_DONE}"
+    rf"|{_EARLIER}\s+{_ANSWERED}))(?![a-z])"
 )
-"""Words that say each client waits for its answer before it sends again (benchmark tools' concurrency mode)."""
+"""Words that say each client waits for its answer before it sends again (benchmark tools' concurrency mode): "each
+sends a new request when the last one finishes", "each firing a new request right after the previous reply"."""
 _USERS = re.compile(
-    rf"{_START}(?P<v>{_COUNT})\s+(?:(?:concurrent|simultaneous|parallel|active)\s+)?(?:users?|clients?|callers?|sessions?)"
+    rf"{_START}(?P<v>{_HEADS})\s+(?:(?:concurrent|simultaneous|parallel|active)\s+)?(?:users?|clients?|callers?|sessions?)"
     r"(?![a-z])"
 )
 
@@ -57,11 +65,17 @@ _USERS = re.compile(
 _PER_UNIT = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "hr": 3600.0, "hour": 3600.0}
 _REQUEST_RATE = re.compile(
     r"(?<![\w.#])(?P<n>\d+(?:\.\d+)?)\s*(?:(?:qps|rps)(?![a-z])|(?:requests?|reqs?|queries|prompts)\s*(?:/|per|an?|each)"
-    r"\s*(?P<unit>s|sec|second|min|minute|hr|hour)(?![a-z]))"
+    r"\s*(?P<unit>s|sec|second|min|minute|hr|hour)(?![a-z]))(?!\s*[=:]\s*\d)"
     r"|(?<![\w#])(?:qps|rps|(?:requests?|reqs?|queries)\s*(?:/|per)\s*(?P<unit2>s|sec|second|min|minute|hr|hour))"
     r"\s*(?:=|:|of|is)\s*(?P<n2>\d+(?:\.\d+)?)(?![\w.])"
 )
-"""A rate, number first ("10 requests/s", "12 QPS") or after its unit and a sign ("requests/sec = 4", "qps: 12")."""
+"""A rate, number first ("10 requests/s", "12 QPS") or after its unit and a sign ("requests/sec = 4", "qps: 12"); in
+"osl=300 qps=25" the unit's figure is the one after its sign, so the 300 before it is left to the output length."""
+_EVERY = re.compile(
+    r"(?<![\w.#])(?P<n>\d+|an?|one)\s+(?:requests?|reqs?|queries|calls?)\s+every\s+(?P<gap>\d+(?:\.\d+)?)?\s*"
+    r"(?P<unit>ms|milliseconds?|s|secs?|seconds?|min|minutes?)(?![a-z])"
+)
+"""A rate as a gap: "1 req every 100 ms", "a request every 2 seconds", "one query every minute"."""
 
 
 def read_rate(scan: Scan, found: Findings) -> None:
@@ -72,6 +86,15 @@ def read_rate(scan: Scan, found: Findings) -> None:
     >>> found.values
     {'rate': [10.0]}
     """
+    for match in scan.take(_EVERY):
+        count = 1.0 if match.group("n") in ("a", "an", "one") else float(match.group("n"))
+        unit = match.group("unit")
+        per_ms = 60000.0 if unit.startswith("min") else 1.0 if unit.startswith("m") else 1000.0
+        gap_ms = float(match.group("gap") or 1) * per_ms
+        if gap_ms > 0:
+            _add_positive(found, "rate", count * 1000.0 / gap_ms, match.group())
+        else:
+            found.notes.append(f"Ignored '{match.group().strip()}': the gap between requests must be longer than 0.")
     for match in scan.take(_REQUEST_RATE):
         unit = match.group("unit") or match.group("unit2")
         per = _PER_UNIT[unit] if unit else 1.0
@@ -87,15 +110,34 @@ _TRACE = re.compile(
 _TRACE_KINDS = {"conv": "azure-conv", "chat": "azure-conv", "code": "azure-code", "coding": "azure-code"}
 
 
+_TRACE_FILE = re.compile(
+    r"(?<![\w#])(?:traces?|workload|replay(?:ing|ed)?|request\s+logs?)(?![\w])(?:\s+[^\s,;#]+){0,4}?\s+"
+    r"(?P<path>[\w~./-]*[\w-]\.(?:jsonl|csv|json))(?![\w.-])"
+)
+"""A trace file named beside the words for one: "replay our trace at ./traces/prod.jsonl", "workload: logs.csv"."""
+
+
+def _as_written(found: Findings, lowered: str) -> str:
+    """``lowered`` as the message wrote it (a path's case matters), where the message holds it."""
+    match = re.search(re.escape(lowered), found.original, re.IGNORECASE)
+    return match.group() if match else lowered
+
+
 def read_trace(scan: Scan, found: Findings) -> None:
     """A bundled request trace named in words, whose lengths stand for the traffic's: "the Azure conversation trace",
-    "azure-code", "Azure LLM inference code trace".
+    "azure-code", "Azure LLM inference code trace"; or a trace file named beside "trace", "workload" or "replay".
 
     >>> found = Findings()
     >>> read_trace(Scan("llama 70b on 8 h100, azure conversation trace at 3 rps"), found)
     >>> found.values
     {'trace': ['azure-conv']}
     """
+    for match in list(_TRACE_FILE.finditer(scan.text)):
+        path = _as_written(found, match.group("path"))
+        scan.blank(match.start("path"), match.end("path"))
+        found.add("trace", path, match.group())
+        found.notes.append(f"Read '{path}' as the request trace to replay: its rows give the prompt and output "
+                           "lengths.")
     for match in scan.take(_TRACE):
         kind = match.group("kind")
         found.add("trace", _TRACE_KINDS["conv" if kind.startswith("conv") else kind], match.group())
@@ -170,7 +212,8 @@ def read_arrival(scan: Scan, found: Findings) -> None:
             found.add("arrival", _with_cv(process, match, found), match.group())
     closed = scan.take(_CLOSED_LOOP)
     for match in (_USERS if closed else _CLIENTS).finditer(scan.text):
-        clients = _count(match.group("v"))
+        heads = match.group("v")
+        clients = headcount(heads) if heads.endswith("k") else _count(heads)
         if clients > 0:
             found.add("clients", clients, match.group())
     if closed and "clients" not in found.values:
