@@ -55,6 +55,19 @@ def test_open_arrivals_at_a_share_of_the_replica_s_most(isl: int, osl: int, load
     assert tpot == pytest.approx(simulated_tpot, rel=TPOT_TOLERANCE)
 
 
+@pytest.mark.parametrize("rate", [0.05, 0.5])
+def test_a_light_rate_finds_the_engine_mostly_idle(rate: float) -> None:
+    # Below one request in flight (Little's law: 0.08 and 0.8 here) the engine is idle between requests, and a prompt
+    # reaching an idle engine starts at once. The load used to be floored at one sequence, which then waited for
+    # half a step under way (TTFT +15% at 0.05 requests/s).
+    workload = Workload(isl=1024, osl=256, rate=rate)
+    plan = given_deployment(LLAMA_8B, H100, TP1, workload)[0]
+    run = simulate(LLAMA_8B, H100, plan, workload, requests=600, rate=rate, seed=3)
+    measured = latencies(run.requests)
+    assert plan.figures.ttft_ms == pytest.approx(float(np.nanmean(measured.ttft_ms)), rel=0.03)
+    assert plan.figures.requests_per_s == pytest.approx(rate)
+
+
 def test_a_closed_population_waits_out_the_step_under_way() -> None:
     # A plan for 64 sequences in flight, replayed as 64 clients whose output lengths vary (so they do not run in
     # lockstep): each next request follows a completion at the end of a step, and waits out the step just begun.

@@ -20,6 +20,10 @@ from shardplan.tools.serving.steps import StepPricer
 
 __all__ = ["replica_capacity", "aggregated_options"]
 
+_LIGHTEST_LOAD = 1e-3
+"""The lightest mean load (sequences in flight) a rate is solved at: a numerical floor for the bisection, not a model
+figure. Below it the engine is idle 99.9% of the time and no figure moves by more than that share of a step."""
+
 
 def replica_capacity(model: ModelSpec, cluster: Cluster, layout: PhaseStrategy, workload: Workload) -> int:
     """Sequences one replica of ``layout`` holds in memory at the workload's lengths and headroom (0: none)."""
@@ -157,9 +161,12 @@ def _at_rate(
         point = at(load)
         return point.requests_per_s if point is not None else None
 
+    # A rate below what one sequence in flight serves leaves the engine idle between requests: continuous batching's
+    # mean load goes below one (Little's law), static batching still runs a whole batch of one.
+    lightest = 1.0 if workload.batching == "static" else _LIGHTEST_LOAD
     options = []
     for count in counts:
-        load = load_for_rate(served, workload.rate / count, 1.0, float(limit))
+        load = load_for_rate(served, workload.rate / count, lightest, float(limit))
         point = at(load) if load is not None else None
         if load is None or point is None:
             continue  # this many replicas cannot serve the rate

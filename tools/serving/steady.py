@@ -66,6 +66,7 @@ __all__ = [
     "queue_wait",
     "mdc_wait",
     "waiting_probability",
+    "busy_share",
 ]
 
 _MAX_UTILISATION = 0.95
@@ -178,11 +179,12 @@ def continuous_point(
         chunk = min(free, max(float(prompt), needed))
         share = min(1.0, needed / chunk)
         if ranks > 1:
-            peers = None if open_arrivals else max(concurrency - 1.0, 0.0)
-            steps, ttft = _ranks_steps(pricer, decoding, prompt, free, chunk, share, rule, peers)
+            # The ranks step together while any of them has work: the replica's whole load counts.
+            steps, ttft = _ranks_steps(pricer, decoding, prompt, free, chunk, share, rule, concurrency, open_arrivals)
         else:
-            peers = None if open_arrivals else max(per_rank - 1.0, 0.0)
-            steps, ttft = _replica_steps(pricer, decoding, prompt, free, chunk, share, per_request, peers)
+            steps, ttft = _replica_steps(
+                pricer, decoding, prompt, free, chunk, share, per_request, per_rank, open_arrivals
+            )
         decoding_s = per_request * steps.round_s
         settled = min(per_rank * decoding_s / (ttft + decoding_s), decode_cap)
         if abs(settled - decoding) <= 0.005 * decoding:
@@ -206,19 +208,32 @@ def _steps(pricer: StepPricer, decoding: float, chunk: float, share: float, rule
     return RankSteps(mean, pricer.chunk_pass_s(decoding, chunk), mean / 2)
 
 
+def busy_share(in_flight: float) -> float:
+    """The share of time an engine with ``in_flight`` requests in flight on average, arriving as a Poisson stream,
+    is running a step: at least one request is in flight. Continuous batching serves every request in flight at
+    once, an infinite-server queue, whose count in flight is Poisson of that mean for any service time (M/G/inf),
+    so the share is ``1 - exp(-in_flight)``. A request arriving at an idle engine does not wait for a step.
+
+    >>> round(busy_share(0.05), 4), round(busy_share(1.0), 3), busy_share(20.0) > 0.999
+    (0.0488, 0.632, True)
+    """
+    return 1.0 - math.exp(-max(in_flight, 0.0))
+
+
 def _ranks_steps(
     pricer: StepPricer, decoding: float, prompt: int, free: float, chunk: float, share: float, rule: RankRule,
-    peers: float | None,
+    in_flight: float, open_arrivals: bool,
 ) -> tuple[RankSteps, float]:
     """Attention data-parallel ranks' steady steps and TTFT: each rank a scheduler of its own with ``decoding``
     sequences, its prompt chunks spread over the ranks' common steps by ``rule`` (:mod:`.attention_dp`);
-    ``peers`` as :func:`_replica_steps` has it.
+    ``in_flight`` and ``open_arrivals`` as :func:`_replica_steps` has them, ``in_flight`` over every rank.
 
     A prompt waits for the round under way, queues for its rank's budget, then rides its chunks: full ones of
     ``free`` tokens and the rest, whose pass is still as long as the other ranks' chunks in it make it. A closed
     population's request sees its peers only, as on one scheduler: its decode rounds carry (C - 1) / C of the
     chunks, and it waits out the round just begun."""
     ranks = pricer.layout.adp
+    peers = None if open_arrivals else max(in_flight - 1.0, 0.0)
     steps = rank_steps(pricer, ranks, decoding, chunk, share, rule, timed=peers is None)
     full, rest = divmod(prompt, free)
     if full == 0:
@@ -226,7 +241,7 @@ def _ranks_steps(
     else:
         last = rank_chunk_pass_s(pricer, ranks, decoding, rest, chunk, steps.carrying) if rest >= 1 else 0.0
         service = full * steps.chunk_out_s + last
-    seen, wait = steps.round_s, steps.wait_s
+    seen, wait = steps.round_s, busy_share(in_flight) * steps.wait_s
     if peers is not None:
         seen = rank_steps(pricer, ranks, decoding, chunk, share * peers / (peers + 1), rule, timed=False).round_s
         wait = seen * min(1.0, peers)
@@ -236,16 +251,18 @@ def _ranks_steps(
 
 def _replica_steps(
     pricer: StepPricer, decoding: float, prompt: int, free: float, chunk: float, share: float, per_request: float,
-    peers: float | None,
+    in_flight: float, open_arrivals: bool,
 ) -> tuple[RankSteps, float]:
     """One scheduler's steady steps and TTFT (the module docstring's rule). ``per_request``: decode steps a request
-    takes; ``peers``: the other sequences of a closed population (``C - 1``), None for open arrivals.
+    takes; ``in_flight``: the sequences in flight (``C``), a mean under open arrivals.
 
-    Open arrivals see the time average: they meet the step under way half-way through and queue for the budget.
+    Open arrivals see the time average: they meet the step under way half-way through, when one is under way
+    (:func:`busy_share`; below one request in flight the engine is mostly idle), and queue for the budget.
     A closed population's request sees the steady state of its ``C - 1`` peers (the arrival theorem of closed
     queues): it follows a completion, at the end of a step, so it waits out the whole step just begun, unless it
     has no peer and finds the engine idle; and its decode steps carry the peers' prompt chunks, (C - 1) / C of
     them, not its own next prompt, which comes after it."""
+    peers = None if open_arrivals else max(in_flight - 1.0, 0.0)
     plain = pricer.step_s(decoding, 0)
     chunk_step = pricer.step_s(decoding, chunk)
     mean = share * chunk_step + (1 - share) * plain
@@ -253,7 +270,10 @@ def _replica_steps(
     seen = share * others * chunk_step + (1 - share * others) * plain
     per_prompt = prompt / free * pricer.step_s(decoding, free)
     rate = decoding / (per_request * mean)
-    wait = queue_wait(rate * per_prompt, per_prompt) + plain / 2 if peers is None else seen * min(1.0, peers)
+    if peers is None:
+        wait = queue_wait(rate * per_prompt, per_prompt) + busy_share(in_flight) * plain / 2
+    else:
+        wait = seen * min(1.0, peers)
     # The prompts that join its last chunk arrived from the others.
     ttft = wait + _prompt_passes_s(pricer, decoding, prompt, free, chunk, rate * others, wait)
     return RankSteps(seen, pricer.chunk_pass_s(decoding, chunk), wait), ttft
