@@ -14,11 +14,14 @@ from shardplan.tools.cost.measured.database import measured_available
 from shardplan.tools.cost.memory import memory_report, memory_reports
 from shardplan.tools.serving.aggregated import replica_capacity
 from shardplan.tools.serving.disaggregated import decode_workers, pool_options, prefill_worker
+from shardplan.tools.serving.engine_limits import engine_seq_cap
 from shardplan.tools.serving.steady import continuous_point, static_point
 from shardplan.tools.serving.steps import StepPricer
 
 LLAMA_70B = load_model("meta-llama/Llama-3.1-70B")
 H200_8 = make_cluster("H200", 8)
+LLAMA_8B = load_model("meta-llama/Llama-3.1-8B")
+H100 = make_cluster("H100", 1)
 WORK = Workload(isl=3000, osl=300)
 
 
@@ -147,10 +150,21 @@ def test_the_serving_modules_examples_hold() -> None:
     from shardplan import bisection, packing
     from shardplan.contracts import strategy
     from shardplan.tools.cost import memory
-    from shardplan.tools.serving import options, placement, steady, steps
+    from shardplan.tools.serving import engine_limits, options, placement, steady, steps
 
-    for module in (steps, steady, placement, options, memory, packing, strategy, bisection):
+    for module in (steps, steady, placement, options, memory, packing, strategy, bisection, engine_limits):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_a_prefill_step_of_cached_prompts_takes_no_more_than_the_engine_runs() -> None:
+    # Behind a 99.9% prefix hit a 8,192-token budget would fit 8,192 one-token prompts a step; vLLM runs 1,024
+    # sequences a step on an 80 GB GPU. The prompts waiting at a step's start are then a chain bounded by the
+    # arrivals a step sees, not by the step's size (the size made a 27k-square matrix: 5 GiB and minutes).
+    work = Workload(isl=1024, osl=128, rate=3.0, prefix_hit=0.999)
+    worker = prefill_worker(LLAMA_8B, H100, PhaseStrategy(tp=1), work)
+    assert worker is not None
+    assert worker.prompts == engine_seq_cap(work.engine, H100.gpu) == 1024
+    assert worker.single_s <= worker.ttft_s(3.0) < 1.1 * worker.single_s  # an idle worker, nearly always
 
 
 def test_a_prefill_pools_capacity_counts_the_prompts_of_its_step() -> None:

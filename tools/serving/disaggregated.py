@@ -38,6 +38,7 @@ from shardplan.contracts.workload import Workload
 from shardplan.packing import max_workers
 from shardplan.tools.cost.memory import kv_bytes_per_sequence_per_gpu, memory_report
 from shardplan.tools.serving.at_rate import load_for_rate
+from shardplan.tools.serving.engine_limits import engine_seq_cap
 from shardplan.tools.serving.options import concurrency_grid, deployment_memory, priced_deployment
 from shardplan.tools.serving.placement import split_pools_fit
 from shardplan.tools.serving.steps import StepPricer
@@ -135,9 +136,10 @@ def _prefill_ttft_s(prompts: int, step_s: float, single_s: float, rate: float, w
         return step_s if k <= 1 else single_s
     steps = np.array([_step_of(prompts, step_s, single_s, n) for n in range(1, k + 1)])
     # Arrivals during one step stay below ``top`` but for a negligible mass: below capacity (rate < k / step_s)
-    # a full step sees fewer than k on average.
-    top = int(k + 12 * math.sqrt(k) + 12)
-    states = k + 2 * top  # prompts waiting when a step starts: 1..states (the queue, truncated there)
+    # a full step sees fewer than k on average, and never many more than the mean of the longest step's.
+    reach = rate * step_s
+    top = int(min(k + 12 * math.sqrt(k), reach + 12 * math.sqrt(reach)) + 12)
+    states = min(k, top) + 2 * top  # prompts waiting when a step starts: 1..states (the queue, truncated there)
     waiting = np.arange(1, states + 1)
     taken = np.minimum(waiting, k)
     left = waiting - taken  # those a full step leaves waiting
@@ -190,8 +192,11 @@ def prefill_worker(
     """A prefill worker of ``layout``, or None when its step of prompts does not fit in memory."""
     layout = layout.model_copy(update={"dp": 1})
     # Each attention-DP group schedules its own step of prompts (vLLM's token budget is per DP rank).
-    # Behind a cached prefix the budget counts only the tokens computed, so a step takes more prompts.
-    prompts = max(1, workload.max_batched_tokens // workload.prefill_tokens) * layout.adp * layout.mb
+    # Behind a cached prefix the budget counts only the tokens computed, so a step takes more prompts, up to the
+    # sequences the engine runs in a step.
+    per_group = min(max(1, workload.max_batched_tokens // workload.prefill_tokens),
+                    engine_seq_cap(workload.engine, cluster.gpu))
+    prompts = per_group * layout.adp * layout.mb
     sized = workload.at_concurrency(prompts)
     if not memory_report(model, cluster.gpu, layout, sized, "prefill", workload.isl).fits:
         return None

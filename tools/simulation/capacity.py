@@ -15,6 +15,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.contracts.workload import Workload
 from shardplan.tools.cost.memory import GB, drafter_bytes_per_gpu, kv_bytes_per_sequence_per_gpu, memory_report
+from shardplan.tools.serving.engine_limits import engine_seq_cap
 
 __all__ = ["BLOCK_TOKENS", "kv_blocks", "engine_seq_cap"]
 
@@ -54,22 +55,3 @@ def kv_blocks(
     drafter_kv = drafter_bytes_per_gpu(model, worker, workload, tokens)[1]
     per_token = (kv_bytes_per_sequence_per_gpu(model, worker, tokens) + drafter_kv) / tokens
     return int(free / per_token) * worker.adp // block_tokens
-
-
-def engine_seq_cap(engine: str, gpu: GPU) -> int:
-    """The running sequences an engine admits per scheduler when not told: what open arrivals meet, since a
-    deployment sized for a rate has a mean number in flight, not a cap.
-
-    vLLM (V1) defaults ``max_num_seqs`` to 1024 on GPUs of 70 GB or more and 256 below (its ``EngineArgs``
-    defaults for the OpenAI server); TensorRT-LLM's ``max_batch_size`` defaults to 2048; SGLang sizes
-    ``max_running_requests`` from the KV cache itself, which the blocks bound here anyway.
-
-    >>> from shardplan.tools.catalogs.gpus import make_cluster
-    >>> engine_seq_cap("vllm", make_cluster("H100", 1).gpu), engine_seq_cap("vllm", make_cluster("L40S", 1).gpu)
-    (1024, 256)
-    """
-    if engine == "trtllm":
-        return 2048
-    if engine == "sglang":
-        return 1 << 20
-    return 1024 if gpu.memory_gb >= 70 else 256
