@@ -160,6 +160,12 @@ def test_a_json_object_or_array_is_no_prefix_group(group: Any) -> None:
         parse_trace_text(text, name="t.jsonl", kind="json")
 
 
+@pytest.mark.parametrize("text", ["", "\ufeff", " \r\n\t\n"])
+def test_an_empty_trace_says_it_is_empty(text: str) -> None:
+    with pytest.raises(InputError, match="'t.csv' is empty"):  # it said: no prompt-token column (its columns: none)
+        parse_trace_text(text, name="t.csv", kind="csv")
+
+
 def test_prefix_groups_are_read_by_their_text() -> None:
     text = "input_tokens,output_tokens,session_id\n512,64,\n512,64, a \n512,64,a\n512,64,7\n"
     assert parse_trace_text(text, name="t.csv", kind="csv").prefix_group.tolist() == [-1, 0, 0, 1]

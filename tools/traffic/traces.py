@@ -143,6 +143,9 @@ def parse_trace_text(text: str, *, name: str, kind: str) -> Trace:
     """
     what = _describe(name)
     text = text.removeprefix("\ufeff")
+    if not text.strip():
+        raise InputError(f"workload: {what} is empty", field=_FIELD,
+                         fix="give a header row, then one request a row (see shardplan traces)")
     keys, rows = rows_csv(text, what) if kind == "csv" else rows_json(text, what)
     columns = recognise_columns([str(k) for k in keys], what)
     isl: list[int] = []
