@@ -1,11 +1,14 @@
 """Malformed input against the command line, in-process: thousands of broken config.json files, cluster YAML
 files, strategy specs, DAG/plan JSON files and workload flags, legal layouts given to ``plan -s`` at batches that
-may not fill them (text, JSON and report; per-kind / 10 layouts), and the bounds kinds of ``fuzz_bounds.py``
-(YAML alias bombs and deep nesting, huge numbers, wrong types, huge DAGs), each run through the real
+may not fill them (text, JSON and report; per-kind / 10 layouts), the bounds kinds of ``fuzz_bounds.py``
+(YAML alias bombs and deep nesting, huge numbers, wrong types, huge DAGs), and the traffic kinds of
+``fuzz_traffic.py`` (hostile trace files, distribution, arrival and speculation strings, plan files edited by hand
+for ``simulate``), each run through the real
 ``shardplan`` entry point. Prints, per kind and in total: runs, tracebacks, runs over 30 s, half-written output
 files, and how many errors were not one line naming the field and the fix.
 
-Run: .venv/bin/python benchmarks/fuzz_cli.py [--per-kind 1000] [--seed 15]  (huge DAGs: per-kind / 25 runs)
+Run: .venv/bin/python benchmarks/fuzz_cli.py [--per-kind 1000] [--seed 15] [--kinds traces,strings,simulate]
+(huge DAGs: per-kind / 25 runs)
 
 Each input is written to a scratch folder and the command runs as ``shardplan.cli.main`` with
 ``sys.argv`` set, stdout and stderr captured, and a 30 s alarm; a traceback is any exception other than
@@ -34,6 +37,7 @@ from typing import Any
 from fuzz_bounds import huge_dag_cases, huge_dag_files, huge_number_cases, wrong_type_cases, yaml_bomb_cases
 from fuzz_given import given_strategy_cases
 from fuzz_table import print_counts
+from fuzz_traffic import simulate_plan_cases, trace_file_cases, traffic_string_cases
 
 from shardplan.cli.main import main
 from shardplan.tools.catalogs.bundled import _bundled_dir, bundled_models
@@ -279,21 +283,30 @@ def one_line_with_fix(stderr: str) -> bool:
 
 def main_fuzz() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--per-kind", type=int, default=1000, help="inputs per kind (nine kinds)")
+    parser.add_argument("--per-kind", type=int, default=1000, help="inputs per kind (thirteen kinds)")
     parser.add_argument("--seed", type=int, default=15)
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"a comma list of {', '.join(KINDS)}")
     args = parser.parse_args()
+    kinds = [kind.strip() for kind in args.kinds.split(",") if kind.strip()]
+    if not set(kinds) <= set(KINDS):
+        parser.error(f"--kinds: choose among {', '.join(KINDS)}")
     rng = random.Random(args.seed)
     signal.signal(signal.SIGALRM, _alarm)
     scratch = Path(tempfile.mkdtemp(prefix="shardplan-fuzz-"))
     try:
-        cases = list(_cases(scratch, rng, args.per_kind))
+        cases = list(_cases(scratch, rng, args.per_kind, kinds))
         print(f"{len(cases):,} malformed inputs, {args.per_kind:,} per kind, seed {args.seed}")
         _report(cases)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _cases(scratch: Path, rng: random.Random, per_kind: int) -> Iterator[Case]:
+KINDS = ("config", "cluster", "spec", "dag", "flags", "given", "bombs", "numbers", "types", "huge", "traces", "strings",
+         "simulate")
+"""The kinds of input, in the order they run (``--kinds`` picks some)."""
+
+
+def _cases(scratch: Path, rng: random.Random, per_kind: int, kinds: list[str]) -> Iterator[Case]:
     import yaml
 
     base = json.loads((_bundled_dir() / bundled_models()["meta-llama/Llama-3.1-8B"]).read_text())
@@ -324,9 +337,14 @@ def _cases(scratch: Path, rng: random.Random, per_kind: int) -> Iterator[Case]:
                        ("numbers", lambda: huge_number_cases(Case, scratch / "numbers", rng, per_kind)),
                        ("types", lambda: wrong_type_cases(Case, base, cluster, scratch / "types", rng, per_kind)),
                        ("huge", lambda: huge_dag_cases(Case, huge_dag_files(scratch / "huge"), rng,
-                                                       max(5, per_kind // 25)))):
-        (scratch / kind).mkdir(exist_ok=True)
-        yield from make()
+                                                       max(5, per_kind // 25))),
+                       ("traces", lambda: trace_file_cases(Case, scratch / "tiny", scratch / "traces", rng, per_kind)),
+                       ("strings", lambda: traffic_string_cases(Case, scratch / "tiny", rng, per_kind)),
+                       ("simulate", lambda: simulate_plan_cases(Case, plan, mutate, scratch / "simulate", rng,
+                                                                per_kind))):
+        if kind in kinds:
+            (scratch / kind).mkdir(exist_ok=True)
+            yield from make()
 
 
 def _report(cases: list[Case]) -> None:

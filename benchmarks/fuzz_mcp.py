@@ -1,6 +1,8 @@
 """Malformed calls against the MCP server, through the official SDK client over stdio (a real ``shardplan mcp``
 subprocess, as tests/test_mcp.py does): wrong types, booleans for integers, non-finite numbers and numbers as
-strings, huge strings and numbers, unknown keys, paths that leave the working directory, broken DAG JSON.
+strings, huge strings and numbers, unknown keys, paths that leave the working directory, broken DAG JSON, and
+hostile traffic arguments (distribution, arrival and speculation strings of ``fuzz_traffic.py``; a FIFO, a folder,
+``/dev/zero`` and broken traces as ``workload``).
 Prints, per kind and in total: calls, refused, accepted, tracebacks (an ``InternalError`` or a traceback in
 the text), calls over 30 s, errors that are not one line with a field or a fix, and whether the server
 still answered at the end.
@@ -14,7 +16,9 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,6 +26,7 @@ from typing import Any
 
 import anyio
 from fuzz_table import print_counts
+from fuzz_traffic import ARRIVAL_PARTS, DIST_PARTS, SPEC_VALUES
 from mcp import Client, StdioServerParameters
 from mcp_types import TextContent
 
@@ -32,6 +37,9 @@ FLOAT_FIELDS = ["ttft_ms", "tpot_ms", "rate", "gpu_memory_utilization", "spec_ac
 STR_FIELDS = ["model", "gpu", "isl_dist", "arrival", "workload", "cluster", "spec", "slo_percentile"]
 WRONG: list[Any] = [True, False, "8", "eight", "", None, [8], {"n": 8}, 8.0, 8.5, -1, 0, "1e3"]
 NON_FINITE: list[Any] = ["Infinity", "-Infinity", "NaN", "inf", "1e999", 1e308, -1e308, "0x10"]
+TRACE_FILES = ["fuzz-fifo.csv", "fuzz-folder.jsonl", "fuzz-broken.csv", "fuzz-span.csv", "fuzz-group.jsonl",
+               "/dev/zero", "fuzz-missing.csv"]
+"""Trace files the server is sent, made in the working directory by :func:`_trace_files` (one is left missing)."""
 PATHS = ["../../etc/passwd", "/etc/passwd", "~/.ssh/id_rsa", "~root", "..", "a/../../x.json", "x\x00.json",
          "/proc/self/environ", "../" * 40 + "etc/hosts", "file:///etc/passwd"]
 
@@ -63,7 +71,26 @@ def calls(rng: random.Random, per_kind: int) -> list[tuple[str, str, dict[str, A
                                 {**SMALL, "constraints": "tp<=4"}, {**SMALL, "constraints": [["tp<=4"]]},
                                 {**SMALL, "constraints": ["tp<=" + "9" * 5000]}])))
         out.append(("broken DAG JSON", "validate_dag", {"dag_json": _broken_dag(rng)}))
+        out.append(("traffic strings", rng.choice(["plan", "search_strategies"]), {**SMALL, **_traffic_args(rng)}))
     return out
+
+
+def _traffic_args(rng: random.Random) -> dict[str, Any]:
+    """Hostile traffic, speculation and prefix arguments, spelled as ``fuzz_traffic.py`` spells the CLI's flags;
+    traces are files under the working directory (the server's allowed root): a FIFO, a folder, a broken CSV."""
+    args: dict[str, Any] = {}
+    for name in rng.sample(["isl_dist", "osl_dist", "arrival", "spec", "prefix_hit", "workload"], rng.randint(1, 3)):
+        if name in ("isl_dist", "osl_dist"):
+            args[name] = "".join(rng.choice(DIST_PARTS) for _ in range(rng.randint(1, 6)))
+        elif name == "arrival":
+            args.update(arrival="".join(rng.choice(ARRIVAL_PARTS) for _ in range(rng.randint(1, 4))), rate=2.0)
+        elif name == "spec":
+            args.update(spec=rng.choice(SPEC_VALUES), spec_accept=rng.choice([0.0, 1.0, 4.0, -1.0, "nan", True]))
+        elif name == "prefix_hit":
+            args[name] = rng.choice([0.0, 0.5, 1.0, -0.1, "0.5", 1e308, None])
+        else:
+            args[name] = rng.choice(TRACE_FILES)
+    return args
 
 
 def _huge_string_args(rng: random.Random) -> dict[str, Any]:
@@ -92,6 +119,16 @@ def _broken_dag(rng: random.Random) -> Any:
     return rng.choice(["", "null", "{}", "42", '{"nodes": 3}', "\u202e"])
 
 
+def _trace_files(folder: Path) -> None:
+    """The hostile trace files of :data:`TRACE_FILES`, in ``folder``."""
+    if hasattr(os, "mkfifo") and not (folder / "fuzz-fifo.csv").exists():
+        os.mkfifo(folder / "fuzz-fifo.csv")
+    (folder / "fuzz-folder.jsonl").mkdir(exist_ok=True)
+    (folder / "fuzz-broken.csv").write_bytes(b"\xef\xbb\xbfinput_tokens,output_tokens\r\n512,\xff\r\n")
+    (folder / "fuzz-span.csv").write_text("timestamp,input_tokens,output_tokens\n1e308,64,8\n-1e308,64,8\n")
+    (folder / "fuzz-group.jsonl").write_text('{"input_tokens": 64, "output_tokens": 8, "session_id": {"a": 1}}\n')
+
+
 def one_line_with_fix(error: dict[str, Any]) -> bool:
     """A refusal as promised: the JSON of error, message, field and fix; the message one line, and a field or a
     fix (a timeout or memory error names no field, only the fix)."""
@@ -102,7 +139,10 @@ def one_line_with_fix(error: dict[str, Any]) -> bool:
 
 async def run_all(items: list[tuple[str, str, dict[str, Any]]]) -> tuple[dict[str, Counter[str]], dict[str, str], bool]:
     env = {**os.environ, "SHARDPLAN_TOOL_TIMEOUT": str(SLOW_S)}
-    params = StdioServerParameters(command=str(Path(sys.executable).with_name("shardplan")), args=["mcp"], env=env)
+    folder = Path(tempfile.mkdtemp(prefix="shardplan-fuzz-mcp-"))  # the server's working directory: its allowed root
+    _trace_files(folder)
+    params = StdioServerParameters(command=str(Path(sys.executable).with_name("shardplan")), args=["mcp"], env=env,
+                                   cwd=folder)
     totals: dict[str, Counter[str]] = {}
     examples: dict[str, str] = {}
     async with Client(params, read_timeout_seconds=SLOW_S + 30) as client:
@@ -136,12 +176,13 @@ async def run_all(items: list[tuple[str, str, dict[str, Any]]]) -> tuple[dict[st
                 counts["errors not one line with a fix"] += 1
                 examples.setdefault(f"error shape ({kind})", f"{tool}: {text[:300]}")
         alive = not (await client.call_tool("get_rule", {"rule_id": "DEC-1"})).is_error
+    shutil.rmtree(folder, ignore_errors=True)
     return totals, examples, alive
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--per-kind", type=int, default=60, help="calls per kind (eight kinds)")
+    parser.add_argument("--per-kind", type=int, default=60, help="calls per kind (nine kinds)")
     parser.add_argument("--seed", type=int, default=15)
     args = parser.parse_args()
     items = calls(random.Random(args.seed), args.per_kind)

@@ -113,7 +113,8 @@ def parse_speculation(text: str, accepted: float | None) -> Speculation:
         raise InputError(f"--spec={text!r} is not mtp:K, eagle:K, eagle:HEAD:K or draft:MODEL:K", field="spec",
                          fix=_SPEC_FIX)
     count = parts[-1].strip()
-    if not count.isdigit() or len(count) > 3 or not 1 <= int(count) <= MAX_DRAFT_TOKENS:
+    # isascii: str.isdigit also accepts superscripts such as '²', which int() refuses.
+    if not (count.isascii() and count.isdigit()) or len(count) > 3 or not 1 <= int(count) <= MAX_DRAFT_TOKENS:
         raise InputError(
             f"--spec={text!r}: the draft tokens per step must be a whole number from 1 to {MAX_DRAFT_TOKENS}",
             field="spec",

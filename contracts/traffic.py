@@ -16,12 +16,14 @@ ClosedLoop(kind='closed', clients=32)
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from shardplan.contracts.common import Contract
+from shardplan.contracts.parameters import read_parameters
 from shardplan.errors import InputError
+from shardplan.limits import MAX_TRACE_TOKENS
 from shardplan.text import one_line
 
 __all__ = [
@@ -48,7 +50,7 @@ class FixedLength(Contract):
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["fixed"] = Field(description="fixed")
-    tokens: int = Field(ge=1, description="The length in tokens.")
+    tokens: int = Field(ge=1, le=MAX_TRACE_TOKENS, description="The length in tokens.")
 
     @property
     def mean(self) -> float:
@@ -62,10 +64,17 @@ class LognormalLength(Contract):
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["lognormal"] = Field(description="lognormal")
-    mean: float = Field(gt=0, description="Mean length in tokens (before clipping).")
+    mean: float = Field(gt=0, le=MAX_TRACE_TOKENS, description="Mean length in tokens (before clipping).")
     cv: float = Field(gt=0, le=20, description="Standard deviation over the mean.")
-    low: int = Field(default=1, ge=1, description="Shortest length drawn.")
-    high: int | None = Field(default=None, ge=1, description="Longest length drawn; None: no cap.")
+    low: int = Field(default=1, ge=1, le=MAX_TRACE_TOKENS, description="Shortest length drawn.")
+    high: int | None = Field(default=None, ge=1, le=MAX_TRACE_TOKENS,
+                             description="Longest length drawn; None: no cap.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LognormalLength:
+        if self.high is not None and self.high < self.low:
+            raise ValueError(f"low={self.low} is above high={self.high}: the longest length is below the shortest")
+        return self
 
     @property
     def sigma(self) -> float:
@@ -79,13 +88,13 @@ class UniformLength(Contract):
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["uniform"] = Field(description="uniform")
-    low: int = Field(ge=1, description="Shortest length.")
-    high: int = Field(ge=1, description="Longest length.")
+    low: int = Field(ge=1, le=MAX_TRACE_TOKENS, description="Shortest length.")
+    high: int = Field(ge=1, le=MAX_TRACE_TOKENS, description="Longest length.")
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformLength:
         if self.high < self.low:
-            raise ValueError(f"uniform:{self.low},{self.high}: the longest length is below the shortest")
+            raise ValueError(f"low={self.low} is above high={self.high}: the longest length is below the shortest")
         return self
 
     @property
@@ -112,6 +121,16 @@ class GammaArrivals(Contract):
 
     kind: Literal["gamma"] = Field(description="gamma")
     cv: float = Field(gt=0, le=50, description="Standard deviation of the gaps over their mean.")
+
+    @model_validator(mode="after")
+    def _drawable(self) -> GammaArrivals:
+        # The gaps are drawn with shape 1/cv^2 (tools/traffic/stream.py): a cv so small that its square
+        # underflows, or the shape overflows float64, would divide by zero or draw NaN gaps.
+        square = self.cv**2
+        if square == 0 or not math.isfinite(1 / square):
+            raise ValueError(f"cv={self.cv!r} is too small to draw gaps from (1/cv^2 overflows); for nearly even "
+                             "arrivals give a cv such as 0.01")
+        return self
 
 
 class ClosedLoop(Contract):
@@ -156,75 +175,74 @@ class Traffic(Contract):
         return self
 
 
-def _numbers(text: str, field: str, fix: str) -> dict[str, float]:
-    """``mean=2048,cv=0.8`` or ``256,4096`` as named (or positional ``0``, ``1``, ...) numbers."""
-    out: dict[str, float] = {}
-    for position, part in enumerate(p.strip() for p in text.split(",") if p.strip()):
-        key, _, value = part.rpartition("=")
-        try:
-            number = float(value)
-        except ValueError:
-            raise InputError(f"{field}: '{one_line(part, 60)}' is not a number", field=field, fix=fix) from None
-        if not math.isfinite(number):
-            raise InputError(f"{field}: '{one_line(part, 60)}' is not a finite number", field=field, fix=fix)
-        out[key.strip() or str(position)] = number
-    return out
-
-
 _LENGTH_FIX = "write fixed:2048, lognormal:mean=2048,cv=0.8 (optionally low=,high=) or uniform:256,4096"
 _ARRIVAL_FIX = "write poisson, gamma:cv=3, closed:32 (clients) or trace (the trace's own timestamps)"
+
+_LENGTH_FORMS: dict[str, tuple[type[Contract], tuple[str, ...], tuple[str, ...]]] = {
+    "fixed": (FixedLength, ("tokens",), ("tokens",)),
+    "lognormal": (LognormalLength, ("mean", "cv", "low", "high"), ("mean", "cv")),
+    "uniform": (UniformLength, ("low", "high"), ("low", "high")),
+}
+"""Each length form: its contract, its parameters in positional order, and the required ones."""
+_ARRIVAL_FORMS: dict[str, tuple[type[Contract], tuple[str, ...], tuple[str, ...]]] = {
+    "poisson": (Poisson, (), ()),
+    "gamma": (GammaArrivals, ("cv",), ("cv",)),
+    "closed": (ClosedLoop, ("clients",), ("clients",)),
+    "trace": (TraceArrivals, (), ()),
+}
+_WHOLE = ("tokens", "low", "high", "clients")
+"""Parameters that count tokens or clients: a fraction of one is refused, not rounded."""
+
+
+def _parse_form(text: str, forms: dict[str, tuple[type[Contract], tuple[str, ...], tuple[str, ...]]], *,
+                what: str, field: str, fix: str) -> Any:
+    """The contract of the form ``text`` spells (``kind:parameters``), its parameters read strictly
+    (:func:`~shardplan.contracts.parameters.read_parameters`) and its bounds checked by the contract.
+
+    Raises:
+        InputError: an unknown kind, a malformed parameter, or a value out of the contract's range, naming
+            ``field`` and the parameter (never pydantic's text).
+    """
+    kind, _, rest = text.strip().partition(":")
+    kind = kind.strip().lower()
+    if kind not in forms:
+        raise InputError(f"{field}: unknown {what} '{one_line(kind, 60)}'", field=field, fix=fix)
+    contract, names, required = forms[kind]
+    values = read_parameters(rest, form=kind, names=names, field=field, fix=fix, whole=_WHOLE, required=required)
+    try:
+        return contract.model_validate({"kind": kind, **values})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])  # empty for a rule across parameters (low above high)
+        reason = str(first["msg"]).removeprefix("Value error, ")
+        reason = f"{where} {reason.removeprefix('Input ')}" if where else reason
+        raise InputError(f"{field}: '{one_line(text, 60)}': {one_line(reason, 160)}", field=field, fix=fix) from None
 
 
 def parse_length(text: str, field: str = "isl_dist") -> LengthDist:
     """A length distribution from its text: ``fixed:N``, ``lognormal:mean=M,cv=C[,low=L,high=H]``,
-    ``uniform:LOW,HIGH``.
+    ``uniform:LOW,HIGH`` (parameters by name or in that order; token counts whole numbers).
 
     >>> parse_length("uniform:256,4096")
     UniformLength(kind='uniform', low=256, high=4096)
 
     Raises:
-        InputError: an unknown kind or a malformed number, naming ``field`` and the accepted forms.
+        InputError: an unknown kind, a malformed, repeated, unknown or missing parameter, or one out of range,
+            naming ``field`` and the accepted forms.
     """
-    kind, _, rest = text.strip().partition(":")
-    values = _numbers(rest, field, _LENGTH_FIX)
-    try:
-        if kind == "fixed":
-            return FixedLength(kind="fixed", tokens=int(values.get("tokens", values.get("0", 0))))
-        if kind == "lognormal":
-            high = values.get("high")
-            return LognormalLength(kind="lognormal", mean=values.get("mean", values.get("0", 0.0)),
-                                   cv=values.get("cv", values.get("1", 0.0)), low=int(values.get("low", 1)),
-                                   high=int(high) if high is not None else None)
-        if kind == "uniform":
-            return UniformLength(kind="uniform", low=int(values.get("low", values.get("0", 0))),
-                                 high=int(values.get("high", values.get("1", 0))))
-    except ValueError as exc:
-        raise InputError(f"{field}: '{text}' is out of range ({exc})".replace("\n", " ")[:300], field=field,
-                         fix=_LENGTH_FIX) from None
-    raise InputError(f"{field}: unknown length distribution '{kind}'", field=field, fix=_LENGTH_FIX)
+    dist: LengthDist = _parse_form(text, _LENGTH_FORMS, what="length distribution", field=field, fix=_LENGTH_FIX)
+    return dist
 
 
 def parse_arrival(text: str, field: str = "arrival") -> Arrival:
     """An arrival process from its text: ``poisson``, ``gamma:cv=C``, ``closed:N``, ``trace``.
 
     Raises:
-        InputError: an unknown process or a malformed number, naming ``field`` and the accepted forms.
+        InputError: an unknown process, a malformed, repeated, unknown or missing parameter, or one out of
+            range, naming ``field`` and the accepted forms.
     """
-    kind, _, rest = text.strip().partition(":")
-    values = _numbers(rest, field, _ARRIVAL_FIX)
-    try:
-        if kind == "poisson" and not values:
-            return Poisson(kind="poisson")
-        if kind == "gamma":
-            return GammaArrivals(kind="gamma", cv=values.get("cv", values.get("0", 0.0)))
-        if kind == "closed":
-            return ClosedLoop(kind="closed", clients=int(values.get("clients", values.get("0", 0))))
-        if kind == "trace" and not values:
-            return TraceArrivals(kind="trace")
-    except ValueError as exc:
-        raise InputError(f"{field}: '{text}' is out of range ({exc})".replace("\n", " ")[:300], field=field,
-                         fix=_ARRIVAL_FIX) from None
-    raise InputError(f"{field}: unknown arrival process '{text}'", field=field, fix=_ARRIVAL_FIX)
+    arrival: Arrival = _parse_form(text, _ARRIVAL_FORMS, what="arrival process", field=field, fix=_ARRIVAL_FIX)
+    return arrival
 
 
 def _number(value: float) -> str:

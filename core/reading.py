@@ -16,6 +16,7 @@ shardplan.errors.InputError: config.json is not valid JSON: Infinity is not a fi
 from __future__ import annotations
 
 import math
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -194,19 +195,34 @@ def read_int(text: str, *, field: str, what: str, fix: str) -> int:
 
 
 def read_text(path: Path, *, what: str, field: str, fix: str, limit: int = MAX_CONFIG_BYTES) -> str:
-    """The UTF-8 text of ``path``, refusing files over ``limit`` bytes before reading them.
+    """The UTF-8 text of ``path``, refusing files over ``limit`` bytes before reading them, and anything but a
+    regular file (a FIFO, ``/dev/zero``) without opening it; never more than ``limit`` bytes are read.
 
     Raises:
-        InputError: the file is missing, unreadable, too large or not text.
+        InputError: the file is missing, unreadable, too large, not a regular file or not text.
     """
     try:
-        size = path.stat().st_size
-        if size <= limit:
-            return path.read_text(encoding="utf-8")
+        status = path.stat()
+        size = status.st_size
+        if stat.S_ISREG(status.st_mode) and size <= limit:
+            with path.open("rb") as handle:
+                data = handle.read(limit + 1)  # a file that grew since stat() is still read no further
+            size = max(size, len(data))
+            if len(data) <= limit:
+                return data.decode("utf-8")
     except FileNotFoundError:
         raise InputError(f"{what} does not exist", field=field, fix=fix) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start:,})", field=field,
+                         fix=fix) from None
+    except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise InputError(f"cannot read {what}: {reason}", field=field, fix=fix) from None
     # Raised outside the try: an InputError is a ValueError, which the handler above would rename.
+    if stat.S_ISDIR(status.st_mode):
+        raise InputError(f"cannot read {what}: it is a folder", field=field, fix=fix)
+    if not stat.S_ISREG(status.st_mode):
+        # A FIFO would block until a writer comes, /dev/zero never ends, and stat() gives neither a size.
+        raise InputError(f"cannot read {what}: it is not a regular file (a pipe, a device or a socket)",
+                         field=field, fix=fix)
     raise InputError(f"{what} is {size:,} bytes, over the limit of {limit:,}", field=field, fix=fix)

@@ -18,7 +18,8 @@ def server() -> Any:
 
 
 def test_plan_records_speculation_and_prefix_hit_in_its_request(server: Any) -> None:
-    args = {**SMALL, "spec": "draft:llama-3.1-8b:3", "spec_accept": 1.5, "prefix_hit": 0.5}
+    args = {**SMALL, "model": "llama-3.1-70b", "gpus": 4, "spec": "draft:llama-3.1-8b:3", "spec_accept": 1.5,
+            "prefix_hit": 0.5}
     plan = ok(talk(server, lambda c: c.call_tool("plan", args)))
     workload = plan["request"]["workload"]
     assert workload["speculation"] == {"method": "draft", "draft_tokens": 3, "accepted": 1.5,
@@ -30,6 +31,12 @@ def test_plan_records_speculation_and_prefix_hit_in_its_request(server: Any) -> 
 def test_a_speculation_without_its_acceptance_is_a_structured_error_naming_spec_accept(server: Any) -> None:
     refused = error(talk(server, lambda c: c.call_tool("plan", {**SMALL, "spec": "mtp:1"})))
     assert refused["field"] == "spec_accept" and "never assumed" in refused["message"]
+
+
+def test_a_draft_model_no_smaller_than_the_target_is_refused_naming_spec(server: Any) -> None:
+    args = {**SMALL, "spec": "draft:llama-3.1-70b:3", "spec_accept": 1.0}
+    refused = error(talk(server, lambda c: c.call_tool("plan", args)))
+    assert refused["field"] == "spec" and "not smaller than the target" in refused["message"]
 
 
 def test_a_draft_model_path_outside_the_allowed_folders_is_refused(server: Any, tmp_path: Any) -> None:

@@ -122,7 +122,7 @@ MALFORMED: list[tuple[str, str, str]] = [
     ("t.csv", "input_tokens,output_tokens,timestamp\n5,3,yesterday\n", "neither seconds nor an ISO datetime"),
     ("t.csv", "input_tokens,output_tokens,timestamp\n5,3,inf\n", "'inf' is not a finite number"),
     ("t.csv", "input_tokens,output_tokens\n", "holds no requests"),
-    ("t.csv", "", "no prompt-token column (its columns: none)"),
+    ("t.csv", "", "is empty"),
     ("t.jsonl", '{"input_tokens": 5, "output_tokens": 3}\n{"input_tokens": NaN, "output_tokens": 3}\n',
      "line 2 is not valid JSON: NaN is not a finite number"),
     ("t.jsonl", '{"input_tokens": 5, "output_tokens": 3}\n{"input_tokens": 5,\n', "line 2 is not valid JSON"),

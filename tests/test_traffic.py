@@ -144,7 +144,7 @@ def test_a_closed_loop_sets_the_sequences_in_flight_and_a_replayed_trace_its_rat
 @pytest.mark.parametrize(("options", "field", "words"), [
     ((None, None, None, "trace"), "arrival", "no trace is given"),
     (("uniform:1,2", None, "azure-conv", None), "isl_dist", "both give the lengths"),
-    ((None, "lognormal:cv=1", None, None), "osl_dist", "out of range"),
+    ((None, "lognormal:cv=1", None, None), "osl_dist", "lognormal needs mean"),
     ((None, None, None, "bursty"), "arrival", "unknown arrival process"),
 ])
 def test_contradicting_or_malformed_traffic_options_are_one_error(options: tuple[str | None, ...], field: str,

@@ -4,6 +4,7 @@ schedules them, and set the measured latencies beside the plan's steady state.""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -14,12 +15,13 @@ from shardplan.cli.app import app, console, emit_json
 from shardplan.cli.files import read_plan
 from shardplan.cli.percentiles import latency_table
 from shardplan.cli.progress import working
+from shardplan.contracts.deployment_checks import check_deployment
 from shardplan.contracts.plan import Plan, PricedDeployment
 from shardplan.contracts.simulation import ROUTERS, Router, SimulationSummary
 from shardplan.contracts.traffic import ClosedLoop, Poisson, TraceArrivals, Traffic, parse_arrival, parse_length
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
-from shardplan.io import write_atomic
+from shardplan.io import writable_folder, write_atomic
 from shardplan.tools.planning.planner import resolve_request
 from shardplan.tools.simulation.run import SimulationOptions, replayed_traffic, simulate
 from shardplan.tools.simulation.trace import trace_events
@@ -47,8 +49,9 @@ def simulated_workload(
     Raises:
         InputError: a malformed distribution or arrival process, a rate that is not positive.
     """
-    if rate is not None and not rate > 0:
-        raise InputError(f"--rate {rate:g} is not a positive rate", field="rate", fix="give requests/s above 0")
+    if rate is not None and not 0 < rate < math.inf:  # NaN fails too
+        raise InputError(f"--rate {rate:g} is not a positive finite rate", field="rate",
+                         fix="give requests/s above 0")
     workload = plan.request.workload
     traffic = workload.traffic or Traffic()
     update: dict[str, object] = {}
@@ -119,7 +122,10 @@ def simulate_command(
     if route is not None and route not in ROUTERS:
         raise InputError(f"--router {router!r} is not known", field="router",
                          fix="choose round-robin, least-outstanding or cache-affinity")
-    plan = read_plan(plan_file)
+    for destination in (output, trace):  # before the run, so it neither ends in an error nor leaves one file of two
+        if destination is not None:
+            writable_folder(destination)
+    plan = check_deployment(read_plan(plan_file))
     deployment = plan.priced()
     if deployment is None:
         raise InputError(f"{plan_file} is an infeasible plan: no deployment to simulate", field="file",

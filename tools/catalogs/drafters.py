@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from shardplan.contracts.arithmetic.model_math import params_total
 from shardplan.contracts.common import DType
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.speculation import Speculation, speculation_text
@@ -177,11 +178,29 @@ def mtp_layers(model: ModelSpec) -> int:
 
 
 def check_drafter(model: ModelSpec, speculation: Speculation | None) -> None:
-    """Refuse a speculation ``model`` cannot run (MTP without MTP layers, a draft model of another vocabulary)
-    before any work starts.
+    """Refuse a speculation ``model`` cannot run (MTP without MTP layers, a draft model of another vocabulary or
+    no smaller than ``model``) before any work starts.
 
     Raises:
         InputError: field ``spec`` (see :func:`drafter_for`).
     """
-    if speculation is not None:
-        drafter_for(model, speculation)
+    if speculation is None:
+        return
+    drafter = drafter_for(model, speculation)
+    if speculation.method == "draft":
+        _check_smaller(model, drafter.network, speculation)
+
+
+def _check_smaller(model: ModelSpec, draft: ModelSpec, speculation: Speculation) -> None:
+    """Refuse a draft model no smaller than the target. Checked on the request's own models rather than in
+    :func:`drafter_for`, which may price a drafter for a target trimmed to a few layers."""
+    drafted, target = params_total(draft), params_total(model)
+    if drafted >= target:
+        # Speculative decoding pays off only when drafting is cheaper than the target's own step: the draft
+        # model is the "smaller, faster approximation model" of Leviathan et al., ICML 2023 (arXiv:2211.17192).
+        raise InputError(
+            f"--spec {speculation_text(speculation)}: the draft model ({drafted / 1e9:.1f} B parameters) is not "
+            f"smaller than the target ({target / 1e9:.1f} B), so drafting would cost more than decoding",
+            field="spec",
+            fix="draft with a smaller model of the target's family (e.g. llama-3.1-8b for llama-3.1-70b)",
+        )

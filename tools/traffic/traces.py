@@ -143,6 +143,9 @@ def parse_trace_text(text: str, *, name: str, kind: str) -> Trace:
     """
     what = _describe(name)
     text = text.removeprefix("\ufeff")
+    if not text.strip():
+        raise InputError(f"workload: {what} is empty", field=_FIELD,
+                         fix="give a header row, then one request a row (see shardplan traces)")
     keys, rows = rows_csv(text, what) if kind == "csv" else rows_json(text, what)
     columns = recognise_columns([str(k) for k in keys], what)
     isl: list[int] = []
@@ -162,9 +165,8 @@ def parse_trace_text(text: str, *, name: str, kind: str) -> Trace:
                                    (what, row, line)))
         if columns.time is not None:
             times.append(_time(cells, columns, (what, row, line), times[0] if times else None))
-        group = cells.get(columns.group) if columns.group is not None else None
-        groups.append(-1 if group is None or str(group).strip() == "" else
-                      numbering.setdefault(str(group).strip(), len(numbering)))
+        group = _group(cells, columns.group, (what, row, line))
+        groups.append(-1 if group is None else numbering.setdefault(group, len(numbering)))
     if not isl:
         raise InputError(f"workload: {what} holds no requests", field=_FIELD, fix="give one request a row")
     return _arrays(name, isl, osl, times if columns.time is not None else None, groups,
@@ -185,6 +187,19 @@ def _convert(cells: dict[str, Any], column: str, convert: Callable[[Any], Any], 
     except ValueError as exc:
         raise InputError(f"workload: {_where(*place, column)}: {one_line(repr(value), 60)} {exc}", field=_FIELD,
                          fix=fix) from None
+
+
+def _group(cells: dict[str, Any], column: str | None, place: _Place) -> str | None:
+    """A row's prefix group as text (None: the row has none); a JSON object or array is no group's name."""
+    if column is None:
+        return None
+    value = cells.get(column)
+    if isinstance(value, dict | list):
+        shape = "an object" if isinstance(value, dict) else "an array"
+        raise InputError(f"workload: {_where(*place, column)} holds {shape}, not a group name", field=_FIELD,
+                         fix="name each prefix group with text or a number (a session or conversation id)")
+    text = str(value).strip() if value is not None else ""
+    return text or None
 
 
 def _time(cells: dict[str, Any], columns: TraceColumns, place: _Place,
@@ -210,7 +225,12 @@ def _arrays(name: str, isl: list[int], osl: list[int], times: list[float | datet
             seconds = np.array([(t - earliest).total_seconds() for t in moments])
         else:
             seconds = np.array(times, dtype=np.float64)
-            seconds -= seconds.min()
+            first, last = float(seconds.min()), float(seconds.max())
+            with np.errstate(over="ignore"):
+                seconds -= first
+            if not np.isfinite(seconds).all():  # each time is finite, but 1e308 after -1e308 is not
+                raise InputError(f"workload: {_describe(name)} spans more seconds than a float holds ({first:g} to "
+                                 f"{last:g})", field=_FIELD, fix=TIME_FIX)
     arrays = [np.array(isl, dtype=np.int64), np.array(osl, dtype=np.int64), np.array(groups, dtype=np.int64)]
     if shared is not None:
         arrays.append(np.array(shared, dtype=np.int64))
