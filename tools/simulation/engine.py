@@ -15,6 +15,12 @@ Each step, in order:
   whose tokens are all computed emits its next token at the end of it (its first one when its prompt's last
   chunk comes out of the pipeline: ``chunk_pass_s``).
 
+Pipeline parallelism keeps a batch in flight per stage (vLLM's virtual engines), and a sequence is in one of them
+at a time: its next token is computed from the last. A prompt's last chunk may come out of the pipeline after the
+step ends (a chunk's pass through every stage outlasts a round, the mean of the lanes' passes), so the sequence
+sits out the steps that start before its first token is out; when nothing else can run, the scheduler waits for
+it. A request of one output token is finished when that token is out.
+
 Speculative decoding (``emit`` = A + 1, ``verify`` = K + 1): a decoding sequence takes ``verify`` tokens of the
 step budget, and the step (priced by the pricer as a verify step and its drafting) leaves it ``emit`` tokens
 longer on average (:mod:`.emission`), its KV cache with them (the rejected drafts' entries are dropped).
@@ -43,7 +49,7 @@ from shardplan.tools.simulation.blocks import (
 )
 from shardplan.tools.simulation.emission import Emission
 from shardplan.tools.simulation.prefix_cache import PrefixCache
-from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepRecord, repeats_before
+from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepRecord, repeats_before, waited
 from shardplan.tools.simulation.state import Requests
 
 __all__ = ["Engine"]
@@ -88,6 +94,9 @@ class Engine:
     """Some running sequence still has prompt tokens to compute."""
     _nearest: int = 0
     """Fewest output tokens any running sequence has left."""
+    _hold: float = 0.0
+    """Latest time a running sequence's first token comes out of the pipeline (module docstring): until then the
+    sequences whose first token is still under way sit out the steps."""
     _prices: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
     _emission: Emission = field(init=False)
     """Tokens a decode step adds to a sequence, ``emit`` on average (:mod:`.emission`)."""
@@ -147,6 +156,8 @@ class Engine:
             RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
         """
         plan = self.plan()
+        if plan.until is not None:
+            return plan.run(waited(plan.until, horizon, self.clock), 0.0, 1)
         duration, chunk_pass = self._price(plan.decode, plan.prefill)
         return plan.run(duration, chunk_pass, repeats_before(plan.most, duration, horizon, self.clock))
 
@@ -159,7 +170,7 @@ class Engine:
             RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
         """
         count = self._state.shape[1]
-        if self._prefilling or count * self.verify > self.max_batched_tokens:
+        if self._prefilling or count * self.verify > self.max_batched_tokens or self._hold > self.clock:
             return self._mixed()
         # Every running sequence decodes: one token each (up to ``emit`` under speculation), and a new block for
         # those whose blocks are full.
@@ -179,7 +190,10 @@ class Engine:
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
             gained = self._emission.gained(repeats)
-            state[COMPUTED:GENERATED + 1] += gained
+            if self.emit == 1:
+                state[COMPUTED:GENERATED + 1] += gained
+            else:  # no sequence gains more than its output has left (drafts past its end are dropped)
+                state[COMPUTED:GENERATED + 1] += np.minimum(gained, state[OSL] - state[GENERATED])
             first = self._used + grow
             recount = repeats > 1 or self.emit != 1
             self._used = int(self._own(state[COMPUTED], state[SHARED]).sum()) if recount else first
@@ -208,13 +222,18 @@ class Engine:
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
             # A decoding sequence gains ``emit`` tokens on average (their KV cache with them), a prompt its first.
-            gained = np.where(state[GENERATED] > 0, self._emission.gained(1), 1) if self.emit != 1 else 1
+            gained: np.ndarray | int = 1
+            if self.emit != 1:
+                more = np.where(state[GENERATED] > 0, self._emission.gained(1), 1)
+                gained = np.minimum(more, state[OSL] - state[GENERATED])
             state[COMPUTED] = state[KNOWN] + gained - 1
             state[KNOWN:GENERATED + 1] += gained
             first_token = self.requests.first_token
             for rid in admitted.firsts:
                 first_token[rid] = now + chunk_pass
-            self._used = admitted.blocks if self.emit == 1 else int(self._blocks(state[COMPUTED]).sum())
+            if admitted.firsts:
+                self._out_after(now + chunk_pass, now + duration)
+            self._used = admitted.blocks if self.emit == 1 else int(self._own(state[COMPUTED], state[SHARED]).sum())
             self._account(now, duration, 1, state.shape[1], decode, prefill, admitted.blocks)
             self._nearest = int((state[OSL] - state[GENERATED]).min())
             return self._finish(state[GENERATED] >= state[OSL]) if self._nearest <= 0 else self._none()
@@ -226,15 +245,20 @@ class Engine:
         the blocks run out."""
         state = self._state
         need = state[KNOWN] - state[COMPUTED]
+        # Sequences whose first token is still in the pipeline sit out the step.
+        held = self._held()
         # A decoding sequence's one token is its K + 1 verified positions of the budget under speculation.
-        cost = need + (self.verify - 1) * ((need == 1) & (state[GENERATED] > 0))
+        decoding = (need == 1) & (state[GENERATED] > 0)
+        cost = np.where(held, 0, need + (self.verify - 1) * decoding)
         before = np.cumsum(cost) - cost
         room = np.maximum(self.max_batched_tokens - before, 0)
-        grant = np.where(cost > need, (room >= cost).astype(need.dtype), np.minimum(need, room))
-        wanted = int(self._own(state[COMPUTED] + grant, state[SHARED]).sum())
+        grant = np.where(held, 0, np.where(cost > need, (room >= cost).astype(need.dtype), np.minimum(need, room)))
+        # Its KV cache grows by the tokens it gains: up to ceil(A + 1) for a decoding sequence under speculation.
+        grow = grant + (self._emission.most - 1) * (decoding & (grant > 0))
+        wanted = int(self._own(state[COMPUTED] + grow, state[SHARED]).sum())
         preempted = wanted > self._room()
         if preempted:
-            grant, wanted = self._preempt(grant)
+            grant, wanted = self._preempt(grant, grow)
         # A step that preempted admits no one (vLLM v1), unless it preempted every sequence.
         if self.waiting and (not preempted or self._state.shape[1] == 0):
             running = self._state
@@ -245,6 +269,8 @@ class Engine:
                 grant = np.concatenate([grant, np.array(admitted.chunks, dtype=np.int64)])
                 wanted = admitted.blocks
         if not grant.size or not grant.any():
+            if self._hold > self.clock and self._state.shape[1]:
+                return self._wait()
             raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
         state = self._state
         need = state[KNOWN] - state[COMPUTED]
@@ -258,19 +284,21 @@ class Engine:
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
-            emitted = state[KNOWN] - state[COMPUTED] == grant
+            emitted = (state[KNOWN] - state[COMPUTED] == grant) & (grant > 0)
             gained = emitted.astype(np.int64)
             if self.emit != 1:
-                # Decoding sequences gain ``emit`` tokens on average and keep the accepted drafts' KV entries.
+                # Decoding sequences gain ``emit`` tokens on average, at most what their output has left, and keep
+                # the accepted drafts' KV entries.
                 decoding = emitted & (state[GENERATED] > 0)
                 if decoding.any():
-                    gained[decoding] = self._emission.gained(1)
+                    gained[decoding] = np.minimum(self._emission.gained(1), (state[OSL] - state[GENERATED])[decoding])
             state[COMPUTED] += grant + gained - emitted
             state[KNOWN:GENERATED + 1] += gained
             first = emitted & (state[GENERATED] == 1)
             if first.any():
                 self.requests.first_token[state[ID, first]] = now + chunk_pass
-            self._used = wanted if self.emit == 1 else int(self._blocks(state[COMPUTED]).sum())
+                self._out_after(now + chunk_pass, now + duration)
+            self._used = wanted if self.emit == 1 else int(self._own(state[COMPUTED], state[SHARED]).sum())
             self._prefilling = not emitted.all()
             self._account(now, duration, 1, state.shape[1], decode, tokens - decode, wanted)
             left = state[OSL] - state[GENERATED]
@@ -282,6 +310,34 @@ class Engine:
     def _none(self) -> np.ndarray:
         self.last_finished, self.last_end = 0, self.clock
         return _NONE
+
+    def _out_after(self, out: float, end: float) -> None:
+        """A first token comes out of the pipeline at ``out``, the step ending at ``end``: its sequence sits out the
+        steps that start before then."""
+        if out > end:
+            self._hold = max(self._hold, out)
+
+    def _held(self) -> np.ndarray | bool:
+        """Which running sequences sit out a step from ``clock``: their first token is not out of the pipeline yet
+        (False when none is)."""
+        if self._hold <= self.clock:
+            return False
+        state = self._state
+        return (state[GENERATED] > 0) & (self.requests.first_token[state[ID]] > self.clock)
+
+    def _wait(self) -> StepPlan:
+        """Nothing to run until the first of the held sequences' first tokens is out: the scheduler waits for it
+        (:attr:`StepPlan.until`), its running set holding its blocks."""
+        state = self._state
+        held = self._held()
+        until = float(self.requests.first_token[state[ID, held]].min())
+        count, used = state.shape[1], self._used
+
+        def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
+            self._account(self.clock, duration * repeats, 0, count, 0, 0, used)
+            return self._none()
+
+        return StepPlan(0, 0, 1, run, until)
 
     def _account(
         self, now: float, elapsed: float, repeats: int, count: int, decode: int, prefill: int, first: int
@@ -300,7 +356,7 @@ class Engine:
         self.peak_blocks = max(self.peak_blocks, self._used + cached)
         self.peak_running = max(self.peak_running, count)
         self.steps += repeats
-        if self.record_steps:
+        if self.record_steps and repeats:
             self.records.append(StepRecord(now, elapsed, decode, prefill, repeats, count, len(self.waiting)))
         self.clock = now + elapsed
 
@@ -309,7 +365,11 @@ class Engine:
         state = self._state
         gone = state[:, np.flatnonzero(done)]
         finished = gone[ID]
-        self.requests.finish[finished] = self.clock
+        # Done when its last token is out: a one-token request's when its prompt has left the pipeline, counted
+        # here until then.
+        finish = np.maximum(self.requests.first_token[finished], self.clock)
+        self.requests.finish[finished] = finish
+        self.resident_s += float((finish - self.clock).sum())
         self.requests.generated[finished] = gone[GENERATED]
         self._used -= int(self._own(gone[COMPUTED], gone[SHARED]).sum())
         if self.prefix is not None:
@@ -351,12 +411,13 @@ class Engine:
         return decode_steps_that_fit(self._state[COMPUTED], nearest, self._room() - self._used, self.block_tokens,
                                      self.emit)
 
-    def _preempt(self, grant: np.ndarray) -> tuple[np.ndarray, int]:
+    def _preempt(self, grant: np.ndarray, grow: np.ndarray) -> tuple[np.ndarray, int]:
         """Preempt the most recently admitted sequences until the step's blocks fit, as vLLM v1 does (recompute:
-        back to the front of the waiting queue, KV cache dropped); returns the step's grants and blocks."""
+        back to the front of the waiting queue, KV cache dropped); returns the step's grants and blocks. ``grow``:
+        the KV tokens each sequence adds in the step."""
         state = self._state
         held = self._own(state[COMPUTED], state[SHARED])
-        extra = self._own(state[COMPUTED] + grant, state[SHARED]) - held
+        extra = self._own(state[COMPUTED] + grow, state[SHARED]) - held
         keep = sequences_kept(held, extra, self._room() - int(held.sum()))
         if self.prefix is not None:
             self._unpin(state[:, keep:], finished=False)
@@ -370,8 +431,7 @@ class Engine:
         self._state = state[:, :keep]
         self._used = int(held[:keep].sum())
         self._nearest = int((self._state[OSL] - self._state[GENERATED]).min()) if keep else 0
-        grant = grant[:keep]
-        return grant, int(self._own(self._state[COMPUTED] + grant, self._state[SHARED]).sum())
+        return grant[:keep], int(self._own(self._state[COMPUTED] + grow[:keep], self._state[SHARED]).sum())
 
     def _admit(self, tokens: int, blocks: int, now: float) -> Admitted:
         """Admit waiting requests first come, first served while the token budget (``tokens`` of it taken),

@@ -23,7 +23,7 @@ import numpy as np
 
 from shardplan.tools.serving.attention_dp import RankPrices, synced_round_s
 from shardplan.tools.simulation.engine import Engine
-from shardplan.tools.simulation.replica import StepPlan, StepRecord, repeats_before
+from shardplan.tools.simulation.replica import StepPlan, StepRecord, repeats_before, waited
 from shardplan.tools.simulation.router import least_loaded_rank
 
 __all__ = ["RankGroup"]
@@ -91,12 +91,21 @@ class RankGroup:
         for rank in self.ranks:
             rank.clock = now
             plans.append(rank.plan() if rank.has_work else None)
-        duration, chunk_pass = self._price(plans)
-        repeats = repeats_before(min((p.most for p in plans if p is not None), default=1), duration, horizon, now)
+        # A rank waiting for a first token to leave the pipeline takes part with nothing to run, like an idle one.
+        working = [p if p is not None and p.until is None else None for p in plans]
+        waits = [p.until for p in plans if p is not None and p.until is not None]
+        if all(p is None for p in working):
+            duration, chunk_pass, repeats = waited(min(waits), horizon, now), 0.0, 1
+        else:
+            duration, chunk_pass = self._price(working)
+            most = min(p.most for p in working if p is not None)
+            repeats = repeats_before(most, duration, min([horizon, *waits]), now)
         finished = [plan.run(duration, chunk_pass, repeats) for plan in plans if plan is not None]
         self.clock = now + duration * repeats
         for rank in self.ranks:
             rank.clock = self.clock  # a rank with nothing to run waited for the step too
+        if all(p is None for p in working):
+            return np.concatenate(finished) if finished else np.zeros(0, dtype=np.int64)
         self.steps += repeats
         self.peak_blocks = max(self.peak_blocks, sum(rank.used_blocks for rank in self.ranks))
         if self.record_steps:
