@@ -16,6 +16,8 @@ scenarios marked with a bug in their name failed before its fix:
   (``kv_cache_peak`` above 1, refused by the summary's contract). Under prefix caching the blocks held were also
   recounted with the shared prefix's blocks as the sequence's own.
 * speculation's last step: accepted drafts past a request's output length were counted as output tokens.
+* attention data parallelism: each rank admits its share of ``max_num_seqs`` rounded up, but the summary reported
+  the cap asked for, below what the replica ran when it was not a multiple of the ranks.
 """
 
 from __future__ import annotations
@@ -102,6 +104,18 @@ def test_a_one_token_request_behind_a_pipeline_finishes_when_its_prompt_is_out()
     r = run.requests
     assert np.array_equal(r.finish, r.first_token)
     assert (np.diff(r.arrival) > 0).all() and (r.arrival[1:] >= r.finish[:-1]).all()
+
+
+@pytest.mark.parametrize(("asked", "cap"), [(2, 4), (10, 12), (8, 8)])
+def test_an_attention_dp_replica_reports_the_cap_its_ranks_admit(asked: int, cap: int) -> None:
+    # Four rank schedulers each admit their share of --max-num-seqs rounded up, at least one (as shardplan export
+    # sets it): the replica's cap is four times that. The summary reported the number asked for, so a cap of 2
+    # showed a mean running batch near 4 "at most 2".
+    run = replay("adp=4,ep=4", workload("closed:40"), requests=80, model=QWEN3_30B, max_num_seqs=asked)
+    check_invariants(run, clients=40)
+    assert run.summary.max_num_seqs == cap
+    ranks = run.sim.workers.engines[0].ranks  # type: ignore[attr-defined]
+    assert [rank.peak_running for rank in ranks] == [cap // 4] * 4
 
 
 def test_a_closed_loop_holds_exactly_its_clients_until_it_drains() -> None:
