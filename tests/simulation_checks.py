@@ -123,6 +123,8 @@ def check_invariants(run: Run, clients: int | None = None, delayed: bool = False
             assert scheduler.peak_blocks <= scheduler.kv_blocks
     use = sum(e.blocks_s for e in engines) / (s.kv_blocks * len(engines) * s.duration_s)
     assert use <= 1 + 1e-12 and s.kv_cache_use == pytest.approx(use, rel=1e-12)
+    # The mean in use (over time and workers) is never above the peak (of one worker, cached prefixes in both).
+    assert s.kv_cache_use <= s.kv_cache_peak * (1 + 1e-12)
     assert s.preemptions == int(r.preemptions.sum()) and s.steps > 0
     # Little's law on the run itself: the requests in the deployment, integrated step by step over the engines'
     # queues, running sets and transfers, equal throughput x mean latency from each request's own times.

@@ -106,6 +106,9 @@ class Engine:
     """Requests at this worker (waiting or running) integrated over time: Little's law's area."""
     blocks_s: float = 0.0
     peak_blocks: int = 0
+    step_blocks: int = 0
+    """KV-cache blocks its last step held, cached prefixes included, before the sequences that finished in it let
+    theirs go: what :attr:`peak_blocks` is the most of."""
     peak_running: int = 0
     steps: int = 0
     preemptions: int = 0
@@ -129,6 +132,11 @@ class Engine:
     def used_blocks(self) -> int:
         """KV-cache blocks the running set holds now."""
         return self._used
+
+    @property
+    def held_blocks(self) -> int:
+        """KV-cache blocks in use now: the running set's own and the cached prefixes'."""
+        return self._used + (self.prefix.blocks if self.prefix is not None else 0)
 
     def outstanding_at(self, now: float) -> int:
         """Requests routed here and not finished by ``now`` (those of a step still under way count)."""
@@ -353,7 +361,8 @@ class Engine:
             self.prefix.evict(self.kv_blocks - self._used)
             cached = self.prefix.blocks
         self.blocks_s += ((first + self._used) / 2 + cached) * elapsed
-        self.peak_blocks = max(self.peak_blocks, self._used + cached)
+        self.step_blocks = self._used + cached
+        self.peak_blocks = max(self.peak_blocks, self.step_blocks)
         self.peak_running = max(self.peak_running, count)
         self.steps += repeats
         if self.record_steps and repeats:

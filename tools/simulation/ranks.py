@@ -42,7 +42,8 @@ class RankGroup:
     clock: float = 0.0
     steps: int = 0
     peak_blocks: int = 0
-    """Most KV-cache blocks the ranks held together at the end of a step."""
+    """Most KV-cache blocks the ranks held together in a step, their cached prefixes included (as the mean in use
+    counts them), before the sequences that finished in it let theirs go (as one scheduler's peak counts them)."""
     records: list[StepRecord] = field(default_factory=list)
 
     @property
@@ -109,7 +110,9 @@ class RankGroup:
             rank.clock = self.clock  # a rank with nothing to run waited for the step too
         if stepped:
             self.steps += repeats
-            self.peak_blocks = max(self.peak_blocks, sum(rank.used_blocks for rank in self.ranks))
+            held = sum(rank.step_blocks if plan is not None else rank.held_blocks
+                       for rank, plan in zip(self.ranks, plans, strict=True))
+            self.peak_blocks = max(self.peak_blocks, held)
         if stepped and self.record_steps:
             loads = [(p.decode, p.prefill) if p is not None else (0, 0) for p in plans]
             self.records.append(StepRecord(
