@@ -15,11 +15,8 @@ Each step, in order:
   whose tokens are all computed emits its next token at the end of it (its first one when its prompt's last
   chunk comes out of the pipeline: ``chunk_pass_s``).
 
-Pipeline parallelism keeps a batch in flight per stage (vLLM's virtual engines), and a sequence is in one of them
-at a time: its next token is computed from the last. A prompt's last chunk may come out of the pipeline after the
-step ends (a chunk's pass through every stage outlasts a round, the mean of the lanes' passes), so the sequence
-sits out the steps that start before its first token is out; when nothing else can run, the scheduler waits for
-it. A request of one output token is finished when that token is out.
+Under pipeline parallelism a prompt's first token may come out of the pipeline after the step that carried its last
+chunk ends: its sequence sits out the steps until then (:mod:`.pipeline`), and a one-token request ends then.
 
 Speculative decoding (``emit`` = A + 1, ``verify`` = K + 1): a decoding sequence takes ``verify`` tokens of the
 step budget, and the step (priced by the pricer as a verify step and its drafting) leaves it ``emit`` tokens
@@ -42,14 +39,15 @@ from shardplan.tools.simulation.blocks import (
     blocks_for,
     decode_steps_that_fit,
     own_blocks,
+    preempt_latest,
     release_pins,
     reserved_blocks,
     room,
-    sequences_kept,
 )
 from shardplan.tools.simulation.emission import Emission
+from shardplan.tools.simulation.pipeline import FirstTokens
 from shardplan.tools.simulation.prefix_cache import PrefixCache
-from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepRecord, repeats_before, waited
+from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepPrices, StepRecord, repeats_before, waited
 from shardplan.tools.simulation.state import Requests
 
 __all__ = ["Engine"]
@@ -94,10 +92,9 @@ class Engine:
     """Some running sequence still has prompt tokens to compute."""
     _nearest: int = 0
     """Fewest output tokens any running sequence has left."""
-    _hold: float = 0.0
-    """Latest time a running sequence's first token comes out of the pipeline (module docstring): until then the
-    sequences whose first token is still under way sit out the steps."""
-    _prices: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    _pipeline: FirstTokens = field(default_factory=FirstTokens)
+    """First tokens still in the pipeline, which hold their sequences back (:mod:`.pipeline`)."""
+    _price: StepPrices = field(init=False)
     _emission: Emission = field(init=False)
     """Tokens a decode step adds to a sequence, ``emit`` on average (:mod:`.emission`)."""
     # What it measured: integrals over time (seconds x count) and counts.
@@ -117,6 +114,7 @@ class Engine:
     records: list[StepRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self._price = StepPrices(self.costs)
         self._emission = Emission(self.emit)
 
     @property
@@ -127,16 +125,6 @@ class Engine:
     @property
     def has_work(self) -> bool:
         return bool(self._state.shape[1] or self.waiting)
-
-    @property
-    def used_blocks(self) -> int:
-        """KV-cache blocks the running set holds now."""
-        return self._used
-
-    @property
-    def held_blocks(self) -> int:
-        """KV-cache blocks in use now: the running set's own and the cached prefixes'."""
-        return self._used + (self.prefix.blocks if self.prefix is not None else 0)
 
     def outstanding_at(self, now: float) -> int:
         """Requests routed here and not finished by ``now`` (those of a step still under way count)."""
@@ -178,7 +166,7 @@ class Engine:
             RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
         """
         count = self._state.shape[1]
-        if self._prefilling or count * self.verify > self.max_batched_tokens or self._hold > self.clock:
+        if self._prefilling or count * self.verify > self.max_batched_tokens or self._pipeline.pending(self.clock):
             return self._mixed()
         # Every running sequence decodes: one token each (up to ``emit`` under speculation), and a new block for
         # those whose blocks are full.
@@ -229,18 +217,17 @@ class Engine:
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
-            # A decoding sequence gains ``emit`` tokens on average (their KV cache with them), a prompt its first.
-            gained: np.ndarray | int = 1
-            if self.emit != 1:
-                more = np.where(state[GENERATED] > 0, self._emission.gained(1), 1)
-                gained = np.minimum(more, state[OSL] - state[GENERATED])
+            # A decoding sequence gains ``emit`` tokens on average (their KV cache with them), at most what its output
+            # has left, a prompt its first.
+            gained = 1 if self.emit == 1 else np.minimum(
+                np.where(state[GENERATED] > 0, self._emission.gained(1), 1), state[OSL] - state[GENERATED])
             state[COMPUTED] = state[KNOWN] + gained - 1
             state[KNOWN:GENERATED + 1] += gained
             first_token = self.requests.first_token
             for rid in admitted.firsts:
                 first_token[rid] = now + chunk_pass
             if admitted.firsts:
-                self._out_after(now + chunk_pass, now + duration)
+                self._pipeline.sent(now + chunk_pass, now + duration)
             self._used = admitted.blocks if self.emit == 1 else int(self._own(state[COMPUTED], state[SHARED]).sum())
             self._account(now, duration, 1, state.shape[1], decode, prefill, admitted.blocks)
             self._nearest = int((state[OSL] - state[GENERATED]).min())
@@ -254,7 +241,7 @@ class Engine:
         state = self._state
         need = state[KNOWN] - state[COMPUTED]
         # Sequences whose first token is still in the pipeline sit out the step.
-        held = self._held()
+        held = self._pipeline.held(state, self.requests.first_token, self.clock)
         # A decoding sequence's one token is its K + 1 verified positions of the budget under speculation.
         decoding = (need == 1) & (state[GENERATED] > 0)
         cost = np.where(held, 0, need + (self.verify - 1) * decoding)
@@ -277,7 +264,7 @@ class Engine:
                 grant = np.concatenate([grant, np.array(admitted.chunks, dtype=np.int64)])
                 wanted = admitted.blocks
         if not grant.size or not grant.any():
-            if self._hold > self.clock and self._state.shape[1]:
+            if self._pipeline.pending(self.clock) and self._state.shape[1]:
                 return self._wait()
             raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
         state = self._state
@@ -305,7 +292,7 @@ class Engine:
             first = emitted & (state[GENERATED] == 1)
             if first.any():
                 self.requests.first_token[state[ID, first]] = now + chunk_pass
-                self._out_after(now + chunk_pass, now + duration)
+                self._pipeline.sent(now + chunk_pass, now + duration)
             self._used = wanted if self.emit == 1 else int(self._own(state[COMPUTED], state[SHARED]).sum())
             self._prefilling = not emitted.all()
             self._account(now, duration, 1, state.shape[1], decode, tokens - decode, wanted)
@@ -319,26 +306,11 @@ class Engine:
         self.last_finished, self.last_end = 0, self.clock
         return _NONE
 
-    def _out_after(self, out: float, end: float) -> None:
-        """A first token comes out of the pipeline at ``out``, the step ending at ``end``: its sequence sits out the
-        steps that start before then."""
-        if out > end:
-            self._hold = max(self._hold, out)
-
-    def _held(self) -> np.ndarray | bool:
-        """Which running sequences sit out a step from ``clock``: their first token is not out of the pipeline yet
-        (False when none is)."""
-        if self._hold <= self.clock:
-            return False
-        state = self._state
-        return (state[GENERATED] > 0) & (self.requests.first_token[state[ID]] > self.clock)
-
     def _wait(self) -> StepPlan:
         """Nothing to run until the first of the held sequences' first tokens is out: the scheduler waits for it
         (:attr:`StepPlan.until`), its running set holding its blocks."""
-        state = self._state
-        held = self._held()
-        until = float(self.requests.first_token[state[ID, held]].min())
+        state, first_token = self._state, self.requests.first_token
+        until = float(first_token[state[ID, self._pipeline.held(state, first_token, self.clock)]].min())
         count, used = state.shape[1], self._used
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
@@ -370,33 +342,23 @@ class Engine:
         self.clock = now + elapsed
 
     def _finish(self, done: np.ndarray) -> np.ndarray:
-        """Remove the sequences ``done`` marks, recording their finish at the clock; returns their ids."""
+        """Remove the sequences ``done`` marks, recording their finish (the clock, or when their only token leaves
+        the pipeline); returns their ids."""
         state = self._state
         gone = state[:, np.flatnonzero(done)]
         finished = gone[ID]
-        # Done when its last token is out: a one-token request's when its prompt has left the pipeline, counted
-        # here until then.
+        # A one-token request is counted here until its token is out.
         finish = np.maximum(self.requests.first_token[finished], self.clock)
         self.requests.finish[finished] = finish
         self.resident_s += float((finish - self.clock).sum())
         self.requests.generated[finished] = gone[GENERATED]
         self._used -= int(self._own(gone[COMPUTED], gone[SHARED]).sum())
         if self.prefix is not None:
-            self._unpin(gone, finished=True)
+            release_pins(self.prefix, self.requests, finished, gone[SHARED], finished=True)
         self._state = state = state.compress(~done, axis=1)
         self._nearest = int((state[OSL] - state[GENERATED]).min()) if state.shape[1] else 0
         self.last_finished, self.last_end = int(finished.size), self.clock
         return finished
-
-    def _price(self, decode: int, prefill: int) -> tuple[float, float]:
-        """The step's duration and the pass of its prompt chunk through every pipeline stage."""
-        key = (decode, prefill)
-        found = self._prices.get(key)
-        if found is None:
-            step = self.costs.step_s(decode, prefill)
-            found = (step, max(step, self.costs.chunk_pass_s(decode, prefill)) if prefill else step)
-            self._prices[key] = found
-        return found
 
     def _blocks(self, tokens: np.ndarray) -> np.ndarray:
         return blocks_for(tokens, self.block_tokens)
@@ -406,11 +368,6 @@ class Engine:
 
     def _room(self) -> int:
         return room(self.kv_blocks, self.prefix)
-
-    def _unpin(self, gone: np.ndarray, finished: bool) -> None:
-        """Release the prefix pins of the sequences ``gone`` (columns of the running set)."""
-        assert self.prefix is not None
-        release_pins(self.prefix, self.requests, gone[ID], gone[SHARED], finished)
 
     def _most_repeats(self, nearest: int) -> int:
         """How many identical pure-decode steps may be taken at once: until the first sequence finishes
@@ -425,30 +382,19 @@ class Engine:
         back to the front of the waiting queue, KV cache dropped); returns the step's grants and blocks. ``grow``:
         the KV tokens each sequence adds in the step."""
         state = self._state
-        held = self._own(state[COMPUTED], state[SHARED])
-        extra = self._own(state[COMPUTED] + grow, state[SHARED]) - held
-        keep = sequences_kept(held, extra, self._room() - int(held.sum()))
-        if self.prefix is not None:
-            self._unpin(state[:, keep:], finished=False)
-        gone = state[ID, keep:]
-        req = self.requests
-        req.computed[gone] = 0
-        req.generated[gone] = state[GENERATED, keep:]
-        req.preemptions[gone] += 1
-        self.preemptions += int(gone.size)
-        self.waiting.extendleft(gone[::-1].tolist())
-        self._state = state[:, :keep]
-        self._used = int(held[:keep].sum())
-        self._nearest = int((self._state[OSL] - self._state[GENERATED]).min()) if keep else 0
-        return grant[:keep], int(self._own(self._state[COMPUTED] + grow[:keep], self._state[SHARED]).sum())
+        keep = preempt_latest(state, grow, self._room(), self.block_tokens, self.requests, self.waiting, self.prefix)
+        self.preemptions += state.shape[1] - keep
+        self._state = state = state[:, :keep]
+        self._used = int(self._own(state[COMPUTED], state[SHARED]).sum())
+        self._nearest = int((state[OSL] - state[GENERATED]).min()) if keep else 0
+        return grant[:keep], int(self._own(state[COMPUTED] + grow[:keep], state[SHARED]).sum())
 
     def _admit(self, tokens: int, blocks: int, now: float) -> Admitted:
         """Admit waiting requests first come, first served while the token budget (``tokens`` of it taken),
         ``max_num_seqs`` and the free blocks (``blocks`` taken) allow (:func:`~.admission.admit`)."""
         state = self._state
-        reserved = None
-        if self.reserve_whole:
-            reserved = reserved_blocks(state[KNOWN], state[GENERATED], state[OSL], self.block_tokens)
+        whole = self.reserve_whole
+        reserved = reserved_blocks(state[KNOWN], state[GENERATED], state[OSL], self.block_tokens) if whole else None
         admitted = admit(self.requests, self.waiting, self.prefix, seats=self.max_num_seqs - state.shape[1],
                          budget=self.max_batched_tokens, tokens=tokens, blocks=blocks, kv_blocks=self.kv_blocks,
                          block_tokens=self.block_tokens, chunked=self.chunked_prefill, reserved=reserved, now=now)

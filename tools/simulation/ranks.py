@@ -110,7 +110,8 @@ class RankGroup:
             rank.clock = self.clock  # a rank with nothing to run waited for the step too
         if stepped:
             self.steps += repeats
-            held = sum(rank.step_blocks if plan is not None else rank.held_blocks
+            # A rank without work holds only its cached prefixes.
+            held = sum(rank.step_blocks if plan is not None else rank.prefix.blocks if rank.prefix is not None else 0
                        for rank, plan in zip(self.ranks, plans, strict=True))
             self.peak_blocks = max(self.peak_blocks, held)
         if stepped and self.record_steps:

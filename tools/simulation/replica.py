@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 import numpy as np
 
-__all__ = ["StepCosts", "StepRecord", "StepPlan", "Replica", "repeats_before", "waited"]
+__all__ = ["StepCosts", "StepPrices", "StepRecord", "StepPlan", "Replica", "repeats_before", "waited"]
 
 
 class StepCosts(Protocol):
@@ -23,6 +23,24 @@ class StepCosts(Protocol):
     def step_s(self, decode_tokens: float, prefill_tokens: float) -> float: ...
 
     def chunk_pass_s(self, decode_tokens: float, prefill_tokens: float) -> float: ...
+
+
+@dataclass
+class StepPrices:
+    """One scheduler's step prices, memoised by load: a step's duration and the pass of its prompt chunk through
+    every pipeline stage (the step's own duration when it carries no prompt)."""
+
+    costs: StepCosts
+    _found: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+
+    def __call__(self, decode: int, prefill: int) -> tuple[float, float]:
+        key = (decode, prefill)
+        found = self._found.get(key)
+        if found is None:
+            step = self.costs.step_s(decode, prefill)
+            found = (step, max(step, self.costs.chunk_pass_s(decode, prefill)) if prefill else step)
+            self._found[key] = found
+        return found
 
 
 class Replica(Protocol):
