@@ -166,7 +166,7 @@ class Engine:
             RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
         """
         count = self._state.shape[1]
-        if self._prefilling or count * self.verify > self.max_batched_tokens or self._pipeline.pending(self.clock):
+        if self._prefilling or count * self.verify > self.max_batched_tokens or self._pipeline.latest > self.clock:
             return self._mixed()
         # Every running sequence decodes: one token each (up to ``emit`` under speculation), and a new block for
         # those whose blocks are full.
@@ -244,12 +244,17 @@ class Engine:
         held = self._pipeline.held(state, self.requests.first_token, self.clock)
         # A decoding sequence's one token is its K + 1 verified positions of the budget under speculation.
         decoding = (need == 1) & (state[GENERATED] > 0)
-        cost = np.where(held, 0, need + (self.verify - 1) * decoding)
+        cost = need + (self.verify - 1) * decoding if self.verify > 1 else need
+        if held is not False:
+            cost = np.where(held, 0, cost)
         before = np.cumsum(cost) - cost
         room = np.maximum(self.max_batched_tokens - before, 0)
-        grant = np.where(held, 0, np.where(cost > need, (room >= cost).astype(need.dtype), np.minimum(need, room)))
+        grant = np.where(cost > need, (room >= cost).astype(need.dtype), np.minimum(need, room))
+        if held is not False:
+            grant = np.where(held, 0, grant)
         # Its KV cache grows by the tokens it gains: up to ceil(A + 1) for a decoding sequence under speculation.
-        grow = grant + (self._emission.most - 1) * (decoding & (grant > 0))
+        most = self._emission.most
+        grow = grant + (most - 1) * (decoding & (grant > 0)) if most > 1 else grant
         wanted = int(self._own(state[COMPUTED] + grow, state[SHARED]).sum())
         preempted = wanted > self._room()
         if preempted:
@@ -279,7 +284,7 @@ class Engine:
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
-            emitted = (state[KNOWN] - state[COMPUTED] == grant) & (grant > 0)
+            emitted = state[KNOWN] - state[COMPUTED] == grant  # never a held sequence's: it needs 1 and gets 0
             gained = emitted.astype(np.int64)
             if self.emit != 1:
                 # Decoding sequences gain ``emit`` tokens on average, at most what their output has left, and keep

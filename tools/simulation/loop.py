@@ -96,7 +96,7 @@ def run_events(
         if progress is not None and (done + count) // every != done // every:
             progress(done + count)
         done += count
-        for now in np.sort(times).tolist() if clients is not None else ():
+        for now in np.sort(times).tolist() if clients is not None and sent < total else ():
             if sent >= total:
                 break
             at = math.nextafter(now, math.inf) if send_delay_s is None else now + float(send_delay_s[sent])
