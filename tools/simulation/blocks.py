@@ -10,14 +10,17 @@ pins while a running sequence references them.
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import numpy as np
 
+from shardplan.tools.simulation.admission import COMPUTED, GENERATED, ID, SHARED
 from shardplan.tools.simulation.prefix_cache import PrefixCache
 from shardplan.tools.simulation.state import Requests
 
 __all__ = [
     "blocks_for", "own_blocks", "room", "release_pins", "reserved_blocks", "decode_steps_that_fit", "sequences_kept",
+    "preempt_latest",
 ]
 
 
@@ -103,3 +106,24 @@ def sequences_kept(held: np.ndarray, extra: np.ndarray, free: int) -> int:
     needed = np.concatenate([[0], np.cumsum(extra)])
     freed = np.concatenate([np.cumsum(held[::-1])[::-1], [0]])
     return int(np.flatnonzero(needed <= free + freed)[-1])
+
+
+def preempt_latest(
+    state: np.ndarray, grow: np.ndarray, free: int, block_tokens: int, requests: Requests, waiting: deque[int],
+    prefix: PrefixCache | None,
+) -> int:
+    """Preempt the most recently admitted sequences of the running set ``state`` (columns in admission order)
+    until the step's blocks fit the ``free`` blocks a running set may hold, each sequence adding ``grow`` KV
+    tokens in the step, as vLLM v1 does: recompute, each goes back to the front of ``waiting`` in its order, its
+    KV cache and prefix pins dropped, its output so far kept. Returns how many sequences stay."""
+    held = own_blocks(state[COMPUTED], state[SHARED], block_tokens)
+    extra = own_blocks(state[COMPUTED] + grow, state[SHARED], block_tokens) - held
+    keep = sequences_kept(held, extra, free - int(held.sum()))
+    gone = state[:, keep:]
+    if prefix is not None:
+        release_pins(prefix, requests, gone[ID], gone[SHARED], finished=False)
+    requests.computed[gone[ID]] = 0
+    requests.generated[gone[ID]] = gone[GENERATED]
+    requests.preemptions[gone[ID]] += 1
+    waiting.extendleft(gone[ID, ::-1].tolist())
+    return keep

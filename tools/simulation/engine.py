@@ -15,6 +15,9 @@ Each step, in order:
   whose tokens are all computed emits its next token at the end of it (its first one when its prompt's last
   chunk comes out of the pipeline: ``chunk_pass_s``).
 
+Under pipeline parallelism a prompt's first token may come out of the pipeline after the step that carried its last
+chunk ends: its sequence sits out the steps until then (:mod:`.pipeline`), and a one-token request ends then.
+
 Speculative decoding (``emit`` = A + 1, ``verify`` = K + 1): a decoding sequence takes ``verify`` tokens of the
 step budget, and the step (priced by the pricer as a verify step and its drafting) leaves it ``emit`` tokens
 longer on average (:mod:`.emission`), its KV cache with them (the rejected drafts' entries are dropped).
@@ -36,14 +39,15 @@ from shardplan.tools.simulation.blocks import (
     blocks_for,
     decode_steps_that_fit,
     own_blocks,
+    preempt_latest,
     release_pins,
     reserved_blocks,
     room,
-    sequences_kept,
 )
 from shardplan.tools.simulation.emission import Emission
+from shardplan.tools.simulation.pipeline import FirstTokens
 from shardplan.tools.simulation.prefix_cache import PrefixCache
-from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepRecord, repeats_before
+from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepPrices, StepRecord, repeats_before, waited
 from shardplan.tools.simulation.state import Requests
 
 __all__ = ["Engine"]
@@ -88,7 +92,9 @@ class Engine:
     """Some running sequence still has prompt tokens to compute."""
     _nearest: int = 0
     """Fewest output tokens any running sequence has left."""
-    _prices: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    _pipeline: FirstTokens = field(default_factory=FirstTokens)
+    """First tokens still in the pipeline, which hold their sequences back (:mod:`.pipeline`)."""
+    _price: StepPrices = field(init=False)
     _emission: Emission = field(init=False)
     """Tokens a decode step adds to a sequence, ``emit`` on average (:mod:`.emission`)."""
     # What it measured: integrals over time (seconds x count) and counts.
@@ -97,6 +103,9 @@ class Engine:
     """Requests at this worker (waiting or running) integrated over time: Little's law's area."""
     blocks_s: float = 0.0
     peak_blocks: int = 0
+    step_blocks: int = 0
+    """KV-cache blocks its last step held, cached prefixes included, before the sequences that finished in it let
+    theirs go: what :attr:`peak_blocks` is the most of."""
     peak_running: int = 0
     steps: int = 0
     preemptions: int = 0
@@ -105,6 +114,7 @@ class Engine:
     records: list[StepRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self._price = StepPrices(self.costs)
         self._emission = Emission(self.emit)
 
     @property
@@ -115,11 +125,6 @@ class Engine:
     @property
     def has_work(self) -> bool:
         return bool(self._state.shape[1] or self.waiting)
-
-    @property
-    def used_blocks(self) -> int:
-        """KV-cache blocks the running set holds now."""
-        return self._used
 
     def outstanding_at(self, now: float) -> int:
         """Requests routed here and not finished by ``now`` (those of a step still under way count)."""
@@ -147,6 +152,8 @@ class Engine:
             RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
         """
         plan = self.plan()
+        if plan.until is not None:
+            return plan.run(waited(plan.until, horizon, self.clock), 0.0, 1)
         duration, chunk_pass = self._price(plan.decode, plan.prefill)
         return plan.run(duration, chunk_pass, repeats_before(plan.most, duration, horizon, self.clock))
 
@@ -159,7 +166,7 @@ class Engine:
             RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
         """
         count = self._state.shape[1]
-        if self._prefilling or count * self.verify > self.max_batched_tokens:
+        if self._prefilling or count * self.verify > self.max_batched_tokens or self._pipeline.latest > self.clock:
             return self._mixed()
         # Every running sequence decodes: one token each (up to ``emit`` under speculation), and a new block for
         # those whose blocks are full.
@@ -179,7 +186,10 @@ class Engine:
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
             gained = self._emission.gained(repeats)
-            state[COMPUTED:GENERATED + 1] += gained
+            if self.emit == 1:
+                state[COMPUTED:GENERATED + 1] += gained
+            else:  # no sequence gains more than its output has left (drafts past its end are dropped)
+                state[COMPUTED:GENERATED + 1] += np.minimum(gained, state[OSL] - state[GENERATED])
             first = self._used + grow
             recount = repeats > 1 or self.emit != 1
             self._used = int(self._own(state[COMPUTED], state[SHARED]).sum()) if recount else first
@@ -207,14 +217,18 @@ class Engine:
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
-            # A decoding sequence gains ``emit`` tokens on average (their KV cache with them), a prompt its first.
-            gained = np.where(state[GENERATED] > 0, self._emission.gained(1), 1) if self.emit != 1 else 1
+            # A decoding sequence gains ``emit`` tokens on average (their KV cache with them), at most what its output
+            # has left, a prompt its first.
+            gained = 1 if self.emit == 1 else np.minimum(
+                np.where(state[GENERATED] > 0, self._emission.gained(1), 1), state[OSL] - state[GENERATED])
             state[COMPUTED] = state[KNOWN] + gained - 1
             state[KNOWN:GENERATED + 1] += gained
             first_token = self.requests.first_token
             for rid in admitted.firsts:
                 first_token[rid] = now + chunk_pass
-            self._used = admitted.blocks if self.emit == 1 else int(self._blocks(state[COMPUTED]).sum())
+            if admitted.firsts:
+                self._pipeline.sent(now + chunk_pass, now + duration)
+            self._used = admitted.blocks if self.emit == 1 else int(self._own(state[COMPUTED], state[SHARED]).sum())
             self._account(now, duration, 1, state.shape[1], decode, prefill, admitted.blocks)
             self._nearest = int((state[OSL] - state[GENERATED]).min())
             return self._finish(state[GENERATED] >= state[OSL]) if self._nearest <= 0 else self._none()
@@ -226,15 +240,25 @@ class Engine:
         the blocks run out."""
         state = self._state
         need = state[KNOWN] - state[COMPUTED]
+        # Sequences whose first token is still in the pipeline sit out the step.
+        held = self._pipeline.held(state, self.requests.first_token, self.clock)
         # A decoding sequence's one token is its K + 1 verified positions of the budget under speculation.
-        cost = need + (self.verify - 1) * ((need == 1) & (state[GENERATED] > 0))
+        decoding = (need == 1) & (state[GENERATED] > 0)
+        cost = need + (self.verify - 1) * decoding if self.verify > 1 else need
+        if held is not False:
+            cost = np.where(held, 0, cost)
         before = np.cumsum(cost) - cost
         room = np.maximum(self.max_batched_tokens - before, 0)
         grant = np.where(cost > need, (room >= cost).astype(need.dtype), np.minimum(need, room))
-        wanted = int(self._own(state[COMPUTED] + grant, state[SHARED]).sum())
+        if held is not False:
+            grant = np.where(held, 0, grant)
+        # Its KV cache grows by the tokens it gains: up to ceil(A + 1) for a decoding sequence under speculation.
+        most = self._emission.most
+        grow = grant + (most - 1) * (decoding & (grant > 0)) if most > 1 else grant
+        wanted = int(self._own(state[COMPUTED] + grow, state[SHARED]).sum())
         preempted = wanted > self._room()
         if preempted:
-            grant, wanted = self._preempt(grant)
+            grant, wanted = self._preempt(grant, grow)
         # A step that preempted admits no one (vLLM v1), unless it preempted every sequence.
         if self.waiting and (not preempted or self._state.shape[1] == 0):
             running = self._state
@@ -245,6 +269,8 @@ class Engine:
                 grant = np.concatenate([grant, np.array(admitted.chunks, dtype=np.int64)])
                 wanted = admitted.blocks
         if not grant.size or not grant.any():
+            if self._pipeline.pending(self.clock) and self._state.shape[1]:
+                return self._wait()
             raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
         state = self._state
         need = state[KNOWN] - state[COMPUTED]
@@ -258,19 +284,21 @@ class Engine:
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
             now, state = self.clock, self._state
-            emitted = state[KNOWN] - state[COMPUTED] == grant
+            emitted = state[KNOWN] - state[COMPUTED] == grant  # never a held sequence's: it needs 1 and gets 0
             gained = emitted.astype(np.int64)
             if self.emit != 1:
-                # Decoding sequences gain ``emit`` tokens on average and keep the accepted drafts' KV entries.
+                # Decoding sequences gain ``emit`` tokens on average, at most what their output has left, and keep
+                # the accepted drafts' KV entries.
                 decoding = emitted & (state[GENERATED] > 0)
                 if decoding.any():
-                    gained[decoding] = self._emission.gained(1)
+                    gained[decoding] = np.minimum(self._emission.gained(1), (state[OSL] - state[GENERATED])[decoding])
             state[COMPUTED] += grant + gained - emitted
             state[KNOWN:GENERATED + 1] += gained
             first = emitted & (state[GENERATED] == 1)
             if first.any():
                 self.requests.first_token[state[ID, first]] = now + chunk_pass
-            self._used = wanted if self.emit == 1 else int(self._blocks(state[COMPUTED]).sum())
+                self._pipeline.sent(now + chunk_pass, now + duration)
+            self._used = wanted if self.emit == 1 else int(self._own(state[COMPUTED], state[SHARED]).sum())
             self._prefilling = not emitted.all()
             self._account(now, duration, 1, state.shape[1], decode, tokens - decode, wanted)
             left = state[OSL] - state[GENERATED]
@@ -282,6 +310,19 @@ class Engine:
     def _none(self) -> np.ndarray:
         self.last_finished, self.last_end = 0, self.clock
         return _NONE
+
+    def _wait(self) -> StepPlan:
+        """Nothing to run until the first of the held sequences' first tokens is out: the scheduler waits for it
+        (:attr:`StepPlan.until`), its running set holding its blocks."""
+        state, first_token = self._state, self.requests.first_token
+        until = float(first_token[state[ID, self._pipeline.held(state, first_token, self.clock)]].min())
+        count, used = state.shape[1], self._used
+
+        def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
+            self._account(self.clock, duration * repeats, 0, count, 0, 0, used)
+            return self._none()
+
+        return StepPlan(0, 0, 1, run, until)
 
     def _account(
         self, now: float, elapsed: float, repeats: int, count: int, decode: int, prefill: int, first: int
@@ -297,37 +338,32 @@ class Engine:
             self.prefix.evict(self.kv_blocks - self._used)
             cached = self.prefix.blocks
         self.blocks_s += ((first + self._used) / 2 + cached) * elapsed
-        self.peak_blocks = max(self.peak_blocks, self._used + cached)
+        self.step_blocks = self._used + cached
+        self.peak_blocks = max(self.peak_blocks, self.step_blocks)
         self.peak_running = max(self.peak_running, count)
         self.steps += repeats
-        if self.record_steps:
+        if self.record_steps and repeats:
             self.records.append(StepRecord(now, elapsed, decode, prefill, repeats, count, len(self.waiting)))
         self.clock = now + elapsed
 
     def _finish(self, done: np.ndarray) -> np.ndarray:
-        """Remove the sequences ``done`` marks, recording their finish at the clock; returns their ids."""
+        """Remove the sequences ``done`` marks, recording their finish (the clock, or when their only token leaves
+        the pipeline); returns their ids."""
         state = self._state
         gone = state[:, np.flatnonzero(done)]
         finished = gone[ID]
-        self.requests.finish[finished] = self.clock
+        # A one-token request is counted here until its token is out.
+        finish = np.maximum(self.requests.first_token[finished], self.clock)
+        self.requests.finish[finished] = finish
+        self.resident_s += float((finish - self.clock).sum())
         self.requests.generated[finished] = gone[GENERATED]
         self._used -= int(self._own(gone[COMPUTED], gone[SHARED]).sum())
         if self.prefix is not None:
-            self._unpin(gone, finished=True)
+            release_pins(self.prefix, self.requests, finished, gone[SHARED], finished=True)
         self._state = state = state.compress(~done, axis=1)
         self._nearest = int((state[OSL] - state[GENERATED]).min()) if state.shape[1] else 0
         self.last_finished, self.last_end = int(finished.size), self.clock
         return finished
-
-    def _price(self, decode: int, prefill: int) -> tuple[float, float]:
-        """The step's duration and the pass of its prompt chunk through every pipeline stage."""
-        key = (decode, prefill)
-        found = self._prices.get(key)
-        if found is None:
-            step = self.costs.step_s(decode, prefill)
-            found = (step, max(step, self.costs.chunk_pass_s(decode, prefill)) if prefill else step)
-            self._prices[key] = found
-        return found
 
     def _blocks(self, tokens: np.ndarray) -> np.ndarray:
         return blocks_for(tokens, self.block_tokens)
@@ -338,11 +374,6 @@ class Engine:
     def _room(self) -> int:
         return room(self.kv_blocks, self.prefix)
 
-    def _unpin(self, gone: np.ndarray, finished: bool) -> None:
-        """Release the prefix pins of the sequences ``gone`` (columns of the running set)."""
-        assert self.prefix is not None
-        release_pins(self.prefix, self.requests, gone[ID], gone[SHARED], finished)
-
     def _most_repeats(self, nearest: int) -> int:
         """How many identical pure-decode steps may be taken at once: until the first sequence finishes
         (``nearest``) and as many as the free KV-cache blocks allow."""
@@ -351,35 +382,24 @@ class Engine:
         return decode_steps_that_fit(self._state[COMPUTED], nearest, self._room() - self._used, self.block_tokens,
                                      self.emit)
 
-    def _preempt(self, grant: np.ndarray) -> tuple[np.ndarray, int]:
+    def _preempt(self, grant: np.ndarray, grow: np.ndarray) -> tuple[np.ndarray, int]:
         """Preempt the most recently admitted sequences until the step's blocks fit, as vLLM v1 does (recompute:
-        back to the front of the waiting queue, KV cache dropped); returns the step's grants and blocks."""
+        back to the front of the waiting queue, KV cache dropped); returns the step's grants and blocks. ``grow``:
+        the KV tokens each sequence adds in the step."""
         state = self._state
-        held = self._own(state[COMPUTED], state[SHARED])
-        extra = self._own(state[COMPUTED] + grant, state[SHARED]) - held
-        keep = sequences_kept(held, extra, self._room() - int(held.sum()))
-        if self.prefix is not None:
-            self._unpin(state[:, keep:], finished=False)
-        gone = state[ID, keep:]
-        req = self.requests
-        req.computed[gone] = 0
-        req.generated[gone] = state[GENERATED, keep:]
-        req.preemptions[gone] += 1
-        self.preemptions += int(gone.size)
-        self.waiting.extendleft(gone[::-1].tolist())
-        self._state = state[:, :keep]
-        self._used = int(held[:keep].sum())
-        self._nearest = int((self._state[OSL] - self._state[GENERATED]).min()) if keep else 0
-        grant = grant[:keep]
-        return grant, int(self._own(self._state[COMPUTED] + grant, self._state[SHARED]).sum())
+        keep = preempt_latest(state, grow, self._room(), self.block_tokens, self.requests, self.waiting, self.prefix)
+        self.preemptions += state.shape[1] - keep
+        self._state = state = state[:, :keep]
+        self._used = int(self._own(state[COMPUTED], state[SHARED]).sum())
+        self._nearest = int((state[OSL] - state[GENERATED]).min()) if keep else 0
+        return grant[:keep], int(self._own(state[COMPUTED] + grow[:keep], state[SHARED]).sum())
 
     def _admit(self, tokens: int, blocks: int, now: float) -> Admitted:
         """Admit waiting requests first come, first served while the token budget (``tokens`` of it taken),
         ``max_num_seqs`` and the free blocks (``blocks`` taken) allow (:func:`~.admission.admit`)."""
         state = self._state
-        reserved = None
-        if self.reserve_whole:
-            reserved = reserved_blocks(state[KNOWN], state[GENERATED], state[OSL], self.block_tokens)
+        whole = self.reserve_whole
+        reserved = reserved_blocks(state[KNOWN], state[GENERATED], state[OSL], self.block_tokens) if whole else None
         admitted = admit(self.requests, self.waiting, self.prefix, seats=self.max_num_seqs - state.shape[1],
                          budget=self.max_batched_tokens, tokens=tokens, blocks=blocks, kv_blocks=self.kv_blocks,
                          block_tokens=self.block_tokens, chunked=self.chunked_prefill, reserved=reserved, now=now)

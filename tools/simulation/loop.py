@@ -86,19 +86,23 @@ def run_events(
             stepping[index] = True
             heapq.heappush(steps, (engine.clock, index))
 
-    def completed(count: int, now: float) -> None:
+    def completed(finished: np.ndarray) -> None:
+        """Requests ``finished`` are done, each at its own ``finish`` (a step's end, or later for a one-token
+        request whose prompt was still in the pipeline); their clients send their next requests from then."""
         nonlocal done, sent, end
-        end = max(end, now)
+        count = int(finished.size)
+        times = requests.finish[finished]
+        end = max(end, float(times.max()))
         if progress is not None and (done + count) // every != done // every:
             progress(done + count)
         done += count
-        resent = math.nextafter(now, math.inf)
-        while clients is not None and count and sent < total:
-            at = resent if send_delay_s is None else now + float(send_delay_s[sent])
+        for now in np.sort(times).tolist() if clients is not None and sent < total else ():
+            if sent >= total:
+                break
+            at = math.nextafter(now, math.inf) if send_delay_s is None else now + float(send_delay_s[sent])
             requests.arrival[sent] = at
             heapq.heappush(feeds, (at, _ARRIVAL, sent))
             sent += 1
-            count -= 1
 
     def prefilled(worker: int, now: float) -> None:
         assert pool is not None and transfer is not None
@@ -112,7 +116,7 @@ def run_events(
             requests.generated[rid] = 1
             if requests.osl[rid] == 1:
                 requests.finish[rid] = ready
-                completed(1, ready)
+                completed(np.array([rid]))
             else:
                 heapq.heappush(feeds, (ready, _HANDOFF, rid))
 
@@ -141,7 +145,7 @@ def run_events(
         else:
             stepping[index] = False
         if finished.size:
-            completed(int(finished.size), engine.clock)
+            completed(finished)
     if pool is not None:
         pool.close(end)
     return end

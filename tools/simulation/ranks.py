@@ -9,7 +9,9 @@ projections on its own tokens; then the dispatch (or all-gather) waits for every
 their tokens together, and the combine hands each rank its own back. So a step of the replica lasts as long as
 its slowest rank's own part plus the MoE section on the union of the ranks' tokens (with pipeline stages, per
 lane, the prompt chunks of every rank riding in the same lane); a rank with nothing to run still takes part,
-with an empty batch (vLLM's dummy batch, SGLang's idle batch), and waits for the step like the others.
+with an empty batch (vLLM's dummy batch, SGLang's idle batch), and waits for the step like the others. A rank whose
+sequences all wait for their first token to leave the pipeline (:mod:`.engine`) takes part the same way; when
+every rank with work waits, the replica waits for the earliest of those tokens.
 
 The step is priced as the serving model prices it (:func:`~shardplan.tools.serving.attention_dp.synced_round_s`),
 from each rank's own load: the analytic model prices the same rounds, in expectation over the ranks' chunks.
@@ -23,7 +25,7 @@ import numpy as np
 
 from shardplan.tools.serving.attention_dp import RankPrices, synced_round_s
 from shardplan.tools.simulation.engine import Engine
-from shardplan.tools.simulation.replica import StepPlan, StepRecord, repeats_before
+from shardplan.tools.simulation.replica import StepPlan, StepRecord, repeats_before, waited
 from shardplan.tools.simulation.router import least_loaded_rank
 
 __all__ = ["RankGroup"]
@@ -40,7 +42,8 @@ class RankGroup:
     clock: float = 0.0
     steps: int = 0
     peak_blocks: int = 0
-    """Most KV-cache blocks the ranks held together at the end of a step."""
+    """Most KV-cache blocks the ranks held together in a step, their cached prefixes included (as the mean in use
+    counts them), before the sequences that finished in it let theirs go (as one scheduler's peak counts them)."""
     records: list[StepRecord] = field(default_factory=list)
 
     @property
@@ -91,15 +94,27 @@ class RankGroup:
         for rank in self.ranks:
             rank.clock = now
             plans.append(rank.plan() if rank.has_work else None)
-        duration, chunk_pass = self._price(plans)
-        repeats = repeats_before(min((p.most for p in plans if p is not None), default=1), duration, horizon, now)
+        # A rank waiting for a first token to leave the pipeline takes part with nothing to run, like an idle one.
+        working = [p if p is not None and p.until is None else None for p in plans]
+        waits = [p.until for p in plans if p is not None and p.until is not None]
+        stepped = any(p is not None for p in working)
+        if stepped:
+            duration, chunk_pass = self._price(working)
+            most = min(p.most for p in working if p is not None)
+            repeats = repeats_before(most, duration, min([horizon, *waits]), now)
+        else:  # every rank with work waits for a first token: the replica waits for the earliest
+            duration, chunk_pass, repeats = waited(min(waits), horizon, now), 0.0, 1
         finished = [plan.run(duration, chunk_pass, repeats) for plan in plans if plan is not None]
         self.clock = now + duration * repeats
         for rank in self.ranks:
             rank.clock = self.clock  # a rank with nothing to run waited for the step too
-        self.steps += repeats
-        self.peak_blocks = max(self.peak_blocks, sum(rank.used_blocks for rank in self.ranks))
-        if self.record_steps:
+        if stepped:
+            self.steps += repeats
+            # A rank without work holds only its cached prefixes.
+            held = sum(rank.step_blocks if plan is not None else rank.prefix.blocks if rank.prefix is not None else 0
+                       for rank, plan in zip(self.ranks, plans, strict=True))
+            self.peak_blocks = max(self.peak_blocks, held)
+        if stepped and self.record_steps:
             loads = [(p.decode, p.prefill) if p is not None else (0, 0) for p in plans]
             self.records.append(StepRecord(
                 now, duration * repeats, sum(d for d, _ in loads), sum(p for _, p in loads), repeats, self.running,

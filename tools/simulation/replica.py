@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 import numpy as np
 
-__all__ = ["StepCosts", "StepRecord", "StepPlan", "Replica", "repeats_before"]
+__all__ = ["StepCosts", "StepPrices", "StepRecord", "StepPlan", "Replica", "repeats_before", "waited"]
 
 
 class StepCosts(Protocol):
@@ -23,6 +23,24 @@ class StepCosts(Protocol):
     def step_s(self, decode_tokens: float, prefill_tokens: float) -> float: ...
 
     def chunk_pass_s(self, decode_tokens: float, prefill_tokens: float) -> float: ...
+
+
+@dataclass
+class StepPrices:
+    """One scheduler's step prices, memoised by load: a step's duration and the pass of its prompt chunk through
+    every pipeline stage (the step's own duration when it carries no prompt)."""
+
+    costs: StepCosts
+    _found: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+
+    def __call__(self, decode: int, prefill: int) -> tuple[float, float]:
+        key = (decode, prefill)
+        found = self._found.get(key)
+        if found is None:
+            step = self.costs.step_s(decode, prefill)
+            found = (step, max(step, self.costs.chunk_pass_s(decode, prefill)) if prefill else step)
+            self._found[key] = found
+        return found
 
 
 class Replica(Protocol):
@@ -80,6 +98,9 @@ class StepPlan(NamedTuple):
     run: Callable[[float, float, int], np.ndarray]
     """Run it ``repeats`` times, each lasting ``duration`` (its prompt chunks out after ``chunk_pass``), from the
     engine's clock: ``run(duration, chunk_pass, repeats)``; returns the ids of the requests that finished."""
+    until: float | None = None
+    """Not a step but a wait, with nothing to run until this time (a sequence's first token still in the
+    pipeline): ``run`` then lasts the wait it is given, and is not priced."""
 
 
 def repeats_before(most: int, duration: float, horizon: float, now: float) -> int:
@@ -92,6 +113,17 @@ def repeats_before(most: int, duration: float, horizon: float, now: float) -> in
     if most <= 1 or not math.isfinite(horizon):
         return most
     return min(most, max(1, math.ceil((horizon - now) / duration)))
+
+
+def waited(until: float, horizon: float, now: float) -> float:
+    """How long a scheduler with nothing to run waits from ``now``: until ``until``, or until ``horizon`` (the
+    next event that may bring it work) when that comes first and later than ``now``.
+
+    >>> waited(2.0, 1.5, 1.0), waited(2.0, 1.0, 1.0), waited(2.0, math.inf, 1.0)
+    (0.5, 1.0, 1.0)
+    """
+    end = min(until, horizon) if horizon > now else until
+    return end - now
 
 
 @dataclass(frozen=True)

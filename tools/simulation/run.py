@@ -191,10 +191,13 @@ def simulate(
     ranks = decode_layout.adp
     # A closed loop or fixed concurrency runs with the plan's cap, as exported; open arrivals meet the engine's own,
     # which each attention data-parallel rank's scheduler has.
-    seqs = options.max_num_seqs or (
+    asked = options.max_num_seqs or (
         deployment.worker_concurrency if stream.clients is not None
         else ranks * engine_seq_cap(workload.engine, host.gpu)
     )
+    # Each rank's scheduler admits its share rounded up (at least one), as ``shardplan export`` sets max_num_seqs:
+    # the replica's cap is what the ranks admit together, the cap asked for rounded up to a multiple of the ranks.
+    seqs = -(-asked // ranks) * ranks
     _check_lengths(stream, blocks // ranks, role if ranks == 1 else f"attention data-parallel rank of a {role}")
     pricer = StepPricer.for_workload(model, host, decode_layout, priced, options.backend)
     # TensorRT-LLM's scheduler, as trtllm-serve starts it: no context chunking, and GUARANTEED_NO_EVICT (a request
@@ -216,7 +219,7 @@ def simulate(
                  f"tokens); at most {seqs} running sequences")
     if ranks > 1:
         notes.append(f"{ranks} attention data-parallel ranks per {role}, each its own scheduler ({blocks // ranks:,} "
-                     f"blocks, at most {-(-seqs // ranks)} running sequences, {priced.max_batched_tokens:,} tokens a "
+                     f"blocks, at most {seqs // ranks} running sequences, {priced.max_batched_tokens:,} tokens a "
                      "step), requests to the rank with the lowest 4 x waiting + running; every step lasts as long as "
                      "the slowest rank's own part plus the MoE layers on all the ranks' tokens")
     router = options.router or ("cache_affinity" if shares is not None and len(engines) > 1 else "round_robin")

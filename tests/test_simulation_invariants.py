@@ -1,0 +1,216 @@
+"""Invariants of the engine simulator: what every replay must satisfy whatever it replays (conservation of requests
+and tokens, ordered times and percentiles, the engines within their caps, Little's law on the run itself, a closed
+loop's bound), the same seed giving the same run, and the compositions whose figures are known exactly (the KV
+transfer in a split deployment's TTFT, ``fixed:N`` lengths, a trace's timestamps).
+
+Each run is small (tens to a few hundred requests) and priced on the roofline (:mod:`simulation_checks`). The
+scenarios marked with a bug in their name failed before its fix:
+
+* ``pp`` with short outputs: under pipeline parallelism a prompt's first token leaves the pipeline after the
+  step that carried its last chunk (``chunk_pass_s`` outlasts the round), but the scheduler decoded the sequence
+  in the next steps all the same, so requests finished before their first token: negative TPOT, and a crash
+  (``Percentiles`` refuses a negative P50) when most outputs were a few tokens. A sequence now sits out the steps
+  before its first token is out, and a one-token request finishes when that token is out.
+* speculation on a small KV cache: a decoding sequence's KV cache grows by the tokens it gains (up to
+  ``ceil(A + 1)``), but the general step allocated one token's blocks, so the running set outgrew the cache
+  (``kv_cache_peak`` above 1, refused by the summary's contract). Under prefix caching the blocks held were also
+  recounted with the shared prefix's blocks as the sequence's own.
+* speculation's last step: accepted drafts past a request's output length were counted as output tokens.
+* attention data parallelism: each rank admits its share of ``max_num_seqs`` rounded up, but the summary reported
+  the cap asked for, below what the replica ran when it was not a multiple of the ranks.
+* attention data parallelism: a replica's KV-cache peak left out its ranks' cached prefixes and was taken after the
+  step's finished sequences let their blocks go, so it came out below the mean in use (at a prefix hit of 0.9,
+  0.6% against 1.0%; in a closed loop of identical requests, which finish together, without any prefix).
+"""
+
+from __future__ import annotations
+
+import doctest
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import simulation_checks
+from cli_helpers import run_main
+from simulation_checks import QWEN3_30B, VARIED, WORK, Run, check_invariants, replay, workload
+
+from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.simulation import SimulationSummary
+from shardplan.contracts.speculation import parse_speculation
+from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.traffic import Traffic, parse_arrival
+from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
+from shardplan.tools.simulation import pipeline, replica
+
+SHORT = {"isl": "lognormal:mean=2048,cv=1,high=8000", "osl": "uniform:1,8"}
+"""Long prompts and outputs of a few tokens: where a prompt's pass through a pipeline matters most."""
+SMALL_KV = {"gpu_memory_utilization": 0.3}
+"""Llama-3.1-8B on one H100 at 30% of its memory: a KV cache of about 40 such sequences, so a loop of hundreds of
+clients preempts."""
+EAGLE = parse_speculation("eagle:3", 1.7)
+
+# id: (spec, workload, requests, rate, clients, options, model)
+SCENARIOS = {
+    "tp1-poisson-fixed": ("tp=1", WORK, 200, 8.0, None, {}, None),
+    "tp1-gamma-varied": ("tp=1", workload("gamma:cv=3", **VARIED), 300, 10.0, None, {}, None),
+    "dp2-least-outstanding": ("dp=2", workload(**VARIED), 300, 16.0, None, {"router": "least_outstanding"}, None),
+    "tp1-closed-small-kv-preempts": ("tp=1", workload("closed:200", **VARIED, **SMALL_KV), 300, None, 200,
+                                     {"max_num_seqs": 1000}, None),
+    "tp1-closed-send-delay": ("tp=1", workload("closed:16", **VARIED), 200, None, 16, {"send_delay_s": 0.05}, None),
+    "tp1-trtllm-small-kv": ("tp=1", workload("closed:100", **VARIED, **SMALL_KV, engine="trtllm"), 200, None, 100,
+                            {"max_num_seqs": 1000}, None),
+    "tp1-prefix": ("tp=1", workload(**VARIED, prefix_hit=0.6), 200, 8.0, None, {}, None),
+    "dp2-prefix-affinity": ("dp=2", workload(**VARIED, prefix_hit=0.6), 200, 16.0, None, {}, None),
+    "bug-pp2-short-outputs": ("pp=2", workload("gamma:cv=4", **SHORT), 200, 6.0, None, {}, None),
+    "bug-pp4-closed-one-token": ("pp=4", workload("closed:3", isl="fixed:3000", osl="fixed:1"), 60, None, 3, {},
+                                 None),
+    "bug-pp2-closed-small-kv": ("pp=2", workload("closed:200", isl=SHORT["isl"], osl="uniform:1,300", **SMALL_KV),
+                                300, None, 200, {"max_num_seqs": 1000}, None),
+    "bug-spec-open-outputs": ("tp=1", workload(**VARIED, speculation=parse_speculation("eagle:3", 2.5)), 200, 8.0,
+                              None, {}, None),
+    "bug-spec-small-kv": ("tp=1", workload("closed:150", **VARIED, **SMALL_KV, speculation=EAGLE), 300, None, 150,
+                          {"max_num_seqs": 1000}, None),
+    "bug-spec-prefix-small-kv": ("tp=1", workload("closed:150", **VARIED, **SMALL_KV, speculation=EAGLE,
+                                                  prefix_hit=0.6), 300, None, 150, {"max_num_seqs": 1000}, None),
+    "split-varied": ("prefill:tp=1;decode:tp=1;disagg", workload(isl=VARIED["isl"], osl="uniform:1,300"), 200,
+                     8.0, None, {}, None),
+    "split-2x2-closed": ("prefill:dp=2;decode:dp=2;disagg", workload("closed:24", **VARIED), 200, None, 24, {},
+                         None),
+    "split-pp-decode": ("prefill:tp=1;decode:pp=2;disagg", workload(**SHORT), 200, 6.0, None, {}, None),
+    "adp2-closed-small-kv": ("adp=2,ep=2", workload("closed:300", **VARIED, gpu_memory_utilization=0.5), 300,
+                             None, 300, {"max_num_seqs": 1000}, QWEN3_30B),
+    "bug-adp2-pp2-short-outputs": ("adp=2,ep=2,pp=2", workload(**SHORT), 200, 6.0, None, {}, QWEN3_30B),
+    "bug-adp2-prefix-peak": ("adp=2,ep=2", workload(**VARIED, prefix_hit=0.9), 200, 6.0, None, {}, QWEN3_30B),
+}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_run_conserves_its_requests_and_keeps_its_engines_within_their_caps(name: str) -> None:
+    spec, work, requests, rate, clients, options, model = SCENARIOS[name]
+    run = replay(spec, work, requests=requests, rate=rate, seed=1, **options,
+                 **({"model": model} if model is not None else {}))
+    check_invariants(run, clients, delayed="send_delay_s" in options)
+    summary = run.summary
+    if "small-kv" in name and "trtllm" not in name:
+        assert summary.preemptions > 0  # the scenario reaches what it is there for
+        assert summary.kv_cache_peak > 0.9
+    if "trtllm" in name:
+        # GUARANTEED_NO_EVICT: a request is admitted only when its whole sequence fits, so nothing is preempted.
+        assert summary.preemptions == 0 and summary.kv_cache_peak > 0.5
+
+
+def test_a_one_token_request_behind_a_pipeline_finishes_when_its_prompt_is_out() -> None:
+    # pp=4, one client, one output token: TTFT is the prompt's pass through the four stages, and the request ends
+    # there too (it used to end at the step's end, a round of the four lanes, before its own token was out).
+    run = replay("pp=4", workload("closed:1", isl="fixed:4000", osl="fixed:1"), requests=5)
+    r = run.requests
+    assert np.array_equal(r.finish, r.first_token)
+    assert (np.diff(r.arrival) > 0).all() and (r.arrival[1:] >= r.finish[:-1]).all()
+
+
+@pytest.mark.parametrize(("asked", "cap"), [(2, 4), (10, 12), (8, 8)])
+def test_an_attention_dp_replica_reports_the_cap_its_ranks_admit(asked: int, cap: int) -> None:
+    # Four rank schedulers each admit their share of --max-num-seqs rounded up, at least one (as shardplan export
+    # sets it): the replica's cap is four times that. The summary reported the number asked for, so a cap of 2
+    # showed a mean running batch near 4 "at most 2".
+    run = replay("adp=4,ep=4", workload("closed:40"), requests=80, model=QWEN3_30B, max_num_seqs=asked)
+    check_invariants(run, clients=40)
+    assert run.summary.max_num_seqs == cap
+    ranks = run.sim.workers.engines[0].ranks  # type: ignore[attr-defined]
+    assert [rank.peak_running for rank in ranks] == [cap // 4] * 4
+
+
+def test_a_closed_loop_holds_exactly_its_clients_until_it_drains() -> None:
+    # 8 clients and 400 requests of varied lengths: until the last request is sent, one is in flight per client.
+    run = replay("tp=1", workload("closed:8", **VARIED), requests=400, seed=2)
+    r = run.requests
+    check_invariants(run, clients=8)
+    last_sent = float(r.arrival.max())
+    for moment in np.linspace(0.0, last_sent, 50)[1:-1]:
+        assert int(((r.arrival <= moment) & (r.finish > moment)).sum()) == 8
+
+
+@pytest.mark.parametrize("spec", ["tp=1", "prefill:tp=1;decode:tp=1;disagg"])
+def test_the_same_seed_gives_the_same_run_and_another_seed_another(spec: str) -> None:
+    work = workload("gamma:cv=2", **VARIED)
+
+    def once(seed: int) -> Run:
+        return replay(spec, work, requests=200, rate=8.0, seed=seed)
+
+    first, again, other = once(4), once(4), once(5)
+    assert first.summary.model_dump_json() == again.summary.model_dump_json()
+    for field in ("arrival", "isl", "osl", "first_token", "finish"):
+        assert np.array_equal(getattr(first.requests, field), getattr(again.requests, field))
+        assert not np.array_equal(getattr(first.requests, field), getattr(other.requests, field))
+    assert first.summary.figures != other.summary.figures
+
+
+def test_a_closed_loop_of_fixed_lengths_draws_nothing_so_the_seed_changes_nothing() -> None:
+    """Correct behaviour, not a lapse of determinism: a closed loop of fixed lengths draws no random number (no
+    arrival times, no lengths), so two seeds replay the same run; only the summary's ``seed`` differs."""
+    runs = [replay("tp=1", workload("closed:8"), requests=100, seed=seed).summary for seed in (0, 1)]
+    assert runs[0].model_copy(update={"seed": 1}) == runs[1]
+
+
+@pytest.mark.parametrize("spec", ["tp=1", "prefill:tp=1;decode:tp=1;disagg"])
+@pytest.mark.parametrize("arrival", ["poisson", "gamma:cv=3", "closed:8"])
+def test_fixed_lengths_written_as_a_distribution_replay_the_plain_lengths(spec: str, arrival: str) -> None:
+    rate = None if arrival.startswith("closed") else 6.0
+    plain = WORK.model_copy(update={"traffic": Traffic(arrival=parse_arrival(arrival))})
+    written = workload(arrival, isl=f"fixed:{WORK.isl}", osl=f"fixed:{WORK.osl}")
+    one, two = (replay(spec, w, requests=100, rate=rate, seed=3).summary for w in (plain, written))
+    assert one.model_dump(exclude={"traffic"}) == two.model_dump(exclude={"traffic"})
+
+
+def test_fixed_lengths_through_the_cli_are_the_plan_s_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    request = PlanRequest(model="meta-llama/Llama-3.1-8B", gpu="H100", gpus=1, workload=WORK)
+    model, cluster = resolve_request(request)
+    path = tmp_path / "plan.json"
+    path.write_text(plan_for_strategy(request, model, cluster, parse_strategy("tp=1")).model_dump_json())
+    base = ["simulate", str(path), "--rate", "5", "--requests", "100", "--seed", "2", "--json"]
+    summaries = []
+    for extra in ([], ["--isl-dist", f"fixed:{WORK.isl}", "--osl-dist", f"fixed:{WORK.osl}"], []):
+        assert run_main([*base, *extra]) == 0
+        summaries.append(SimulationSummary.model_validate(json.loads(capsys.readouterr().out)))
+    assert summaries[0] == summaries[2]  # the CLI run repeats too
+    assert summaries[0].model_dump(exclude={"traffic"}) == summaries[1].model_dump(exclude={"traffic"})
+
+
+def test_a_split_deployment_s_ttft_is_its_prefill_step_then_its_kv_transfer() -> None:
+    # Each request's first token is the end of the prefill step that carried it plus its own KV transfer; the
+    # decode workers, offered more clients than their cap, run exactly their cap and never more.
+    run = replay("prefill:dp=2;decode:dp=2;disagg", workload("closed:40", **VARIED), requests=200, seed=1,
+                 sequences=8, max_num_seqs=8, record_steps=True)
+    check_invariants(run, clients=40)
+    workers, r = run.sim.workers, run.requests
+    assert workers.prefill is not None and workers.transfer_s is not None
+    ends = np.array(sorted(step.start_s + step.duration_s for step in workers.prefill.records))
+    prefilled = r.first_token - workers.transfer_s
+    nearest = ends[np.clip(np.searchsorted(ends, prefilled), 0, ends.size - 1)]
+    assert np.allclose(prefilled, nearest, rtol=0, atol=1e-9)
+    assert (workers.transfer_s > 0).all() and (r.first_token - r.scheduled >= workers.transfer_s - 1e-12).all()
+    assert [engine.peak_running for engine in workers.engines] == [8, 8]  # type: ignore[attr-defined]
+    assert run.summary.max_num_seqs == 8 and run.summary.mean_running_batch <= 8
+
+
+def test_a_trace_replays_its_timestamps(tmp_path: Path) -> None:
+    # Timestamps from 100 s (as logs write them): the requests arrive at the trace's times from its first request
+    # (0 for the first), or on its clock scaled to a rate asked for; lengths are the rows'.
+    rows = [(100.0 + 0.25 * i + 0.01 * (i % 3), 500 + 10 * i, 20 + i) for i in range(40)]
+    path = tmp_path / "trace.csv"
+    path.write_text("timestamp,input_tokens,output_tokens\n" + "".join(f"{t},{i},{o}\n" for t, i, o in rows))
+    times = np.array([t for t, _, _ in rows]) - rows[0][0]
+    traced = WORK.model_copy(update={"traffic": Traffic(trace=str(path), arrival=parse_arrival("trace"))})
+    own = replay("tp=1", traced, requests=40)
+    check_invariants(own)
+    assert own.requests.arrival[0] == 0.0 and np.allclose(own.requests.arrival, times, rtol=0, atol=1e-9)
+    assert own.requests.isl.tolist() == [i for _, i, _ in rows] and own.summary.rate is None
+    scaled = replay("tp=1", traced, requests=40, rate=2.0)
+    assert np.allclose(scaled.requests.arrival, times * (39 / times[-1]) / 2.0, rtol=1e-12)
+    assert scaled.requests.isl.tolist() == own.requests.isl.tolist()
+
+
+def test_the_examples_run() -> None:
+    for module in (replica, pipeline, simulation_checks):
+        assert doctest.testmod(module).failed == 0, module.__name__
