@@ -123,6 +123,22 @@ def test_a_closed_loop_on_attention_dp_ranks_tracks_the_simulated_ranks(
     assert plan.figures.tpot_ms == pytest.approx(float(np.nanmean(measured.tpot_ms[kept])), rel=0.05)
 
 
+def test_poisson_prompts_longer_than_a_rank_s_budget_queue_for_it() -> None:
+    # Poisson arrivals of 8k-token prompts on attention-DP ranks (Qwen3-30B-A3B, adp=2, the rate 32 sequences a rank
+    # serve): a prompt holds its rank's budget for prompt / free of a chunk's pass, and the next prompt's first chunk
+    # rides with its short last one. Counting the share of steps that carry a chunk as the budget's utilisation
+    # left out most of the queue (TTFT -17% against the simulated ranks; over 48 such cases -12% on average).
+    model, cluster = load_model("qwen3-30b-a3b"), make_cluster("H100", 8)
+    strategy = parse_strategy("adp=2,tp=4,ep=8")
+    rate = given_deployment(model, cluster, strategy, Workload(isl=8192, osl=256, batch=64))[0].figures.requests_per_s
+    workload = Workload(isl=8192, osl=256, rate=rate)
+    plan = given_deployment(model, cluster, strategy, workload)[0]
+    run = simulate(model, cluster, plan, workload, requests=REQUESTS, rate=rate, seed=3)
+    kept = slice(REQUESTS // 10, None)
+    measured = latencies(run.requests)
+    assert plan.figures.ttft_ms == pytest.approx(float(np.nanmean(measured.ttft_ms[kept])), rel=TTFT_TOLERANCE)
+
+
 @pytest.mark.parametrize("load", [0.3, 0.7, 0.85])
 def test_a_split_deployment_s_prefill_worker_runs_steps_of_the_prompts_that_arrived_meanwhile(load: float) -> None:
     # One prefill and one decode worker (1P1D) on two H100s, Poisson arrivals at ``load`` of the most it serves:

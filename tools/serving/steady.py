@@ -35,7 +35,8 @@ budget of ``B`` tokens (``max_batched_tokens``):
   and a budget ``B`` of its own, and the ranks step together; the mean step, a chunk's pass and the wait for
   the step under way come from how many ranks carry a chunk in the same step (:mod:`.attention_dp`). A prompt
   longer than the budget ends in a short chunk, priced as such (a full chunk's price put TTFT at twice the
-  simulated one for 8k-token prompts), and a closed population sees its peers as on one scheduler.
+  simulated one for 8k-token prompts), it holds its rank's budget for ``I / free`` of a chunk's pass (what a
+  Poisson prompt queues behind), and a closed population sees its peers as on one scheduler.
 
 Speculative decoding: a decode step verifies ``K + 1`` positions per sequence and emits ``A + 1`` tokens per
 sequence on average, so a request decodes in ``(O - 1) / (A + 1)`` steps, each decoding sequence takes ``K + 1``
@@ -180,7 +181,9 @@ def continuous_point(
         share = min(1.0, needed / chunk)
         if ranks > 1:
             # The ranks step together while any of them has work: the replica's whole load counts.
-            steps, ttft = _ranks_steps(pricer, decoding, prompt, free, chunk, share, rule, concurrency, open_arrivals)
+            steps, ttft = _ranks_steps(
+                pricer, decoding, prompt, free, chunk, share, per_request, rule, concurrency, open_arrivals
+            )
         else:
             steps, ttft = _replica_steps(
                 pricer, decoding, prompt, free, chunk, share, per_request, per_rank, open_arrivals
@@ -221,8 +224,8 @@ def busy_share(in_flight: float) -> float:
 
 
 def _ranks_steps(
-    pricer: StepPricer, decoding: float, prompt: int, free: float, chunk: float, share: float, rule: RankRule,
-    in_flight: float, open_arrivals: bool,
+    pricer: StepPricer, decoding: float, prompt: int, free: float, chunk: float, share: float, per_request: float,
+    rule: RankRule, in_flight: float, open_arrivals: bool,
 ) -> tuple[RankSteps, float]:
     """Attention data-parallel ranks' steady steps and TTFT: each rank a scheduler of its own with ``decoding``
     sequences, its prompt chunks spread over the ranks' common steps by ``rule`` (:mod:`.attention_dp`);
@@ -245,7 +248,11 @@ def _ranks_steps(
     if peers is not None:
         seen = rank_steps(pricer, ranks, decoding, chunk, share * peers / (peers + 1), rule, timed=False).round_s
         wait = seen * min(1.0, peers)
-    ttft = wait + queue_wait(share, service) + service
+    # The rank's budget serves prompt tokens first come, first served, ``free`` a step: a prompt holds it for
+    # ``prompt / free`` of a chunk's pass (the next prompt's first chunk rides with its short last one).
+    per_prompt = prompt / free * steps.chunk_out_s
+    busy = share if peers is not None else decoding / (per_request * steps.round_s) * per_prompt
+    ttft = wait + queue_wait(busy, per_prompt) + service
     return RankSteps(seen, steps.chunk_out_s, wait, steps.carrying), ttft
 
 
