@@ -39,7 +39,7 @@ came out 1.7 to 2.8 times the simulated one.
 
 Over 48 cases (four MoE models, attention-DP 2, 4 and 8, 2 to 32 sequences a rank, Poisson arrivals of 2k-token
 prompts) the chosen rule is within 1.5% of the simulated mean TTFT and 2.1% of TPOT on average, 14% and 8% at
-worst; of 8k-token prompts, 3.8% and 9.1%, 9% and 24% at worst; closed loops, within 2.4% and 1.2%.
+worst; of 8k-token prompts, 3.8% and 9.1%, 9% and 24% at worst; closed loops, within 1.9% and 1.2%.
 ``benchmarks/bench_adp_ranks.py`` sets the three beside the simulator (:mod:`shardplan.tools.simulation.ranks`,
 whose rank schedulers step together and are priced by :func:`synced_round_s`); the figures are in the README's
 simulator section.

@@ -249,7 +249,8 @@ def _ranks_steps(
         seen = rank_steps(pricer, ranks, decoding, chunk, share * peers / (peers + 1), rule, timed=False).round_s
         wait = seen * min(1.0, peers)
     # The rank's budget serves prompt tokens first come, first served, ``free`` a step: a prompt holds it for
-    # ``prompt / free`` of a chunk's pass (the next prompt's first chunk rides with its short last one).
+    # ``prompt / free`` of a chunk's pass (the next prompt's first chunk rides with its short last one), busy as
+    # often as Poisson prompts bring that work; a closed population's come a few a step, in the steps' share.
     per_prompt = prompt / free * steps.chunk_out_s
     busy = share if peers is not None else decoding / (per_request * steps.round_s) * per_prompt
     ttft = wait + queue_wait(busy, per_prompt) + service
