@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from shardplan.contracts.dag import DAG
+from shardplan.contracts.deployment_checks import check_deployment
 from shardplan.contracts.first_error import first_error
 from shardplan.contracts.plan import Plan, dag_part
 from shardplan.errors import InputError
@@ -58,10 +59,11 @@ def read_dag(path: Path) -> DAG:
 
 
 def read_plan(path: Path) -> Plan:
-    """The Plan in ``path``.
+    """The Plan in ``path``, its deployment in agreement with its strategy and request.
 
     Raises:
-        InputError: a missing or unreadable file, or one that is not a plan (a DAG, a malformed plan).
+        InputError: a missing or unreadable file, one that is not a plan (a DAG, a malformed plan), or a plan
+            whose deployment disagrees with itself (:func:`~shardplan.contracts.deployment_checks.check_deployment`).
     """
     data = read_json(path)
     fix = "write one with shardplan plan ... -o plan.json"
@@ -69,10 +71,11 @@ def read_plan(path: Path) -> Plan:
         hint = " (it looks like a DAG; give the plan file)" if isinstance(data, dict) and "nodes" in data else ""
         raise InputError(f"{path} is not a plan file{hint}", field="file", fix=fix)
     try:
-        return Plan.model_validate(data)
+        plan = Plan.model_validate(data)
     except ValidationError as exc:
         where, message = first_error(exc, data, Plan)
         raise InputError(f"{path} is not a valid plan: {where}: {message}", field=where, fix=fix) from None
+    return check_deployment(plan)  # a plan edited out of agreement with itself is refused by every command
 
 
 def require_valid(dag: DAG, path: Path) -> DAG:

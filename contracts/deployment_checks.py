@@ -2,8 +2,10 @@
 
 A plan written by ``shardplan plan`` always agrees; one edited by hand or truncated and mended may not, and the
 engine simulator would then replay something other than what the file says (it takes the layout from the
-strategy, the sequences in flight from the pools). Each check below compares two parts of the file that the
-planner writes from one decision, so a disagreement is an edit, refused in one line naming the key and the fix:
+strategy, the sequences in flight from the pools), the launch command would serve another deployment than the
+one priced, and the report would draw one. Every command that reads a plan file checks it. Each check below
+compares two parts of the file that the planner writes from one decision, so a disagreement is an edit, refused
+in one line naming the key and the fix:
 
 * the pools' roles and the strategy: a split strategy has a prefill pool and a decode pool, a colocated one only
   replica pools, and there is at least one pool;
@@ -21,7 +23,7 @@ from shardplan.errors import InputError
 
 __all__ = ["check_deployment"]
 
-_FIX = "simulate the plan as shardplan plan wrote it, or plan again (shardplan plan ... -o plan.json)"
+_FIX = "use the plan as shardplan plan wrote it, or plan again (shardplan plan ... -o plan.json)"
 
 
 def check_deployment(plan: Plan) -> Plan:

@@ -217,13 +217,18 @@ def test_a_deployment_edited_out_of_agreement_is_refused(plan_data: dict[str, An
     assert words in _one_line_naming(caught.value, field)
 
 
-def test_simulate_refuses_an_edited_plan_and_writes_nothing(plan_data: dict[str, Any], tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("command", [["simulate", "--requests", "20"], ["export"], ["export", "--json"], ["report"]])
+def test_every_command_refuses_an_edited_plan_and_writes_nothing(
+    plan_data: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    # The launch command would serve another deployment than the one priced, the report would draw one.
     edited = tmp_path / "plan.json"
     edited.write_text(json.dumps(_edited(plan_data, "deployment.pools", [])))
-    out = tmp_path / "summary.json"
-    assert run_main(["simulate", str(edited), "--requests", "20", "-o", str(out)]) == 2
-    assert "error: deployment.pools has roles none" in capsys.readouterr().err and not out.exists()
+    out = tmp_path / "out.file"
+    argv = [command[0], str(edited), *command[1:]] + (["-o", str(out)] if command[0] != "export" else [])
+    assert run_main(argv) == 2
+    captured = capsys.readouterr()
+    assert "error: deployment.pools has roles none" in captured.err and not out.exists() and captured.out == ""
 
 
 def test_simulate_checks_both_outputs_before_it_runs(plan_data: dict[str, Any], tmp_path: Path,

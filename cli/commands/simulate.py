@@ -15,7 +15,6 @@ from shardplan.cli.app import app, console, emit_json
 from shardplan.cli.files import read_plan
 from shardplan.cli.percentiles import latency_table
 from shardplan.cli.progress import working
-from shardplan.contracts.deployment_checks import check_deployment
 from shardplan.contracts.plan import Plan, PricedDeployment
 from shardplan.contracts.simulation import ROUTERS, Router, SimulationSummary
 from shardplan.contracts.traffic import ClosedLoop, Poisson, TraceArrivals, Traffic, parse_arrival, parse_length
@@ -125,7 +124,7 @@ def simulate_command(
     for destination in (output, trace):  # before the run, so it neither ends in an error nor leaves one file of two
         if destination is not None:
             writable_folder(destination)
-    plan = check_deployment(read_plan(plan_file))
+    plan = read_plan(plan_file)
     deployment = plan.priced()
     if deployment is None:
         raise InputError(f"{plan_file} is an infeasible plan: no deployment to simulate", field="file",
