@@ -11,7 +11,8 @@ in one line naming the key and the fix:
   replica pools, and there is at least one pool;
 * each pool's layout reads as a strategy spec on its ``gpus_per_worker`` GPUs;
 * each pool holds no more sequences than fit its memory (``concurrency_per_worker`` up to
-  ``max_concurrency_per_worker``), and the deployment no more than its serving pools hold together;
+  ``max_concurrency_per_worker``), and the deployment no more than its serving pools hold together, in a feasible
+  plan (an infeasible one records the deployment that does not fit, to say why);
 * the GPUs: the strategy's and the pools' within the GPU budget, the budget within the request's GPUs.
 """
 
@@ -47,12 +48,12 @@ def check_deployment(plan: Plan) -> Plan:
         if layout.gpus != pool.gpus_per_worker:
             raise InputError(f"{where}: layout {pool.layout} runs on {layout.gpus} GPUs, gpus_per_worker says "
                              f"{pool.gpus_per_worker}", field=f"{where}.gpus_per_worker", fix=_FIX)
-        if pool.concurrency_per_worker > pool.max_concurrency_per_worker:
+        if plan.feasible and pool.concurrency_per_worker > pool.max_concurrency_per_worker:
             raise InputError(f"{where}: concurrency_per_worker={pool.concurrency_per_worker:,} is more than the "
                              f"{pool.max_concurrency_per_worker:,} sequences that fit a worker",
                              field=f"{where}.concurrency_per_worker", fix=_FIX)
     serving = sum(p.workers * p.max_concurrency_per_worker for p in deployment.pools if p.role != "prefill")
-    if deployment.concurrency > serving:
+    if plan.feasible and deployment.concurrency > serving:
         raise InputError(f"deployment.concurrency={deployment.concurrency:,} is more than the {serving:,} sequences "
                          "its pools hold", field="deployment.concurrency", fix=_FIX)
     _check_gpus(plan, deployment, strategy)
