@@ -1,7 +1,7 @@
 """One reader per field family: intent, models, GPU types and counts, lengths, batch,
-objective, formats, disaggregation. Each reads a :class:`~shardplan.agent.parse.text.Scan` and records
+objective, disaggregation. Each reads a :class:`~shardplan.agent.parse.text.Scan` and records
 what it found; the order in which :func:`~shardplan.agent.parse.request.parse_request` runs them matters.
-Targets, constraints and machines have their own modules beside this one."""
+Targets, constraints, machines and number formats have their own modules beside this one."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from shardplan.agent.parse.text import (
     _named_alternatives,
     _squash,
 )
-from shardplan.contracts.common import DType, Objective
+from shardplan.contracts.common import Objective
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.bundled import bundled_models
 from shardplan.tools.catalogs.gpus import gpu_catalog
@@ -332,49 +332,6 @@ def _read_objective(scan: Scan, found: Findings) -> None:
     for objective, pattern in _OBJECTIVES:
         for match in scan.take(pattern):
             found.add("objective", objective, match.group())
-
-
-_DTYPES: dict[str, DType] = {
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "fp16": "fp16",
-    "float16": "fp16",
-    "fp8": "fp8",
-    "float8": "fp8",
-    "e4m3": "fp8",
-    "int8": "int8",
-    "w8a8": "int8",
-    "fp4": "fp4",
-    "nvfp4": "fp4",
-    "mxfp4": "fp4",
-    "fp32": "fp32",
-    "float32": "fp32",
-}
-_DT = "(?P<dt>" + "|".join(sorted(_DTYPES, key=len, reverse=True)) + ")"
-_KV = r"kv(?:[\s-]*cache)?"
-_KV_DTYPES = (
-    re.compile(rf"(?<![\w#]){_DT}[\s-]*{_KV}"),
-    re.compile(rf"(?<![\w#]){_KV}(?:\s+(?:dtype|precision|format))?\s*(?:in|at|as|of|=|:|to)?\s*{_DT}(?![\w])"),
-)
-_WEIGHT_DTYPE = re.compile(rf"(?<![\w#]){_DT}(?![\w])")
-_NOT_DTYPE = re.compile(
-    rf"(?<![\w#])(?:no|not|without|avoid(?:ing)?|don'?t\s+(?:use|want)|do\s+not\s+use|never)\s+(?:in\s+|any\s+)?{_DT}"
-    rf"(?:[\s-]*(?:{_KV}|weights?|quanti[sz]ation|quanti[sz]ed))?(?![\w])"
-)
-"""A format ruled out ("no fp8", "not FP8", "without fp8 quantization"): nothing is set from it."""
-
-
-def _read_dtypes(scan: Scan, found: Findings) -> None:
-    """Formats: "fp8 kv cache" / "kv cache in fp8" set the KV cache; any other "fp8", "FP4 weights", "bf16"
-    sets the weights."""
-    for match in scan.take(_NOT_DTYPE):
-        found.notes.append(f"Read '{match.group().strip()}' as ruling that format out; none is set from it (name the "
-                           "one to use, e.g. 'bf16 weights', where the model's own is the one ruled out).")
-    for name, pattern in (("kv_dtype", _KV_DTYPES[0]), ("kv_dtype", _KV_DTYPES[1]), ("weight_dtype", _WEIGHT_DTYPE)):
-        for match in scan.take(pattern):
-            found.add(name, _DTYPES[match.group("dt")], match.group())
-    for match in scan.take(re.compile(r"(?<![\w#])(?:int4|4[\s-]*bit|awq|gptq)(?![\w])")):
-        found.notes.append(f"'{match.group()}' is not a supported format; the formats are {', '.join(_DTYPES)}.")
 
 
 _DISAGG_NO = re.compile(

@@ -39,13 +39,13 @@ from shardplan.agent.parse.features import (
     settle_features,
     workload_features,
 )
+from shardplan.agent.parse.formats import read_dtypes
 from shardplan.agent.parse.machines import read_machines
 from shardplan.agent.parse.pools import read_pools
 from shardplan.agent.parse.quantities import read_quantities
 from shardplan.agent.parse.readers import (
     _note_leftovers,
     _read_disaggregation,
-    _read_dtypes,
     _read_gpu_counts,
     _read_gpu_types,
     _read_intent,
@@ -272,7 +272,7 @@ def _read_message(text: str, previous: ParsedRequest | None, notes: list[str], o
         read_length_ranges,
         read_quantities,
         _read_objective,
-        _read_dtypes,
+        read_dtypes,
         _read_disaggregation,
         _note_leftovers,
     ):
