@@ -84,6 +84,8 @@ class RankSteps:
     """The mean wait of a prompt arriving at a random time for the round under way to end."""
     carrying: tuple[float, ...] = ()
     """The probabilities that 0 to ``adp`` ranks carry a prompt chunk in a round (:func:`chunk_ranks`)."""
+    rounds: tuple[float, ...] = ()
+    """The round with 0 to ``adp`` ranks carrying a chunk, in seconds."""
 
 
 def synced_round_s(prices: RankPrices, loads: Sequence[tuple[float, float]]) -> tuple[float, float]:
@@ -223,4 +225,5 @@ def rank_steps(
     spread = chunk_ranks(ranks, share, rounds if timed else np.ones_like(rounds), rule)
     mean = float(spread @ rounds)
     out = _size_biased(spread, [chunk_pass for _, chunk_pass in passes[1:]])
-    return RankSteps(mean, out, float(spread @ rounds**2) / (2 * mean), tuple(float(p) for p in spread))
+    return RankSteps(mean, out, float(spread @ rounds**2) / (2 * mean), tuple(float(p) for p in spread),
+                     tuple(float(r) for r in rounds))

@@ -55,8 +55,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from shardplan.contracts.workload import Workload
-from shardplan.tools.serving.attention_dp import RankRule, RankSteps, rank_chunk_pass_s, rank_steps
+from shardplan.tools.serving.attention_dp import RankRule, RankSteps, chunk_ranks, rank_chunk_pass_s, rank_steps
 from shardplan.tools.serving.steps import StepPricer
 
 __all__ = [
@@ -246,7 +248,9 @@ def _ranks_steps(
         service = full * steps.chunk_out_s + last
     seen, wait = steps.round_s, busy_share(in_flight) * steps.wait_s
     if peers is not None:
-        seen = rank_steps(pricer, ranks, decoding, chunk, share * peers / (peers + 1), rule, timed=False).round_s
+        # The same rounds, the chunks of the peers alone spread over them (untimed, as ``steps`` were).
+        rounds = np.array(steps.rounds)
+        seen = float(chunk_ranks(ranks, share * peers / (peers + 1), np.ones_like(rounds), rule) @ rounds)
         wait = seen * min(1.0, peers)
     # The rank's budget serves prompt tokens first come, first served, ``free`` a step: a prompt holds it for
     # ``prompt / free`` of a chunk's pass (the next prompt's first chunk rides with its short last one), busy as
