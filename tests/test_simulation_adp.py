@@ -22,7 +22,13 @@ from shardplan.tools.catalogs.models import load_model
 from shardplan.tools.cost.memory import memory_report
 from shardplan.tools.serving import attention_dp
 from shardplan.tools.serving.at_rate import load_for_rate
-from shardplan.tools.serving.attention_dp import chunk_ranks, rank_chunk_pass_s, rank_steps, synced_round_s
+from shardplan.tools.serving.attention_dp import (
+    chunk_ranks,
+    decoders_round_s,
+    rank_chunk_pass_s,
+    rank_steps,
+    synced_round_s,
+)
 from shardplan.tools.serving.options import priced_deployment
 from shardplan.tools.serving.steady import continuous_point
 from shardplan.tools.serving.steps import StepPricer
@@ -241,6 +247,29 @@ def test_the_ranks_carrying_a_chunk_per_step() -> None:
     assert steps.chunk_out_s > uncoupled.chunk_out_s
     one = synced_round_s(costs, [(10.0, 2000.0)] + [(10.0, 0.0)] * 7)[0]
     assert steps.wait_s > steps.round_s / 2 and uncoupled.chunk_out_s >= one
+
+
+def test_a_decode_lives_through_the_rounds_weighted_by_the_sequences_in_them() -> None:
+    # Rounds that follow a Markov chain (long after long), sequences decoding for ``lifetime`` rounds that arrive in
+    # proportion to time: a round carries the arrivals over the rounds before it, so the mean round a decode lives
+    # through is the round's mean weighted by those arrivals. Checked against a run of the chain itself.
+    transitions = np.array([[0.8, 0.15, 0.05], [0.3, 0.5, 0.2], [0.1, 0.4, 0.5]])
+    rounds, lifetime = np.array([0.01, 0.2, 0.6]), 40
+    stationary = np.linalg.matrix_power(transitions, 200)[0]
+    cumulative, state = transitions.cumsum(axis=1), 0
+    visited = np.empty(50_000, dtype=int)
+    for step, draw in enumerate(np.random.default_rng(7).random(len(visited))):
+        visited[step] = state
+        state = int(np.searchsorted(cumulative[state], draw, side="right"))
+    lengths = rounds[visited]
+    behind = np.convolve(lengths, np.ones(lifetime))[: len(lengths)]  # the rounds up to and including this one
+    decoders = (behind - lengths)[lifetime:]  # arrivals over the ``lifetime`` rounds before each round
+    weighted = float(decoders @ lengths[lifetime:] / decoders.sum())
+    priced = decoders_round_s(stationary, transitions, rounds, lifetime)
+    assert priced == pytest.approx(weighted, rel=0.02)
+    assert priced > float(stationary @ rounds) * 1.05  # the step mean leaves the clustering out
+    memoryless = np.tile(stationary, (3, 1))  # rounds independent of the one before: no weighting
+    assert decoders_round_s(stationary, memoryless, rounds, lifetime) == pytest.approx(float(stationary @ rounds))
 
 
 def test_a_prompt_s_short_last_chunk_rides_as_long_as_the_other_ranks_chunks() -> None:

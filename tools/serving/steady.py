@@ -190,14 +190,17 @@ def continuous_point(
             steps, ttft = _replica_steps(
                 pricer, decoding, prompt, free, chunk, share, per_request, per_rank, open_arrivals
             )
-        decoding_s = per_request * steps.round_s
-        settled = min(per_rank * decoding_s / (ttft + decoding_s), decode_cap)
+        # A request decodes for ``per_request`` rounds of the length its decode lives through; the sequences a
+        # round carries are the arrivals over that many rounds of the mean length (they differ where long rounds
+        # cluster: ``RankSteps.lived_s``). Little's law on the request's time splits the sequences in flight.
+        decoding_s = per_request * steps.decode_round_s
+        settled = min(per_rank * per_request * steps.round_s / (ttft + decoding_s), decode_cap)
         if abs(settled - decoding) <= 0.005 * decoding:
             decoding = settled
             break
         decoding = (decoding + settled) / 2
-    tpot = steps.round_s / gained
-    rate = ranks * decoding / ((out - 1) * tpot)
+    tpot = steps.decode_round_s / gained
+    rate = ranks * decoding / (per_request * steps.round_s)
     ttft = max(ttft, concurrency / rate - (out - 1) * tpot)
     return ServingPoint(concurrency, ttft, tpot, rate, ranks * decoding, chunk, out)
 
@@ -239,7 +242,7 @@ def _ranks_steps(
     chunks, and it waits out the round just begun."""
     ranks = pricer.layout.adp
     peers = None if open_arrivals else max(in_flight - 1.0, 0.0)
-    steps = rank_steps(pricer, ranks, decoding, chunk, share, rule, timed=peers is None)
+    steps = rank_steps(pricer, ranks, decoding, chunk, share, rule, timed=peers is None, lifetime=round(per_request))
     full, rest = divmod(prompt, free)
     if full == 0:
         service = steps.chunk_out_s  # the whole prompt in one chunk, which the rank fills up to ``chunk``
@@ -258,7 +261,8 @@ def _ranks_steps(
     per_prompt = prompt / free * steps.chunk_out_s
     busy = share if peers is not None else decoding / (per_request * steps.round_s) * per_prompt
     ttft = wait + queue_wait(busy, per_prompt) + service
-    return RankSteps(seen, steps.chunk_out_s, wait, steps.carrying), ttft
+    lived = steps.lived_s if peers is None else None
+    return RankSteps(seen, steps.chunk_out_s, wait, steps.carrying, lived_s=lived), ttft
 
 
 def _replica_steps(
