@@ -128,15 +128,8 @@ def test_poisson_prompts_longer_than_a_rank_s_budget_queue_for_it() -> None:
     # serve): a prompt holds its rank's budget for prompt / free of a chunk's pass, and the next prompt's first chunk
     # rides with its short last one. Counting the share of steps that carry a chunk as the budget's utilisation
     # left out most of the queue (TTFT -17% against the simulated ranks; over 48 such cases -12% on average).
-    model, cluster = load_model("qwen3-30b-a3b"), make_cluster("H100", 8)
-    strategy = parse_strategy("adp=2,tp=4,ep=8")
-    rate = given_deployment(model, cluster, strategy, Workload(isl=8192, osl=256, batch=64))[0].figures.requests_per_s
-    workload = Workload(isl=8192, osl=256, rate=rate)
-    plan = given_deployment(model, cluster, strategy, workload)[0]
-    run = simulate(model, cluster, plan, workload, requests=REQUESTS, rate=rate, seed=3)
-    kept = slice(REQUESTS // 10, None)
-    measured = latencies(run.requests)
-    assert plan.figures.ttft_ms == pytest.approx(float(np.nanmean(measured.ttft_ms[kept])), rel=TTFT_TOLERANCE)
+    analytic, simulated = _poisson_8k_on_ranks("qwen3-30b-a3b", "adp=2,tp=4,ep=8", 64)
+    assert analytic[0] == pytest.approx(simulated[0], rel=TTFT_TOLERANCE)
 
 
 def test_poisson_decodes_live_through_the_long_rounds_that_follow_long_ones() -> None:
@@ -145,15 +138,22 @@ def test_poisson_decodes_live_through_the_long_rounds_that_follow_long_ones() ->
     # and a decoding request lives through more of them than the rounds' mean: they carry more decoders. Pricing
     # TPOT as the rounds' mean put it 14% under the simulated ranks' here (now 8% under: the rest is a slower
     # swing of the load that the chain has no memory for).
-    model, cluster = load_model("mixtral-8x7b"), make_cluster("H100", 8)
-    strategy = parse_strategy("adp=8,tp=1,ep=8")
-    rate = given_deployment(model, cluster, strategy, Workload(isl=8192, osl=256, batch=128))[0].figures.requests_per_s
+    analytic, simulated = _poisson_8k_on_ranks("mixtral-8x7b", "adp=8,tp=1,ep=8", 128)
+    assert analytic[1] == pytest.approx(simulated[1], rel=0.10)
+
+
+def _poisson_8k_on_ranks(name: str, spec: str, batch: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Mean (TTFT, TPOT) in ms, analytic and simulated, of Poisson arrivals of 8k-token prompts on 8 H100s laid out as
+    ``spec``, at the rate that ``batch`` sequences in flight serve."""
+    model, cluster, strategy = load_model(name), make_cluster("H100", 8), parse_strategy(spec)
+    full = given_deployment(model, cluster, strategy, Workload(isl=8192, osl=256, batch=batch))[0]
+    rate = full.figures.requests_per_s
     workload = Workload(isl=8192, osl=256, rate=rate)
     plan = given_deployment(model, cluster, strategy, workload)[0]
-    run = simulate(model, cluster, plan, workload, requests=REQUESTS, rate=rate, seed=3)
-    measured = latencies(run.requests)
-    simulated = float(np.nanmean(measured.tpot_ms[REQUESTS // 10:]))
-    assert plan.figures.tpot_ms == pytest.approx(simulated, rel=0.10)
+    measured = latencies(simulate(model, cluster, plan, workload, requests=REQUESTS, rate=rate, seed=3).requests)
+    kept = slice(REQUESTS // 10, None)
+    simulated = (float(np.nanmean(measured.ttft_ms[kept])), float(np.nanmean(measured.tpot_ms[kept])))
+    return (plan.figures.ttft_ms, plan.figures.tpot_ms), simulated
 
 
 @pytest.mark.parametrize("load", [0.3, 0.7, 0.85])
