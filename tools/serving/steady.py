@@ -292,7 +292,15 @@ def _replica_steps(
         wait = seen * min(1.0, peers)
     # The prompts that join its last chunk arrived from the others.
     ttft = wait + _prompt_passes_s(pricer, decoding, prompt, free, chunk, rate * others, wait)
-    return RankSteps(seen, pricer.chunk_pass_s(decoding, chunk), wait), ttft
+    lived = None
+    if peers is None:
+        # The steps an open arrival decodes in carry it besides the others, whose count stays Poisson of mean
+        # ``decoding`` (M/G/inf, as in ``busy_share``): on average one sequence more than the steps' own mean, so
+        # the mean step weighted by its decoders is the step at ``decoding + 1`` (E[D f(D)] = E[D] E[f(D + 1)] for a
+        # Poisson D). It matters where each sequence's attention is a large part of the step: an 8k-token
+        # context on a mostly idle engine.
+        lived = share * pricer.step_s(decoding + 1, chunk) + (1 - share) * pricer.step_s(decoding + 1, 0)
+    return RankSteps(seen, pricer.chunk_pass_s(decoding, chunk), wait, lived_s=lived), ttft
 
 
 def _prompt_passes_s(
