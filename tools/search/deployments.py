@@ -16,7 +16,6 @@ targets and described traffic are judged by simulating the leaders (:mod:`.simul
 from __future__ import annotations
 
 import time
-from itertools import takewhile
 
 from pydantic import Field
 
@@ -42,7 +41,7 @@ from shardplan.tools.search.ranking import near_tie, pareto_front, prefer_aggreg
 from shardplan.tools.search.simulated import SIMULATED_REQUESTS, needs_simulation, simulate_leaders
 from shardplan.tools.serving.aggregated import aggregated_options
 from shardplan.tools.serving.deployments import serving_rate_or_most, split_deployments
-from shardplan.tools.serving.disaggregated import decode_workers, prefill_worker
+from shardplan.tools.serving.disaggregated import batches_within_tpot, decode_workers, prefill_worker
 from shardplan.tools.serving.steps import StepPricer
 
 __all__ = ["SearchResult", "search"]
@@ -168,8 +167,7 @@ def _disaggregated(
         if pricer.layout.gpus >= budget:
             continue
         grid = decode_workers(model, pricer.cluster, pricer.layout, workload, pricer)
-        # The step grows with the batch: the batches within the TPOT target are the grid's first ones.
-        meeting = list(takewhile(lambda w: within("tpot", w.step_s * 1e3, workload.targets), grid))
+        meeting = batches_within_tpot(grid, workload)
         if meeting and allowed("decode", pricer.layout):
             # Every batch within the TPOT target, not only the fastest: a pool sizing whose prefill workers
             # cannot feed the largest batch is served by a smaller one (see pool_options and pool_frontier).
