@@ -25,6 +25,7 @@ Relations that are not invariants of a correct model, and the weaker form checke
 
 from __future__ import annotations
 
+import itertools
 import json
 from functools import cache
 from typing import Any
@@ -43,7 +44,7 @@ from shardplan.contracts.workload import Workload
 from shardplan.tools.api.request_args import RequestArgs
 from shardplan.tools.cost.estimate import stated_error_pct
 from shardplan.tools.cost.pricing import pricing_backend
-from shardplan.tools.planning.deployment import best_option
+from shardplan.tools.planning.deployment import best_option, deployment_problems
 from shardplan.tools.planning.planner import plan, resolve_request, review
 from shardplan.tools.search.deployments import SearchResult, search
 from shardplan.tools.surfaces.mcp_server import build_server
@@ -184,6 +185,29 @@ def test_a_deployment_the_search_passes_over_never_serves_a_rate_the_search_says
     chosen = plan(request)
     reviewed = review(request, parse_strategy("prefill:tp=2;decode:tp=2,ep=2;disagg"))
     assert reviewed.status != "ok" or chosen.status == "ok"
+
+
+def test_the_search_finds_the_best_of_every_deployment_a_user_could_give() -> None:
+    # The search screens two layouts per GPU count by a sampled step before pricing them in full: its best must
+    # still be the best of every colocated deployment on the budget, each priced as `plan -s SPEC` prices it.
+    request = PlanRequest(model="qwen3-30b-a3b", gpu="H100", gpus=4,
+                          workload=Workload(**LENGTHS, tpot_ms=15.0, objective="throughput"))
+    resolved, cluster = resolve_request(request)
+    found = searched("qwen3-30b-a3b", "H100", 4, "colocated", tpot_ms=15.0).candidates[0]
+    given = []
+    # Every split of the 4 GPUs into replicas, stages, attention groups and tensor shards; experts unsplit or
+    # spread over all of a stage's GPUs.
+    for dp, pp, adp, tp, spread in itertools.product((1, 2, 4), (1, 2, 4), (1, 2, 4), (1, 2, 4), (False, True)):
+        strategy = parse_strategy(f"dp={dp},pp={pp},adp={adp},tp={tp},ep={adp * tp if spread else 1}")
+        if dp * pp * adp * tp > 4 or (spread and adp * tp == 1) or deployment_problems(
+            resolved, cluster, strategy, request.workload
+        ):
+            continue
+        priced = best_option(resolved, cluster, strategy, request.workload)
+        if priced is not None and priced.meets_targets:
+            given.append(priced.figures.tokens_per_s)
+    assert len(given) >= 10
+    assert found.meets_targets and found.figures.tokens_per_s >= max(given) * (1 - 1e-9)
 
 
 @pytest.mark.parametrize(("model", "budgets", "targets"), [
