@@ -123,7 +123,7 @@ def _screen(
         seconds = pricer.decode_sample_s(probe)
         score = seconds if probe == 1 else -probe / (seconds * layout.gpus)
         by_size.setdefault(layout.gpus, []).append((score, pricer))
-        if prefill_keep and allowed("prefill", layout):
+        if prefill_keep and layout.gpus < budget and allowed("prefill", layout):  # a split pool leaves GPUs over
             prompts = layout.adp * layout.mb
             by_prefill.setdefault(layout.gpus, []).append((pricer.prefill_s(prompts) * layout.gpus / prompts, pricer))
     kept = []
