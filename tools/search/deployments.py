@@ -16,7 +16,6 @@ targets and described traffic are judged by simulating the leaders (:mod:`.simul
 from __future__ import annotations
 
 import time
-from itertools import takewhile
 
 from pydantic import Field
 
@@ -42,7 +41,7 @@ from shardplan.tools.search.ranking import near_tie, pareto_front, prefer_aggreg
 from shardplan.tools.search.simulated import SIMULATED_REQUESTS, needs_simulation, simulate_leaders
 from shardplan.tools.serving.aggregated import aggregated_options
 from shardplan.tools.serving.deployments import serving_rate_or_most, split_deployments
-from shardplan.tools.serving.disaggregated import decode_workers, prefill_worker
+from shardplan.tools.serving.disaggregated import batches_within_tpot, decode_workers, prefill_worker
 from shardplan.tools.serving.steps import StepPricer
 
 __all__ = ["SearchResult", "search"]
@@ -88,17 +87,23 @@ def _screen(
     rejected: dict[str, int],
     allowed: PhaseFilter = any_layout,
     keep: int = 2,
-) -> list[StepPricer]:
-    """The replica layouts worth pricing in full, each with its (memoised) step pricer.
+    prefill_keep: int = 0,
+) -> tuple[list[StepPricer], list[StepPricer]]:
+    """The replica layouts worth pricing in full, each with its (memoised) step pricer; and those worth pricing as
+    prefill workers of split pools.
 
     Every layout that holds the weights within the engine's share of memory is priced once at a probe
     shape: one decode step of the replica's share of a fixed batch, else of a single sequence for the
     latency objective, else of the concurrency a replica would carry (64 or what fits); per GPU count the
     ``keep`` fastest by that probe go on. A layout that ``allowed`` admits for neither phase is dropped
-    before pricing.
+    before pricing. A decode step says little of a layout's prefill (Mixtral-8x7B on 2 H100: tp=2,ep=2 decodes
+    faster than tp=2, which prefills 2,048-token prompts faster), so the prefill workers are those kept, and per
+    GPU count the ``prefill_keep`` layouts that prefill the most prompts per second per GPU in a step of one
+    prompt per attention group (the step a prefill worker gives a lone request).
     """
     budget = cluster.world_size
     by_size: dict[int, list[tuple[float, StepPricer]]] = {}
+    by_prefill: dict[int, list[tuple[float, StepPricer]]] = {}
     for layout in replica_layouts(model, cluster, budget, workload):
         if not (allowed("prefill", layout) or allowed("decode", layout)):
             rejected["constraints"] = rejected.get("constraints", 0) + 1
@@ -118,11 +123,18 @@ def _screen(
         seconds = pricer.decode_sample_s(probe)
         score = seconds if probe == 1 else -probe / (seconds * layout.gpus)
         by_size.setdefault(layout.gpus, []).append((score, pricer))
+        if prefill_keep and layout.gpus < budget and allowed("prefill", layout):  # a split pool leaves GPUs over
+            prompts = layout.adp * layout.mb
+            by_prefill.setdefault(layout.gpus, []).append((pricer.prefill_s(prompts) * layout.gpus / prompts, pricer))
     kept = []
     for scored in by_size.values():
         scored.sort(key=lambda item: item[0])
         kept += [pricer for _, pricer in scored[:keep]]
-    return kept
+    prefill = list(kept)
+    for scored in by_prefill.values():
+        scored.sort(key=lambda item: item[0])
+        prefill += [pricer for _, pricer in scored[:prefill_keep] if pricer not in prefill]
+    return kept, prefill
 
 
 def _aggregated(
@@ -148,15 +160,17 @@ def _disaggregated(
     allowed: PhaseFilter = any_layout,
     keep: int = 5,
     decode_pricers: list[StepPricer] | None = None,
+    prefill_pricers: list[StepPricer] | None = None,
 ) -> list[PricedDeployment]:
     """Pools of the ``keep`` best prefill workers (requests/s per GPU, within the TTFT target) and the ``keep``
     best decode layouts (requests/s per GPU within the TPOT target), each at every batch within that target,
     every sizing of each pair. On two GPU types ``pricers`` price the prefill pool's GPU and ``decode_pricers``
-    the decode pool's; on one, ``pricers`` serve both."""
+    the decode pool's; on one, ``pricers`` serve both. ``prefill_pricers``, when given, are the prefill
+    workers' layouts instead of ``pricers`` (:func:`_screen`)."""
     budget = cluster.world_size
     prefills = []
     decodes = []
-    for pricer in pricers:
+    for pricer in pricers if prefill_pricers is None else prefill_pricers:
         if pricer.layout.gpus >= budget:
             continue
         worker = prefill_worker(model, pricer.cluster, pricer.layout, workload, pricer)
@@ -168,8 +182,7 @@ def _disaggregated(
         if pricer.layout.gpus >= budget:
             continue
         grid = decode_workers(model, pricer.cluster, pricer.layout, workload, pricer)
-        # The step grows with the batch: the batches within the TPOT target are the grid's first ones.
-        meeting = list(takewhile(lambda w: within("tpot", w.step_s * 1e3, workload.targets), grid))
+        meeting = batches_within_tpot(grid, workload)
         if meeting and allowed("decode", pricer.layout):
             # Every batch within the TPOT target, not only the fastest: a pool sizing whose prefill workers
             # cannot feed the largest batch is served by a smaller one (see pool_options and pool_frontier).
@@ -216,8 +229,6 @@ def search(
 
     # Two GPU types serve only split pools, each pool's layouts screened on its own GPU.
     split_asked = split_asked or cluster.mixed
-    pricers = _screen(model, cluster.pool("prefill"), workload, rejected, allowed)
-    decode_pricers = _screen(model, cluster.pool("decode"), workload, rejected, allowed) if cluster.mixed else None
     # One request at a time (latency, no rate) gains nothing from split pools; a rate ranks by GPUs, then latency,
     # whatever the objective, and split pools can serve it on fewer GPUs or sooner.
     split = (
@@ -227,11 +238,15 @@ def search(
         and workload.osl > 1
         and cluster.world_size >= 2
     )
+    pricers, prefill_pricers = _screen(model, cluster.pool("prefill"), workload, rejected, allowed,
+                                       prefill_keep=2 if split else 0)
+    decode_pricers = _screen(model, cluster.pool("decode"), workload, rejected, allowed)[0] if cluster.mixed else None
 
     def price(sized: Workload) -> list[PricedDeployment]:
         options = [] if split_asked else _aggregated(model, cluster, sized, pricers, allowed)
         if split:
-            options += _disaggregated(model, cluster, sized, pricers, allowed, decode_pricers=decode_pricers)
+            options += _disaggregated(model, cluster, sized, pricers, allowed, decode_pricers=decode_pricers,
+                                      prefill_pricers=prefill_pricers)
         if constraints is None:
             return options
         kept = [o for o in options if satisfies(o.strategy, constraints, per_node)]

@@ -22,6 +22,7 @@ from shardplan.tools.serving.aggregated import aggregated_options
 from shardplan.tools.serving.disaggregated import (
     DecodeWorker,
     PrefillWorker,
+    batches_within_tpot,
     decode_worker,
     decode_workers,
     pool_frontier,
@@ -102,8 +103,14 @@ def given_deployment(
         batches, fallbacks = grid, []
 
     def price(sized: Workload) -> list[PricedDeployment]:
+        # At a rate a decode worker takes the load the rate puts on it, up to its batch: as in the search, only up
+        # to the largest grid batch within the TPOT target (when one is), or the worker would be pushed between
+        # grid points to the last millisecond of the target, which full load (pool_frontier) never does, and
+        # ``plan -s`` would serve rates the search says the same pools cannot.
+        at_rate = batches_within_tpot(batches, sized) if sized.rate is not None and sized.batch is None else []
         return split_deployments(
-            model, cluster, prefill, pricer, batches, sized, budget=budget, counts=(x, y), fallbacks=fallbacks
+            model, cluster, prefill, pricer, at_rate or batches, sized, budget=budget, counts=(x, y),
+            fallbacks=fallbacks,
         )
 
     return serving_rate_or_most(price, workload)

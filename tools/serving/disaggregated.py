@@ -49,6 +49,7 @@ __all__ = [
     "prefill_worker",
     "decode_worker",
     "decode_workers",
+    "batches_within_tpot",
     "kv_transfer_s",
     "pool_options",
     "pool_frontier",
@@ -222,6 +223,20 @@ def decode_workers(
         for c in concurrency_grid(min(capacity, layout.adp * (workload.max_batched_tokens // pricer.verify_tokens)),
                                   floor)
     ]
+
+
+def batches_within_tpot(grid: list[DecodeWorker], workload: Workload) -> list[DecodeWorker]:
+    """The decode batches of ``grid`` (ascending) whose pure decode step is within the TPOT target: the grid's
+    first ones, as the step grows with the batch. A decode worker serving a rate runs at most one of these
+    (:func:`pool_options` solves its load up to the batch), so the largest of them is the most it is ever loaded
+    within the target, at a rate as at full load, where :func:`pool_frontier` leaves the TPOT limit on the grid.
+    """
+    meeting = []
+    for worker in grid:
+        if not within("tpot", worker.step_s * 1e3, workload.targets):
+            break
+        meeting.append(worker)
+    return meeting
 
 
 def decode_worker(pricer: StepPricer, sequences: int, workload: Workload) -> DecodeWorker:
