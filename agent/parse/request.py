@@ -65,6 +65,7 @@ from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.targets import SloPercentile
 from shardplan.contracts.workload import Workload, default_objective
 from shardplan.errors import InputError
+from shardplan.limits import MAX_RATE, MIN_RATE
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import check_context
@@ -110,7 +111,7 @@ class ParsedRequest(BaseModel):
         default=None, description="How requests arrive, as text: gamma:cv=3 (bursty), poisson, closed:N (N concurrent "
         "users or clients)."
     )
-    rate: float | None = Field(default=None, gt=0, description="Requests per second to serve.")
+    rate: float | None = Field(default=None, ge=MIN_RATE, le=MAX_RATE, description="Requests per second to serve.")
     trace: str | None = Field(
         default=None, description="A bundled request trace by name (azure-conv, azure-code), or a trace file's path "
         "(CSV or JSON Lines): its prompt and output lengths stand for the traffic's."

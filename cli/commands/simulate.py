@@ -4,7 +4,6 @@ schedules them, and set the measured latencies beside the plan's steady state.""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +20,7 @@ from shardplan.contracts.traffic import ClosedLoop, Poisson, TraceArrivals, Traf
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.io import writable_folder, write_atomic
+from shardplan.limits import check_rate
 from shardplan.tools.planning.planner import resolve_request
 from shardplan.tools.simulation.run import SimulationOptions, replayed_traffic, simulate
 from shardplan.tools.simulation.trace import trace_events
@@ -46,11 +46,10 @@ def simulated_workload(
     (:func:`~shardplan.tools.simulation.run.replayed_traffic`); a closed loop and a trace's timestamps need none.
 
     Raises:
-        InputError: a malformed distribution or arrival process, a rate that is not positive.
+        InputError: a malformed distribution or arrival process, a rate out of range (:func:`~shardplan.limits.check_rate`).
     """
-    if rate is not None and not 0 < rate < math.inf:  # NaN fails too
-        raise InputError(f"--rate {rate:g} is not a positive finite rate", field="rate",
-                         fix="give requests/s above 0")
+    if rate is not None:
+        check_rate("rate", rate)
     workload = plan.request.workload
     traffic = workload.traffic or Traffic()
     update: dict[str, object] = {}

@@ -20,6 +20,7 @@ from shardplan.contracts.economics import GpuPrice
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.workload import default_objective
 from shardplan.errors import InputError
+from shardplan.limits import MAX_RATE, MIN_RATE, RATE_RANGE
 from shardplan.reading import parse_yaml_text, read_text
 from shardplan.text import one_line
 from shardplan.tools.api.request_args import RequestArgs
@@ -79,9 +80,9 @@ class SweepGrid(Contract):
 
     @model_validator(mode="after")
     def _positive_rates(self) -> SweepGrid:
-        bad = [r for r in self.rates if not r > 0]
+        bad = [r for r in self.rates if not MIN_RATE <= r <= MAX_RATE]  # NaN fails too (limits.check_rate's range)
         if bad:
-            raise ValueError(f"rates must be positive requests/s, got {bad}")
+            raise ValueError(f"rates must lie {RATE_RANGE}, got {bad}")
         return self
 
     @property
