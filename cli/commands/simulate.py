@@ -46,7 +46,8 @@ def simulated_workload(
     (:func:`~shardplan.tools.simulation.run.replayed_traffic`); a closed loop and a trace's timestamps need none.
 
     Raises:
-        InputError: a malformed distribution or arrival process, a rate out of range (:func:`~shardplan.limits.check_rate`).
+        InputError: a malformed distribution or arrival process, a rate out of range
+            (:func:`~shardplan.limits.check_rate`).
     """
     if rate is not None:
         check_rate("rate", rate)
