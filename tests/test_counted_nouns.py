@@ -21,7 +21,7 @@ ONE_PLURAL = re.compile(r"(?<![\d.,])1 (?:[a-z-]+ )?(?:" + "|".join(NOUNS) + r")
 
 def test_counted_agrees_with_its_count() -> None:
     assert [counted(n, "GPU") for n in (0, 1, 2)] == ["0 GPUs", "1 GPU", "2 GPUs"]
-    assert counted(1, "strategy", "strategies") == "1 strategy" and counted(2, "strategy", "strategies") == "2 strategies"
+    assert [counted(n, "strategy", "strategies") for n in (1, 2)] == ["1 strategy", "2 strategies"]
     assert counted(12345, "token", spec=",") == "12,345 tokens" and counted(1.0, "token") == "1.0 token"
 
 
@@ -30,7 +30,8 @@ def test_one_sequence_on_one_gpu_reads_in_the_singular(tmp_path: Path, capsys: p
     text = run_here(capsys, "plan", "-m", "llama-3.1-8b", "-n", "1", "--batch", "1", "--isl", "512", "--osl", "64",
                     "-o", str(plan_file))
     assert text.returncode == 0, text.stderr
-    assert "1 sequence in flight" in text.stdout and not ONE_PLURAL.findall(text.stdout), ONE_PLURAL.findall(text.stdout)
+    assert "1 sequence in flight" in text.stdout
+    assert not ONE_PLURAL.findall(text.stdout), ONE_PLURAL.findall(text.stdout)
     plan = json.loads(plan_file.read_text())
     words = " ".join([plan["explanation"], *plan.get("notes", []), *plan.get("assumptions", [])])
     assert not ONE_PLURAL.findall(words), ONE_PLURAL.findall(words)
