@@ -196,7 +196,7 @@ class RequestArgs(Args):
         if speculation is not None and speculation.draft_model is not None:
             check_path(speculation.draft_model, "spec")  # read like the model: a bundled name or a config path
         if self.cluster:
-            check_path(self.cluster, "cluster", always=True)
+            check_path(self.cluster, "cluster", always=True, names="gpu and gpus_per_node instead of a cluster file")
         if self.workload and bundled_trace_name(self.workload) is None:
             check_path(self.workload, "workload", always=True,
                        names=f"a bundled trace ({', '.join(bundled_traces())})")
