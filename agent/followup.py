@@ -13,6 +13,7 @@ from shardplan.contracts.plan import Plan
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError
 from shardplan.knowledge.retriever import search
+from shardplan.text import counted
 from shardplan.tools.api import shared
 from shardplan.tools.catalogs.models import load_model
 from shardplan.tools.planning.planner import why_not
@@ -61,7 +62,8 @@ def _not_applicable(about: str, plan: Plan) -> str:
     if about == "ep" and not load_model(plan.request.model).is_moe:
         return f"{plan.request.model} is dense: expert parallelism needs mixture-of-experts layers (EP-3)."
     if about == "sp" and plan.request.workload.isl < SP_MIN_PROMPT:
-        return (f"Prompts of {plan.request.workload.isl} tokens are too short for sequence parallelism to pay for "
+        return (f"Prompts of {counted(plan.request.workload.isl, 'token')} are too short for sequence parallelism to "
+                f"pay for "
                 f"its collectives; the search shards prompts of {SP_MIN_PROMPT}+ tokens only{_rule_hint('sp')}.")
     return ""
 

@@ -27,6 +27,7 @@ from langchain_core.messages.tool import invalid_tool_call, tool_call
 from shardplan.agent.policies import redact
 from shardplan.errors import InputError
 from shardplan.limits import MAX_DB_BYTES, MAX_MESSAGE_CHARS, MAX_PROMPT_CHARS
+from shardplan.text import counted
 
 __all__ = ["redact_data", "clean_reply", "RedactingSerializer", "open_thread_store", "check_prompt", "unusable_replies"]
 
@@ -170,11 +171,11 @@ def unusable_replies(messages: Sequence[BaseMessage], proposals: list[dict[str, 
         seen.add(record["strategy"])
     lines = []
     if malformed:
-        lines.append(f"{malformed} tool call(s) with arguments that were not a JSON object")
+        lines.append(f"{counted(malformed, 'tool call')} with arguments that were not a JSON object")
     if unknown:
-        lines.append(f"{len(unknown)} call(s) to unknown tools ({', '.join(sorted(set(unknown))[:3])})")
+        lines.append(f"{counted(len(unknown), 'call')} to unknown tools ({', '.join(sorted(set(unknown))[:3])})")
     if refused:
-        lines.append(f"{len(refused)} tool call(s) refused (first: {refused[0]})")
+        lines.append(f"{counted(len(refused), 'tool call')} refused (first: {refused[0]})")
     lines += [f"the invalid strategy {spec} proposed again (violates {', '.join(rules)})"
               for spec, rules in list(repeats.items())[:2]]
     if silent:

@@ -21,6 +21,7 @@ from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InfeasibleError, InputError
 from shardplan.knowledge.retriever import search, sections_for_strategy
 from shardplan.knowledge.rules import load_rules
+from shardplan.text import counted
 from shardplan.tools.api import registry, results, shared
 from shardplan.tools.api.request_args import RequestArgs
 from shardplan.tools.catalogs.models import load_model
@@ -129,7 +130,7 @@ def _feedback(records: list[dict[str, Any]], notes: list[str]) -> str:
             lines.append(f"Checker: {rec['strategy']} is valid but misses: {'; '.join(_reasons(rec))}.")
         else:
             errors = [v for v in rec["violations"] if v["severity"] == "error"] or rec["violations"]
-            lines.append(f"Checker: {rec['strategy']} is invalid ({rec['violations_total']} violations):")
+            lines.append(f"Checker: {rec['strategy']} is invalid ({counted(rec['violations_total'], 'violation')}):")
             lines += [f"- {v['rule']}: {v['message']}" + (f" Fix: {v['fix']}" if v["fix"] else "") for v in errors[:6]]
             lines += [f"- misses: {m}" for m in _reasons(rec)]
     lines += notes
@@ -310,7 +311,8 @@ class Nodes:
         fields = results.StrategyCheck.model_fields
         chosen = results.StrategyCheck.model_validate({k: v for k, v in best.items() if k in fields})
         model, cluster = resolve_request(request)
-        notes = [f"policy {self.policy_name}: {len(proposals)} proposal(s) checked in {state.get('iterations', 0)} "
+        notes = [f"policy {self.policy_name}: {counted(len(proposals), 'proposal')} checked in "
+                 f"{state.get('iterations', 0)} "
                  f"model call(s)"]
         still_wrong = [f"stopped early: {e}." for e in errors]
         if not chosen.meets_targets:
@@ -355,7 +357,8 @@ class Nodes:
                          + ("violates " + ", ".join(sorted({v['rule'] for v in last['violations']}))
                             if not last["valid"] else "misses " + "; ".join(_reasons(last))))
         why = unusable_replies(turn_messages(state), proposals) + wrong
-        reason = errors[0] if errors else (f"no valid strategy after {state.get('iterations', 0)} model call(s)"
+        reason = errors[0] if errors else (f"no valid strategy after "
+                                           f"{counted(state.get('iterations', 0), 'model call')}"
                                            + (f": {'; '.join(why)}" if why else ""))
         update: dict[str, Any] = {"plan": None, "messages": [AIMessage(content=f"No plan: {reason}.")]}
         if not errors:

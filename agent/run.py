@@ -15,6 +15,7 @@ from shardplan.contracts.figures import Figures, headline
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 from shardplan.tools.api.guards import trusting
 from shardplan.tools.api.shared import evaluated_strategy
 from shardplan.tools.planning.feature_words import feature_words
@@ -31,7 +32,7 @@ def request_message(request: PlanRequest) -> str:
     return (
         f"Plan {request.model} on {request.gpu_words}"
         + (f" ({request.gpus_per_node} per node)" if request.gpus_per_node else "")
-        + f": prompts of {w.isl} tokens, {w.osl} output tokens, "
+        + f": prompts of {counted(w.isl, 'token')}, {w.osl} output tokens, "
         + (f"batch {w.batch}" if w.batch else "concurrency to choose")
         + f"{targets}, objective {w.objective}."
     )
@@ -50,7 +51,7 @@ def _tool_line(message: ToolMessage) -> str:
         if not data.get("feasible"):
             return f"search_strategies: nothing fits ({data.get('message', '')})"
         best = data["candidates"][0]["strategy"] if data.get("candidates") else "-"
-        return f"search_strategies: {data.get('evaluated', 0)} strategies priced, best {best}"
+        return f"search_strategies: {counted(data.get('evaluated', 0), 'strategy', 'strategies')} priced, best {best}"
     if "valid" in data:
         return f"{message.name}: {data.get('strategy') or 'DAG'} {'valid' if data['valid'] else 'invalid'}"
     if "results" in data:
@@ -72,7 +73,8 @@ def describe_update(node: str, update: dict[str, Any]) -> list[str]:
         )
     if node == "retrieve":
         ids = [rule["id"] for rule in update.get("rules", [])]
-        lines.append(f"retrieved {len(ids)} rules: {', '.join(ids[:12])}" + (" ..." if len(ids) > 12 else ""))
+        more = " ..." if len(ids) > 12 else ""
+        lines.append(f"retrieved {counted(len(ids), 'rule')}: {', '.join(ids[:12])}{more}")
     for message in update.get("messages", []):
         if isinstance(message, AIMessage):
             for call in message.tool_calls:

@@ -25,7 +25,7 @@ from shardplan.contracts.speculation import speculation_option
 from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.workload import Workload, default_objective
 from shardplan.errors import InputError
-from shardplan.limits import MAX_INT_DIGITS
+from shardplan.limits import MAX_INT_DIGITS, RATE_RANGE
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for, get_gpu, gpu_catalog
 from shardplan.tools.catalogs.models import check_context
@@ -171,7 +171,7 @@ _FIXES = {
     "tpot_ms": "give the time-per-output-token target in milliseconds, above 0",
     "objective": "choose latency, throughput or goodput",
     "batching": "choose continuous or static",
-    "rate": "give the requests per second to serve, above 0",
+    "rate": f"give the requests per second to serve, {RATE_RANGE}",
     "gpu_memory_utilization": "give the share of GPU memory the engine may use, above 0 and at most 1 (e.g. 0.9)",
     "max_batched_tokens": "give the tokens one step may carry, 1 or more (e.g. 8192)",
     "engine": "choose vllm, sglang or trtllm (plan also takes auto, or a comma list, to compare them)",

@@ -14,7 +14,7 @@ from shardplan.contracts.plan import Plan, dag_part
 from shardplan.errors import InputError
 from shardplan.limits import MAX_DAG_CHARS, check_dag_size
 from shardplan.reading import parse_json_text, read_text
-from shardplan.text import one_line
+from shardplan.text import counted, one_line
 from shardplan.validators.validate import validate
 
 __all__ = ["read_json", "read_dag", "read_plan", "require_valid"]
@@ -94,7 +94,8 @@ def require_valid(dag: DAG, path: Path) -> DAG:
     errors = [v for v in report.violations if v.severity == "error"]
     if errors:
         first = errors[0]
-        raise InputError(f"{one_line(str(path), 200)} holds a DAG that fails validation ({len(errors)} error(s); "
+        raise InputError(f"{one_line(str(path), 200)} holds a DAG that fails validation "
+                         f"({counted(len(errors), 'error')}; "
                          f"first {first.rule}: {one_line(first.message, 200)})", field="dag",
                          fix=f"see shardplan validate {one_line(str(path), 200)}, and price a valid DAG")
     return dag

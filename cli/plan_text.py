@@ -16,6 +16,7 @@ from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.targets import miss_texts
 from shardplan.contracts.traffic import arrival_text, length_text
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 from shardplan.tools.planning.feature_words import effect_lines, feature_words
 
 __all__ = ["print_plan", "print_deployment", "print_simulated", "print_fit_hints", "hint_options"]
@@ -39,7 +40,7 @@ def _request_line(plan: Plan) -> str:
     return (
         f"[bold]shardplan[/bold] {req.model} on up to {req.gpu_words} - isl {w.isl}, osl {w.osl}, "
         + _traffic_words(w)
-        + (f"{w.batch} sequences in flight" if w.batch else "concurrency chosen by the search")
+        + (f"{counted(w.batch, 'sequence')} in flight" if w.batch else "concurrency chosen by the search")
         + (f", {w.rate:g} requests/s" if w.rate else "")
         + f", {w.batching} batching"
         + (f" (prefill {w.prefill_batch} at a time)" if w.prefill_batch else "")
@@ -59,8 +60,8 @@ def print_deployment(plan: Plan) -> None:
     rate = plan.figures.requests_per_s if plan.figures is not None else 0.0
     kind = f"disaggregated {d.prefill_workers}P{d.decode_workers}D" if d.prefill_workers else "aggregated"
     out.print(
-        f"[bold]deployment[/bold]: {kind}, {d.concurrency} sequences in flight, {rate:.2f} requests/s, "
-        f"{d.gpus_used} of {d.gpu_budget} GPUs used"
+        f"[bold]deployment[/bold]: {kind}, {counted(d.concurrency, 'sequence')} in flight, {rate:.2f} requests/s, "
+        f"{d.gpus_used} of {counted(d.gpu_budget, 'GPU')} used"
         + (f", {d.idle_gpus} idle ({d.idle_reason})" if d.idle_gpus else "")
     )
     table = Table("pool", "workers x layout", "GPUs", "seqs/worker", "max seqs", "GB/GPU", "weights", "KV")
@@ -85,7 +86,7 @@ def print_deployment(plan: Plan) -> None:
 def hint_options(hint: FitHint, request: PlanRequest) -> str:
     """The command-line options that apply a fit hint to ``request``."""
     if hint.change == "gpus":
-        return f"--gpus {hint.value}" if request.cluster is None else f"a cluster file of {hint.value} GPUs"
+        return f"--gpus {hint.value}" if request.cluster is None else f"a cluster file of {counted(hint.value, 'GPU')}"
     if hint.change == "context":
         batch = " --batch 1" if request.workload.batch else ""
         return f"--isl {int(hint.value) - request.workload.osl}{batch}"
@@ -109,7 +110,8 @@ def print_simulated(run: SimulationSummary) -> None:
               "the frontier are the steady state's")
     out.print(latency_table(run, "steady state"))
     kept = {True: ", its queue settled", False: ", its queue did not settle", None: ""}[run.settled]
-    out.print(f"goodput {run.goodput:.1%} of requests within both targets{kept}; {run.preemptions:,} preemptions, "
+    out.print(f"goodput {run.goodput:.1%} of requests within both targets{kept}; "
+              f"{counted(run.preemptions, 'preemption', spec=',')}, "
               f"running batch {run.mean_running_batch:.1f} on average, KV cache {run.kv_cache_peak:.0%} at peak",
               markup=False)
 
@@ -146,9 +148,10 @@ def print_plan(plan: Plan) -> None:
     for line in economics_lines(plan.economics) if plan.economics is not None else []:
         out.print(line)
     errors = [x for x in v.violations if x.severity == "error"]
-    verdict = "[green]valid[/green]" if v.valid else f"[red]{len(errors)} violations[/red]"
+    verdict = "[green]valid[/green]" if v.valid else f"[red]{counted(len(errors), 'violation')}[/red]"
     out.print(
-        f"validation: {verdict} ({len(v.rules_checked)} rules, {v.nodes} nodes, {v.edges} edges) | "
+        f"validation: {verdict} ({counted(len(v.rules_checked), 'rule')}, {counted(v.nodes, 'node')}, "
+        f"{counted(v.edges, 'edge')}) | "
         f"decode: {c.decode.collectives} collectives/step, {c.decode.inter_node_collectives} across nodes | "
         f"status: {plan.status}"
     )

@@ -14,6 +14,7 @@ from shardplan.cli.app import console
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import Plan
 from shardplan.contracts.targets import SloPercentile, judged_latency
+from shardplan.text import counted
 from shardplan.tools.cost.estimate import stated_error_pct
 from shardplan.tools.planning.rejections import rejection_summary
 from shardplan.tools.search.deployments import SearchResult
@@ -147,7 +148,7 @@ def print_search(result: SearchResult, backend: str, percentile: SloPercentile =
         "tok/s/user",
         "GB/GPU",
         "figures",
-        title=f"{result.evaluated} deployments in {result.seconds:.2f} s, objective {result.objective}",
+        title=f"{counted(result.evaluated, 'deployment')} in {result.seconds:.2f} s, objective {result.objective}",
     )
     for i, c in enumerate(result.candidates, 1):
         f = c.figures

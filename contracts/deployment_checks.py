@@ -21,6 +21,7 @@ from __future__ import annotations
 from shardplan.contracts.plan import Deployment, Plan
 from shardplan.contracts.strategy import Strategy, parse_strategy
 from shardplan.errors import InputError
+from shardplan.text import counted
 
 __all__ = ["check_deployment"]
 
@@ -46,15 +47,17 @@ def check_deployment(plan: Plan) -> Plan:
             raise InputError(f"{where}.layout does not read as a layout: {reason}", field=f"{where}.layout",
                              fix=_FIX) from None
         if layout.gpus != pool.gpus_per_worker:
-            raise InputError(f"{where}: layout {pool.layout} runs on {layout.gpus} GPUs, gpus_per_worker says "
+            raise InputError(f"{where}: layout {pool.layout} runs on {counted(layout.gpus, 'GPU')}, gpus_per_worker "
+                             f"says "
                              f"{pool.gpus_per_worker}", field=f"{where}.gpus_per_worker", fix=_FIX)
         if plan.feasible and pool.concurrency_per_worker > pool.max_concurrency_per_worker:
             raise InputError(f"{where}: concurrency_per_worker={pool.concurrency_per_worker:,} is more than the "
-                             f"{pool.max_concurrency_per_worker:,} sequences that fit a worker",
+                             f"{counted(pool.max_concurrency_per_worker, 'sequence', spec=',')} that fit a worker",
                              field=f"{where}.concurrency_per_worker", fix=_FIX)
     serving = sum(p.workers * p.max_concurrency_per_worker for p in deployment.pools if p.role != "prefill")
     if plan.feasible and deployment.concurrency > serving:
-        raise InputError(f"deployment.concurrency={deployment.concurrency:,} is more than the {serving:,} sequences "
+        raise InputError(f"deployment.concurrency={deployment.concurrency:,} is more than the "
+                         f"{counted(serving, 'sequence', spec=',')} "
                          "its pools hold", field="deployment.concurrency", fix=_FIX)
     _check_gpus(plan, deployment, strategy)
     return plan
@@ -79,5 +82,6 @@ def _check_gpus(plan: Plan, deployment: Deployment, strategy: Strategy) -> None:
     pooled = sum(p.workers * p.gpus_per_worker for p in deployment.pools)
     for what, used in (("the strategy", strategy.gpus), ("the pools", pooled)):
         if used > deployment.gpu_budget:
-            raise InputError(f"{what} use {used:,} GPUs, more than deployment.gpu_budget={deployment.gpu_budget:,}",
+            raise InputError(f"{what} use {counted(used, 'GPU', spec=',')}, more than "
+                             f"deployment.gpu_budget={deployment.gpu_budget:,}",
                              field="deployment", fix=_FIX)

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from shardplan.contracts.common import Contract
 from shardplan.contracts.units import GBPerSecond, rename_old_fields
+from shardplan.text import counted
 
 __all__ = ["GPU", "Cluster", "DecodePool", "LinkScope", "PoolRole"]
 
@@ -139,7 +140,8 @@ class Cluster(Contract):
             for name, count in (("decode", cap), ("prefill", self.world_size - cap)):
                 if count > per_node and count % per_node:
                     raise ValueError(
-                        f"the {name} pool's {count} GPUs do not fill whole nodes of {per_node}; each pool sits on "
+                        f"the {name} pool's {counted(count, 'GPU')} do not fill whole nodes of {per_node}; each pool "
+                        f"sits on "
                         "nodes of its own GPU type"
                     )
         return self

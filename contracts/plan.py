@@ -19,6 +19,7 @@ from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.targets import Miss, Targets, misses
 from shardplan.contracts.workload import Batching, Workload
+from shardplan.text import counted
 
 __all__ = [
     "dag_part",
@@ -106,7 +107,7 @@ class PlanRequest(Contract):
         if self.decode_gpu is None:
             return f"{self.gpus} x {self.gpu}"
         share = f", up to {self.decode_gpus} for decode" if self.decode_gpus else ""
-        return f"{self.gpus} GPUs (prefill {self.gpu}, decode {self.decode_gpu}{share})"
+        return f"{counted(self.gpus, 'GPU')} (prefill {self.gpu}, decode {self.decode_gpu}{share})"
 
 
 class PricedDeployment(Contract):

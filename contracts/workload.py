@@ -10,6 +10,7 @@ from shardplan.contracts.common import Contract, Objective, ServingEngine
 from shardplan.contracts.speculation import Speculation
 from shardplan.contracts.targets import SloPercentile, Targets
 from shardplan.contracts.traffic import Traffic
+from shardplan.limits import MAX_RATE, MIN_RATE, RATE_RANGE
 
 __all__ = ["Workload", "Batching", "default_objective"]
 
@@ -64,9 +65,10 @@ class Workload(Contract):
     )
     rate: float | None = Field(
         default=None,
-        gt=0,
+        ge=MIN_RATE,
+        le=MAX_RATE,
         description="Requests per second to serve; the search then looks for the fewest GPUs that serve it "
-        "under the targets. None: no traffic figure.",
+        f"under the targets ({RATE_RANGE}). None: no traffic figure.",
     )
     gpu_memory_utilization: float = Field(
         default=0.9,

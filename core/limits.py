@@ -45,6 +45,10 @@ __all__ = [
     "MAX_STORED_RESULTS",
     "MAX_STORED_RESULT_CHARS",
     "MAX_TOOL_SWEEP_CELLS",
+    "MIN_RATE",
+    "MAX_RATE",
+    "RATE_RANGE",
+    "check_rate",
     "check_count",
     "tool_call_seconds",
     "dag_node_limit",
@@ -121,12 +125,43 @@ GPU without a rate, once the worker's search memo is warm, to Llama-3.1-70B at 2
 64 of the fastest fill the default limit. Larger grids belong to ``shardplan sweep`` (parallel, resumable, on
 Ray)."""
 
+MIN_RATE = 1e-6
+"""Fewest requests per second a workload may ask for: one request in 11.6 days, when the deployment idles all but
+a vanishing share of the time. The bound keeps the simulator's float64 clock fine enough: the last of the
+1,000,000 requests ``shardplan simulate`` may replay arrives near 1e12 s at this rate, where float64 values lie
+1.2e-4 s apart, still a small part of a decode step (milliseconds); at 1e-300 every figure per second is
+1e-298, and a subnormal rate overflows the arrival times to infinity."""
+MAX_RATE = 1e8
+"""Most requests per second a workload may ask for: 20 times what :data:`MAX_GPUS` H100s serve of the fastest
+traffic there is, one-token prompts and outputs of Llama-3.1-8B (1,229 requests/s on one H100 by the serving
+model: ``shardplan search -m meta-llama/Llama-3.1-8B -n 1 --isl 1 --osl 1 --rate 100000``, times 4,096 GPUs is
+5.0e6). Above it no deployment the limits allow comes near, and tokens/s (rate x output tokens) stays finite."""
+RATE_RANGE = f"from {MIN_RATE:g} (one request in 11.6 days) to {MAX_RATE:g} requests/s"
+"""The accepted rates in words, for the messages that refuse one."""
+
 
 def check_count(field: str, value: int, limit: int) -> int:
     """``value`` when it is at most ``limit``; otherwise an InputError naming ``field`` and the limit."""
     if value > limit:
         raise InputError(f"{field}={value} exceeds the limit of {limit:,}", field=field,
                          fix=f"plan for at most {limit:,} {field}")
+    return value
+
+
+def check_rate(field: str, value: float) -> float:
+    """``value`` when it lies within :data:`MIN_RATE` and :data:`MAX_RATE`; otherwise an InputError naming ``field``
+    and the range (NaN and infinity fail too).
+
+    >>> check_rate("rate", 2.5)
+    2.5
+    >>> check_rate("rate", 1e-300)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    shardplan.errors.InputError: rate=1e-300 requests/s lies outside the range shardplan plans for; give a rate ...
+    """
+    if not MIN_RATE <= value <= MAX_RATE:
+        raise InputError(f"{field}={value:g} requests/s lies outside the range shardplan plans for", field=field,
+                         fix=f"give a rate {RATE_RANGE}")
     return value
 
 

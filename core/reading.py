@@ -22,7 +22,7 @@ from typing import Any
 
 from shardplan.errors import InputError
 from shardplan.limits import MAX_CONFIG_BYTES, MAX_INT_DIGITS, MAX_YAML_VALUES
-from shardplan.text import one_line
+from shardplan.text import counted, one_line
 
 __all__ = ["load_json_strict", "parse_json_text", "parse_yaml_text", "read_text", "finite_numbers", "read_int",
            "expanded_values"]
@@ -130,7 +130,7 @@ def expanded_values(data: Any, limit: int = MAX_YAML_VALUES) -> int:
             open_.discard(key)
             sizes[key] = 1 + sum(sizes.get(id(c), 1) for c in children)
             if sizes[key] > limit:
-                raise _Refused(f"it expands to over {limit:,} values (aliases counted at each use)")
+                raise _Refused(f"it expands to over {counted(limit, 'value', spec=',')} (aliases counted at each use)")
             continue
         if key in sizes:
             continue

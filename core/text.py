@@ -1,14 +1,18 @@
-"""Text echoed from untrusted input, made safe to print on one terminal line.
+"""Text for people: untrusted input made safe to print on one terminal line, and counts with their nouns.
 
 >>> one_line("a\\nb\\u202ec")
 'a\\\\nb\\\\u202ec'
+>>> counted(1, "sequence"), counted(2, "GPU"), counted(1200, "token", spec=",")
+('1 sequence', '2 GPUs', '1,200 tokens')
+>>> counted(3, "microbatch", "microbatches")
+'3 microbatches'
 """
 
 from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["one_line"]
+__all__ = ["one_line", "counted"]
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -29,3 +33,9 @@ def one_line(text: str, limit: int = 600) -> str:
             out.append(char)
     line = "".join(out)
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def counted(count: object, noun: str, plural: str | None = None, *, spec: str = "") -> str:
+    """``count`` (formatted by ``spec``, e.g. ``","``) and ``noun``, singular for exactly one and ``plural`` (default:
+    ``noun`` + "s") otherwise: every count printed beside a noun goes through here, so no output reads "1 sequences"."""
+    return f"{count:{spec}} {noun if count == 1 else (plural or noun + 's')}"

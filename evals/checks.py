@@ -21,6 +21,7 @@ from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.targets import miss_texts
 from shardplan.contracts.workload import Workload
 from shardplan.evals.cases import Case
+from shardplan.text import counted
 from shardplan.tools.api.results import StrategyCheck
 
 __all__ = ["CHECKS", "CaseRun", "CheckResult", "Score", "relative_gap", "run_checks", "plan_score", "reference_score",
@@ -229,7 +230,7 @@ def check_tp_within_node(run: CaseRun, expected: bool) -> Verdict:
         return False, "tp_within_node: the cluster's GPUs per node are unknown"
     widest = max(strategy.prefill.tp, strategy.decode.tp)
     passed, message = _compare("tp_within_node", expected, widest <= run.gpus_per_node)
-    return passed, message + f" (tp={widest}, {run.gpus_per_node} GPUs per node)"
+    return passed, message + f" (tp={widest}, {counted(run.gpus_per_node, 'GPU')} per node)"
 
 
 def check_pp_over_tp(run: CaseRun, expected: bool) -> Verdict:

@@ -275,3 +275,42 @@ def test_a_bad_memory_setting_is_a_one_line_error(monkeypatch: pytest.MonkeyPatc
         with pytest.raises(InputError, match="SHARDPLAN_WORKER_MEMORY=") as caught:
             worker_memory_bytes()
         assert "\n" not in str(caught.value)
+
+
+# ------------------------------------------------------------------------------ the served roots
+def _served(root: Path, *options: str) -> StdioServerParameters:
+    """``shardplan mcp OPTIONS`` launched in ``root`` as an MCP client launches it, without SHARDPLAN_ALLOWED_ROOTS."""
+    env = {k: v for k, v in os.environ.items() if k != "SHARDPLAN_ALLOWED_ROOTS"}
+    return StdioServerParameters(command=SHARDPLAN, args=["mcp", *options], cwd=str(root), env=env)
+
+
+def _model_and_trace(client: Client) -> Any:
+    async def scenario() -> list[Any]:
+        return [await client.call_tool("describe_model", {"model": "inside/config.json"}),
+                await client.call_tool("plan", {"model": "llama-3.1-8b", "gpus": 1, "workload": "inside/t.csv"}),
+                await client.call_tool("describe_model", {"model": "llama-3.1-8b"})]
+
+    return scenario()
+
+
+def test_the_served_tools_read_no_folder_unless_started_with_one(tree: tuple[Path, Path]) -> None:
+    root, _ = tree
+    (root / "inside" / "t.csv").write_text("input_tokens,output_tokens\n100,10\n200,20\n")
+    # Launched in the folder that holds the files, with no root given: the working directory is no root.
+    confined = talk(_served(root), _model_and_trace)
+    for result, field in zip(confined[:2], ("model", "workload"), strict=True):
+        refusal = error(result)
+        assert refusal["field"] == field and "outside the allowed folders" in refusal["message"], refusal
+        assert "--allow-root" in refusal["fix"]
+    assert ok(confined[2])["layers"] == 32  # bundled names need no folder
+    # Started with --allow-root, the same calls read the files.
+    allowed = talk(_served(root, "--allow-root", str(root / "inside")), _model_and_trace)
+    assert ok(allowed[0])["layers"] == 32
+    assert ok(allowed[1])["request"]["workload"]["isl"] == 150
+
+
+def test_an_allowed_root_that_is_no_folder_stops_the_server(tree: tuple[Path, Path]) -> None:
+    root, _ = tree
+    result = subprocess.run([SHARDPLAN, "mcp", "--allow-root", str(root / "missing")], capture_output=True, text=True,
+                            timeout=60, check=False, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].startswith("error: allow-root")

@@ -16,6 +16,7 @@ from shardplan.contracts.strategy import PhaseStrategy, parse_strategy
 from shardplan.contracts.traffic import Traffic
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.text import counted
 from shardplan.tools.builder.build import build_dag
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.catalogs.models import load_model
@@ -119,7 +120,7 @@ def test_a_split_deployment_whose_prefill_pool_binds_needs_fewer_prefill_gpus() 
     assert effect.max_concurrency is not None and effect.max_concurrency_without is not None
     assert effect.max_concurrency > effect.max_concurrency_without
     assert "prefill pool bounds this split deployment" in cached.explanation
-    assert f"{cached.strategy.prefill.gpus} prefill GPU(s) serve the rate" in cached.explanation
+    assert f"{counted(cached.strategy.prefill.gpus, 'prefill GPU')} serve the rate" in cached.explanation
     # Only the uncached tokens' KV moves to the decode worker, whose prefix cache holds the prefix.
     assert cached.deployment is not None and without.deployment is not None
     assert cached.deployment.kv_transfer_ms < without.deployment.kv_transfer_ms

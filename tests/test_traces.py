@@ -117,7 +117,7 @@ MALFORMED: list[tuple[str, str, str]] = [
     ("t.csv", "input_tokens,output_tokens\n12.5,3\n", "'12.5' is not a whole number of tokens"),
     ("t.csv", "input_tokens,output_tokens\n99999999999,3\n", "exceeds the limit of 16,777,216 tokens"),
     ("t.csv", "input_tokens,output_tokens\n5,\n", "column 'output_tokens' is empty"),
-    ("t.csv", "input_tokens,output_tokens\n5\n", "line 2 has 1 cells, the header 2"),
+    ("t.csv", "input_tokens,output_tokens\n5\n", "line 2 has 1 cell, the header 2"),
     ("t.csv", "input_tokens,output_tokens,timestamp\n5,3,0\n5,3,2024-01-01\n", "mixes seconds and datetimes"),
     ("t.csv", "input_tokens,output_tokens,timestamp\n5,3,yesterday\n", "neither seconds nor an ISO datetime"),
     ("t.csv", "input_tokens,output_tokens,timestamp\n5,3,inf\n", "'inf' is not a finite number"),

@@ -29,6 +29,7 @@ from shardplan.contracts.units import rename_old_fields
 from shardplan.errors import InputError
 from shardplan.limits import check_dag_size
 from shardplan.reading import parse_json_text
+from shardplan.text import counted
 from shardplan.validators.validate import validate
 
 __all__ = [
@@ -216,7 +217,7 @@ def _validate_json(source: Any) -> ValidationReport:
     violations, more = _first_schema_violations(obj, prefix)
     if more:
         violations.append(_schema_error(f"{prefix}: more nodes or edges fail the schema, not listed "
-                                        f"({refused.error_count():,} errors in all)"))
+                                        f"({counted(refused.error_count(), 'error', spec=',')} in all)"))
     if violations:
         return _report(violations, nodes, edges)
     try:

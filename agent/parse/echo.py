@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardplan.agent.parse.request import DEFAULT_ISL, DEFAULT_OSL, ParsedRequest
+from shardplan.text import counted
 
 __all__ = ["reading_lines"]
 
@@ -55,7 +56,7 @@ def reading_lines(parsed: ParsedRequest) -> list[str]:
     if parsed.intent == "plan":
         for name, default in (("isl", DEFAULT_ISL), ("osl", DEFAULT_OSL)):
             if getattr(parsed, name) is None:
-                assumed.append(f"{_LABELS[name][0]} {default} tokens (not said)")
+                assumed.append(f"{_LABELS[name][0]} {counted(default, 'token')} (not said)")
         if parsed.batch is None:
             assumed.append("concurrency chosen by the search")
         if parsed.objective is None:

@@ -32,6 +32,7 @@ from shardplan.agent.parse.text import _LEN, Findings, Scan, _count, _tokens
 from shardplan.contracts.speculation import MAX_DRAFT_TOKENS, parse_speculation
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.text import counted
 from shardplan.tools.catalogs.drafters import mtp_layers, no_mtp_layers
 from shardplan.tools.catalogs.models import load_model, resolve_model_name
 
@@ -161,11 +162,8 @@ def _tokens_after(scan: Scan, end: int, found: Findings) -> None:
                                f"number from 1 to {MAX_DRAFT_TOKENS}.")
             return
         found.add("spec_tokens", k, after.group().strip(" ,"))
-        found.notes.append(f"Read '{after.group().strip(' ,')}' after the drafter as {_drafts(k)} per step.")
-
-
-def _drafts(k: int) -> str:
-    return f"{k} draft token{'s' if k != 1 else ''}"
+        found.notes.append(f"Read '{after.group().strip(' ,')}' after the drafter as {counted(k, 'draft token')} per "
+                           f"step.")
 
 
 def _read_speculation(scan: Scan, found: Findings) -> None:
@@ -202,7 +200,7 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
                                f"{MAX_DRAFT_TOKENS}.")
             continue
         found.add("spec_tokens", int(k), match.group())
-        found.notes.append(f"Read '{match.group().strip()}' as {_drafts(int(k))} per step.")
+        found.notes.append(f"Read '{match.group().strip()}' as {counted(int(k), 'draft token')} per step.")
     for match in scan.take(_LENGTH):
         length = float(match.group("n"))
         if length < 1:
@@ -280,7 +278,7 @@ def settle_features(merged: dict[str, Any], before: str | None, found: Findings)
     merged["spec_accept"] = round(rates[0] * k, 6)
     found.said.setdefault("spec_accept", words[0])
     found.notes.append(f"Read '{words[0]}' as {merged['spec_accept']:g} accepted draft tokens per step ({rates[0]:g} "
-                       f"of the {_drafts(k)}).")
+                       f"of the {counted(k, 'draft token')}).")
 
 
 def _mtp_tokens(model: str) -> int:
@@ -324,14 +322,14 @@ def workload_features(parsed: Any, isl: int, notes: list[str]) -> dict[str, Any]
             )
         if k is None:
             k = _mtp_tokens(parsed.model)
-            notes.append(f"MTP drafts {_drafts(k)} per step: the model's {k} MTP layer{'s' if k != 1 else ''} "
+            notes.append(f"MTP drafts {counted(k, 'draft token')} per step: the model's {counted(k, 'MTP layer')} "
                          "(num_nextn_predict_layers), as the request gives no count.")
         fields["speculation"] = parse_speculation(f"{parsed.spec_method}:{k}", parsed.spec_accept)
     if parsed.prefix_hit is not None:
         fields["prefix_hit"] = parsed.prefix_hit
     elif parsed.prefix_tokens is not None:
         if parsed.prefix_tokens >= isl:
-            raise InputError(f"the shared prefix of {parsed.prefix_tokens} tokens is not shorter than the "
+            raise InputError(f"the shared prefix of {counted(parsed.prefix_tokens, 'token')} is not shorter than the "
                              f"{isl}-token prompt", field="prefix_hit",
                              fix="say the prompt length, or the share of it that is shared")
         fields["prefix_hit"] = round(parsed.prefix_tokens / isl, 6)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from shardplan.agent.parse.text import _COUNT, _START, Findings, Scan, _count
+from shardplan.text import counted
 
 __all__ = ["read_machines", "gpu_variant"]
 
@@ -54,7 +55,7 @@ def read_machines(scan: Scan, found: Findings) -> None:
             continue
         for name, value in (("gpu", gpu), ("nodes", nodes), ("gpus_per_node", per)):
             found.add(name, value, match.group())
-        found.notes.append(f"Read '{match.group().strip()}' as {nodes} node{'s' if nodes > 1 else ''} of {per} {gpu}.")
+        found.notes.append(f"Read '{match.group().strip()}' as {counted(nodes, 'node')} of {per} {gpu}.")
 
 
 _VARIANTS = (

@@ -17,6 +17,7 @@ import re
 
 from shardplan.agent.parse.readers import _gpu_type_pattern
 from shardplan.agent.parse.text import _COUNT, Findings, Scan, _count
+from shardplan.text import counted
 
 __all__ = ["read_pools"]
 
@@ -39,5 +40,6 @@ def read_pools(scan: Scan, found: Findings) -> None:
         words = match.group().strip()
         found.add("disaggregated", True, words)
         found.add("gpus", prefill + decode, words)
-        found.notes.append(f"Read '{words}' as disaggregated serving on {prefill + decode} GPUs; how they split "
+        found.notes.append(f"Read '{words}' as disaggregated serving on {counted(prefill + decode, 'GPU')}; how they "
+                           f"split "
                            "between prefill and decode is the search's choice (a pool's size is not a constraint).")

@@ -65,6 +65,8 @@ from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.targets import SloPercentile
 from shardplan.contracts.workload import Workload, default_objective
 from shardplan.errors import InputError
+from shardplan.limits import MAX_RATE, MIN_RATE
+from shardplan.text import counted
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import check_context
@@ -110,7 +112,7 @@ class ParsedRequest(BaseModel):
         default=None, description="How requests arrive, as text: gamma:cv=3 (bursty), poisson, closed:N (N concurrent "
         "users or clients)."
     )
-    rate: float | None = Field(default=None, gt=0, description="Requests per second to serve.")
+    rate: float | None = Field(default=None, ge=MIN_RATE, le=MAX_RATE, description="Requests per second to serve.")
     trace: str | None = Field(
         default=None, description="A bundled request trace by name (azure-conv, azure-code), or a trace file's path "
         "(CSV or JSON Lines): its prompt and output lengths stand for the traffic's."
@@ -212,10 +214,10 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
     before = Counts(previous.gpus, previous.nodes, previous.gpus_per_node) if previous else Counts()
     counts = settle_counts(Counts(said["gpus"], said["nodes"], said["gpus_per_node"]), before, merged["gpu"], found)
     merged.update(gpus=counts.gpus, nodes=counts.nodes, gpus_per_node=counts.per_node)
-    counted = next((found.said[n] for n in ("gpus", "nodes", "gpus_per_node") if n in found.said), None)
+    stated = next((found.said[n] for n in ("gpus", "nodes", "gpus_per_node") if n in found.said), None)
     for name in ("gpus", "nodes", "gpus_per_node"):  # a count that follows from the ones said, from their words
-        if counted and merged[name] is not None and merged[name] != (getattr(previous, name) if previous else None):
-            found.said.setdefault(name, counted)
+        if stated and merged[name] is not None and merged[name] != (getattr(previous, name) if previous else None):
+            found.said.setdefault(name, stated)
     if merged["objective"] == "throughput" and (merged["ttft_ms"] or merged["tpot_ms"]):
         merged["objective"] = "goodput"
         found.notes.append("Throughput with latency targets is planned as goodput (throughput under the targets).")
@@ -223,7 +225,7 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
         for name, default, what in (("isl", DEFAULT_ISL, "prompt"), ("osl", DEFAULT_OSL, "output")):
             # a trace's lengths stand in for both, a distribution's mean for its own
             if merged[name] is None and merged["trace"] is None and merged[f"{name}_dist"] is None:
-                found.notes.append(f"No {what} length given; assuming {default} tokens.")
+                found.notes.append(f"No {what} length given; assuming {counted(default, 'token')}.")
     said_constraints = across_all(list(dict.fromkeys(found.values.get("constraints", []))), counts.gpus, found)
     constraints = merge_constraints(previous.constraints if previous else [], said_constraints, found)
     said_words = {k: v for k, v in found.said.items() if k in _SETTINGS or k.startswith("constraint ")}

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from shardplan.agent.parse.constraint_phrases import ALL_GPUS
 from shardplan.agent.parse.text import Findings
+from shardplan.text import counted
 from shardplan.tools.catalogs.gpus import gpu_catalog
 
 __all__ = ["Counts", "settle_counts", "across_all", "merge_constraints"]
@@ -37,11 +38,13 @@ def settle_counts(said: Counts, before: Counts, gpu: str | None, found: Findings
     if gpus and nodes and per:
         if gpus != nodes * per:
             found.contradictions.append(
-                f"{gpus} GPUs do not match {nodes} nodes of {per} GPUs ({nodes * per} GPUs); say which one you mean."
+                f"{counted(gpus, 'GPU')} do not match {counted(nodes, 'node')} of {counted(per, 'GPU')} "
+                f"({counted(nodes * per, 'GPU')}); say which one you mean."
             )
     elif gpus and nodes:
         if gpus % nodes:
-            found.contradictions.append(f"{gpus} GPUs do not split evenly over {nodes} nodes; say how many per node.")
+            found.contradictions.append(f"{counted(gpus, 'GPU')} do not split evenly over {counted(nodes, 'node')}; "
+                                        f"say how many per node.")
         else:
             per = gpus // nodes
     elif nodes and per:
@@ -50,14 +53,15 @@ def settle_counts(said: Counts, before: Counts, gpu: str | None, found: Findings
         gpu = gpu.split(",")[0]  # a choice of types ("H100,H200"): the first one's node
         per = gpu_catalog()[gpu].gpus_per_node
         gpus = nodes * per
-        found.notes.append(f"Assumed {per} GPUs per node, the usual {gpu} node; {gpus} GPUs in all.")
+        found.notes.append(f"Assumed {counted(per, 'GPU')} per node, the usual {gpu} node; {counted(gpus, 'GPU')} in "
+                           f"all.")
     elif gpus and per:
         if gpus <= per:
             nodes = 1
         elif gpus % per == 0:
             nodes = gpus // per
         else:
-            found.notes.append(f"{gpus} GPUs do not fill whole nodes of {per}.")
+            found.notes.append(f"{counted(gpus, 'GPU')} do not fill whole nodes of {per}.")
     return Counts(gpus, nodes, per)
 
 

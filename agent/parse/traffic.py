@@ -19,6 +19,7 @@ import re
 
 from shardplan.agent.parse.quantities import headcount
 from shardplan.agent.parse.text import _COUNT, _LEN, _START, Findings, Scan, _add_positive, _count, _tokens
+from shardplan.text import counted
 
 __all__ = ["read_arrival", "read_rate", "read_price", "read_trace", "read_length_ranges", "BURSTY"]
 
@@ -191,7 +192,8 @@ def read_length_ranges(scan: Scan, found: Findings) -> None:
                 continue
             length = name.removesuffix("_dist").replace("_", "")  # isl or osl: the mean, as a fixed length
             found.add(length, mean, match.group())
-            found.notes.append(f"Read '{match.group().strip()}' as a mean {length.upper()} of {mean} tokens: give "
+            found.notes.append(f"Read '{match.group().strip()}' as a mean {length.upper()} of "
+                               f"{counted(mean, 'token')}: give "
                                "its spread (a cv from above 0 to 20, e.g. 'cv 0.8') to draw lengths around it.")
     for name, pattern in _RANGES.items():
         for match in scan.take(pattern):

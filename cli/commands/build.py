@@ -13,6 +13,7 @@ from shardplan.cli.progress import working
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError
 from shardplan.io import write_atomic
+from shardplan.text import counted
 from shardplan.tools.builder.build import build_dag
 from shardplan.tools.planning.planner import resolve_request
 from shardplan.tools.views.exports import collapse, rank_ranges, summarize, to_dot, to_json, to_mermaid
@@ -97,15 +98,15 @@ def _print_summary(summary: dict[str, Any]) -> None:
     load = summary["workload"]
     out.print(f"  workload     isl={load['isl']} osl={load['osl']} batch={load['batch']}")
     out.print(
-        f"  graph        {summary['nodes']} nodes, {summary['edges']} edges "
+        f"  graph        {counted(summary['nodes'], 'node')}, {counted(summary['edges'], 'edge')} "
         f"({', '.join(f'{k} {v}' for k, v in summary['edges_per_kind'].items())})"
     )
     for phase, ranks in summary["ranks"].items():
         layers = summary["stage_layers"].get(phase)
-        stages = f", {len(layers)} stages of {'/'.join(map(str, layers))} layers" if layers else ""
+        stages = f", {counted(len(layers), 'stage')} of {'/'.join(map(str, layers))} layers" if layers else ""
         out.print(
-            f"  {phase:<12} {summary['nodes_per_phase'][phase]} nodes on ranks {rank_ranges(ranks)}"
-            f" ({len(ranks)} GPUs){stages}"
+            f"  {phase:<12} {counted(summary['nodes_per_phase'][phase], 'node')} on ranks {rank_ranges(ranks)}"
+            f" ({counted(len(ranks), 'GPU')}){stages}"
         )
     step = summary["decode_step"]
     per_kind = ", ".join(f"{k} {v}" for k, v in step["collectives_per_kind"].items()) or "none"

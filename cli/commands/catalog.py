@@ -9,6 +9,7 @@ import typer
 from shardplan.cli.app import app, console, emit_json
 from shardplan.contracts.arithmetic.model_math import describe, summary
 from shardplan.contracts.schemas import json_schema
+from shardplan.text import counted
 from shardplan.tools.catalogs.bundled import bundled_models
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import load_model
@@ -113,14 +114,15 @@ def show_model_command(
     )
     out.print(f"  layers       {spec.num_layers} (hidden {spec.hidden_size})")
     out.print(
-        f"  attention    {facts['attention']}: {spec.num_attention_heads} heads, {spec.num_kv_heads} KV heads, "
+        f"  attention    {facts['attention']}: {counted(spec.num_attention_heads, 'head')}, {spec.num_kv_heads} KV "
+        f"heads, "
         f"head_dim {spec.head_dim}"
         + (f", {facts['sliding_layers']} sliding layers (window {spec.sliding_window})" if spec.sliding_window else "")
     )
     if spec.moe:
         out.print(
             f"  experts      {spec.moe.num_experts} routed, top-{spec.moe.experts_per_token}, "
-            f"{spec.moe.num_shared_experts} shared, first {spec.moe.first_dense_layers} layers dense"
+            f"{spec.moe.num_shared_experts} shared, first {counted(spec.moe.first_dense_layers, 'layer')} dense"
         )
     out.print(f"  KV cache     {facts['kv_bytes_per_token'] / 1024:.1f} KiB per token ({spec.kv_dtype})")
     out.print(f"  FLOPs        {facts['flops_per_token'] / 1e9:.1f} GFLOP per token")

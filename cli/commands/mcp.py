@@ -25,10 +25,13 @@ def mcp_command(
     host: Annotated[str, typer.Option("--host", help="Address to bind with --transport http.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p", min=1, max=65535,
                                       help="Port to listen on with --transport http.")] = 8765,
+    allow_root: Annotated[list[str] | None, typer.Option(
+        "--allow-root", help="A folder the tools may read model, cluster and trace files from (repeatable; "
+        "SHARDPLAN_ALLOWED_ROOTS adds more). None given: no folder, only bundled names and inline content.")] = None,
 ) -> None:
     """Serve plan, build_dag, validate_dag, estimate_cost and the other tools as an MCP server."""
 
     try:
-        serve(transport, host=host, port=port)
+        serve(transport, host=host, port=port, allow_roots=allow_root or ())
     except KeyboardInterrupt:
         raise typer.Exit(0) from None

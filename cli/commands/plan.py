@@ -18,6 +18,7 @@ from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InputError
 from shardplan.io import write_atomic
+from shardplan.text import counted
 from shardplan.tools.planning.engine_choice import plan_engines
 from shardplan.tools.planning.gpu_choice import parse_gpu_types, plan_gpu_types
 from shardplan.tools.planning.planner import plan as plan_one
@@ -71,10 +72,10 @@ def plan_command(
     with working("planning", quiet=as_json) as step:
         if types is not None and gpu_types is not None:
             step.status(f"planning on {len(types)} GPU types: {', '.join(types)}"
-                        + (f", each under {len(engines)} engines" if engines else ""))
+                        + (f", each under {counted(len(engines), 'engine')}" if engines else ""))
             plan = plan_gpu_types(request, types, given, gpu_types.budget, gpu_types.gpus_per_node, planner)
         elif engines:
-            step.status(f"planning under {len(engines)} engines: {', '.join(engines)}")
+            step.status(f"planning under {counted(len(engines), 'engine')}: {', '.join(engines)}")
             plan = planner(request)
         elif strategy is not None:
             step.status(f"reviewing {strategy} against the searched deployments")

@@ -4,7 +4,6 @@ schedules them, and set the measured latencies beside the plan's steady state.""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +20,8 @@ from shardplan.contracts.traffic import ClosedLoop, Poisson, TraceArrivals, Traf
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.io import writable_folder, write_atomic
+from shardplan.limits import check_rate
+from shardplan.text import counted
 from shardplan.tools.planning.planner import resolve_request
 from shardplan.tools.simulation.run import SimulationOptions, replayed_traffic, simulate
 from shardplan.tools.simulation.trace import trace_events
@@ -46,11 +47,11 @@ def simulated_workload(
     (:func:`~shardplan.tools.simulation.run.replayed_traffic`); a closed loop and a trace's timestamps need none.
 
     Raises:
-        InputError: a malformed distribution or arrival process, a rate that is not positive.
+        InputError: a malformed distribution or arrival process, a rate out of range
+            (:func:`~shardplan.limits.check_rate`).
     """
-    if rate is not None and not 0 < rate < math.inf:  # NaN fails too
-        raise InputError(f"--rate {rate:g} is not a positive finite rate", field="rate",
-                         fix="give requests/s above 0")
+    if rate is not None:
+        check_rate("rate", rate)
     workload = plan.request.workload
     traffic = workload.traffic or Traffic()
     update: dict[str, object] = {}
@@ -137,7 +138,7 @@ def simulate_command(
         step.status("pricing the steps")
         run = simulate(model, cluster, deployment, sized, requests=requests, rate=arrival_rate, seed=seed,
                        options=options,
-                       progress=lambda done: step.status(f"{done:,} requests done", completed=done))
+                       progress=lambda done: step.status(f"{counted(done, 'request', spec=',')} done", completed=done))
     summary = run.summary
     if chosen is not None:
         summary = summary.model_copy(update={"notes": [chosen, *summary.notes]})
@@ -175,9 +176,11 @@ def print_simulation(summary: SimulationSummary, plan: Plan) -> None:
     within = " and ".join(bounds) if bounds else "no latency targets"
     out.print(f"goodput {summary.goodput:.1%} of requests within {within} ({summary.goodput_requests_per_s:.2f} "
               "requests/s)", markup=False)
-    out.print(f"engine: {summary.steps:,} steps, running batch {summary.mean_running_batch:.1f} on average (at most "
+    out.print(f"engine: {counted(summary.steps, 'step', spec=',')}, running batch {summary.mean_running_batch:.1f} on "
+              f"average (at most "
               f"{summary.max_num_seqs}), KV cache {summary.kv_cache_use:.0%} in use on average, "
-              f"{summary.kv_cache_peak:.0%} at peak, {summary.preemptions:,} preemptions", markup=False)
+              f"{summary.kv_cache_peak:.0%} at peak, {counted(summary.preemptions, 'preemption', spec=',')}",
+              markup=False)
     hit = getattr(summary, "prefix_hit", None)  # the simulated LRU block cache's, where the simulator measures it
     if hit is not None:
         assumed = plan.request.workload.prefix_hit

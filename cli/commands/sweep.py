@@ -12,6 +12,7 @@ from shardplan.cli.app import app, console, emit_json
 from shardplan.cli.price_options import GpuPriceOption, PricesOption, given_prices
 from shardplan.cli.progress import working
 from shardplan.cli.ray_option import BareRayFlag, RayOption, executor_choice
+from shardplan.text import counted
 from shardplan.tools.fleet.grid import bundled_grid, load_grid
 from shardplan.tools.fleet.outputs import best_rows
 from shardplan.tools.fleet.sweep import run_sweep
@@ -52,7 +53,8 @@ def sweep_command(
         return
     _print_best(result.records)
     screen = console()
-    screen.print(f"{len(result.records)} cells ({result.planned} planned on {result.backend}, {result.cached} from "
+    screen.print(f"{counted(len(result.records), 'cell')} ({result.planned} planned on {result.backend}, "
+                 f"{result.cached} from "
                  f"the cache) in {result.seconds:.1f} s; results in {out / 'results.csv'}, best per question in "
                  f"{out / 'best.csv'}")
     for note in result.notes:

@@ -15,6 +15,7 @@ from shardplan.cli.app import app, console, emit_json
 from shardplan.cli.files import read_json
 from shardplan.cli.progress import working
 from shardplan.contracts.reports import ValidationReport
+from shardplan.text import counted
 from shardplan.validators.schema_check import validate_json
 
 __all__ = ["validate_command"]
@@ -50,11 +51,11 @@ def _print_report(file: Path, report: ValidationReport) -> None:
     verdict = (
         "[bold green]valid[/bold green]"
         if report.valid
-        else f"[bold red]invalid[/bold red] ({errors} errors)"
+        else f"[bold red]invalid[/bold red] ({counted(errors, 'error')})"
     )
     out.print(
-        f"{file}: {verdict}; {report.nodes} nodes, {report.edges} edges, "
-        f"{len(report.rules_checked)} rules checked, {len(report.violations)} violations"
+        f"{file}: {verdict}; {counted(report.nodes, 'node')}, {counted(report.edges, 'edge')}, "
+        f"{counted(len(report.rules_checked), 'rule')} checked, {counted(len(report.violations), 'violation')}"
     )
     if not report.violations:
         return

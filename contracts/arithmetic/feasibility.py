@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 
 __all__ = ["Problem", "phase_problems", "strategy_problems", "split_layers", "idle_decode_groups", "sequences_needed",
            "needed_sequences_text"]
@@ -107,7 +108,7 @@ def phase_problems(
             add(
                 Problem(
                     "HIER-1",
-                    f"{name}: ep={phase.ep} does not divide the stage's adp*sp*tp={phase.stage_gpus} GPUs",
+                    f"{name}: ep={phase.ep} does not divide the stage's adp*sp*tp={counted(phase.stage_gpus, 'GPU')}",
                     "EP regroups a stage's GPUs: choose ep dividing adp*sp*tp, or leave adp out of the spec "
                     "(ep=N then runs attention as N/(sp*tp) data-parallel groups, e.g. ep=2 is adp=2,ep=2)",
                 )
@@ -134,7 +135,7 @@ def phase_problems(
             Problem(
                 "PP-4",
                 f"{name}: pp={phase.pp} exceeds num_layers={model.num_layers}",
-                f"use at most {model.num_layers} stages",
+                f"use at most {counted(model.num_layers, 'stage')}",
             )
         )
     if phase.layer_split is not None:
@@ -206,11 +207,11 @@ def strategy_problems(
         if span != gpus:
             gap = ""
             if span > p.gpus + d.gpus:
-                gap = f" (the decode pool starts on a new node: {span} GPUs from first to last)"
+                gap = f" (the decode pool starts on a new node: {counted(span, 'GPU')} from first to last)"
             problems.append(
                 Problem(
                     "HIER-2",
-                    f"prefill pool {p.gpus} + decode pool {d.gpus} GPUs{gap} != {gpus} GPUs",
+                    f"prefill pool {p.gpus} + decode pool {counted(d.gpus, 'GPU')}{gap} != {counted(gpus, 'GPU')}",
                     "size the two pools to add up to the GPU count",
                 )
             )
@@ -221,7 +222,7 @@ def strategy_problems(
                     Problem(
                         "HIER-2",
                         f"{name}: dp*pp*adp*sp*tp = {phase.dp}*{phase.pp}*{phase.adp}*{phase.sp}*{phase.tp}"
-                        f" = {phase.gpus} GPUs, but the cluster has {gpus}",
+                        f" = {counted(phase.gpus, 'GPU')}, but the cluster has {gpus}",
                         f"choose degrees whose product is {gpus}",
                     )
                 )
@@ -274,5 +275,6 @@ def sequences_needed(strategy: Strategy) -> int:
 
 def needed_sequences_text(needed: int) -> str:
     """What :func:`sequences_needed` counts, in words: ``at least N sequences, one for each ...``."""
-    return (f"at least {needed} sequences, one for each replica, attention data-parallel group and microbatch "
+    return (f"at least {counted(needed, 'sequence')}, one for each replica, attention data-parallel group and "
+            f"microbatch "
             "(dp x adp x mb)")

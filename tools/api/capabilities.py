@@ -12,6 +12,7 @@ from shardplan.contracts.strategy import parse_strategy
 from shardplan.errors import InfeasibleError, InputError
 from shardplan.knowledge.retriever import search
 from shardplan.knowledge.rules import get_rule as lookup
+from shardplan.text import counted
 from shardplan.tools.api.arguments import (
     BuildArgs,
     CostArgs,
@@ -137,7 +138,7 @@ def _summarize_search(
         frontier=[c.spec for c in result.frontier][:10],
         evaluated=result.evaluated,
         rejected=result.rejected,
-        message=f"{result.evaluated} strategies priced; best first",
+        message=f"{counted(result.evaluated, 'strategy', 'strategies')} priced; best first",
         detail=everything if detail else None,
     )
 

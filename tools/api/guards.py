@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,28 @@ def allowed_roots() -> list[Path]:
     raw = os.environ.get("SHARDPLAN_ALLOWED_ROOTS")
     entries = [str(Path.cwd())] if raw is None else [p for p in raw.split(os.pathsep) if p.strip() and "\x00" not in p]
     return [Path(os.path.expanduser(entry)).resolve() for entry in entries]
+
+
+def server_roots(given: Sequence[str]) -> str:
+    """The $SHARDPLAN_ALLOWED_ROOTS a served process (``shardplan mcp``) runs under: the folders it was started
+    with (``given``) and those the variable already lists; with neither, none at all, so its callers read bundled
+    models, GPUs and traces and send everything else inline.
+
+    An MCP client launches the server in a folder of its own choosing (the home folder, or ``/``), so the working
+    directory, the library's default root, is no choice the person made; a served process reads only what it was
+    told it may.
+
+    Raises:
+        InputError: a given folder that does not exist or is not a folder.
+    """
+    roots = [p for p in os.environ.get("SHARDPLAN_ALLOWED_ROOTS", "").split(os.pathsep) if p.strip()]
+    for entry in given:
+        folder = Path(os.path.expanduser(entry))
+        if "\x00" in entry or not folder.is_dir():
+            raise InputError(f"allow-root {one_line(entry, 200)!r} is not a folder", field="allow_root",
+                             fix="give an existing folder the tools may read model, cluster and trace files from")
+        roots.append(str(folder.resolve()))
+    return os.pathsep.join(roots)
 
 
 _TRUSTED: set[Path] = set()
@@ -87,7 +109,8 @@ def check_path(value: str, field: str, *, always: bool = False, names: str = "a 
     Raises:
         InputError: a NUL byte, or a path outside the allowed roots.
     """
-    fix = f"use {names}, or a file under the working directory (or a folder listed in SHARDPLAN_ALLOWED_ROOTS)"
+    fix = (f"use {names}, or a file under the folders the tools may read (the working directory, or those "
+           "SHARDPLAN_ALLOWED_ROOTS or shardplan mcp --allow-root lists)")
     if "\x00" in value:
         raise InputError(f"{field} holds a NUL byte", field=field, fix=fix)
     expanded = os.path.expanduser(value)

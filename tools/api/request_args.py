@@ -20,7 +20,7 @@ from shardplan.contracts.targets import parse_slo_percentile
 from shardplan.contracts.traffic import arrival_text, length_text
 from shardplan.contracts.workload import Batching, Workload, default_objective
 from shardplan.errors import InputError
-from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE
+from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE, MAX_RATE, MIN_RATE, RATE_RANGE
 from shardplan.tools.api.guards import check_path
 from shardplan.tools.catalogs.gpus import load_cluster
 from shardplan.tools.catalogs.trace_files import bundled_trace_name, bundled_traces
@@ -117,7 +117,8 @@ class RequestArgs(Args):
     )
     batching: Batching = Field(default="continuous", description="continuous or static batching.")
     rate: float | None = Field(
-        default=None, gt=0, le=1e9, description="Requests/s to serve: the fewest GPUs that serve it under the targets."
+        default=None, ge=MIN_RATE, le=MAX_RATE,
+        description=f"Requests/s to serve ({RATE_RANGE}): the fewest GPUs that serve it under the targets."
     )
     gpu_memory_utilization: float = Field(
         default=0.9, gt=0, le=1, description="Share of each GPU's memory the engine may use."
@@ -195,7 +196,7 @@ class RequestArgs(Args):
         if speculation is not None and speculation.draft_model is not None:
             check_path(speculation.draft_model, "spec")  # read like the model: a bundled name or a config path
         if self.cluster:
-            check_path(self.cluster, "cluster", always=True)
+            check_path(self.cluster, "cluster", always=True, names="gpu and gpus_per_node instead of a cluster file")
         if self.workload and bundled_trace_name(self.workload) is None:
             check_path(self.workload, "workload", always=True,
                        names=f"a bundled trace ({', '.join(bundled_traces())})")

@@ -17,6 +17,7 @@ from typing import Any
 from shardplan.contracts.figures import headline
 from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.targets import miss_texts
+from shardplan.text import counted
 from shardplan.tools.api.compact import PlanSummary
 from shardplan.tools.api.results import (
     BuildSummary,
@@ -40,13 +41,13 @@ def _simulated_line(run: SimulationSummary) -> str:
 def _plan(p: PlanSummary) -> str:
     gpu = p.request.gpu_words
     if p.status == "infeasible" or p.figures is None:
-        fewest = f" (at least {p.min_gpus} GPUs would fit)" if p.min_gpus else ""
+        fewest = f" (at least {counted(p.min_gpus, 'GPU')} would fit)" if p.min_gpus else ""
         return f"plan infeasible: {p.request.model} on {gpu}{fewest}\n{p.explanation}"
     lines = [f"plan {p.status}: {p.request.model} as {p.strategy} on {gpu}"]
     if p.deployment is not None:
         d = p.deployment
-        sequences = "1 sequence" if d.concurrency == 1 else f"{d.concurrency} sequences"
-        lines[0] += f", {d.gpus_used} GPUs used, {sequences} in flight, {p.figures.requests_per_s:.2f} requests/s"
+        lines[0] += (f", {counted(d.gpus_used, 'GPU')} used, {counted(d.concurrency, 'sequence')} in flight, "
+                     f"{p.figures.requests_per_s:.2f} requests/s")
     lines.append(headline(p.figures))
     if p.simulation is not None:
         lines.append(_simulated_line(p.simulation))
@@ -55,8 +56,8 @@ def _plan(p: PlanSummary) -> str:
     if p.validation is not None:
         v = p.validation
         failing = ", ".join(v.failing_rules) or "none"
-        lines.append(f"validation: {'valid' if v.valid else 'INVALID'} ({v.rules_checked_total} rules, {v.nodes} "
-                     f"nodes); failing rules: {failing}")
+        lines.append(f"validation: {'valid' if v.valid else 'INVALID'} ({counted(v.rules_checked_total, 'rule')}, "
+                     f"{counted(v.nodes, 'node')}); failing rules: {failing}")
     if p.alternatives:
         shown = "; ".join(f"{a.strategy} ({a.why_not})" for a in p.alternatives)
         lines.append(f"runners-up ({len(p.alternatives)} of {p.alternatives_total}): {shown}")
@@ -84,18 +85,19 @@ def _candidate(i: int, c: CandidateBrief) -> str:
 
 def _search(s: SearchSummary) -> str:
     if not s.feasible:
-        return f"nothing fits: {s.message}" + (f" (at least {s.min_gpus} GPUs would)" if s.min_gpus else "")
-    head = f"{s.evaluated} strategies priced, best for {s.objective} first:"
+        return f"nothing fits: {s.message}" + (f" (at least {counted(s.min_gpus, 'GPU')} would)" if s.min_gpus else "")
+    head = f"{counted(s.evaluated, 'strategy', 'strategies')} priced, best for {s.objective} first:"
     return "\n".join([head, *(_candidate(i, c) for i, c in enumerate(s.candidates, 1))])
 
 
 def _dag(d: DagCheck) -> str:
     verdict = "valid" if d.valid else "INVALID"
-    text = f"{verdict}: {d.nodes} nodes, {d.edges} edges, {d.rules_checked} rules checked"
+    text = (f"{verdict}: {counted(d.nodes, 'node')}, {counted(d.edges, 'edge')}, "
+            f"{counted(d.rules_checked, 'rule')} checked")
     if d.strategy:
         text = f"{d.strategy} {text}"
     if d.violations:
-        text += f"; {d.violations_total} violations, first: {d.violations[0].rule} {d.violations[0].message}"
+        text += f"; {counted(d.violations_total, 'violation')}, first: {d.violations[0].rule} {d.violations[0].message}"
     if d.figures is not None:
         text += "\n" + headline(d.figures)
     return text
@@ -103,7 +105,7 @@ def _dag(d: DagCheck) -> str:
 
 def _strategy(s: StrategyCheck) -> str:
     verdict = "valid" if s.valid else ("INVALID" if s.buildable else "cannot be built")
-    lines = [f"{s.strategy} on {s.gpus_used} GPUs: {verdict}, "
+    lines = [f"{s.strategy} on {counted(s.gpus_used, 'GPU')}: {verdict}, "
              f"{'meets its targets' if s.meets_targets else 'misses: ' + '; '.join(_reasons(s) or ['-'])}"]
     if s.figures is not None:
         lines.append(headline(s.figures))
@@ -117,7 +119,7 @@ def _reasons(s: StrategyCheck) -> list[str]:
 
 def _build(b: BuildSummary) -> str:
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(b.node_kinds.items(), key=lambda kv: -kv[1])[:6])
-    return f"{b.strategy}: {b.nodes} nodes, {b.edges} edges ({kinds})"
+    return f"{b.strategy}: {counted(b.nodes, 'node')}, {counted(b.edges, 'edge')} ({kinds})"
 
 
 _RENDERERS: dict[str, tuple[type[Any], Callable[[Any], str]]] = {

@@ -36,6 +36,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.speculation import Speculation, speculation_text
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.errors import InputError
+from shardplan.text import counted
 from shardplan.tools.catalogs.eagle_heads import EagleHead, eagle_head
 from shardplan.tools.catalogs.models import load_model
 
@@ -145,7 +146,8 @@ def drafter_for(model: ModelSpec, speculation: Speculation) -> Drafter:
     draft = _draft_model(speculation.draft_model, model.weight_dtype, model.kv_dtype)
     if draft.vocab_size != model.vocab_size:
         raise InputError(
-            f"--spec {speculation_text(speculation)}: the draft model's vocabulary ({draft.vocab_size:,} tokens) "
+            f"--spec {speculation_text(speculation)}: the draft model's vocabulary "
+            f"({counted(draft.vocab_size, 'token', spec=',')}) "
             f"is not the target's ({model.vocab_size:,}), so its drafts cannot be verified token by token",
             field="spec",
             fix="draft with a model of the target's family (e.g. llama-3.1-8b for llama-3.1-70b)",

@@ -38,7 +38,7 @@ from typing import Any
 from shardplan.contracts.model import ModelSpec
 from shardplan.errors import InputError
 from shardplan.reading import parse_json_text, read_text
-from shardplan.text import one_line
+from shardplan.text import counted, one_line
 from shardplan.tools.catalogs.models import model_from_config
 
 __all__ = ["EagleHead", "eagle_head", "bundled_heads", "AUX_LAYERS"]
@@ -137,13 +137,14 @@ def _from_config(model: ModelSpec, config: dict[str, Any], source: str, weights:
         raise InputError(f"{what} fuses hidden states {target_hidden} wide, but {model.name}'s are "
                          f"{model.hidden_size}: it was trained for another model", field="spec", fix=_HEAD_FIX)
     if config.get("vocab_size") != model.vocab_size:
-        raise InputError(f"{what} maps its drafts into a vocabulary of {config.get('vocab_size')} tokens, not "
+        raise InputError(f"{what} maps its drafts into a vocabulary of {counted(config.get('vocab_size'), 'token')}, "
+                         f"not "
                          f"{model.name}'s {model.vocab_size:,}: the target could not verify them", field="spec",
                          fix=_HEAD_FIX)
     draft_vocab = config.get("draft_vocab_size") or model.vocab_size
     if not isinstance(draft_vocab, int) or not 1 <= draft_vocab <= model.vocab_size:
         raise InputError(f"{what}: draft_vocab_size {draft_vocab!r} is not a whole number from 1 to the target's "
-                         f"{model.vocab_size:,} tokens", field="spec", fix=_HEAD_FIX)
+                         f"{counted(model.vocab_size, 'token', spec=',')}", field="spec", fix=_HEAD_FIX)
     if not config.get("draft_vocab_size"):
         source += " (no draft_vocab_size: the engines then use the full vocabulary, and so does the price)"
     plain = model_from_config({**config, "model_type": "llama"}, name="EAGLE-3 head", kv_dtype=model.kv_dtype)

@@ -15,7 +15,7 @@ from shardplan.contracts.units import rename_old_fields
 from shardplan.errors import InputError
 from shardplan.limits import MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NODES, MAX_YAML_BYTES, check_count
 from shardplan.reading import parse_yaml_text, read_text
-from shardplan.text import one_line
+from shardplan.text import counted, one_line
 
 __all__ = ["gpu_catalog", "get_gpu", "make_cluster", "load_cluster", "cluster_for", "with_decode_pool"]
 
@@ -93,7 +93,7 @@ def make_cluster(gpu: str | GPU, gpus: int, gpus_per_node: int | None = None) ->
         raise InputError(
             f"gpus={gpus} does not fill whole nodes of {per_node}",
             field="gpus",
-            fix=f"use a multiple of {per_node} GPUs or set --gpus-per-node",
+            fix=f"use a multiple of {counted(per_node, 'GPU')} or set --gpus-per-node",
         )
     else:
         nodes = gpus // per_node
@@ -317,7 +317,7 @@ def _one_type_cluster(
     if gpus >= 1 and gpus % per_node == 0 and gpus <= where.world_size:
         return where.model_copy(update={"nodes": gpus // per_node})
     raise InputError(
-        f"--gpus {gpus} does not fit the cluster file's {where.nodes} nodes of {per_node} GPUs",
+        f"--gpus {gpus} does not fit the cluster file's {counted(where.nodes, 'node')} of {counted(per_node, 'GPU')}",
         field="gpus",
         fix=f"give whole nodes (a multiple of {per_node}) up to {where.world_size}, or leave out --gpus",
     )

@@ -13,7 +13,7 @@ from shardplan.contracts.common import DTYPE_BYTES, DType
 from shardplan.contracts.model import AttentionKind, MLASpec, ModelSpec, MoESpec
 from shardplan.errors import InputError
 from shardplan.reading import parse_json_text, read_text
-from shardplan.text import one_line
+from shardplan.text import counted, one_line
 from shardplan.tools.catalogs.bundled import bundled_config, bundled_models
 from shardplan.tools.catalogs.config_check import check_config_types
 from shardplan.tools.catalogs.model_names import checkpoint_parts, not_bundled_fix, resolve_alias
@@ -51,8 +51,8 @@ def check_context(model: ModelSpec, isl: int, osl: int) -> None:
     """
     if isl + osl > model.max_position_embeddings:
         raise InputError(
-            f"prompt {isl} + output {osl} = {isl + osl} tokens exceeds {model.name}'s context of "
-            f"{model.max_position_embeddings} tokens",
+            f"prompt {isl} + output {osl} = {counted(isl + osl, 'token')} exceeds {model.name}'s context of "
+            f"{counted(model.max_position_embeddings, 'token')}",
             field="isl",
             fix=f"keep --isl plus --osl within {model.max_position_embeddings}",
         )

@@ -14,6 +14,7 @@ from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.targets import misses
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.text import counted
 from shardplan.tools.cost.calibration import calibration
 from shardplan.tools.cost.memory import memory_reports
 from shardplan.tools.cost.op_time import bytes_on_wire
@@ -207,7 +208,8 @@ def estimate_cost(dag: DAG, cluster: Cluster | None = None, backend: Backend = "
         pricing_note(pricing),
         "decode step priced at the average context (prompt + half the output)",
         (
-            f"prefill admits {workload.prefill_batch} prompts at a time (continuous batching); throughput counts "
+            f"prefill admits {counted(workload.prefill_batch, 'prompt')} at a time (continuous batching); throughput "
+            f"counts "
             f"{math.ceil(workload.sequences / workload.prefill_sequences)} prefill rounds per batch"
             if workload.prefill_batch
             else "prefill prices the whole batch arriving together (static batching; see --prefill-batch)"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from shardplan.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
 from shardplan.contracts.hardware import Cluster
+from shardplan.text import counted
 from shardplan.tools.cost.op_time import node_time_s
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def schedule_graph(
                 last = max(preds[nxt], key=finish.__getitem__)
                 heapq.heappush(ready, (priority(nxt), finish[last], order[nxt], nxt, last))
     if len(finish) != len(nodes):
-        raise ValueError(f"the DAG has a cycle: {len(nodes) - len(finish)} nodes never became ready")
+        raise ValueError(f"the DAG has a cycle: {counted(len(nodes) - len(finish), 'node')} never became ready")
     return Schedule(start, finish, gate, dict(busy["compute"]), dict(busy["comm"]))
 
 

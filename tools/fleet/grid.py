@@ -20,8 +20,9 @@ from shardplan.contracts.economics import GpuPrice
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.workload import default_objective
 from shardplan.errors import InputError
+from shardplan.limits import MAX_RATE, MIN_RATE, RATE_RANGE
 from shardplan.reading import parse_yaml_text, read_text
-from shardplan.text import one_line
+from shardplan.text import counted, one_line
 from shardplan.tools.api.request_args import RequestArgs
 from shardplan.tools.catalogs.gpus import get_gpu
 from shardplan.tools.planning.engine_choice import parse_engines
@@ -79,9 +80,9 @@ class SweepGrid(Contract):
 
     @model_validator(mode="after")
     def _positive_rates(self) -> SweepGrid:
-        bad = [r for r in self.rates if not r > 0]
+        bad = [r for r in self.rates if not MIN_RATE <= r <= MAX_RATE]  # NaN fails too (limits.check_rate's range)
         if bad:
-            raise ValueError(f"rates must be positive requests/s, got {bad}")
+            raise ValueError(f"rates must lie {RATE_RANGE}, got {bad}")
         return self
 
     @property
@@ -125,8 +126,8 @@ def grid_cells(grid: SweepGrid) -> list[Cell]:
         InputError: more than MAX_CELLS cells, an unknown model, GPU or trace, a price for an unknown GPU.
     """
     if grid.cell_count > MAX_CELLS:
-        raise InputError(f"the grid has {grid.cell_count:,} cells, more than {MAX_CELLS:,}", field="grid",
-                         fix="split it into smaller grids")
+        raise InputError(f"the grid has {counted(grid.cell_count, 'cell', spec=',')}, more than {MAX_CELLS:,}",
+                         field="grid", fix="split it into smaller grids")
     for name in grid.gpus:  # every GPU named, before any cell: a request alone resolves its GPU only when planned
         get_gpu(name)
     prices = {get_gpu(name).name: GpuPrice(gpu=get_gpu(name).name, usd_per_gpu_hour=dollars,

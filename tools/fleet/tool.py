@@ -16,6 +16,7 @@ from pydantic import Field
 from shardplan.errors import InputError
 from shardplan.executor import ExecutorChoice
 from shardplan.limits import MAX_TOOL_SWEEP_CELLS
+from shardplan.text import counted
 from shardplan.tools.api.registry import capability
 from shardplan.tools.api.request_args import Args
 from shardplan.tools.api.results import Result
@@ -104,7 +105,8 @@ def sweep(args: SweepArgs) -> SweepSummary:
     For larger grids use the command line, shardplan sweep (parallel, resumable, on Ray)."""
     grid = _grid(args.grid)
     if grid.cell_count > MAX_TOOL_SWEEP_CELLS:
-        raise InputError(f"grid has {grid.cell_count:,} cells, more than the {MAX_TOOL_SWEEP_CELLS} one call plans",
+        raise InputError(f"grid has {counted(grid.cell_count, 'cell', spec=',')}, more than the "
+                         f"{MAX_TOOL_SWEEP_CELLS} one call plans",
                          field="grid", fix="send fewer models, GPU types, engines, rates or targets, or run "
                                            "shardplan sweep on the command line")
     try:
@@ -125,7 +127,8 @@ def sweep_text(data: dict[str, Any]) -> str:
     """The sweep's answer in a few lines: the cells by status, then the best per question."""
     summary = SweepSummary.model_validate(data)
     counts = ", ".join(f"{n} {status}" for status, n in summary.statuses.items())
-    lines = [f"sweep {summary.grid}: {summary.cells} cells ({counts}) in {summary.seconds:.1f} s; best per question:"]
+    lines = [f"sweep {summary.grid}: {counted(summary.cells, 'cell')} ({counts}) in {summary.seconds:.1f} s; best per "
+             f"question:"]
     for row in summary.best:
         rate = f" at {row.rate:g} req/s" if row.rate is not None else ""
         if row.status != "ok":
@@ -133,6 +136,6 @@ def sweep_text(data: dict[str, Any]) -> str:
             continue
         price = (f"${row.usd_per_million_output_tokens:,.3f} per 1M output tokens"
                  if row.usd_per_million_output_tokens is not None else "no price")
-        lines.append(f"- {row.model} {row.traffic}{rate}: {row.gpu} {row.engine}, {row.gpus_used} GPUs as "
+        lines.append(f"- {row.model} {row.traffic}{rate}: {row.gpu} {row.engine}, {counted(row.gpus_used, 'GPU')} as "
                      f"{row.layout}, {price} ({row.pricing} pricing)")
     return "\n".join(lines)

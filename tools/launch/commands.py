@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shardplan.contracts.plan import Plan
 from shardplan.errors import InputError
+from shardplan.text import counted
 from shardplan.tools.launch import sglang, trtllm, vllm
 from shardplan.tools.launch.servers import (
     ENGINES,
@@ -78,7 +79,7 @@ def launch_command(plan: Plan, engine: Engine, spec_model: str | None = None) ->
         raise InputError(f"unknown engine {engine!r}", field="engine", fix=f"choose one of {', '.join(ENGINES)}")
     if plan.strategy is None:
         raise InputError("the plan is infeasible and has no strategy to launch", field="strategy",
-                         fix=(f"plan again with at least {plan.min_gpus} GPUs" if plan.min_gpus
+                         fix=(f"plan again with at least {counted(plan.min_gpus, 'GPU')}" if plan.min_gpus
                               else "plan again with more GPUs or a smaller workload"))
     notes: list[str] = []
     if plan.status == "infeasible":
@@ -86,7 +87,7 @@ def launch_command(plan: Plan, engine: Engine, spec_model: str | None = None) ->
     target = plan_target(plan, spec_model)
     running = target.sequences("decode" if plan.strategy.disaggregated else "serve")
     if open_arrivals(plan) and plan.deployment is not None and running > plan.deployment.concurrency:
-        notes.append(f"the plan keeps {plan.deployment.concurrency} sequences in flight on average at "
+        notes.append(f"the plan keeps {counted(plan.deployment.concurrency, 'sequence')} in flight on average at "
                      f"{plan.request.workload.rate:g} requests/s; the engines' limits are what their KV cache holds "
                      f"({running} in all), so arrivals above the mean run rather than queue")
     servers = plan_servers(plan, notes, target)

@@ -13,6 +13,7 @@ from typing import Literal, get_args
 from shardplan.contracts.plan import Plan
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.packing import place_workers
+from shardplan.text import counted
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.launch.features import Drafting, drafting, prefix_hit
 from shardplan.tools.planning.planner import resolve_request
@@ -216,7 +217,8 @@ def seqs_per_scheduler(phase: PhaseStrategy, batch: int, groups: int) -> int:
 def microbatch_note(engine: str, role: str, phase: PhaseStrategy, notes: list[str], flag: str = "") -> None:
     if phase.mb > 1:
         how = f"; {flag} approximates it" if flag else ""
-        notes.append(f"{role}: mb={phase.mb} microbatches per step cannot be set in {engine}, which schedules "
+        notes.append(f"{role}: mb={counted(phase.mb, 'microbatch', 'microbatches')} per step cannot be set in "
+                     f"{engine}, which schedules "
                      f"batches through the pipeline itself{how}")
 
 
@@ -238,5 +240,6 @@ def pool_notes(
         notes.append(multinode)
     pair = split_pair(servers)
     if pair is None and servers[0].instances > 1:
-        notes.append(f"dp={servers[0].instances} replicas run as separate {engine} servers; put {balancer} in front")
+        notes.append(f"dp={counted(servers[0].instances, 'replica')} run as separate {engine} servers; put {balancer} "
+                     f"in front")
     return pair

@@ -19,6 +19,7 @@ Flag names checked against the engine's own documentation (read through the sear
 
 from __future__ import annotations
 
+from shardplan.text import counted
 from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
 
 __all__ = ["configure", "extras", "feature_notes"]
@@ -75,7 +76,8 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
     elif p.adp > 1:
         flags["--tp-size"] = p.tp
         flags["--dp-size"] = p.adp
-        notes.append(f"{server.role}: SGLang's data-parallel attention covers MoE models only; the adp={p.adp} groups "
+        notes.append(f"{server.role}: SGLang's data-parallel attention covers MoE models only; the "
+                     f"adp={counted(p.adp, 'group')} "
                      "of this dense model run as data-parallel workers")
     else:
         flags["--tp-size"] = p.tp

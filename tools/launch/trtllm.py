@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 
+from shardplan.text import counted
 from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
 
 __all__ = ["configure", "extras", "feature_notes"]
@@ -78,7 +79,7 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
         options.append("enable_attention_dp: true")
         if p.tp > 1:
             notes.append(f"{server.role}: TensorRT-LLM's attention DP gives every GPU its own attention "
-                         f"(attention_dp_size = tp_size = {p.stage_gpus}); the plan's adp={p.adp} groups of "
+                         f"(attention_dp_size = tp_size = {p.stage_gpus}); the plan's adp={counted(p.adp, 'group')} of "
                          f"tp={p.tp} cannot be expressed")
         if not target.moe:
             notes.append(f"{server.role}: attention DP is meant for MoE models; on this dense model consider "

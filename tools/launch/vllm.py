@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 
+from shardplan.text import counted
 from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
 
 __all__ = ["configure", "extras", "feature_notes"]
@@ -78,7 +79,8 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
                 notes.append(f"{server.role}: vLLM sets the expert-parallel size to TP x DP = {p.adp * p.tp}; the "
                              f"plan's ep={p.ep} with expert TP {p.etp} cannot be expressed")
         if p.dp > 1:
-            notes.append(f"{server.role}: the dp={p.dp} replicas are separate servers, not --data-parallel-size, "
+            notes.append(f"{server.role}: the dp={counted(p.dp, 'replica')} are separate servers, not "
+                         f"--data-parallel-size, "
                          "which would make them share the expert layers")
     else:
         # One server per replica, each on its own GPUs (a load balancer in front spreads the requests).

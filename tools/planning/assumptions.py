@@ -12,6 +12,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.traffic import ClosedLoop, GammaArrivals, TraceArrivals, arrival_text
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 from shardplan.tools.catalogs.drafters import mtp_layers
 from shardplan.tools.catalogs.gpus import get_gpu
 from shardplan.tools.catalogs.model_names import alias_note
@@ -30,7 +31,8 @@ def _traffic_lines(w: Workload, given: Collection[str]) -> list[str]:
     lines = []
     arrival = traffic.arrival
     if isinstance(arrival, ClosedLoop) and "batch" not in given and w.batch == arrival.clients:
-        lines.append(f"{w.batch} sequences in flight: the {arrival.clients} clients of arrival closed:"
+        lines.append(f"{counted(w.batch, 'sequence')} in flight: the {counted(arrival.clients, 'client')} of arrival "
+                     f"closed:"
                      f"{arrival.clients}, no batch given")
     if isinstance(arrival, TraceArrivals) and "rate" not in given and w.rate is not None:
         lines.append(f"rate {w.rate:.3g} requests/s: the mean rate of trace '{traffic.trace}', not given")
@@ -62,16 +64,17 @@ def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[st
         lines.append(f"GPU {request.gpu}: not given")
     if "gpus_per_node" not in given and request.gpus > 1 and request.cluster is None:
         per = request.gpus_per_node or get_gpu(request.gpu).gpus_per_node
-        lines.append(f"{min(per, request.gpus)} GPUs per node: the usual {request.gpu} node, not given")
+        lines.append(f"{counted(min(per, request.gpus), 'GPU')} per node: the usual {request.gpu} node, not given")
     for which, what in (("isl", "prompt length"), ("osl", "output length")):
         source = length_source(w.traffic, which)
         if which not in given:
-            lines.append(f"{what} {getattr(w, which)} tokens: " + (f"the mean of {source}, " if source else "")
-                         + "not given")
+            mean = f"the mean of {source}, " if source else ""
+            lines.append(f"{what} {counted(getattr(w, which), 'token')}: {mean}not given")
     lines += _traffic_lines(w, given)
     if w.prefix_hit > 0:
         cached = w.isl - w.prefill_tokens
-        lines.append(f"prefix cache: {w.prefix_hit:.0%} of each prompt ({cached} tokens) is one prefix shared by "
+        lines.append(f"prefix cache: {w.prefix_hit:.0%} of each prompt ({counted(cached, 'token')}) is one prefix "
+                     f"shared by "
                      "every request of a replica (a decode worker when split), held once in its KV cache; prefill "
                      "computes the rest")
     arrival = w.traffic.arrival if w.traffic is not None else None
@@ -102,6 +105,6 @@ def _speculation_lines(w: Workload, model: ModelSpec) -> list[str]:
     layers = mtp_layers(model) if w.speculation is None else 0
     if not layers:
         return []
-    return [f"speculative decoding off: not given ({model.name} has {layers} MTP layer{'s' if layers > 1 else ''}; "
+    return [f"speculative decoding off: not given ({model.name} has {counted(layers, 'MTP layer')}; "
             f"--spec mtp:{layers} with --spec-accept A, the accepted drafts per step your engine measures, turns it "
             "on)"]

@@ -15,6 +15,7 @@ from typing import Literal
 from shardplan.contracts.choice import Choice, ChoiceDimension, ChoiceOption, cost_rank
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.errors import InputError
+from shardplan.text import counted
 from shardplan.tools.cost.measured.database import measured_tables
 
 __all__ = ["option_row", "option_value", "answer_choice", "choice_basis"]
@@ -81,7 +82,7 @@ def _why_lost(row: ChoiceOption, best: ChoiceOption, name: str) -> tuple[str, st
     per_gpu, top_per_gpu = row.tokens_per_s_per_gpu or 0.0, best.tokens_per_s_per_gpu or 0.0
     if per_gpu != top_per_gpu:
         return "costlier", f"fewer tokens per GPU: {per_gpu:,.0f} output tokens/s per GPU against {top_per_gpu:,.0f} " \
-                           f"for {name} ({row.gpus_used} GPUs against {best.gpus_used})"
+                           f"for {name} ({counted(row.gpus_used, 'GPU')} against {best.gpus_used})"
     if row.gpus_used != best.gpus_used:
         return "costlier", f"more GPUs: {row.gpus_used} against {best.gpus_used} for {name}"
     if row.e2e_ms is not None and best.e2e_ms is not None and row.e2e_ms != best.e2e_ms:

@@ -23,6 +23,7 @@ from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.packing import max_workers, packs
+from shardplan.text import counted
 from shardplan.tools.planning.evaluation import Evaluation, evaluate
 from shardplan.tools.planning.prefix_cache import prefix_cache_effect
 from shardplan.tools.search.ranking import ranked
@@ -54,8 +55,8 @@ def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, 
         problems.append(
             Problem(
                 "HIER-2",
-                f"the deployment uses {strategy.gpus} GPUs but the budget is {budget}",
-                f"use fewer replicas (dp) or a smaller layout: at most {budget} GPUs",
+                f"the deployment uses {counted(strategy.gpus, 'GPU')} but the budget is {budget}",
+                f"use fewer replicas (dp) or a smaller layout: at most {counted(budget, 'GPU')}",
             )
         )
     sizes = [replica.prefill.gpus, replica.decode.gpus] if strategy.disaggregated else [replica.decode.gpus]
@@ -64,8 +65,8 @@ def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, 
             problems.append(
                 Problem(
                     "HIER-2",
-                    f"a worker of {size} GPUs would split a node of {per_node} GPUs unevenly",
-                    f"give each worker at most {per_node} GPUs or a multiple of {per_node}",
+                    f"a worker of {counted(size, 'GPU')} would split a node of {counted(per_node, 'GPU')} unevenly",
+                    f"give each worker at most {counted(per_node, 'GPU')} or a multiple of {per_node}",
                 )
             )
     prefill, decode = (strategy.prefill.dp, replica.prefill.gpus), (strategy.decode.dp, replica.decode.gpus)
@@ -73,9 +74,10 @@ def deployment_problems(model: ModelSpec, cluster: Cluster, strategy: Strategy, 
         problems.append(
             Problem(
                 "HIER-2",
-                f"{strategy.prefill.dp} prefill worker(s) of {replica.prefill.gpus} and {strategy.decode.dp} decode "
-                f"worker(s) of {replica.decode.gpus} GPUs cannot all be placed on {budget} GPUs in nodes of "
-                f"{per_node} without splitting a worker across nodes",
+                f"{counted(strategy.prefill.dp, 'prefill worker')} of {replica.prefill.gpus} and "
+                f"{counted(strategy.decode.dp, 'decode worker')} of {counted(replica.decode.gpus, 'GPU')} cannot all "
+                f"be placed on {counted(budget, 'GPU')} "
+                f"in nodes of {per_node} without splitting a worker across nodes",
                 f"use fewer workers, or worker sizes that fill nodes of {per_node} together",
             )
         )
@@ -142,21 +144,21 @@ def evaluate_deployment(
     elif option is not None:
         notes.append(
             f"TTFT, TPOT and throughput are the deployment's steady state under {workload.batching} batching "
-            f"at {option.concurrency} sequences in flight ({per_worker} per "
+            f"at {counted(option.concurrency, 'sequence')} in flight ({per_worker} per "
             f"{'decode worker' if strategy.disaggregated else 'replica'}); dag_cost is one batch of one replica's DAG"
         )
         if option.running_cap is not None:
             notes.append(
-                f"{option.worker_concurrency} sequences per replica are more than its KV cache and step budget hold "
-                f"({option.running_cap}): the engine runs {option.running_cap} and queues the rest, so TTFT includes "
-                "their wait (Little's law over the closed loop)"
+                f"{counted(option.worker_concurrency, 'sequence')} per replica are more than its KV cache and step "
+                f"budget hold ({option.running_cap}): the engine runs {option.running_cap} and queues the rest, so "
+                "TTFT includes their wait (Little's law over the closed loop)"
             )
         asked = math.ceil(workload.batch / strategy.decode.dp) if workload.batch and strategy.disaggregated else 0
         if option.worker_concurrency < asked:
             notes.append(
-                f"the {strategy.prefill.dp} prefill worker(s) cannot feed {asked} sequences per decode worker "
-                f"(no steady state: their queue would grow without bound); each decode worker runs the largest "
-                f"batch they feed, {option.worker_concurrency}"
+                f"the {counted(strategy.prefill.dp, 'prefill worker')} cannot feed {counted(asked, 'sequence')} per "
+                "decode worker (no steady state: their queue would grow without bound); each decode worker runs the "
+                f"largest batch they feed, {option.worker_concurrency}"
             )
     if cluster.mixed and option is not None:
         notes.append(two_pool_note(cluster, option.kv_transfer_ms))
@@ -183,8 +185,9 @@ def simulated_figures_note(option: PricedDeployment, run: SimulationSummary) -> 
         f"simulated: TTFT, TPOT and request latency (means and P50/P90/P95/P99), the rate served and goodput come "
         f"from replaying {run.workload} through the engine's scheduler (seed {run.seed}); analytic: memory and "
         f"the pools' sizes (the memory model), the steady state it replaced (TTFT {steady.ttft_ms:,.1f} ms, TPOT "
-        f"{steady.tpot_ms:.2f} ms, {steady.requests_per_s:.2f} requests/s at {option.concurrency} sequences in "
-        "flight), the frontier, and dag_cost (one batch of one replica's DAG)"
+        f"{steady.tpot_ms:.2f} ms, {steady.requests_per_s:.2f} requests/s at "
+        f"{counted(option.concurrency, 'sequence')} in flight), the frontier, and dag_cost (one batch of one "
+        "replica's DAG)"
     )
 
 
@@ -212,18 +215,21 @@ def _idle_reason(cluster: Cluster, strategy: Strategy, workload: Workload, idle:
         return ""
     per_node = cluster.gpus_per_node
     if strategy.disaggregated:
-        return f"the two pools are sized so their rates match; {idle} more GPU(s) would not balance them better"
+        return (f"the two pools are sized so their rates match; {counted(idle, 'more GPU', 'more GPUs')} would not "
+                "balance them better")
     size = replica_strategy(strategy).decode.gpus
     room = max_workers(cluster.world_size, per_node, size)
     if workload.rate is not None:
-        return f"{strategy.decode.dp} replica(s) already serve {workload.rate:g} requests/s under the targets"
+        return f"{counted(strategy.decode.dp, 'replica')} already serve {workload.rate:g} requests/s under the targets"
     if strategy.decode.dp < room:
         if workload.batch is not None and strategy.decode.dp >= workload.batch:
-            return f"{workload.batch} sequence(s) in flight keep at most {workload.batch} replica(s) busy"
+            return (f"{counted(workload.batch, 'sequence')} in flight keep at most "
+                    f"{counted(workload.batch, 'replica')} busy")
         return f"more replicas would not help the {workload.objective} objective, and a larger layout is slower" + (
             " or would cross nodes" if size * 2 > per_node else ""
         )
-    return f"a replica takes {size} GPUs, and {idle} left over cannot hold another within whole nodes of {per_node}"
+    return (f"a replica takes {counted(size, 'GPU')}, and {idle} left over cannot hold another within whole nodes "
+            f"of {per_node}")
 
 
 def deployment_section(

@@ -27,6 +27,7 @@ from shardplan.contracts.hardware import GPU
 from shardplan.contracts.plan import Deployment
 from shardplan.contracts.reports import CostReport
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 from shardplan.tools.catalogs.prices import price_for
 
 __all__ = ["prefill_share", "dollars_of", "energy_of", "economics_of"]
@@ -43,7 +44,7 @@ def prefill_share(deployment: Deployment, dag_cost: CostReport | None) -> tuple[
     prefill_gpus = sum(p.workers * p.gpus_per_worker for p in deployment.pools if p.role == "prefill")
     if prefill_gpus:
         return (prefill_gpus / deployment.gpus_used,
-                f"GPU-hours split by pool: {prefill_gpus} of {deployment.gpus_used} GPUs run prefill")
+                f"GPU-hours split by pool: {prefill_gpus} of {counted(deployment.gpus_used, 'GPU')} run prefill")
     if dag_cost is not None and dag_cost.figures.e2e_ms > 0:
         f = dag_cost.figures
         share = f.ttft_ms / f.e2e_ms
@@ -114,18 +115,18 @@ def energy_of(gpu: GPU, figures: Figures, decode_gpu: GPU | None = None,
     if not gpu.tdp_w or decode_gpu is not None and not decode_gpu.tdp_w:
         return None
     watts = figures.gpus_used * gpu.tdp_w
-    counted = f"{figures.gpus_used} x {gpu.name} at its {gpu.tdp_w:g} W board power"
+    powered = f"{figures.gpus_used} x {gpu.name} at its {gpu.tdp_w:g} W board power"
     if decode_gpu is not None and decode_gpu.tdp_w and deployment is not None:
         prefill_gpus, decode_gpus = _pool_gpus(deployment)
         watts = prefill_gpus * gpu.tdp_w + decode_gpus * decode_gpu.tdp_w
-        counted = (f"{prefill_gpus} x {gpu.name} at {gpu.tdp_w:g} W and {decode_gpus} x {decode_gpu.name} at "
+        powered = (f"{prefill_gpus} x {gpu.name} at {gpu.tdp_w:g} W and {decode_gpus} x {decode_gpu.name} at "
                    f"{decode_gpu.tdp_w:g} W board power")
     return Energy(
         power_kw=watts / 1e3,
         joules_per_output_token=watts / figures.tokens_per_s if figures.tokens_per_s > 0 else 0.0,
         board_power_w=gpu.tdp_w,
         upper_bound=True,
-        basis=f"upper bound: {counted} (TDP, GPU catalog) "
+        basis=f"upper bound: {powered} (TDP, GPU catalog) "
               f"all the time, over the {figures.tokens_per_s:,.0f} output tokens/s served; no public idle or "
               "partial-load power is used, and host CPUs, network and cooling are left out",
     )

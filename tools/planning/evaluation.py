@@ -17,6 +17,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.reports import CostReport, ValidationReport
 from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 from shardplan.tools.builder.build import build_dag
 from shardplan.tools.cost.estimate import estimate_cost
 from shardplan.tools.serving.placement import occupied_cluster
@@ -74,7 +75,8 @@ def price_on_budget(model: ModelSpec, cluster: Cluster, strategy: Strategy, work
     if used.world_size >= cluster.world_size:
         return report
     idle = (
-        f"priced on the {used.world_size} of {cluster.world_size} GPUs {strategy.to_spec()} uses; the others stay "
+        f"priced on the {used.world_size} of {counted(cluster.world_size, 'GPU')} {strategy.to_spec()} uses; the "
+        f"others stay "
         "idle (a GPU count is a budget)"
     )
     return report.model_copy(update={"notes": [*report.notes, idle]})

@@ -16,6 +16,7 @@ from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import Alternative, Deployment
 from shardplan.contracts.strategy import Strategy
+from shardplan.text import counted
 from shardplan.tools.planning.prefix_cache import prefix_cache_sentence
 from shardplan.tools.planning.speculation import speculation_sentence
 
@@ -52,44 +53,43 @@ def collectives_by_group(dag: DAG, phase: str = "decode") -> dict[str, tuple[int
     return {group: (total[group], across[group]) for group in total}
 
 
-def _nodes(count: int) -> str:
-    return f"{count} node{'s' if count != 1 else ''}"
-
-
 def _deployment_sentence(model: ModelSpec, cluster: Cluster, strategy: Strategy, deployment: Deployment) -> str:
     d = deployment
     used = f"{d.gpus_used} of {d.gpu_budget} {cluster.gpu.name} GPUs"
     if strategy.disaggregated:
         prefill, decode = d.pools[0], d.pools[-1]
         if prefill.gpu and decode.gpu:
-            used = (f"{d.gpus_used} of {d.gpu_budget} GPUs ({prefill.workers * prefill.gpus_per_worker} {prefill.gpu} "
+            used = (f"{d.gpus_used} of {counted(d.gpu_budget, 'GPU')} ({prefill.workers * prefill.gpus_per_worker} "
+                    f"{prefill.gpu} "
                     f"for prefill, {decode.workers * decode.gpus_per_worker} {decode.gpu} for decode)")
         text = (
-            f"{model.name}: {d.prefill_workers} prefill worker(s) of {prefill.layout} and {d.decode_workers} decode "
-            f"worker(s) of {decode.layout} (disaggregated, KV moved between pools in {d.kv_transfer_ms:.2f} ms per "
-            f"request) on {used}, {d.concurrency} sequences in flight"
+            f"{model.name}: {counted(d.prefill_workers, 'prefill worker')} of {prefill.layout} and "
+            f"{counted(d.decode_workers, 'decode worker')} of {decode.layout} (disaggregated, KV moved between pools "
+            f"in {d.kv_transfer_ms:.2f} ms per "
+            f"request) on {used}, {counted(d.concurrency, 'sequence')} in flight"
         )
     else:
         pool = d.pools[0]
         text = (
-            f"{model.name}: {d.replicas} replica(s) of {pool.layout} ({pool.gpus_per_worker} GPU"
-            f"{'s' if pool.gpus_per_worker > 1 else ''} each) on {used}, {d.concurrency} sequences in flight "
+            f"{model.name}: {counted(d.replicas, 'replica')} of {pool.layout} ({counted(pool.gpus_per_worker, 'GPU')} "
+            f"each) on {used}, {counted(d.concurrency, 'sequence')} in "
+            f"flight "
             f"({pool.concurrency_per_worker} per replica, {d.batching} batching)"
         )
     if d.idle_gpus:
-        text += f"; {d.idle_gpus} GPU(s) stay idle because {d.idle_reason}"
+        text += f"; {counted(d.idle_gpus, 'GPU')} stay idle because {d.idle_reason}"
     return text + "."
 
 
 def _group_sentence(name: str, degree: int, counts: tuple[int, int] | None, spans: int, rules: str) -> str:
     total, across = counts or (0, 0)
-    where = "stay inside one node" if spans <= 1 else f"cross nodes (each spans {_nodes(spans)})"
+    where = "stay inside one node" if spans <= 1 else f"cross nodes (each spans {counted(spans, 'node')})"
     tail = (
         f"; {across} of its {total} collectives per decode step cross the network"
         if across
         else f"; none of its {total} collectives per decode step leaves the node"
     )
-    return f"{name}={degree} groups {where} ({rules}){tail if total else ''}."
+    return f"{name}={counted(degree, 'group')} {where} ({rules}){tail if total else ''}."
 
 
 def _span(cluster: Cluster, ranks: list[int]) -> int:

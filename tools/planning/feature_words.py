@@ -7,6 +7,7 @@ from shardplan.contracts.feature_effects import PrefixCacheEffect, SpeculationEf
 from shardplan.contracts.plan import Plan
 from shardplan.contracts.speculation import Speculation, speculation_text
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 
 __all__ = ["speculation_words", "feature_words", "effect_lines"]
 
@@ -38,7 +39,7 @@ def feature_words(workload: Workload) -> str:
 
 def _speculation_line(spec: Speculation | None, effect: SpeculationEffect, tpot_ms: float) -> str:
     what = speculation_text(spec) if spec is not None else "speculation"
-    accepted = f", {spec.accepted:g} of {spec.draft_tokens} drafts accepted" if spec is not None else ""
+    accepted = f", {spec.accepted:g} of {counted(spec.draft_tokens, 'draft')} accepted" if spec is not None else ""
     return (f"speculative decoding {what}{accepted}: {effect.tokens_per_step:g} tokens per step "
             f"({effect.verify_tokens} verified); step {effect.step_ms:.2f} ms (drafting {effect.draft_ms:.2f}) vs "
             f"{effect.step_without_ms:.2f} ms plain; TPOT {tpot_ms:.2f} ms, {effect.tpot_without_ms:.2f} ms without; "
@@ -52,7 +53,8 @@ def _prefix_line(effect: PrefixCacheEffect, isl: int, ttft_ms: float) -> str:
              f"its time saved; TTFT {ttft_ms:,.1f} ms, {effect.ttft_without_ms:,.1f} ms without; shared prefix KV "
              f"{effect.shared_kv_gb:.2f} GB per GPU"]
     if effect.max_concurrency is not None and effect.max_concurrency_without is not None:
-        parts.append(f"{effect.max_concurrency:,} sequences per worker fit, {effect.max_concurrency_without:,} without")
+        parts.append(f"{counted(effect.max_concurrency, 'sequence', spec=',')} per worker fit, "
+                     f"{effect.max_concurrency_without:,} without")
     if effect.prefill_gpus_without is not None:
         parts.append(f"{effect.prefill_gpus_without} prefill GPUs without the cache")
     return "; ".join(parts)

@@ -18,6 +18,7 @@ from shardplan.contracts.choice import ChoiceOption
 from shardplan.contracts.economics import GpuPrice
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.errors import InputError
+from shardplan.text import counted
 from shardplan.tools.catalogs.gpus import get_gpu, gpu_catalog
 from shardplan.tools.catalogs.prices import price_for
 from shardplan.tools.planning.choice import answer_choice, option_row
@@ -64,8 +65,9 @@ def parse_gpu_types(text: str, prices: dict[str, GpuPrice] | None = None) -> lis
 def gpu_budget_text(budget: int | None, gpus_per_node: int | None) -> str:
     """How many GPUs each type may use, in words (the budget rule of the module)."""
     if budget is not None:
-        return f"each type may use up to {budget} GPUs (--gpus), and a plan with a rate uses only what it needs"
-    per_node = f"{gpus_per_node} GPUs (--gpus-per-node)" if gpus_per_node else "GPUs (its catalog node size)"
+        return (f"each type may use up to {counted(budget, 'GPU')} (--gpus), and a plan with a rate uses only what "
+                "it needs")
+    per_node = f"{counted(gpus_per_node, 'GPU')} (--gpus-per-node)" if gpus_per_node else "GPUs (its catalog node size)"
     return f"no --gpus given: each type may use one node of {per_node}, and a plan with a rate uses only what it " \
            "needs"
 

@@ -16,6 +16,7 @@ from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.targets import miss_texts
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError, StrategyError
+from shardplan.text import counted
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.catalogs.models import check_context
@@ -106,7 +107,7 @@ def why_not(candidate: PricedDeployment, chosen: PricedDeployment, objective: st
         reasons.append(f"{drop:.{0 if drop >= 0.1 else 1}%} fewer tokens/s in all, on {mine.gpus_used} "
                        f"GPUs vs {theirs.gpus_used}")
     if objective == "rate" and mine.gpus_used > theirs.gpus_used:
-        reasons.append(f"{mine.gpus_used} GPUs vs {theirs.gpus_used}")
+        reasons.append(f"{counted(mine.gpus_used, 'GPU')} vs {theirs.gpus_used}")
     if mine.tpot_ms > theirs.tpot_ms * 1.005:
         reasons.append(f"TPOT {mine.tpot_ms:.2f} ms vs {theirs.tpot_ms:.2f} ms")
     if mine.ttft_ms > theirs.ttft_ms * 1.005:
@@ -267,7 +268,7 @@ def plan(request: PlanRequest) -> Plan:
         return infeasible_plan(request, exc)
     best = result.candidates[0]
     messages = [
-        f"priced {result.evaluated} deployments in {result.seconds:.2f} s"
+        f"priced {counted(result.evaluated, 'deployment')} in {result.seconds:.2f} s"
         + (f"; set aside {rejection_summary(result.rejected)}" if result.rejected else "")
     ]
     messages += [result.simpler_preferred] if result.simpler_preferred else []

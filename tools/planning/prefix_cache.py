@@ -17,6 +17,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 from shardplan.tools.cost.memory import GB, memory_report, shared_prefix_kv
 from shardplan.tools.search.ranking import ranked
 from shardplan.tools.serving.deployments import given_deployment
@@ -90,14 +91,15 @@ def prefix_cache_effect(
             if same is None or not same.meets_targets:
                 without = resized
                 notes.append(
-                    f"without the cache {strategy.prefill.dp} prefill worker(s) do not serve {workload.rate:g} "
+                    f"without the cache {counted(strategy.prefill.dp, 'prefill worker')} do not serve "
+                    f"{workload.rate:g} "
                     f"requests/s under the targets: ttft_without_ms is that of {resized.strategy.prefill.dp}"
                 )
         else:
             notes.append(
                 f"without the cache no prefill pool of {replica.prefill.to_spec()} workers beside "
-                f"{strategy.decode.dp} decode worker(s) on {cluster.world_size} GPUs serves {workload.rate:g} "
-                "requests/s under the targets"
+                f"{counted(strategy.decode.dp, 'decode worker')} on {counted(cluster.world_size, 'GPU')} serves "
+                f"{workload.rate:g} requests/s under the targets"
             )
     run = option.simulation if option is not None else None
     if run is not None and run.prefix_hit is not None:
@@ -128,7 +130,8 @@ def prefix_cache_sentence(effect: PrefixCacheEffect, strategy: Strategy, ttft_ms
     computed = int(effect.prefill_tokens_computed)
     text = (
         f"Prefix caching: {effect.hit:.0%} of each prompt is found in the cache (the request's prefix hit rate), so "
-        f"prefill computes {computed:,} tokens per prompt and takes {effect.prefill_work_saved:.0%} less time (its "
+        f"prefill computes {counted(computed, 'token', spec=',')} per prompt and takes "
+        f"{effect.prefill_work_saved:.0%} less time (its "
         f"attention still reads the cached tokens); TTFT {ttft_ms:,.1f} ms against {effect.ttft_without_ms:,.1f} ms "
         f"without it."
     )
@@ -136,18 +139,20 @@ def prefix_cache_sentence(effect: PrefixCacheEffect, strategy: Strategy, ttft_ms
         where = "decode worker" if strategy.disaggregated else "replica"
         text += (
             f" The shared prefix's KV ({effect.shared_kv_gb:.2f} GB per GPU) is held once, so a {where} holds "
-            f"{effect.max_concurrency} sequences instead of {effect.max_concurrency_without}."
+            f"{counted(effect.max_concurrency, 'sequence')} instead of {effect.max_concurrency_without}."
         )
     if effect.prefill_gpus_without is not None:
         gpus = strategy.prefill.gpus
         if effect.prefill_gpus_without > gpus:
             text += (
                 f" The prefill pool bounds this split deployment at its rate, and each prompt now costs "
-                f"{1 - effect.prefill_work_saved:.0%} of its prefill time: {gpus} prefill GPU(s) serve the rate "
+                f"{1 - effect.prefill_work_saved:.0%} of its prefill time: {counted(gpus, 'prefill GPU')} serve the "
+                f"rate "
                 f"where {effect.prefill_gpus_without} were needed without the cache."
             )
         else:
-            text += f" The prefill pool needs {gpus} GPU(s) either way: the decode pool or the targets size it."
+            text += (f" The prefill pool needs {counted(gpus, 'GPU')} either way: the decode pool or the targets "
+                     "size it.")
     return text
 
 

@@ -14,6 +14,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.speculation import speculation_text
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 from shardplan.tools.catalogs.drafters import drafter_for
 from shardplan.tools.cost.memory import GB, drafter_bytes_per_gpu
 from shardplan.tools.serving.steady import serving_point
@@ -69,7 +70,8 @@ def speculation_effect(
             f"acceptance): each step emits {spec.tokens_per_step:g} tokens per sequence, so TPOT is the step over "
             f"{spec.tokens_per_step:g} and a request decodes in (osl - 1) / {spec.tokens_per_step:g} steps",
             f"the verify pass carries {verify} positions per sequence through the target's linear work "
-            f"({verify} x {running} tokens at {running} sequences) and attends with them over one read of each "
+            f"({verify} x {counted(running, 'token')} at {counted(running, 'sequence')}) and attends with them over "
+            f"one read of each "
             "sequence's KV cache (the decode kernels fold the positions into the query heads)",
             f"drafting: {spec.draft_tokens} pass(es) of {_HOW[spec.method]}; the first over the verified positions "
             "and any prompt chunk, the others over one token per sequence",
@@ -77,7 +79,8 @@ def speculation_effect(
             f"a speculative step costs {step_s / plain_s:.2f}x a plain one at this batch and {alone:.2f}x at one "
             "sequence per attention group: small steps are bound by reading the weights whatever tokens they carry, "
             "larger ones pay for every extra position in compute, so the gain shrinks as the batch grows",
-            f"priced at {running} sequences per {'decode worker' if option.strategy.disaggregated else 'replica'} of "
+            f"priced at {counted(running, 'sequence')} per "
+            f"{'decode worker' if option.strategy.disaggregated else 'replica'} of "
             f"{layout.to_spec()}, the chosen deployment's load, against a plain decode step of the same layout and "
             "batch",
         ],

@@ -12,6 +12,7 @@ from shardplan.contracts.arithmetic.feasibility import needed_sequences_text, se
 from shardplan.contracts.reports import MemoryReport
 from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 
 __all__ = ["batch_fix", "unpriced_reason"]
 
@@ -40,6 +41,7 @@ def unpriced_reason(strategy: Strategy, workload: Workload, memory: list[MemoryR
         )
     return (
         f"{spec} has no concurrency that fits in its GPUs' memory for this request (at most "
-        f"{min((m.max_batch for m in memory), default=0)} sequences fit). Give a smaller --batch or shorter lengths, "
+        f"{counted(min((m.max_batch for m in memory), default=0), 'sequence')} fit). Give a smaller --batch or "
+        f"shorter lengths, "
         f"or drop -s to search for a layout (MEM-1)."
     )

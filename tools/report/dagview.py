@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from shardplan.contracts.dag import DAG, CommNode, ComputeNode, Edge, StateNode
+from shardplan.text import counted
 from shardplan.tools.report.svg import esc, kind_colour, kind_fill, legend_items, svg_open, text
 from shardplan.tools.views.collapse import collapse
 from shardplan.tools.views.exports import rank_ranges
@@ -132,9 +133,8 @@ def _describe(block: Block) -> str:
     else:
         flavour = ""
     if block.layers:
-        plural = "s" if len(block.layers) > 1 else ""
-        return f"{len(block.layers)} layer{plural} · {flavour} · {len(block.nodes)} nodes"
-    return f"{len(block.nodes)} node{'s' if len(block.nodes) != 1 else ''}"
+        return f"{counted(len(block.layers), 'layer')} · {flavour} · {counted(len(block.nodes), 'node')}"
+    return counted(len(block.nodes), "node")
 
 
 # ------------------------------------------------------------------------------------ block diagram
@@ -298,7 +298,8 @@ def dag_section(dag: DAG) -> str:
     blocks = layer_blocks(dag)
     meta = dag.meta
     out = [f'<p class="legend">{legend_items([n.kind for n in dag.nodes])}</p>',
-           f"<p class=\"muted\">{len(dag.nodes):,} nodes and {len(dag.edges):,} edges in the drawn replica; "
+           f"<p class=\"muted\">{counted(len(dag.nodes), 'node', spec=',')} and "
+           f"{counted(len(dag.edges), 'edge', spec=',')} in the drawn replica; "
            "microbatch 0 shown (other microbatches repeat it). Click a block to open its nodes.</p>"]
     for phase, stages in blocks.items():
         if phase == "handoff":
@@ -343,7 +344,9 @@ def _block_details(dag: DAG, block: Block) -> str:
     ranks = rank_ranges(r for n in block.nodes for r in n.ranks)
     where = f"{block.phase} · stage {block.stage}"
     drawing = layered_svg(block.nodes, dag.edges, f"{where} {block.title}")
-    layers = f" per layer ({len(block.layers)} layers alike; L{block.layers[0]} shown)" if len(block.layers) > 1 else ""
+    layers = ""
+    if len(block.layers) > 1:
+        layers = f" per layer ({counted(len(block.layers), 'layer')} alike; L{block.layers[0]} shown)"
     return (f'<details class="block-details" id="{esc(block.anchor)}"><summary><b>{esc(where)} · {esc(block.title)}'
             f"</b> — {esc(_describe(block))}{esc(layers)}, ranks {esc(ranks)}</summary>"
             f'<p class="legend">{chips}</p><p class="muted">{esc(counts)}</p>'

@@ -17,6 +17,7 @@ from shardplan.contracts.figures import Figures, LatencyMetric
 from shardplan.contracts.plan import Plan
 from shardplan.contracts.simulation import DISTRIBUTION_PERCENTS, SimulationSummary
 from shardplan.contracts.targets import SloPercentile, judged_latency
+from shardplan.text import counted
 from shardplan.tools.report.svg import esc, fmt_ms, fmt_num, nice_ticks, svg_open, text
 
 __all__ = ["share_within", "nines", "latency_cdf_svg", "latency_html"]
@@ -147,7 +148,8 @@ def latency_html(plan: Plan) -> str:
     wanted = "both targets" if run.targets.ttft_ms and run.targets.tpot_ms else "the target"
     queue = {True: "; the queue settled", False: "; the queue did not settle", None: ""}[run.settled]
     caption = (f"Replayed {esc(run.workload)} (seed {run.seed}) through the engine's scheduler: {run.goodput:.1%} "
-               f"met {wanted}; {run.preemptions:,} preemptions{queue}. Each curve is the share of requests served "
+               f"met {wanted}; {counted(run.preemptions, 'preemption', spec=',')}{queue}. Each curve is the share of "
+               f"requests served "
                "within a latency, on a scale of nines (90%, 99%, 99.9% evenly spaced); the dashed line is the "
                "target, the dot the statistic it bounds.")
     grid = f'<div class="grid2">{"".join(panels)}</div>' if panels else ""

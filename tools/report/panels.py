@@ -14,6 +14,7 @@ from shardplan.contracts.reports import CostReport, MemoryReport, PhaseCost, Val
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.errors import InputError
 from shardplan.knowledge.rules import get_rule
+from shardplan.text import counted
 from shardplan.tools.launch.commands import ENGINES, launch_command
 from shardplan.tools.planning.feature_words import feature_words
 from shardplan.tools.report.svg import CATEGORY_COLOURS, category_of, esc, fmt_ms, fmt_num, svg_open, text, text_width
@@ -58,11 +59,11 @@ def _in_flight(plan: Plan) -> str:
     if d is None:
         return f"batch {w.sequences:,}"
     shape = (f"{d.prefill_workers} prefill + {d.decode_workers} decode workers" if d.prefill_workers
-             else f"{d.replicas} replica{'s' if d.replicas > 1 else ''}")
+             else counted(d.replicas, "replica"))
     if d.prefill_workers and all(p.gpu for p in d.pools):  # two GPU types: each pool's
         prefill, decode = d.pools[0], d.pools[-1]
         shape = f"{d.prefill_workers} prefill workers on {prefill.gpu} + {d.decode_workers} decode on {decode.gpu}"
-    return f"{d.concurrency:,} sequences in flight on {shape} · {d.batching} batching"
+    return f"{counted(d.concurrency, 'sequence', spec=',')} in flight on {shape} · {d.batching} batching"
 
 
 def header_html(plan: Plan) -> str:
@@ -74,7 +75,8 @@ def header_html(plan: Plan) -> str:
     per_node = f", {req.gpus_per_node} per node" if req.gpus_per_node else ""
     parts = [f'<header><div class="title"><h1>{esc(model)} on {esc(req.gpu_words)}</h1>'
              f'<span class="badge {badge}">{esc(said)}</span></div>'
-             f'<p class="muted">input {w.isl:,} tokens · output {w.osl:,} tokens · {_in_flight(plan)} · objective '
+             f'<p class="muted">input {counted(w.isl, "token", spec=",")} · output '
+             f'{counted(w.osl, "token", spec=",")} · {_in_flight(plan)} · objective '
              f"{esc(w.objective)}{esc(targets)}{esc(feature_words(w))}{esc(per_node)} · policy {esc(req.policy)} · "
              f"shardplan {esc(plan.shardplan_version)}</p>"]
     f = plan.figures
@@ -88,7 +90,7 @@ def header_html(plan: Plan) -> str:
                  ("GPUs used", f"{f.gpus_used} of {f.gpu_budget}")]
         if plan.validation is not None:
             errors = sum(1 for v in plan.validation.violations if v.severity == "error")
-            tiles.append(("validation", "valid" if plan.validation.valid else f"{errors} errors"))
+            tiles.append(("validation", "valid" if plan.validation.valid else f"{counted(errors, 'error')}"))
         parts.append('<div class="tiles">' + "".join(f'<div class="tile"><span>{esc(k)}</span><b>{esc(v)}</b></div>'
                                                      for k, v in tiles) + "</div>")
         for miss in plan.misses:
@@ -255,9 +257,11 @@ def validation_html(report: ValidationReport, known: set[str]) -> str:
     """The validators' verdict: every violation with its rule linked to the knowledge entry, or a clean bill."""
     errors = sum(1 for v in report.violations if v.severity == "error")
     verdict = ('<span class="badge ok">valid</span>' if report.valid else
-               f'<span class="badge bad">{errors} error{"s" if errors != 1 else ""}</span>')
-    parts = [f"<p>{verdict} {len(report.rules_checked)} rules checked on {report.nodes:,} nodes and "
-             f"{report.edges:,} edges; {len(report.violations)} finding{'s' if len(report.violations) != 1 else ''}."
+               f'<span class="badge bad">{counted(errors, "error")}</span>')
+    parts = [f"<p>{verdict} {counted(len(report.rules_checked), 'rule')} checked on "
+             f"{counted(report.nodes, 'node', spec=',')} and "
+             f"{counted(report.edges, 'edge', spec=',')}; "
+             f"{counted(len(report.violations), 'finding')}."
              "</p>"]
     if report.violations:
         rows = []

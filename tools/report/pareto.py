@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import Plan
+from shardplan.text import counted
 from shardplan.tools.report.svg import esc, fmt_num, nice_ticks, svg_open, text
 
 __all__ = ["Point", "plan_points", "dominates", "pareto_front", "pareto_svg"]
@@ -51,7 +52,7 @@ def plan_points(plan: Plan) -> list[Point]:
     points = [_point(chosen, plan.figures, True)]
     for frontier_point in d.frontier if d else []:
         f = frontier_point.figures
-        why = f"TTFT {f.ttft_ms:.0f} ms, TPOT {f.tpot_ms:.2f} ms on {f.gpus_used} GPUs" + (
+        why = f"TTFT {f.ttft_ms:.0f} ms, TPOT {f.tpot_ms:.2f} ms on {counted(f.gpus_used, 'GPU')}" + (
             "" if frontier_point.meets_targets else "; misses the targets")
         points.append(_point(_label(frontier_point.strategy, frontier_point.concurrency), f, False, why))
     points += [_point(_label(a.strategy, a.concurrency), a.figures, False, a.why_not) for a in plan.alternatives]

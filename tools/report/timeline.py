@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from shardplan.contracts.dag import DAG
 from shardplan.contracts.dag_roles import BOUNDARY_ROLES, BoundaryRole, step_boundaries
 from shardplan.contracts.plan import Plan
+from shardplan.text import counted
 from shardplan.tools.cost.schedule import Schedule, busy_overlap, schedule_dag
 from shardplan.tools.report.svg import esc, fmt_ms, kind_colour, legend_items, nice_ticks, svg_open, text
 from shardplan.tools.views.exports import rank_ranges
@@ -256,7 +257,7 @@ def timeline_svg(dag: DAG, sched: Schedule, window: PhaseWindow, lanes: dict[str
         label = f"GPU {rank_ranges(row.ranks)}"
         out.append(text(6, y + 12, label, size=11, weight="bold"))
         if len(row.ranks) > 1:
-            out.append(text(6, y + 24, f"{len(row.ranks)} GPUs alike", size=9, fill="#64748b"))
+            out.append(text(6, y + 24, f"{counted(len(row.ranks), 'GPU')} alike", size=9, fill="#64748b"))
         lane_y = y + 2
         for lane in LANES:
             h = _LANE_H[lane]
@@ -285,9 +286,9 @@ def timeline_svg(dag: DAG, sched: Schedule, window: PhaseWindow, lanes: dict[str
     else:
         merged = f"as {drawn:,} bars (neighbours closer than {gap / per_px:.0f} px merged{mixing})"
     more = f"; first {len(shown)} of {len(rows)} distinct rows" if len(rows) > len(shown) else ""
-    gpus = f"{len(window.ranks)} GPU{'s' if len(window.ranks) != 1 else ''}"
+    gpus = counted(len(window.ranks), "GPU")
     caption = (f"{window.title}: {fmt_ms((window.hi - window.lo) * 1e3)} on {gpus}, "
-               f"{len(rows)} distinct timeline{'s' if len(rows) != 1 else ''}, {nodes:,} node intervals drawn "
+               f"{counted(len(rows), 'distinct timeline')}, {nodes:,} node intervals drawn "
                f"{merged}{more}.")
     return "".join(out), caption
 
@@ -296,7 +297,7 @@ def _bar_title(bar: Bar) -> str:
     busy_ms = sum(bar.busy.values()) * 1e3
     if len(bar.nodes) == 1:
         return f"{bar.nodes[0]} · {bar.kind} · {fmt_ms(busy_ms)}"
-    return f"{len(bar.nodes)} nodes, {fmt_ms(busy_ms)} busy: {bar.nodes[0]} … {bar.nodes[-1]}"
+    return f"{counted(len(bar.nodes), 'node')}, {fmt_ms(busy_ms)} busy: {bar.nodes[0]} … {bar.nodes[-1]}"
 
 
 def timeline_legend(dag: DAG) -> str:

@@ -31,6 +31,7 @@ from shardplan.contracts.targets import within
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError
 from shardplan.packing import max_workers
+from shardplan.text import counted
 from shardplan.tools.cost.estimate import stated_error_pct
 from shardplan.tools.cost.pricing import pricing_backend
 from shardplan.tools.search.constraint_checks import phase_violations, satisfies, unsatisfiable
@@ -267,8 +268,9 @@ def search(
         capacity_gb = cluster.world_size * cluster.gpu.memory_gb
         raise InfeasibleError(
             f"{model.name} does not fit on {cluster.world_size} x {cluster.gpu.name}: its weights are "
-            f"{weights_gb:.0f} GB ({model.weight_dtype}) and {workload.sequences} sequence(s) at "
-            f"{workload.isl}+{workload.osl} tokens add KV cache, against {capacity_gb:.0f} GB of GPU memory less "
+            f"{weights_gb:.0f} GB ({model.weight_dtype}) and {counted(workload.sequences, 'sequence')} at "
+            f"{workload.isl}+{counted(workload.osl, 'token')} add KV cache, against {capacity_gb:.0f} GB of GPU "
+            f"memory less "
             f"runtime workspace and the {1 - workload.gpu_memory_utilization:.0%} headroom"
             + (
                 f"; the fewest {cluster.gpu.name} GPUs that fit is {need}" if need else "; no GPU count up to 1024 fits"
@@ -313,8 +315,10 @@ def _raise_for_two_pools(model: ModelSpec, cluster: Cluster, workload: Workload,
     found = [n for n in needs.values() if n is not None]
     raise InfeasibleError(
         f"{model.name} does not fit split pools of {cluster.gpu.name} prefill and {cluster.gpu_of('decode').name} "
-        f"decode on {cluster.world_size} GPUs: its weights are {weights_gb:.0f} GB ({model.weight_dtype}) and "
-        f"{workload.sequences} sequence(s) at {workload.isl}+{workload.osl} tokens add KV cache, and each pool's "
+        f"decode on {counted(cluster.world_size, 'GPU')}: its weights are {weights_gb:.0f} GB ({model.weight_dtype}) "
+        f"and "
+        f"{counted(workload.sequences, 'sequence')} at {workload.isl}+{counted(workload.osl, 'token')} add KV cache, "
+        f"and each pool's "
         f"workers must hold them within its own GPU's memory; the fewest that fit is about {' and '.join(words)}",
         min_gpus=sum(found) if len(found) == 2 else None,
     )
@@ -333,7 +337,7 @@ def _raise_for_constraints(model: ModelSpec, cluster: Cluster, workload: Workloa
             f"{', '.join(blamed)}; relax {'them' if len(blamed) > 1 else 'it'} or change the GPU count"
         )
     texts = ", ".join(constraints.to_texts())
-    chosen = f"the {len(allowed)} strategies of {where} that satisfy the constraints {texts}"
+    chosen = f"the {counted(len(allowed), 'strategy', 'strategies')} of {where} that satisfy the constraints {texts}"
     batch = workload.batch
     if batch is not None and all(sequences_needed(s) > batch for s in allowed):
         # Not memory: every allowed layout has more attention data-parallel groups and microbatches than sequences.
@@ -343,6 +347,6 @@ def _raise_for_constraints(model: ModelSpec, cluster: Cluster, workload: Workloa
             "more, or relax the constraints"
         )
     raise InfeasibleError(
-        f"{chosen} do not fit in memory ({model.weight_dtype} weights, {workload.sequences} sequence(s) at "
-        f"{workload.isl}+{workload.osl} tokens); relax the constraints or add GPUs"
+        f"{chosen} do not fit in memory ({model.weight_dtype} weights, {counted(workload.sequences, 'sequence')} at "
+        f"{workload.isl}+{counted(workload.osl, 'token')}); relax the constraints or add GPUs"
     )

@@ -13,6 +13,7 @@ from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import FitHint
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 from shardplan.tools.catalogs.gpus import make_cluster
 from shardplan.tools.cost.memory import kv_bytes_per_sequence_per_gpu, largest_fitting
 from shardplan.tools.search.fitting import Fit, PhaseFilter, any_layout, best_fit, fits
@@ -43,11 +44,11 @@ def with_context(workload: Workload, isl: int) -> Workload:
 
 def _where(fit: Fit) -> str:
     spec = fit.layout.to_spec()
-    return spec if fit.replicas == 1 else f"{fit.replicas} replicas of {spec}"
+    return spec if fit.replicas == 1 else f"{counted(fit.replicas, 'replica')} of {spec}"
 
 
 def _tokens(workload: Workload) -> str:
-    return f"{workload.isl}+{workload.osl} tokens"
+    return f"{workload.isl}+{counted(workload.osl, 'token')}"
 
 
 def _weight_hint(model: ModelSpec, cluster: Cluster, workload: Workload, allowed: PhaseFilter) -> FitHint | None:
@@ -83,7 +84,7 @@ def _kv_hint(model: ModelSpec, cluster: Cluster, workload: Workload, allowed: Ph
         change="kv_dtype",
         value="fp8",
         text=f"fp8 KV cache: {after:.2f} GB per sequence per GPU instead of {before:.2f} on {_where(fit)}, up to "
-        f"{fit.sequences} sequences in flight at {_tokens(workload)}",
+        f"{counted(fit.sequences, 'sequence')} in flight at {_tokens(workload)}",
     )
 
 
@@ -98,12 +99,12 @@ def _gpus_hint(
     if not fits(fit, workload):
         return None  # the count came from the same test; only a changed filter could refuse it
     assert fit is not None
-    nodes = f"{larger.nodes} nodes of {larger.gpus_per_node}" if larger.nodes > 1 else "one node"
+    nodes = f"{counted(larger.nodes, 'node')} of {larger.gpus_per_node}" if larger.nodes > 1 else "one node"
     return FitHint(
         change="gpus",
         value=min_gpus,
         text=f"{min_gpus} x {cluster.gpu.name} ({nodes}), the fewest that fit: {fit.weights_gb:.1f} GB of weights "
-        f"per GPU on {_where(fit)}, up to {fit.sequences} sequences in flight at {_tokens(workload)}",
+        f"per GPU on {_where(fit)}, up to {counted(fit.sequences, 'sequence')} in flight at {_tokens(workload)}",
     )
 
 
@@ -123,7 +124,8 @@ def _context_hint(model: ModelSpec, cluster: Cluster, workload: Workload, allowe
     return FitHint(
         change="context",
         value=longest + workload.osl,
-        text=f"a context of at most {longest + workload.osl} tokens (a {longest}-token prompt and {workload.osl} "
+        text=f"a context of at most {counted(longest + workload.osl, 'token')} (a {longest}-token prompt and "
+             f"{workload.osl} "
         f"output tokens) with one sequence in flight, on {fit.layout.to_spec()}",
     )
 
@@ -137,7 +139,8 @@ def _batch_hint(model: ModelSpec, cluster: Cluster, workload: Workload, allowed:
     return FitHint(
         change="batch",
         value=fit.sequences,
-        text=f"at most {fit.sequences} sequences in flight instead of {workload.batch} at {_tokens(workload)}, on "
+        text=f"at most {counted(fit.sequences, 'sequence')} in flight instead of {workload.batch} at "
+             f"{_tokens(workload)}, on "
         f"{_where(fit)}",
     )
 

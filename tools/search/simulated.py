@@ -37,6 +37,7 @@ from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.targets import Targets, judged_latency, within
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.text import counted
 from shardplan.tools.search.ranking import ranked
 from shardplan.tools.simulation.run import replayed_traffic, simulate
 
@@ -219,7 +220,7 @@ def simulate_leaders(
         traffic = simulated[0].simulation.workload if simulated[0].simulation else ""
         meeting = sum(o.meets_targets for o in simulated)
         notes.append(
-            f"simulated the {len(simulated)} best candidate deployment(s) of the steady state's ranking, each "
+            f"simulated the {counted(len(simulated), 'best candidate deployment')} of the steady state's ranking, each "
             f"replaying {traffic}, and ranked them by the simulated figures ({meeting} meet the targets"
             + (f" at {workload.slo_percentile.upper()}" if workload.slo_percentile != "mean" else "")
             + "); the other candidates keep their steady-state figures"

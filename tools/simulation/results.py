@@ -20,6 +20,7 @@ from shardplan.contracts.figures import Figures, LatencyMetric, Percentiles, mak
 from shardplan.contracts.simulation import DISTRIBUTION_PERCENTS, Router, SimulationSummary
 from shardplan.contracts.targets import Targets, misses, within
 from shardplan.contracts.traffic import ClosedLoop, Traffic
+from shardplan.text import counted
 from shardplan.tools.simulation.loop import Workers
 from shardplan.tools.simulation.state import Requests
 
@@ -44,7 +45,7 @@ def latencies(requests: Requests) -> Latencies:
         ValueError: a request never finished (the simulation is incomplete).
     """
     if np.isnan(requests.finish).any():
-        raise ValueError(f"{int(np.isnan(requests.finish).sum())} request(s) never finished")
+        raise ValueError(f"{counted(int(np.isnan(requests.finish).sum()), 'request')} never finished")
     between = (requests.osl - 1).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(between > 0, (requests.finish - requests.first_token) / between, np.nan)
@@ -245,7 +246,8 @@ def _dynamics_notes(requests: Requests, measured: Latencies, facts: RunFacts, se
     arrival = facts.traffic.arrival
     if isinstance(arrival, ClosedLoop):
         notes.append(
-            f"the {arrival.clients} clients all send their first request at 0: those requests queue behind each "
+            f"the {counted(arrival.clients, 'client')} all send their first request at 0: those requests queue behind "
+            f"each "
             "other's prompts, a cold start the upper percentiles include"
         )
     identical = bool((requests.isl == requests.isl[0]).all() and (requests.osl == requests.osl[0]).all())

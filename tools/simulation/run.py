@@ -31,6 +31,7 @@ from shardplan.contracts.traffic import (
 )
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
+from shardplan.text import counted
 from shardplan.tools.cost.pricing import Backend
 from shardplan.tools.serving.disaggregated import kv_transfer_s, prefill_worker
 from shardplan.tools.serving.placement import replica_strategy
@@ -94,7 +95,7 @@ def describe_traffic(traffic: Traffic, workload: Workload, rate: float | None, r
     """
     arrival = traffic.arrival
     if isinstance(arrival, ClosedLoop):
-        how = f"closed loop of {arrival.clients} clients"
+        how = f"closed loop of {counted(arrival.clients, 'client')}"
     else:
         how = arrival.kind + (f" (cv {arrival.cv:g})" if isinstance(arrival, GammaArrivals) else "")
         how += f" at {rate:.3g} requests/s" if rate is not None else ""
@@ -102,7 +103,7 @@ def describe_traffic(traffic: Traffic, workload: Workload, rate: float | None, r
         lengths = f"lengths from trace {traffic.trace}"  # a trace's rows give the lengths (tools.traffic.stream)
     else:
         lengths = f"isl {_length_text(traffic.isl, workload.isl)}, osl {_length_text(traffic.osl, workload.osl)}"
-    return f"{requests:,} requests, {how}, {lengths}"
+    return f"{counted(requests, 'request', spec=',')}, {how}, {lengths}"
 
 
 def replayed_traffic(
@@ -124,7 +125,8 @@ def replayed_traffic(
         return workload, rate, None  # a trace's timestamps, scaled to the rate where there is one
     clients = deployment.concurrency
     closed = traffic.model_copy(update={"arrival": ClosedLoop(kind="closed", clients=clients)})
-    note = (f"no request rate: a closed loop of {clients} clients, the deployment's sequences in flight (give a "
+    note = (f"no request rate: a closed loop of {counted(clients, 'client')}, the deployment's sequences in flight "
+            f"(give a "
             "rate for open arrivals)")
     return workload.model_copy(update={"traffic": closed}), None, note
 
@@ -134,7 +136,8 @@ def _check_lengths(stream: RequestStream, blocks: int, role: str) -> None:
     longest = int((stream.isl + stream.osl - 1).max())
     if longest > blocks * BLOCK_TOKENS:
         raise InputError(
-            f"a request of {longest + 1} tokens needs more KV cache than one {role} holds ({blocks * BLOCK_TOKENS:,} "
+            f"a request of {counted(longest + 1, 'token')} needs more KV cache than one {role} holds "
+            f"({blocks * BLOCK_TOKENS:,} "
             "tokens)", field="lengths", fix="cap the lengths (lognormal:...,high=N) or give the deployment more memory"
         )
 
@@ -214,12 +217,14 @@ def simulate(
     if trtllm:
         notes.append("TensorRT-LLM's scheduler: whole prompts (no context chunking), and a request admitted only when "
                      "the KV cache holds its whole prompt and output (GUARANTEED_NO_EVICT): no preemption")
-    notes.append(f"KV cache of one {role}: {blocks:,} blocks of {BLOCK_TOKENS} tokens "
-                 f"({blocks * BLOCK_TOKENS // (priced.isl + priced.osl):,} sequences of {priced.isl + priced.osl} "
+    notes.append(f"KV cache of one {role}: {counted(blocks, 'block', spec=',')} of {counted(BLOCK_TOKENS, 'token')} "
+                 f"({counted(blocks * BLOCK_TOKENS // (priced.isl + priced.osl), 'sequence', spec=',')} of "
+                 f"{priced.isl + priced.osl} "
                  f"tokens); at most {seqs} running sequences")
     if ranks > 1:
         notes.append(f"{ranks} attention data-parallel ranks per {role}, each its own scheduler ({blocks // ranks:,} "
-                     f"blocks, at most {seqs // ranks} running sequences, {priced.max_batched_tokens:,} tokens a "
+                     f"blocks, at most {seqs // ranks} running sequences, "
+                     f"{counted(priced.max_batched_tokens, 'token', spec=',')} a "
                      "step), requests to the rank with the lowest 4 x waiting + running; every step lasts as long as "
                      "the slowest rank's own part plus the MoE layers on all the ranks' tokens")
     router = options.router or ("cache_affinity" if shares is not None and len(engines) > 1 else "round_robin")
@@ -336,7 +341,8 @@ def _split_workers(
     moves = np.array([kv_transfer_s(model, cluster, replica.prefill, replica.decode, int(n), same_node)
                       for n in lengths.tolist()])
     mean = kv_transfer_s(model, cluster, replica.prefill, replica.decode, priced.prefill_tokens, same_node)
-    notes.append(f"{strategy.prefill.dp} prefill worker(s), one queue, steps of up to {worker.prompts} whole prompts; "
+    notes.append(f"{counted(strategy.prefill.dp, 'prefill worker')}, one queue, steps of up to {worker.prompts} whole "
+                 f"prompts; "
                  f"KV transfer {mean * 1e3:.2f} ms at the mean prompt, in TTFT, without link contention; each request "
                  "to the decode worker with the fewest outstanding")
     return Workers(engines, "least_outstanding", pool, moves[where])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardplan.text import counted
 from shardplan.tools.simulation.loop import Workers
 
 __all__ = ["trace_events"]
@@ -35,6 +36,6 @@ def trace_events(workers: Workers) -> dict[str, Any]:
         pid = len(workers.engines) + 1
         events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": "prefill pool"}})
         for p in pool.records:
-            events.append({"name": f"prefill {p.prompts} prompt(s)", "ph": "X", "pid": pid, "tid": p.worker,
+            events.append({"name": f"prefill {counted(p.prompts, 'prompt')}", "ph": "X", "pid": pid, "tid": p.worker,
                            "ts": p.start_s * 1e6, "dur": p.duration_s * 1e6, "args": {"tokens": p.tokens}})
     return {"traceEvents": events, "displayTimeUnit": "ms"}

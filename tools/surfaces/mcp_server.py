@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
 import sys
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.resources.abc import Traversable
 from typing import Annotated, Any, Literal
 
@@ -319,21 +320,31 @@ def build_server() -> MCPServer:
     return server
 
 
-def serve(transport: Literal["stdio", "http"] = "stdio", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+def serve(transport: Literal["stdio", "http"] = "stdio", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+          allow_roots: Sequence[str] = ()) -> None:
     """Run the server until interrupted: over stdin/stdout, or streamable HTTP at ``http://HOST:PORT/mcp``.
+
+    Its tools read files only under ``allow_roots`` and the folders $SHARDPLAN_ALLOWED_ROOTS lists; with neither,
+    under no folder (:func:`~shardplan.tools.api.guards.server_roots`). One line on stderr says which.
 
     Under stdio nothing but the protocol is written to stdout; under HTTP one line on stderr says where
     to connect. HTTP answers with JSON bodies (no SSE stream per request), so a large result is not cut
     by a client's event-size limit, and reads requests up to :data:`MAX_HTTP_BODY` bytes.
 
     Raises:
-        InputError: an unknown transport, a port outside 1..65535, or a malformed $SHARDPLAN_TOOL_TIMEOUT.
+        InputError: an unknown transport, a port outside 1..65535, an allowed root that is not a folder, or a
+            malformed $SHARDPLAN_TOOL_TIMEOUT.
     """
     if transport not in ("stdio", "http"):
         raise InputError(f"unknown transport '{transport}'", field="transport", fix="choose stdio or http")
     if not 1 <= port <= 65535:
         raise InputError(f"port {port} is out of range", field="port", fix="choose a port in 1..65535")
     tool_call_seconds()  # a malformed $SHARDPLAN_TOOL_TIMEOUT is refused before the server starts
+    # Set before the workers start, so every tool call (in a worker process) inherits it.
+    roots = os.environ["SHARDPLAN_ALLOWED_ROOTS"] = guards.server_roots(allow_roots)
+    sys.stderr.write("shardplan MCP server: tools read files under "
+                     + (", ".join(roots.split(os.pathsep)) if roots else "no folder (bundled models, GPUs and traces, "
+                        "and inline content only; add folders with --allow-root DIR)") + "\n")
     server = build_server()
     if transport == "stdio":
         server.run("stdio")

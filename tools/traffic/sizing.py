@@ -34,6 +34,7 @@ from shardplan.contracts.traffic import (
     parse_length,
 )
 from shardplan.errors import InputError
+from shardplan.text import counted
 from shardplan.tools.traffic.traces import read_trace, require_times
 
 __all__ = ["LENGTH_TOLERANCE", "parse_traffic", "length_mean", "traffic_means", "length_source", "workload_fields"]
@@ -161,8 +162,8 @@ def workload_fields(traffic: Traffic | None, *, isl: int | None, osl: int | None
         if batch is None:
             fields["batch"] = arrival.clients
         elif batch > arrival.clients:
-            raise InputError(f"batch {batch} exceeds the {arrival.clients} clients of arrival closed:"
-                             f"{arrival.clients}: they never have more than {arrival.clients} requests out",
+            raise InputError(f"batch {batch} exceeds the {counted(arrival.clients, 'client')} of arrival closed:"
+                             f"{arrival.clients}: they never have more than {counted(arrival.clients, 'request')} out",
                              field="batch", fix=f"give a batch of at most {arrival.clients}, or more clients")
     if isinstance(arrival, TraceArrivals) and traffic.trace is not None:
         trace = read_trace(traffic.trace)

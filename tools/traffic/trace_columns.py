@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 
 from shardplan.errors import InputError
 from shardplan.limits import MAX_TRACE_TOKENS
-from shardplan.text import one_line
+from shardplan.text import counted, one_line
 
 __all__ = ["TraceColumns", "recognise_columns", "token_count", "prefix_count", "arrival_time", "ROLE_SPELLINGS",
            "TOKEN_FIX", "TIME_FIX", "PREFIX_FIX"]
@@ -171,7 +171,7 @@ def prefix_count(value: object, prompt: int) -> int:
         return 0
     count = token_count(value)
     if count > prompt:
-        raise ValueError(f"exceeds the prompt's {prompt} tokens")
+        raise ValueError(f"exceeds the prompt's {counted(prompt, 'token')}")
     return count
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from shardplan.errors import InputError
 from shardplan.reading import load_json_strict
-from shardplan.text import one_line
+from shardplan.text import counted, one_line
 
 __all__ = ["Rows", "rows_csv", "rows_json", "trace_kind"]
 
@@ -47,7 +47,8 @@ def rows_csv(text: str, what: str) -> tuple[list[str], Rows]:
                 if not cells or all(not c.strip() for c in cells):
                     continue
                 if len(cells) != len(names):
-                    raise InputError(f"workload: {what} line {reader.line_num} has {len(cells)} cells, the header "
+                    raise InputError(f"workload: {what} line {reader.line_num} has {counted(len(cells), 'cell')}, the "
+                                     f"header "
                                      f"{len(names)}", field=_FIELD, fix="give every row one cell per header column")
                 yield reader.line_num, dict(zip(names, cells, strict=True))
         except csv.Error as exc:

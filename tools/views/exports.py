@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 from shardplan.contracts.dag import DAG, CommNode, ComputeNode, StateNode
+from shardplan.text import counted
 from shardplan.tools.views.collapse import collapse, layer_span
 
 __all__ = ["AUTO_COLLAPSE_NODES", "to_json", "to_mermaid", "to_dot", "collapse", "summarize", "rank_ranges"]
@@ -145,7 +146,7 @@ def _phase_title(dag: DAG, phase: str) -> str:
     degrees = dag.meta.strategy.prefill if phase == "prefill" else dag.meta.strategy.decode
     title = f"{phase}: {degrees.to_spec()}"
     if degrees.dp > 1:
-        title += f" (1 of {degrees.dp} replicas drawn)"
+        title += f" (1 of {counted(degrees.dp, 'replica')} drawn)"
     return title
 
 

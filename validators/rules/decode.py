@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from shardplan.text import counted
 from shardplan.validators.derived import attention_shapes, kv_states
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import Finding, rule, sample
@@ -164,7 +165,7 @@ def rule_one_token_step(ix: DagIndex) -> Iterator[Finding]:
         step = f"1 (or the {allowed[-1]} positions a verify step checks)" if spec else "1"
         yield Finding(
             message=f"{len(multi)} decode attention or kv_write nodes handle a number of new tokens per sequence "
-            f"other than {step}, e.g. {multi[0][0]} with {multi[0][1]} tokens",
+            f"other than {step}, e.g. {multi[0][0]} with {counted(multi[0][1], 'token')}",
             fix="decode one token per sequence per step (q_len=1, kv_write tokens=1), or under speculative "
             "decoding the K + 1 positions of the verify step",
             nodes=[name for name, _ in multi],

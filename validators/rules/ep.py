@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from shardplan.text import counted
 from shardplan.validators.index import PHASES, DagIndex
 from shardplan.validators.registry import Finding, from_problems, rule, sample
 
@@ -145,7 +146,7 @@ def rule_router_not_tp_split(ix: DagIndex) -> Iterator[Finding]:
     if narrow:
         yield Finding(
             message=f"{len(narrow)} routers score a slice of the experts, e.g. {narrow[0][0]} outputs "
-            f"{narrow[0][1]} scores of {experts} experts on each GPU: top-k over a slice is not top-k",
+            f"{narrow[0][1]} scores of {counted(experts, 'expert')} on each GPU: top-k over a slice is not top-k",
             fix=f"give {narrow[0][0]} the full router weight on every rank of its group (shape n={experts}); "
             "split only the experts",
             nodes=[name for name, _ in narrow],

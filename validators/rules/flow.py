@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from shardplan.text import counted
 from shardplan.validators.derived import COLLECTIVE_KINDS, memo
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import Finding, rule, sample
@@ -160,7 +161,7 @@ def rule_layers_in_order(ix: DagIndex) -> Iterator[Finding]:
     if unused:
         where = [f"{phase}/mb{mb}/L{layer}" for phase, mb, layer in unused]
         yield Finding(
-            message=f"{len(unused)} layers hand their output to no later layer or LM head: {sample(where)}",
+            message=f"{counted(len(unused), 'layer')} hand their output to no later layer or LM head: {sample(where)}",
             fix=f"feed the next layer (or the LM head after layer {last}) from the final residual add of "
             f"{where[0]}",
             nodes=where,

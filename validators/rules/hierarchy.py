@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import compress
 
+from shardplan.text import counted
 from shardplan.validators.index import PHASES, DagIndex
 from shardplan.validators.registry import Finding, from_problems, rule, sample
 
@@ -133,7 +134,7 @@ def rule_gpu_count(ix: DagIndex) -> Iterator[Finding]:
         pools[phase] = pool
         if len(pool) != strategy.replica_gpus or len(set(pool)) != len(pool):
             yield Finding(
-                message=f"{phase}: the drawn replica lists {len(pool)} ranks ({len(set(pool))} distinct) "
+                message=f"{phase}: the drawn replica lists {counted(len(pool), 'rank')} ({len(set(pool))} distinct) "
                 f"but pp*adp*sp*tp = {strategy.replica_gpus}",
                 fix="list each GPU of one replica once in meta.rank_pools",
             )
@@ -142,7 +143,7 @@ def rule_gpu_count(ix: DagIndex) -> Iterator[Finding]:
         idle = sorted(set(pool) - used)
         if idle:
             yield Finding(
-                message=f"{phase}: {len(idle)} GPUs of the replica run no operator: {idle[:8]}",
+                message=f"{phase}: {counted(len(idle), 'GPU')} of the replica run no operator: {idle[:8]}",
                 fix="map every GPU of the replica to a position (stage, group, shard, TP rank)",
             )
         owner: dict[int, int] = {}
@@ -153,7 +154,7 @@ def rule_gpu_count(ix: DagIndex) -> Iterator[Finding]:
                     doubled.add(r)
         if doubled:
             yield Finding(
-                message=f"{phase}: {len(doubled)} GPUs serve more than one pipeline stage: "
+                message=f"{phase}: {counted(len(doubled), 'GPU')} serve more than one pipeline stage: "
                 f"{sorted(doubled)[:8]}",
                 fix="give each GPU one stage; stages use disjoint GPUs",
             )
@@ -161,7 +162,7 @@ def rule_gpu_count(ix: DagIndex) -> Iterator[Finding]:
         both = sorted(set(pools["prefill"]) & set(pools["decode"]))
         if both:
             yield Finding(
-                message=f"disaggregated serving, but {len(both)} GPUs are in both pools: {both[:8]}",
+                message=f"disaggregated serving, but {counted(len(both), 'GPU')} are in both pools: {both[:8]}",
                 fix="give the prefill pool and the decode pool disjoint GPUs",
             )
 
@@ -188,7 +189,7 @@ def rule_replicas_apart(ix: DagIndex) -> Iterator[Finding]:
     if strays:
         first = ix.pos[strays[0]]
         yield Finding(
-            message=f"{len(strays)} nodes reach GPUs outside their phase's replica (another replica or no "
+            message=f"{counted(len(strays), 'node')} reach GPUs outside their phase's replica (another replica or no "
             f"replica): {sample(strays)}; {strays[0]} uses {sorted(ix.footprint[first])[:8]}",
             fix="keep every node and transfer inside one replica (meta.rank_pools); replicas share nothing",
             nodes=strays,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shardplan.contracts.dag import category_of
+from shardplan.text import counted
 from shardplan.validators.derived import kv_consumers, kv_states
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import Finding, rule, sample
@@ -34,7 +35,7 @@ def rule_labels_match_graph(ix: DagIndex) -> Iterator[Finding]:
     if wrong:
         name, have, want = wrong[0]
         yield Finding(
-            message=f"{len(wrong)} nodes carry a category their kind contradicts, e.g. {name} says "
+            message=f"{counted(len(wrong), 'node')} carry a category their kind contradicts, e.g. {name} says "
             f"'{have}' where its kind is '{want}'",
             fix=f"set category '{want}' on {name} (routing and KV/step nodes are control, collectives "
             "and transfers communication, the rest compute), or leave category out to derive it",
@@ -44,7 +45,7 @@ def rule_labels_match_graph(ix: DagIndex) -> Iterator[Finding]:
     if disguised:
         node, source = disguised[0]
         yield Finding(
-            message=f"{len(disguised)} nodes consume keys and values but are not attention nodes, e.g. "
+            message=f"{counted(len(disguised), 'node')} consume keys and values but are not attention nodes, e.g. "
             f"{node} ({ix.kind[ix.pos[node]]}) reads the K/V of {source}",
             fix=f"give {node} kind 'attention' so the KV-cache rules apply to it, or stop feeding it K/V",
             nodes=[d[0] for d in disguised],

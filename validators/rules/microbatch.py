@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from shardplan.text import counted
 from shardplan.validators.derived import kv_states
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import Finding, from_problems, rule, sample
@@ -26,7 +27,7 @@ def rule_microbatches_independent(ix: DagIndex) -> Iterator[Finding]:
     if bad:
         a, b = bad[0]
         yield Finding(
-            message=f"{len(bad)} edges join different microbatches, e.g. {a} (microbatch "
+            message=f"{counted(len(bad), 'edge')} join different microbatches, e.g. {a} (microbatch "
             f"{ix.mb[ix.pos[a]]}) -> {b} (microbatch {ix.mb[ix.pos[b]]})",
             fix="keep each microbatch's chain separate; only step boundaries may join them",
             edges=bad,
@@ -97,7 +98,7 @@ def rule_decode_mb_in_step(ix: DagIndex) -> Iterator[Finding]:
             continue
         names = [name for mb in sorted(by_mb) for name in by_mb[mb]]
         yield Finding(
-            message=f"decode microbatches {sorted(by_mb)[:8]} spread beyond step t: {len(names)} nodes "
+            message=f"decode microbatches {sorted(by_mb)[:8]} spread beyond step t: {counted(len(names), 'node')} "
             f"{problem} ({sample(names)})",
             fix="open every decode microbatch from decode/step_t and close it into decode/step_t+1; "
             "draw no node of step t+1",

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from itertools import compress
 from operator import ne
 
+from shardplan.text import counted
 from shardplan.validators.comm_checks import (
     dtype_mismatches,
     edges_between,
@@ -27,7 +28,7 @@ def rule_no_cross_step_overlap(ix: DagIndex) -> Iterator[Finding]:
     if back:
         a, b = back[0]
         yield Finding(
-            message=f"{len(back)} edges lead from a later decode step back into an earlier one, e.g. {a} "
+            message=f"{counted(len(back), 'edge')} lead from a later decode step back into an earlier one, e.g. {a} "
             f"(step {ix.step[ix.pos[a]]}) -> {b} (step {ix.step[ix.pos[b]]})",
             fix="step t+1 may only depend on step t, never feed it: remove the backward edges",
             edges=back,
@@ -39,7 +40,7 @@ def rule_no_cross_step_overlap(ix: DagIndex) -> Iterator[Finding]:
     if early:
         end = ix.ids[ix.decode_ends[0]] if ix.decode_ends else "the step-t+1 boundary"
         yield Finding(
-            message=f"{len(early)} nodes of step t+1 can start before step t completed (they do not "
+            message=f"{counted(len(early), 'node')} of step t+1 can start before step t completed (they do not "
             f"depend on {end}): {sample(early)}",
             fix=f"make every step-t+1 node depend on {end}, or leave step t+1 undrawn",
             nodes=early,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from shardplan.text import counted
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import Finding, rule, sample
 
@@ -52,7 +53,7 @@ def _kv_findings(ix: DagIndex, phase: str, fix: str) -> Iterator[Finding]:
         ]
         yield Finding(
             message=f"{phase} writes no KV cache for {len(uncovered)} (microbatch, layer) pairs of "
-            f"{layer_count} layers ({'; '.join(parts[:3])})",
+            f"{counted(layer_count, 'layer')} ({'; '.join(parts[:3])})",
             fix=fix,
         )
     if unmatched:

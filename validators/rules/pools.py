@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from shardplan.text import counted
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import Finding, rule, sample
 
@@ -30,7 +31,8 @@ def rule_two_gpu_types_apart(ix: DagIndex) -> Iterator[Finding]:
     shared = sorted({r // per_node for r in prefill} & {r // per_node for r in decode})
     if shared:
         yield Finding(
-            message=f"node(s) {shared[:8]} of {per_node} GPUs hold ranks of both pools, but a node holds one GPU "
+            message=f"node(s) {shared[:8]} of {counted(per_node, 'GPU')} hold ranks of both pools, but a node holds "
+                    f"one GPU "
             f"type ({kinds})",
             fix="start the decode pool's ranks on a node of their own (Strategy.decode_offset with apart=True)",
         )
@@ -41,7 +43,8 @@ def rule_two_gpu_types_apart(ix: DagIndex) -> Iterator[Finding]:
     ]
     if strays:
         yield Finding(
-            message=f"{len(strays)} nodes run outside their phase's pool of GPUs ({kinds}): {sample(strays)}",
+            message=f"{counted(len(strays), 'node')} run outside their phase's pool of GPUs ({kinds}): "
+                    f"{sample(strays)}",
             fix="place prefill nodes on the prefill pool's ranks and decode nodes on the decode pool's",
             nodes=strays,
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
+from shardplan.text import counted
 from shardplan.validators.index import PHASES, DagIndex
 from shardplan.validators.registry import Finding, from_problems, rule, sample
 
@@ -31,7 +32,7 @@ def _stage_table_findings(ix: DagIndex) -> Iterator[Finding]:
             continue
         if len(stages) != strategy.pp:
             yield Finding(
-                message=f"{phase}: meta.stage_layers has {len(stages)} stages but pp={strategy.pp}",
+                message=f"{phase}: meta.stage_layers has {counted(len(stages), 'stage')} but pp={strategy.pp}",
                 fix="give one layer list per pipeline stage",
             )
         broken = [
@@ -100,7 +101,7 @@ def rule_stages_contiguous(ix: DagIndex) -> Iterator[Finding]:
         expected = wrong[keys[first]]
         what = "no stage holds its layer" if expected < 0 else f"its layer belongs to stage {expected}"
         yield Finding(
-            message=f"{len(misplaced)} nodes run on a stage that does not hold their layer: "
+            message=f"{counted(len(misplaced), 'node')} run on a stage that does not hold their layer: "
             f"{ix.ids[first]} is on stage {ix.stage[first]}, {what}",
             fix="give every node the stage that meta.stage_layers assigns to its layer (embedding on "
             f"stage 0, sampler on the last; layers 0..{ix.meta.model.num_layers - 1})",
@@ -150,7 +151,7 @@ def rule_pipeline_forward(ix: DagIndex) -> Iterator[Finding]:
     if backward:
         a, b = backward[0]
         yield Finding(
-            message=f"{len(backward)} edges point back to an earlier stage, e.g. {a} "
+            message=f"{counted(len(backward), 'edge')} point back to an earlier stage, e.g. {a} "
             f"(stage {ix.stage[ix.pos[a]]}) -> {b} (stage {ix.stage[ix.pos[b]]})",
             fix="stages run in order within a step: remove edges from stage s to stages before s",
             edges=backward,

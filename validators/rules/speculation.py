@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
+from shardplan.text import counted
 from shardplan.validators.derived import attention_shapes
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import Finding, rule, sample
@@ -43,7 +44,8 @@ def rule_verify_then_draft_chain(ix: DagIndex) -> Iterator[Finding]:
         yield Finding(
             message=f"{len(narrow)} attention nodes of the verify pass do not carry the K + 1 = {spec.verify_tokens} "
             f"positions per sequence the step checks: {sample(narrow)}",
-            fix=f"verify each sequence's last token and its {spec.draft_tokens} drafts: q_len={spec.verify_tokens}",
+            fix=f"verify each sequence's last token and its {counted(spec.draft_tokens, 'draft')}: "
+                f"q_len={spec.verify_tokens}",
             nodes=narrow,
         )
     # Per microbatch: the samplers of the verify pass (None) and of each draft pass, and each pass's embeddings.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from shardplan.text import counted
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import Finding, rule, sample
 
@@ -26,7 +27,8 @@ def rule_acyclic(ix: DagIndex) -> Iterator[Finding]:
     stuck = len(ix) - len(ix.topological_order)
     loop = " -> ".join(names[:6]) + (" -> ..." if len(names) > 6 else "") + f" -> {names[0]}"
     yield Finding(
-        message=f"the graph has a directed cycle of {len(cycle)} nodes ({loop}); {stuck} nodes lie on or "
+        message=f"the graph has a directed cycle of {counted(len(cycle), 'node')} ({loop}); {counted(stuck, 'node')} "
+                f"lie on or "
         "after a cycle and cannot be scheduled",
         fix="remove the edge that closes the cycle: every dependency must point forward in time",
         nodes=names,
@@ -50,7 +52,7 @@ def rule_ids_and_endpoints(ix: DagIndex) -> Iterator[Finding]:
         edges = [ix.edge_ids(e) for e in ix.dangling]
         missing = sorted({end for src, dst in edges for end in (src, dst) if end not in ix.pos})
         yield Finding(
-            message=f"{len(edges)} edges name nodes that do not exist: {sample(missing)}",
+            message=f"{counted(len(edges), 'edge')} name nodes that do not exist: {sample(missing)}",
             fix="add the missing nodes or remove the edges that point at them",
             edges=edges,
         )
@@ -87,7 +89,7 @@ def rule_phase_branches(ix: DagIndex) -> Iterator[Finding]:
     if bad:
         how = "a KV-transfer node" if disaggregated else "prefill's end boundary into decode's start boundary"
         yield Finding(
-            message=f"{len(bad)} edges join the phases other than through {how}: "
+            message=f"{counted(len(bad), 'edge')} join the phases other than through {how}: "
             f"{sample([f'{a} -> {b}' for a, b in bad])}",
             fix="link prefill to decode only "
             + (
@@ -111,7 +113,7 @@ def rule_ranks_in_world(ix: DagIndex) -> Iterator[Finding]:
     doubled = [ix.ids[i] for i, ranks in enumerate(ix.rank_lists) if ranks in repeated] if repeated else []
     if empty:
         yield Finding(
-            message=f"{len(empty)} nodes list no ranks: {sample(empty)}",
+            message=f"{counted(len(empty), 'node')} list no ranks: {sample(empty)}",
             fix="give every node the GPUs it runs on (a TP node lists its whole TP group)",
             nodes=empty,
         )
@@ -120,14 +122,14 @@ def rule_ranks_in_world(ix: DagIndex) -> Iterator[Finding]:
         wrong = sorted(r for r in ix.footprint[first] if not 0 <= r < world)
         names = [ix.ids[i] for i in outside]
         yield Finding(
-            message=f"{len(outside)} nodes use ranks outside 0..{world - 1} (world size {world}); "
+            message=f"{counted(len(outside), 'node')} use ranks outside 0..{world - 1} (world size {world}); "
             f"{names[0]} uses {wrong[:5]}",
             fix=f"use ranks (and peers) between 0 and {world - 1}, or raise meta.gpus",
             nodes=names,
         )
     if doubled:
         yield Finding(
-            message=f"{len(doubled)} nodes list the same rank twice: {sample(doubled)}",
+            message=f"{counted(len(doubled), 'node')} list the same rank twice: {sample(doubled)}",
             fix="list each rank of a node once",
             nodes=doubled,
         )

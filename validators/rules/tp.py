@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import compress
 
+from shardplan.text import counted
 from shardplan.validators.derived import partial_by_shape
 from shardplan.validators.index import REDUCTION_KINDS, DagIndex
 from shardplan.validators.registry import Finding, from_problems, rule, sample
@@ -42,7 +43,7 @@ def rule_tp_one_logical_node(ix: DagIndex) -> Iterator[Finding]:
         name, have, want = wrong[0]
         yield Finding(
             message=f"{len(wrong)} tensor-parallel operators do not span their TP group, e.g. {name} "
-            f"runs on {have} ranks where the group has {want}",
+            f"runs on {counted(have, 'rank')} where the group has {want}",
             fix="draw each TP operator once, on all ranks of its TP group (expert TP group for "
             "routed experts), never one node per shard",
             nodes=[w[0] for w in wrong],
@@ -138,8 +139,8 @@ def rule_tp_group_in_node(ix: DagIndex) -> Iterator[Finding]:
         group, example = next(iter(spread.items()))
         nodes = sorted({r // per_node for r in group})
         yield Finding(
-            message=f"{len(spread)} TP groups span several nodes of {per_node} GPUs, e.g. {example} runs on "
-            f"{len(group)} GPUs over nodes {nodes[:8]}; their collectives cross the network",
+            message=f"{len(spread)} TP groups span several nodes of {counted(per_node, 'GPU')}, e.g. {example} runs on "
+            f"{counted(len(group), 'GPU')} over nodes {nodes[:8]}; their collectives cross the network",
             fix=f"keep tp (and expert tp) at most {per_node} and aligned to nodes; spread pp or dp "
             "across nodes instead",
             nodes=list(spread.values()),

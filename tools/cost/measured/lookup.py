@@ -64,26 +64,40 @@ def _point(query: Query) -> tuple[bool, int, int, int]:
     return False, query.batch, 1, 0
 
 
+def _uncovered() -> tuple[type[Exception], ...]:
+    """What the engine raises for an operation its tables do not cover: data missing for the op's key or the
+    system (``PerfDataNotAvailableError``: "MoE data missing for MoeKey ...", "OneCCL data not configured"), a
+    compute format the system has no peak for (``MissingSystemFlopsError``: nvfp4 on a GPU without FP4), no
+    neighbours to interpolate from, or no analytic fallback. Each is an answer (no measured time), not a fault;
+    anything else (a bug here, an interrupt, a caller's alarm) must surface."""
+    from aiconfigurator_core.sdk import errors
+
+    return (errors.PerfDataNotAvailableError, errors.MissingSystemFlopsError,
+            errors.InterpolationDataNotAvailableError, errors.EmpiricalNotImplementedError,
+            errors.SolNotImplementedError, errors.UnsupportedAttentionBackendError,
+            errors.UnsupportedWideepConfigError)
+
+
 def _evaluate(tables: MeasuredTables, point: tuple[bool, int, int, int], queries: list[Query]) -> list[float | None]:
+    """Seconds of each of ``queries`` at ``point``, in one call to the engine; None where the tables do not cover
+    one. An uncovered op fails the whole call, so the call is split in halves until that op stands alone."""
     from aiconfigurator_core.sdk.engine import build_ops_json
 
     context, batch, seq, prefix = point
-    answers: list[float | None] = []
+    ops_json = build_ops_json([_build_op(q, f"q{i}") for i, q in enumerate(queries)])
     try:
-        built = [_build_op(q, f"q{i}") for i, q in enumerate(queries)]
-        rows = tables.handle.evaluate_ops_json(
-            build_ops_json(built), is_context=context, batch_size=batch, s=seq, prefix=prefix
-        )
-        by_name = {row[0]: row for row in rows}
-        for i in range(len(queries)):
-            row = by_name.get(f"q{i}")
-            answers.append(float(row[1]) * 1e-3 if row and row[3] in _MEASURED_TIERS and row[1] > 0 else None)
-        return answers
-    except Exception:  # noqa: BLE001 - one uncovered op fails the whole call: split it to find that op
+        rows = tables.handle.evaluate_ops_json(ops_json, is_context=context, batch_size=batch, s=seq, prefix=prefix)
+    except _uncovered():
         if len(queries) == 1:
             return [None]
         half = len(queries) // 2
         return _evaluate(tables, point, queries[:half]) + _evaluate(tables, point, queries[half:])
+    by_name = {row[0]: row for row in rows}
+    answers: list[float | None] = []
+    for i in range(len(queries)):
+        row = by_name.get(f"q{i}")
+        answers.append(float(row[1]) * 1e-3 if row and row[3] in _MEASURED_TIERS and row[1] > 0 else None)
+    return answers
 
 
 def lookup_seconds(tables: MeasuredTables, queries: Iterable[Query]) -> dict[Query, float | None]:
