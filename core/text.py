@@ -6,13 +6,15 @@
 ('1 sequence', '2 GPUs', '1,200 tokens')
 >>> counted(3, "microbatch", "microbatches")
 '3 microbatches'
+>>> f"{counted(1, 'replica')} already {agreeing(1, 'serves', 'serve')}"
+'1 replica already serves'
 """
 
 from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["one_line", "counted"]
+__all__ = ["one_line", "counted", "agreeing"]
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -39,3 +41,8 @@ def counted(count: object, noun: str, plural: str | None = None, *, spec: str = 
     """``count`` (formatted by ``spec``, e.g. ``","``) and ``noun``, singular for exactly one and ``plural`` (default:
     ``noun`` + "s") otherwise: every count printed beside a noun goes through here, so no output reads "1 sequences"."""
     return f"{count:{spec}} {noun if count == 1 else (plural or noun + 's')}"
+
+
+def agreeing(count: object, singular: str, plural: str) -> str:
+    """The verb that agrees with a subject of ``count`` things (:func:`counted`): ``singular`` for exactly one."""
+    return singular if count == 1 else plural

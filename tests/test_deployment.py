@@ -14,7 +14,7 @@ from shardplan.contracts.plan import PlanRequest
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.contracts.workload import Workload
 from shardplan.errors import StrategyError
-from shardplan.text import counted
+from shardplan.text import agreeing, counted
 from shardplan.tools.planning.explain import collectives_by_group
 from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
 
@@ -52,7 +52,7 @@ def test_explanation_counts_replicas_gpus_and_idle_ones_from_the_deployment() ->
     assert d is not None and d.replicas == 2 and d.gpus_used == 4 and d.idle_gpus == 4 and d.concurrency == 8
     assert d.pools[0].concurrency_per_worker == 4 and d.pools[0].workers == 2
     assert "2 replicas of tp=2" in replicated.explanation and "4 of 8 H100 GPUs" in replicated.explanation
-    assert f"{counted(d.idle_gpus, 'GPU')} stay idle" in replicated.explanation
+    assert f"{counted(d.idle_gpus, 'GPU')} {agreeing(d.idle_gpus, 'stays', 'stay')} idle" in replicated.explanation
     assert replicated.dag is not None and replicated.dag.meta.gpus == 2  # the DAG is one replica's
 
 
@@ -123,7 +123,7 @@ def test_the_12_gpu_latency_request_uses_a_small_layout_inside_one_node(
     if tp > 1:
         assert f"TP={tp} groups stay inside one node" in plan["explanation"]
     assert "cross nodes" not in plan["explanation"]
-    assert f"{counted(d['idle_gpus'], 'GPU')} stay idle" in plan["explanation"]
+    assert f"{counted(d['idle_gpus'], 'GPU')} {agreeing(d['idle_gpus'], 'stays', 'stay')} idle" in plan["explanation"]
 
 
 @pytest.mark.parametrize(("option", "value", "named"), [

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from shardplan.agent.parse.constraint_phrases import ALL_GPUS
 from shardplan.agent.parse.text import Findings
-from shardplan.text import counted
+from shardplan.text import agreeing, counted
 from shardplan.tools.catalogs.gpus import gpu_catalog
 
 __all__ = ["Counts", "settle_counts", "across_all", "merge_constraints"]
@@ -38,13 +38,14 @@ def settle_counts(said: Counts, before: Counts, gpu: str | None, found: Findings
     if gpus and nodes and per:
         if gpus != nodes * per:
             found.contradictions.append(
-                f"{counted(gpus, 'GPU')} do not match {counted(nodes, 'node')} of {counted(per, 'GPU')} "
+                f"{counted(gpus, 'GPU')} {agreeing(gpus, 'does', 'do')} not match {counted(nodes, 'node')} of "
+                f"{counted(per, 'GPU')} "
                 f"({counted(nodes * per, 'GPU')}); say which one you mean."
             )
     elif gpus and nodes:
         if gpus % nodes:
-            found.contradictions.append(f"{counted(gpus, 'GPU')} do not split evenly over {counted(nodes, 'node')}; "
-                                        f"say how many per node.")
+            found.contradictions.append(f"{counted(gpus, 'GPU')} {agreeing(gpus, 'does', 'do')} not split evenly "
+                                        f"over {counted(nodes, 'node')}; say how many per node.")
         else:
             per = gpus // nodes
     elif nodes and per:
@@ -61,7 +62,7 @@ def settle_counts(said: Counts, before: Counts, gpu: str | None, found: Findings
         elif gpus % per == 0:
             nodes = gpus // per
         else:
-            found.notes.append(f"{counted(gpus, 'GPU')} do not fill whole nodes of {per}.")
+            found.notes.append(f"{counted(gpus, 'GPU')} {agreeing(gpus, 'does', 'do')} not fill whole nodes of {per}.")
     return Counts(gpus, nodes, per)
 
 

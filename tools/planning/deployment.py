@@ -23,7 +23,7 @@ from shardplan.contracts.strategy import Strategy
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.packing import max_workers, packs
-from shardplan.text import counted
+from shardplan.text import agreeing, counted
 from shardplan.tools.planning.evaluation import Evaluation, evaluate
 from shardplan.tools.planning.prefix_cache import prefix_cache_effect
 from shardplan.tools.search.ranking import ranked
@@ -220,7 +220,8 @@ def _idle_reason(cluster: Cluster, strategy: Strategy, workload: Workload, idle:
     size = replica_strategy(strategy).decode.gpus
     room = max_workers(cluster.world_size, per_node, size)
     if workload.rate is not None:
-        return f"{counted(strategy.decode.dp, 'replica')} already serve {workload.rate:g} requests/s under the targets"
+        return (f"{counted(strategy.decode.dp, 'replica')} already {agreeing(strategy.decode.dp, 'serves', 'serve')} "
+                f"{workload.rate:g} requests/s under the targets")
     if strategy.decode.dp < room:
         if workload.batch is not None and strategy.decode.dp >= workload.batch:
             return (f"{counted(workload.batch, 'sequence')} in flight keep at most "

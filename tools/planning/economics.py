@@ -27,7 +27,7 @@ from shardplan.contracts.hardware import GPU
 from shardplan.contracts.plan import Deployment
 from shardplan.contracts.reports import CostReport
 from shardplan.contracts.workload import Workload
-from shardplan.text import counted
+from shardplan.text import agreeing, counted
 from shardplan.tools.catalogs.prices import price_for
 
 __all__ = ["prefill_share", "dollars_of", "energy_of", "economics_of"]
@@ -44,7 +44,8 @@ def prefill_share(deployment: Deployment, dag_cost: CostReport | None) -> tuple[
     prefill_gpus = sum(p.workers * p.gpus_per_worker for p in deployment.pools if p.role == "prefill")
     if prefill_gpus:
         return (prefill_gpus / deployment.gpus_used,
-                f"GPU-hours split by pool: {prefill_gpus} of {counted(deployment.gpus_used, 'GPU')} run prefill")
+                f"GPU-hours split by pool: {prefill_gpus} of {counted(deployment.gpus_used, 'GPU')} "
+                f"{agreeing(prefill_gpus, 'runs', 'run')} prefill")
     if dag_cost is not None and dag_cost.figures.e2e_ms > 0:
         f = dag_cost.figures
         share = f.ttft_ms / f.e2e_ms

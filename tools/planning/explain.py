@@ -16,7 +16,7 @@ from shardplan.contracts.hardware import Cluster
 from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import Alternative, Deployment
 from shardplan.contracts.strategy import Strategy
-from shardplan.text import counted
+from shardplan.text import agreeing, counted
 from shardplan.tools.planning.prefix_cache import prefix_cache_sentence
 from shardplan.tools.planning.speculation import speculation_sentence
 
@@ -77,7 +77,7 @@ def _deployment_sentence(model: ModelSpec, cluster: Cluster, strategy: Strategy,
             f"({pool.concurrency_per_worker} per replica, {d.batching} batching)"
         )
     if d.idle_gpus:
-        text += f"; {counted(d.idle_gpus, 'GPU')} stay idle because {d.idle_reason}"
+        text += f"; {counted(d.idle_gpus, 'GPU')} {agreeing(d.idle_gpus, 'stays', 'stay')} idle because {d.idle_reason}"
     return text + "."
 
 

@@ -227,7 +227,7 @@ def _near_tie(
     subject = (
         "the top {top} of the reviewed strategy and those that beat it"
         if reviewing
-        else "the chosen deployment and the first {others} runner(s)-up"
+        else "the chosen deployment and {runners}"
     )
     return near_tie([figures, *(a.figures for a in alternatives)], workload, backend, subject)
 

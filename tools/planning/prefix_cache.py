@@ -17,7 +17,7 @@ from shardplan.contracts.model import ModelSpec
 from shardplan.contracts.plan import PricedDeployment
 from shardplan.contracts.strategy import PhaseStrategy, Strategy
 from shardplan.contracts.workload import Workload
-from shardplan.text import counted
+from shardplan.text import agreeing, counted
 from shardplan.tools.cost.memory import GB, memory_report, shared_prefix_kv
 from shardplan.tools.search.ranking import ranked
 from shardplan.tools.serving.deployments import given_deployment
@@ -91,7 +91,8 @@ def prefix_cache_effect(
             if same is None or not same.meets_targets:
                 without = resized
                 notes.append(
-                    f"without the cache {counted(strategy.prefill.dp, 'prefill worker')} do not serve "
+                    f"without the cache {counted(strategy.prefill.dp, 'prefill worker')} "
+                    f"{agreeing(strategy.prefill.dp, 'does', 'do')} not serve "
                     f"{workload.rate:g} "
                     f"requests/s under the targets: ttft_without_ms is that of {resized.strategy.prefill.dp}"
                 )
@@ -146,7 +147,8 @@ def prefix_cache_sentence(effect: PrefixCacheEffect, strategy: Strategy, ttft_ms
         if effect.prefill_gpus_without > gpus:
             text += (
                 f" The prefill pool bounds this split deployment at its rate, and each prompt now costs "
-                f"{1 - effect.prefill_work_saved:.0%} of its prefill time: {counted(gpus, 'prefill GPU')} serve the "
+                f"{1 - effect.prefill_work_saved:.0%} of its prefill time: {counted(gpus, 'prefill GPU')} "
+                f"{agreeing(gpus, 'serves', 'serve')} the "
                 f"rate "
                 f"where {effect.prefill_gpus_without} were needed without the cache."
             )

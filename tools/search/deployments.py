@@ -31,7 +31,7 @@ from shardplan.contracts.targets import within
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InfeasibleError
 from shardplan.packing import max_workers
-from shardplan.text import counted
+from shardplan.text import agreeing, counted
 from shardplan.tools.cost.estimate import stated_error_pct
 from shardplan.tools.cost.pricing import pricing_backend
 from shardplan.tools.search.constraint_checks import phase_violations, satisfies, unsatisfiable
@@ -269,7 +269,8 @@ def search(
         raise InfeasibleError(
             f"{model.name} does not fit on {cluster.world_size} x {cluster.gpu.name}: its weights are "
             f"{weights_gb:.0f} GB ({model.weight_dtype}) and {counted(workload.sequences, 'sequence')} at "
-            f"{workload.isl}+{counted(workload.osl, 'token')} add KV cache, against {capacity_gb:.0f} GB of GPU "
+            f"{workload.isl}+{counted(workload.osl, 'token')} {agreeing(workload.sequences, 'adds', 'add')} KV cache, "
+            f"against {capacity_gb:.0f} GB of GPU "
             f"memory less "
             f"runtime workspace and the {1 - workload.gpu_memory_utilization:.0%} headroom"
             + (
@@ -317,7 +318,8 @@ def _raise_for_two_pools(model: ModelSpec, cluster: Cluster, workload: Workload,
         f"{model.name} does not fit split pools of {cluster.gpu.name} prefill and {cluster.gpu_of('decode').name} "
         f"decode on {counted(cluster.world_size, 'GPU')}: its weights are {weights_gb:.0f} GB ({model.weight_dtype}) "
         f"and "
-        f"{counted(workload.sequences, 'sequence')} at {workload.isl}+{counted(workload.osl, 'token')} add KV cache, "
+        f"{counted(workload.sequences, 'sequence')} at {workload.isl}+{counted(workload.osl, 'token')} "
+        f"{agreeing(workload.sequences, 'adds', 'add')} KV cache, "
         f"and each pool's "
         f"workers must hold them within its own GPU's memory; the fewest that fit is about {' and '.join(words)}",
         min_gpus=sum(found) if len(found) == 2 else None,

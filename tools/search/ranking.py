@@ -15,6 +15,7 @@ from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import NearTie, PricedDeployment
 from shardplan.contracts.targets import shortfall
 from shardplan.contracts.workload import Workload
+from shardplan.text import counted
 from shardplan.tools.cost.estimate import stated_error_pct
 
 __all__ = [
@@ -144,7 +145,10 @@ def near_tie(
         spread_pct=spread,
         model_error_pct=error,
         backend=backend,
-        note=near_tie_note(subject.format(top=top, others=top - 1), spread, error, figure, backend),
+        note=near_tie_note(
+            subject.format(top=top, others=top - 1, runners=counted(top - 1, "runner-up", "runners-up")),
+            spread, error, figure, backend,
+        ),
     )
 
 

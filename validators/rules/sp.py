@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from itertools import repeat
 
 from shardplan.contracts.arithmetic.feasibility import idle_decode_groups
-from shardplan.text import counted
+from shardplan.text import agreeing, counted
 from shardplan.validators.derived import attention_shapes, covering_ranks, min_context
 from shardplan.validators.index import DagIndex
 from shardplan.validators.registry import Finding, from_problems, rule, sample
@@ -180,7 +180,8 @@ def rule_idle_decode_groups(ix: DagIndex) -> Iterator[Finding]:
     idle_ranks = sorted({r for i in empty for r in ix.ranks[i]})
     names = [ix.ids[i] for i in empty]
     yield Finding(
-        message=f"{counted(ix.meta.workload.sequences, 'sequence')} fill {busy} of the {decode.adp} decode attention "
+        message=f"{counted(ix.meta.workload.sequences, 'sequence')} "
+                f"{agreeing(ix.meta.workload.sequences, 'fills', 'fill')} {busy} of the {decode.adp} decode attention "
                 f"groups per "
         f"replica (prefill sp={strategy.prefill.sp} becomes decode adp={decode.adp}): GPUs {idle_ranks[:16]} "
         "have no sequence to attend to in decode: they hold their weight shards and join the collectives "
