@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cli_helpers import ROOT
+from cli_helpers import ROOT, run_here
 from cli_helpers import run_cli as _cli
 
 from shardplan.errors import InputError
@@ -190,22 +190,23 @@ def test_traces_command_lists_the_bundled_traces_with_their_figures() -> None:
     ("prompt,output_tokens\n5,3\n", "no prompt-token column"),
     ("input_tokens,output_tokens\nNaN,3\n", "'NaN' is not a finite number"),
 ])
-def test_a_malformed_trace_on_the_command_line_is_one_line_and_exit_2(tmp_path: Path, text: str,
-                                                                      expected: str) -> None:
+def test_a_malformed_trace_on_the_command_line_is_one_line_and_exit_2(tmp_path: Path, text: str, expected: str,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "trace.csv"
     path.write_text(text)
     for command in ("plan", "search"):
-        result = _cli(command, "-m", "llama-3.1-8b", "--gpus", "1", "--workload", str(path))
+        result = run_here(capsys, command, "-m", "llama-3.1-8b", "--gpus", "1", "--workload", str(path))
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith("error: workload: trace") and expected in result.stderr
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr and not result.stdout
 
 
-def test_an_oversized_trace_on_the_command_line_is_one_line_and_exit_2(tmp_path: Path) -> None:
+def test_an_oversized_trace_on_the_command_line_is_one_line_and_exit_2(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "huge.csv"
     with path.open("w") as handle:
         handle.write("input_tokens,output_tokens\n")
         handle.truncate(64_000_001)
-    result = _cli("plan", "-m", "llama-3.1-8b", "--gpus", "1", "--workload", str(path))
+    result = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--gpus", "1", "--workload", str(path))
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "64,000,001 bytes, over the limit of 64,000,000" in result.stderr
