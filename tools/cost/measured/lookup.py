@@ -78,13 +78,21 @@ def _uncovered() -> tuple[type[Exception], ...]:
             errors.UnsupportedWideepConfigError)
 
 
-def _evaluate(tables: MeasuredTables, point: tuple[bool, int, int, int], queries: list[Query]) -> list[float | None]:
-    """Seconds of each of ``queries`` at ``point``, in one call to the engine; None where the tables do not cover
-    one. An uncovered op fails the whole call, so the call is split in halves until that op stands alone."""
+def _ops_json(queries: list[Query]) -> str:
+    """The engine's JSON of ``queries``, named ``q0``, ``q1``, ... (a malformed query raises here)."""
     from aiconfigurator_core.sdk.engine import build_ops_json
 
+    return str(build_ops_json([_build_op(q, f"q{i}") for i, q in enumerate(queries)]))
+
+
+def _evaluate(
+    tables: MeasuredTables, point: tuple[bool, int, int, int], queries: list[Query], ops_json: str | None = None
+) -> list[float | None]:
+    """Seconds of each of ``queries`` at ``point``, in one call to the engine; None where the tables do not cover
+    one. An uncovered op fails the whole call, so the call is split in halves until that op stands alone.
+    ``ops_json``: the queries already built (:func:`_ops_json`)."""
     context, batch, seq, prefix = point
-    ops_json = build_ops_json([_build_op(q, f"q{i}") for i, q in enumerate(queries)])
+    ops_json = ops_json if ops_json is not None else _ops_json(queries)
     try:
         rows = tables.handle.evaluate_ops_json(ops_json, is_context=context, batch_size=batch, s=seq, prefix=prefix)
     except _uncovered():
@@ -110,7 +118,10 @@ def lookup_seconds(tables: MeasuredTables, queries: Iterable[Query]) -> dict[Que
             cache[query] = 0.0
         elif query not in cache:
             missing[_point(query)].append(query)
+    # Every query is built before any is evaluated: a malformed one is a bug that shows before the engine runs,
+    # whatever order the lookup points come in.
+    built = {point: _ops_json(group) for point, group in missing.items()}
     for point, group in missing.items():
-        for query, seconds in zip(group, _evaluate(tables, point, group), strict=True):
+        for query, seconds in zip(group, _evaluate(tables, point, group, built[point]), strict=True):
             cache[query] = seconds
     return {q: cache[q] for q in wanted}
