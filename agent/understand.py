@@ -14,7 +14,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from shardplan.agent.followup import answer_follow_up
 from shardplan.agent.parse.echo import reading_lines
 from shardplan.agent.parse.features import parsed_features
-from shardplan.agent.parse.request import ParsedRequest, gpu_types, parse_request, to_plan_request
+from shardplan.agent.parse.plan_request import gpu_types, to_plan_request
+from shardplan.agent.parse.request import ParsedRequest, parse_request
 from shardplan.agent.state import AgentState
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.errors import InputError

@@ -20,7 +20,8 @@ from collections import Counter
 
 from fuzz_table import print_counts
 
-from shardplan.agent.parse.request import ParsedRequest, missing_fields, parse_request, to_plan_request
+from shardplan.agent.parse.plan_request import missing_fields, to_plan_request
+from shardplan.agent.parse.request import ParsedRequest, parse_request
 from shardplan.errors import InputError
 
 _GRAMMAR_TEXT = (

@@ -28,7 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shardplan.agent.parse.request import parse_request, to_plan_request
+from shardplan.agent.parse.plan_request import to_plan_request
+from shardplan.agent.parse.request import parse_request
 from shardplan.agent.policies import redact
 from shardplan.agent.run import run_plan
 from shardplan.contracts.plan import Plan, PlanRequest

@@ -25,7 +25,8 @@ from cli_helpers import run_here
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardplan.agent.parse.request import parse_request, to_plan_request
+from shardplan.agent.parse.plan_request import to_plan_request
+from shardplan.agent.parse.request import parse_request
 from shardplan.contracts.figures import Figures
 from shardplan.contracts.plan import Plan, PlanRequest, PricedDeployment
 from shardplan.contracts.speculation import Speculation

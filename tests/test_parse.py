@@ -12,16 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from shardplan.agent.parse import plan_request as asking_module
 from shardplan.agent.parse import request as parse_module
-from shardplan.agent.parse.request import (
-    DEFAULT_ISL,
-    DEFAULT_OSL,
-    ParsedRequest,
-    clarifying_question,
-    missing_fields,
-    parse_request,
-    to_plan_request,
-)
+from shardplan.agent.parse.plan_request import clarifying_question, missing_fields, to_plan_request
+from shardplan.agent.parse.request import DEFAULT_ISL, DEFAULT_OSL, ParsedRequest, parse_request
 from shardplan.errors import InputError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -307,6 +301,7 @@ def test_parsed_request_forbids_unknown_keys() -> None:
 
 def test_module_examples() -> None:
     assert doctest.testmod(parse_module).failed == 0
+    assert doctest.testmod(asking_module).failed == 0
 
 
 @settings(max_examples=150, deadline=None)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shardplan.agent.parse.request import gpu_types, parse_request, to_plan_request
+from shardplan.agent.parse.plan_request import gpu_types, to_plan_request
+from shardplan.agent.parse.request import parse_request
 from shardplan.agent.parse.typos import mend_typos
 from shardplan.tools.planning.gpu_choice import parse_gpu_types
 

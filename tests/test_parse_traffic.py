@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from shardplan.agent.parse.request import missing_fields, parse_request, to_plan_request
+from shardplan.agent.parse.plan_request import missing_fields, to_plan_request
+from shardplan.agent.parse.request import parse_request
 from shardplan.errors import InputError
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from shardplan.agent.parse.echo import reading_lines
-from shardplan.agent.parse.request import gpu_types, parse_request, to_plan_request
+from shardplan.agent.parse.plan_request import gpu_types, to_plan_request
+from shardplan.agent.parse.request import parse_request
 
 
 def _thread(*messages: str):  # type: ignore[no-untyped-def]

@@ -149,7 +149,8 @@ def test_nvidias_fp4_deepseek_r1_is_loaded_with_the_parts_it_stores_apart() -> N
 
 
 def test_a_follow_up_keeps_the_parts_a_request_given_whole_stated() -> None:
-    from shardplan.agent.parse.request import parse_request, to_plan_request
+    from shardplan.agent.parse.plan_request import to_plan_request
+    from shardplan.agent.parse.request import parse_request
     from shardplan.agent.understand import _given
 
     given = RequestArgs(model="deepseek-v3", gpu="B200", gpus=8, weight_dtype="fp4",
