@@ -135,7 +135,7 @@ def verify_rows(run: Run, engine: str, backend: str) -> list[dict[str, Any]]:
         spec = parse_speculation(f"eagle:{positions - 1}", 0.0)
         verifying = StepPricer(base.model, base.cluster, base.layout, base.isl, base.osl, engine=base.engine,
                                backend=base.backend, speculation=spec)
-        verify = verifying.linear_s(decodes * positions) + verifying.verify_attention_s(decodes)
+        verify = verifying.verify_linear_s(decodes) + verifying.verify_attention_s(decodes)
         out.append({"decodes": decodes, "positions": positions, "measured_ms": float(r["ms"]),
                     "measured_ratio": float(r["ms"]) / plain[decodes],
                     "shardplan_ratio": verify / base.step_s(decodes, 0)})
