@@ -51,6 +51,25 @@ def test_rates_after_their_sign_and_as_gaps(text: str, rate: float) -> None:
     assert parse_request(text).rate == rate
 
 
+@pytest.mark.parametrize("text", ["llama 70b on 8 H100, 99999999999 rps", "llama 70b on 8 H100, 1000000000 requests every "
+                                  "1 ms", "llama 70b on 8 H100, 1 request every 100000000 minutes"])
+def test_a_rate_past_the_range_is_left_out_with_a_note_not_a_traceback(text: str) -> None:
+    """The plan's request bounds the rate (1e-6 to 1e8 requests/s): the reader leaves a rate outside it out and says
+    so, where it used to hand it on and fail the request's own validation (a ValidationError from the chat)."""
+    parsed = parse_request(text)
+    assert parsed.rate is None
+    assert any("a rate runs from 1e-06" in note for note in parsed.notes)
+
+
+@pytest.mark.parametrize("text", ["llama 70b on 8 H100 at 1e-9 rps", "llama 70b on 8 H100 at -5 rps",
+                                  "llama 70b on 8 H100 at 1e+9 rps"])
+def test_a_rate_after_a_sign_or_an_exponent_is_not_read_as_its_last_digits(text: str) -> None:
+    """'1e-9 rps' was read as 9 requests/s and '-5 rps' as 5; the figure is now left unread, and its note says so."""
+    parsed = parse_request(text)
+    assert parsed.rate is None
+    assert any("was not used" in note for note in parsed.notes)
+
+
 def test_key_value_lengths_keep_their_own_figures() -> None:
     parsed = parse_request("llama 3.1 8b 1xH100 isl=3000 osl=300 qps=25")
     assert (parsed.isl, parsed.osl) == (3000, 300)

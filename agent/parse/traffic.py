@@ -19,6 +19,7 @@ import re
 
 from shardplan.agent.parse.quantities import headcount
 from shardplan.agent.parse.text import _COUNT, _LEN, _START, Findings, Scan, _add_positive, _count, _tokens
+from shardplan.limits import MAX_RATE, MIN_RATE, RATE_RANGE
 from shardplan.text import counted
 
 __all__ = ["read_arrival", "read_rate", "read_price", "read_trace", "read_length_ranges", "BURSTY"]
@@ -65,13 +66,14 @@ _USERS = re.compile(
 
 _PER_UNIT = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "hr": 3600.0, "hour": 3600.0}
 _REQUEST_RATE = re.compile(
-    r"(?<![\w.#])(?P<n>\d+(?:\.\d+)?)\s*(?:(?:qps|rps)(?![a-z])|(?:requests?|reqs?|queries|prompts)\s*(?:/|per|an?|each)"
+    r"(?<![\w.#+-])(?P<n>\d+(?:\.\d+)?)\s*(?:(?:qps|rps)(?![a-z])|(?:requests?|reqs?|queries|prompts)\s*(?:/|per|an?|each)"
     r"\s*(?P<unit>s|sec|second|min|minute|hr|hour)(?![a-z]))(?!\s*[=:]\s*\d)"
     r"|(?<![\w#])(?:qps|rps|(?:requests?|reqs?|queries)\s*(?:/|per)\s*(?P<unit2>s|sec|second|min|minute|hr|hour))"
     r"\s*(?:=|:|of|is)\s*(?P<n2>\d+(?:\.\d+)?)(?![\w.])"
 )
 """A rate, number first ("10 requests/s", "12 QPS") or after its unit and a sign ("requests/sec = 4", "qps: 12"); in
-"osl=300 qps=25" the unit's figure is the one after its sign, so the 300 before it is left to the output length."""
+"osl=300 qps=25" the unit's figure is the one after its sign, so the 300 before it is left to the output length. A
+number after a sign or an exponent's is not read alone: "1e-9 rps" is not 9 requests/s, nor "-5 rps" 5."""
 _EVERY = re.compile(
     r"(?<![\w.#])(?P<n>\d+|an?|one)\s+(?:requests?|reqs?|queries|calls?)\s+every\s+(?P<gap>\d+(?:\.\d+)?)?\s*"
     r"(?P<unit>ms|milliseconds?|s|secs?|seconds?|min|minutes?)(?![a-z])"
@@ -80,12 +82,17 @@ _EVERY = re.compile(
 
 
 def read_rate(scan: Scan, found: Findings) -> None:
-    """A request rate, in requests per second: "10 requests/s", "600 requests per minute", "12 QPS".
+    """A request rate, in requests per second: "10 requests/s", "600 requests per minute", "12 QPS". A rate outside
+    what shardplan plans for is left out with a note naming the range.
 
     >>> found = Findings()
     >>> read_rate(Scan("at 600 requests per minute, bursty"), found)
     >>> found.values
     {'rate': [10.0]}
+    >>> found = Findings()
+    >>> read_rate(Scan("99999999999 rps"), found)
+    >>> found.values, found.notes[0][:50]
+    ({}, "Ignored '99999999999 rps': a rate runs from 1e-06 ")
     """
     for match in scan.take(_EVERY):
         count = 1.0 if match.group("n") in ("a", "an", "one") else float(match.group("n"))
@@ -93,7 +100,7 @@ def read_rate(scan: Scan, found: Findings) -> None:
         per_ms = 60000.0 if unit.startswith("min") else 1.0 if unit.startswith("m") else 1000.0
         gap_ms = float(match.group("gap") or 1) * per_ms
         if gap_ms > 0:
-            _add_positive(found, "rate", count * 1000.0 / gap_ms, match.group())
+            _add_rate(found, count * 1000.0 / gap_ms, match.group())
         else:
             found.notes.append(f"Ignored '{match.group().strip()}': the gap between requests must be longer than 0.")
     for match in scan.take(_REQUEST_RATE):
@@ -101,7 +108,15 @@ def read_rate(scan: Scan, found: Findings) -> None:
         per = _PER_UNIT[unit] if unit else 1.0
         rate = float(match.group("n") or match.group("n2")) / per
         if rate > 0:
-            found.add("rate", rate, match.group())
+            _add_rate(found, rate, match.group())
+
+
+def _add_rate(found: Findings, rate: float, phrase: str) -> None:
+    """Record ``rate`` where it lies in the range the plan's request takes; otherwise a note naming the range."""
+    if rate > 0 and not MIN_RATE <= rate <= MAX_RATE:
+        found.notes.append(f"Ignored '{phrase.strip()}': a rate runs {RATE_RANGE}.")
+        return
+    _add_positive(found, "rate", rate, phrase)
 
 
 _TRACE = re.compile(
