@@ -51,8 +51,9 @@ def test_rates_after_their_sign_and_as_gaps(text: str, rate: float) -> None:
     assert parse_request(text).rate == rate
 
 
-@pytest.mark.parametrize("text", ["llama 70b on 8 H100, 99999999999 rps", "llama 70b on 8 H100, 1000000000 requests every "
-                                  "1 ms", "llama 70b on 8 H100, 1 request every 100000000 minutes"])
+@pytest.mark.parametrize("text", ["llama 70b on 8 H100, 99999999999 rps",
+                                  "llama 70b on 8 H100, 1000000000 requests every 1 ms",
+                                  "llama 70b on 8 H100, 1 request every 100000000 minutes"])
 def test_a_rate_past_the_range_is_left_out_with_a_note_not_a_traceback(text: str) -> None:
     """The plan's request bounds the rate (1e-6 to 1e8 requests/s): the reader leaves a rate outside it out and says
     so, where it used to hand it on and fail the request's own validation (a ValidationError from the chat)."""

@@ -255,8 +255,8 @@ def test_a_verify_step_is_not_cheaper_where_the_tables_dip_between_row_counts(gp
                                                                                draft: int) -> None:
     """vLLM's tables time Llama-3.1-8B's linear work with FP8 weights on an H200 at 3.95 ms for 32 tokens and 3.60
     for 64, so a verify step of 32 sequences at two positions was priced 4% under its plain step (at 1k of context;
-    the GPU runs of benchmarks/data/gpu/ measure 1.08 to 1.24x). The verify step's linear work is never priced
-    under the plain step's."""
+    the GPU runs of benchmarks/data/gpu/ measure 1.08 to 1.22x at two positions). The verify step's linear work is
+    never priced under the plain step's."""
     model = load_model("meta-llama/Llama-3.1-8B", weight_dtype=weights)  # type: ignore[arg-type]
     layout = parse_strategy("tp=1").decode
     plain = StepPricer(model, make_cluster(gpu, 1), layout, 1024, 2)

@@ -73,7 +73,8 @@ _REQUEST_RATE = re.compile(
 )
 """A rate, number first ("10 requests/s", "12 QPS") or after its unit and a sign ("requests/sec = 4", "qps: 12"); in
 "osl=300 qps=25" the unit's figure is the one after its sign, so the 300 before it is left to the output length. A
-number after a sign or an exponent's is not read alone: "1e-9 rps" is not 9 requests/s, nor "-5 rps" 5."""
+figure right after a sign (a minus, a plus, an exponent's) is not read alone: "1e-9 rps" is not 9 requests/s, nor
+"-5 rps" 5."""
 _EVERY = re.compile(
     r"(?<![\w.#])(?P<n>\d+|an?|one)\s+(?:requests?|reqs?|queries|calls?)\s+every\s+(?P<gap>\d+(?:\.\d+)?)?\s*"
     r"(?P<unit>ms|milliseconds?|s|secs?|seconds?|min|minutes?)(?![a-z])"
