@@ -88,8 +88,10 @@ _LENGTH = re.compile(
     rf"(?<![\w#])(?:mean\s+|average\s+)?accept(?:ance|ed)?[\s-]+length\s*"
     rf"(?:of|=|:|is|was|were|be|at|becomes?|goes\s+to|rises\s+to|falls\s+to|drops\s+to)?\s*{_num('n')}(?![\w.])"
 )
+_ABOUT = r"(?:(?:~|≈|about|around|roughly|approx(?:imately|\.)?|circa)\s*)?"
+"""An approximate figure: "hit rate ~70%", "acceptance about 0.7"."""
 _RATE = re.compile(
-    rf"(?<![\w#])accept(?:ance)?(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*{_num('n')}\s*(?P<pct>%)?(?![\w.])"
+    rf"(?<![\w#])accept(?:ance)?(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*{_ABOUT}{_num('n')}\s*(?P<pct>%)?(?![\w.])"
     rf"|{_num('n2')}\s*(?P<pct2>%)\s+(?:acceptance|accept(?:ed)?)(?:[\s-]+rate)?(?![a-z])"
     rf"|{_num('n3')}\s+(?:draft\s+)?accept(?:ance)?[\s-]+rate(?![a-z])"
 )
@@ -100,8 +102,6 @@ _ACCEPTED = re.compile(
 )
 _SHARE = r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)\s*%"
 """A percentage, read from its first digit only (which keeps the reading linear in a run of digits)."""
-_ABOUT = r"(?:(?:~|≈|about|around|roughly|approx(?:imately|\.)?|circa)\s*)?"
-"""An approximate share: "hit rate ~70%"."""
 _HITS = r"(?:cache\s+hits?|prefix\s+(?:reuse|hits?)|shared\s+prefix)"
 _SHARED = r"(?:shared|common|cached|reused|repeated|identical|the\s+same)"
 _FRACTIONS = {"half": 0.5, "a third": 1 / 3, "one third": 1 / 3, "two thirds": 2 / 3, "a quarter": 0.25,
@@ -110,7 +110,7 @@ _FRACTIONS = {"half": 0.5, "a third": 1 / 3, "one third": 1 / 3, "two thirds": 2
 _WORD_SHARE = r"(?<![\w])(?P<w>half|(?:a|one)\s+third|two\s+thirds|(?:a|one)\s+quarter|three\s+quarters)"
 _PREFIX_SHARE = re.compile(
     rf"(?:{_SHARE}|{_WORD_SHARE})\s+(?:of\s+)?(?:the\s+|each\s+|every\s+|a\s+)?(?:prompts?|input|context|tokens?)\s+"
-    rf"(?:is|are|was|were|gets?|got)\s+"
+    rf"(?:(?:is|are|was|were|gets?|got)\s+)?"
     rf"(?:a\s+|the\s+)?{_SHARED}(?:[\s-]+(?:system[\s-]+prompt|prefix|preamble))?"
     rf"|(?<![\w#])(?:(?:prefix|prompt)[\s-]*)?cache[\s-]+hit(?:[\s-]+rate)?s?\s*(?:of|=|:|is)?\s*{_ABOUT}(?:(?P<p2>\d+(?:\.\d+)?)"
     rf"\s*(?P<pct2>%)?)(?![\w.])"

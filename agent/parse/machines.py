@@ -1,6 +1,6 @@
 """Machines named by product rather than by GPU: cloud instance types ("p5.48xlarge", "a3-highgpu-8g",
-"ND H100 v5") and NVIDIA systems ("DGX H100", "HGX B200", "GB200 NVL72"); and GPU variants
-("A100 40GB", "H100 PCIe") mapped to their catalog entries.
+"ND H100 v5") and NVIDIA systems ("DGX H100", "HGX B200", "GB200 NVL72"); GPU variants ("A100 40GB", "H100 PCIe")
+mapped to their catalog entries; and GPUs the catalog has no specs for ("L4", "V100", "RTX 4090"), named in a note.
 
 A machine is one node of a known GPU and size; a count before it ("2 DGX H100", "4x p5.48xlarge") is the
 node count.
@@ -13,7 +13,7 @@ import re
 from shardplan.agent.parse.text import _COUNT, _START, Findings, Scan, _count
 from shardplan.text import counted
 
-__all__ = ["read_machines", "gpu_variant"]
+__all__ = ["read_machines", "read_uncatalogued_gpus", "gpu_variant"]
 
 _INSTANCES: dict[str, tuple[str, int]] = {
     r"p5\.48xlarge": ("H100", 8),
@@ -56,6 +56,29 @@ def read_machines(scan: Scan, found: Findings) -> None:
         for name, value in (("gpu", gpu), ("nodes", nodes), ("gpus_per_node", per)):
             found.add(name, value, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as {counted(nodes, 'node')} of {per} {gpu}.")
+
+
+_UNCATALOGUED = re.compile(
+    rf"{_START}(?:(?P<n>{_COUNT})\s*[x×]?\s*)?(?:nvidia\s+|amd\s+|intel\s+|google\s+)?(?P<name>"
+    r"l4|l40(?!s)|t4|a10g?|a16|a30|a40|v100|p100|p40|h800|a800|b100|b300|gb300|"
+    r"rtx[\s-]*(?:pro[\s-]*)?(?:a?\d{4}(?:[\s-]*ada)?|a\d{4})|"
+    r"mi210|mi250x?|mi300a|mi325x|mi355x|gaudi[\s-]*[123]|tpu[\s-]*v\d+[a-z]*)"
+    r"(?:\s*(?:gpus?|cards?|accelerators?))?s?(?!\w|\.\w)"
+)
+"""Accelerators people deploy on that the catalog has no specs for: a plan for one needs a cluster file that gives
+them, so the reader names it instead of leaving its count unexplained ("'1' was not used")."""
+
+
+def read_uncatalogued_gpus(scan: Scan, found: Findings, catalog: frozenset[str]) -> None:
+    """GPUs named that ``catalog`` lacks: each gets a note naming the catalog and the way to describe it; their
+    counts are taken with them, since a count of GPUs whose specs are unknown plans nothing."""
+    for match in scan.take(_UNCATALOGUED):
+        name = re.sub(r"[\s-]+", " ", match.group("name")).upper()
+        if name in catalog:
+            continue
+        listed = ", ".join(sorted(catalog))
+        found.notes.append(f"'{match.group().strip()}': the {name} is not in shardplan's GPU catalog ({listed}); "
+                           "describe it in a cluster file (--cluster FILE) to plan for it.")
 
 
 _VARIANTS = (

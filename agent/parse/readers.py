@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from shardplan.agent.parse.machines import gpu_variant
+from shardplan.agent.parse.machines import gpu_variant, read_uncatalogued_gpus
 from shardplan.agent.parse.text import (
     _COUNT,
     _DUR,
@@ -222,7 +222,7 @@ _ANY_GPU = re.compile(
 def _read_gpu_types(scan: Scan, found: Findings) -> None:
     """GPU types named anywhere, variants read ("A100 40GB", "H100 PCIe", "8xH100"); a replaced one
     ("instead of H100") is dropped with its count. A choice among types ("H100 or H200") is read first, and "any
-    GPU" is every priced type."""
+    GPU" is every priced type. GPUs the catalog lacks ("L4", "V100") are named in a note, with their counts."""
     for match in scan.take(_ANY_GPU):
         found.add("gpu", ANY, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as every GPU type with a price: each is planned and the "
@@ -240,6 +240,7 @@ def _read_gpu_types(scan: Scan, found: Findings) -> None:
         if name == base and re.search(r"pcie|nvl|\d+\s*gb", match.group()):
             full = gpu_catalog()[name].full_name
             found.notes.append(f"Read '{match.group().strip()}' as the catalog's {name} ({full}).")
+    read_uncatalogued_gpus(scan, found, frozenset(catalog))
 
 
 @lru_cache(maxsize=1)

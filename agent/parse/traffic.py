@@ -64,12 +64,15 @@ _USERS = re.compile(
 )
 
 
-_PER_UNIT = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "hr": 3600.0, "hour": 3600.0}
+_PER_UNIT = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "hr": 3600.0, "hour": 3600.0,
+             "day": 86400.0}
+_RATE_UNITS = "s|sec|second|min|minute|hr|hour|day"
 _REQUEST_RATE = re.compile(
-    r"(?<![\w.#+-])(?P<n>\d+(?:\.\d+)?)\s*(?:(?:qps|rps)(?![a-z])|(?:requests?|reqs?|queries|prompts)\s*(?:/|per|an?|each)"
-    r"\s*(?P<unit>s|sec|second|min|minute|hr|hour)(?![a-z]))(?!\s*[=:]\s*\d)"
-    r"|(?<![\w#])(?:qps|rps|(?:requests?|reqs?|queries)\s*(?:/|per)\s*(?P<unit2>s|sec|second|min|minute|hr|hour))"
-    r"\s*(?:=|:|of|is)\s*(?P<n2>\d+(?:\.\d+)?)(?![\w.])"
+    r"(?<![\w.#+-])(?P<n>\d+(?:\.\d+)?[km]?)\s*(?:(?:qps|rps)(?![a-z])"
+    rf"|(?:requests?|reqs?|queries|prompts|calls)\s*(?:/|per|an?|each)\s*(?P<unit>{_RATE_UNITS})(?![a-z]))"
+    r"(?!\s*[=:]\s*\d)"
+    rf"|(?<![\w#])(?:qps|rps|(?:requests?|reqs?|queries)\s*(?:/|per)\s*(?P<unit2>{_RATE_UNITS}))"
+    r"\s*(?:=|:|of|is)\s*(?P<n2>\d+(?:\.\d+)?[km]?)(?![\w.])"
 )
 """A rate, number first ("10 requests/s", "12 QPS") or after its unit and a sign ("requests/sec = 4", "qps: 12"); in
 "osl=300 qps=25" the unit's figure is the one after its sign, so the 300 before it is left to the output length. A
@@ -83,13 +86,17 @@ _EVERY = re.compile(
 
 
 def read_rate(scan: Scan, found: Findings) -> None:
-    """A request rate, in requests per second: "10 requests/s", "600 requests per minute", "12 QPS". A rate outside
-    what shardplan plans for is left out with a note naming the range.
+    """A request rate, in requests per second: "10 requests/s", "600 requests per minute", "12 QPS", "2M requests a
+    day" (k a thousand, m a million). A rate outside what shardplan plans for is left out with a note naming the range.
 
     >>> found = Findings()
     >>> read_rate(Scan("at 600 requests per minute, bursty"), found)
     >>> found.values
     {'rate': [10.0]}
+    >>> found = Findings()
+    >>> read_rate(Scan("about 1.728m requests a day, peaks at 1.5k qps"), found)
+    >>> found.values
+    {'rate': [20.0, 1500.0]}
     >>> found = Findings()
     >>> read_rate(Scan("99999999999 rps"), found)
     >>> found.values, found.notes[0][:50]
@@ -107,9 +114,15 @@ def read_rate(scan: Scan, found: Findings) -> None:
     for match in scan.take(_REQUEST_RATE):
         unit = match.group("unit") or match.group("unit2")
         per = _PER_UNIT[unit] if unit else 1.0
-        rate = float(match.group("n") or match.group("n2")) / per
+        rate = _figure(match.group("n") or match.group("n2")) / per
         if rate > 0:
             _add_rate(found, rate, match.group())
+
+
+def _figure(text: str) -> float:
+    """A figure of requests, k a thousand and m a million as people count them: "1.5k" -> 1500.0, "2m" -> 2e6."""
+    scale = {"k": 1e3, "m": 1e6}.get(text[-1], 1.0)
+    return float(text.rstrip("km")) * scale
 
 
 def _add_rate(found: Findings, rate: float, phrase: str) -> None:

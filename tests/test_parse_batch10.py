@@ -1,0 +1,58 @@
+"""The chat reader's rules for the tenth batch of phrasings (tests/data/requests_batch10.yaml): rates by the day and
+the hour with k and M counts, approximate acceptance, prefix caching said without a verb, and GPUs the catalog lacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from shardplan.agent.parse.request import parse_request
+
+
+@pytest.mark.parametrize(("text", "rate"), [
+    ("llama 8b on 1 H100, about 2M requests a day", 2e6 / 86400),
+    ("llama 8b on 1 H100, 864k requests/day", 10.0),
+    ("llama 8b on 1 H100, ~36k requests an hour", 10.0),
+    ("llama 8b on 1 H100 at 1.2k requests per minute", 20.0),
+    ("llama 8b on 1 H100, 1k rps", 1000.0),
+    ("llama 8b on 1 H100, qps=1.5k", 1500.0),
+])
+def test_rates_by_the_day_and_hour_count_k_and_m_as_people_do(text: str, rate: float) -> None:
+    parsed = parse_request(text)
+    assert parsed.rate == pytest.approx(rate)
+    assert parsed.batch is None  # "2M requests a day" was read as 2,000,000 requests in flight
+
+
+@pytest.mark.parametrize(("text", "accepted"), [
+    ("DeepSeek-V3 on 16 H200 with mtp:1, acceptance rate about 70%", 0.7),
+    ("DeepSeek-V3 on 16 H200, MTP with 2 draft tokens, acceptance ~80%", 1.6),
+])
+def test_an_approximate_acceptance_is_read(text: str, accepted: float) -> None:
+    assert parse_request(text).spec_accept == pytest.approx(accepted)
+
+
+@pytest.mark.parametrize(("text", "hit"), [
+    ("llama 70b on 4 H100 at 3 rps with 60% of each prompt cached", 0.6),
+    ("llama 8b on 1 h100, half of each prompt cached, 2k/256", 0.5),
+])
+def test_a_cached_share_of_the_prompt_needs_no_verb(text: str, hit: float) -> None:
+    assert parse_request(text).prefix_hit == pytest.approx(hit)
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("llama 8b on 1 L4, 1k/256", "L4"), ("llama 8b on 8 V100s", "V100"), ("llama 8b on 4 RTX 4090", "RTX 4090"),
+    ("llama 8b on 2 A10G.", "A10G"), ("llama 8b on 1 MI325X", "MI325X"), ("llama 8b on 4 nvidia L40 gpus", "L40"),
+])
+def test_a_gpu_outside_the_catalog_is_named_not_left_as_an_unexplained_count(text: str, name: str) -> None:
+    """A GPU without specs in the catalog cannot be planned for; the reader used to drop it silently and say only
+    that its count was not used."""
+    parsed = parse_request(text)
+    assert parsed.gpu is None and parsed.gpus is None
+    assert any(f"the {name} is not in shardplan's GPU catalog" in note and "--cluster FILE" in note
+               for note in parsed.notes), parsed.notes
+    assert not any("was not used" in note for note in parsed.notes)
+
+
+def test_catalogued_gpus_beside_an_uncatalogued_one_are_still_read() -> None:
+    parsed = parse_request("llama 8b on 8 l40s, or 8 H800?")
+    assert (parsed.gpu, parsed.gpus) == ("L40S", 8)
+    assert any("the H800 is not in shardplan's GPU catalog" in note for note in parsed.notes)
