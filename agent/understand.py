@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 
 from shardplan.agent.followup import answer_follow_up
-from shardplan.agent.parse.echo import reading_lines
+from shardplan.agent.parse.echo import noted_lines, reading_lines
 from shardplan.agent.parse.features import parsed_features
 from shardplan.agent.parse.plan_request import gpu_types, to_plan_request
 from shardplan.agent.parse.request import ParsedRequest, parse_request
@@ -92,7 +92,11 @@ def understand_message(state: AgentState, policy: str) -> dict[str, Any]:
         request = to_plan_request(parsed, policy=policy)
     except InputError as exc:
         ask = exc.fix if exc.field in _ASKING and exc.fix else str(exc)
-        return {"intent": "ask", "parsed": parsed.model_dump(mode="json"), "messages": [AIMessage(content=ask + echo)]}
+        # the notes say why a field is asked for (a model not bundled, a GPU outside the catalog); a plan would
+        # state them among its assumptions, a question must state them itself
+        noted = "".join(f"\n{line}" for line in noted_lines(parsed))
+        return {"intent": "ask", "parsed": parsed.model_dump(mode="json"),
+                "messages": [AIMessage(content=ask + noted + echo)]}
     types = gpu_types(parsed)
     if len(types) > 1:  # "H100 or H200?": each type planned by the deterministic planner, the cheapest kept
         chosen = plan_gpu_types(request.model_copy(update={"price": None}), types, budget=parsed.gpus,

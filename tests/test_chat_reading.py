@@ -48,3 +48,17 @@ def test_a_question_back_also_says_what_was_read() -> None:
     answer = _answer(state)
     assert answer.startswith("Could you tell me which GPU type")
     assert "prompt length 6144 tokens from 'prompts are ~6k tokens'" in answer
+
+
+def test_a_question_back_says_why_a_named_gpu_or_model_was_not_taken() -> None:
+    """The reader's notes reached the answer only through a plan's assumptions, so a question back about a GPU or a
+    model the user had named ("8 V100s", "mistral 7b") left out why it asked."""
+    (gpu_state,) = _chat("Llama 3.1 8B on 8 V100s, 1k/256")
+    answer = _answer(gpu_state)
+    assert answer.startswith("Could you tell me which GPU type")
+    assert "Noted: '8 v100s': the V100 is not in shardplan's GPU catalog" in answer and "--cluster FILE" in answer
+    (model_state,) = _chat("mistral 7b on 8 h100, 1k/256")
+    answer = _answer(model_state)
+    assert answer.startswith("Could you tell me which model")
+    assert "Noted: 'mistral 7b' is not bundled; the closest bundled model is mistralai/Mixtral-8x7B-v0.1" in answer
+    assert "No prompt length given" not in answer  # the default lengths stay in the Assumed line

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardplan.agent.parse.request import DEFAULT_ISL, DEFAULT_OSL, ParsedRequest
+from shardplan.agent.parse.request import DEFAULT_ISL, DEFAULT_OSL, ParsedRequest, default_length_note
 from shardplan.text import counted
 
-__all__ = ["reading_lines"]
+__all__ = ["reading_lines", "noted_lines"]
 
 _LABELS = {
     "model": ("model", ""), "gpu": ("GPU", ""), "gpus": ("GPUs", ""), "nodes": ("nodes", ""),
@@ -66,3 +66,16 @@ def reading_lines(parsed: ParsedRequest) -> list[str]:
     lines += [f"Kept from the thread: {'; '.join(kept)}."] if kept else []
     lines += [f"Assumed: {'; '.join(assumed)}."] if assumed else []
     return lines
+
+
+def noted_lines(parsed: ParsedRequest) -> list[str]:
+    """The reader's notes, a ``Noted:`` line each, for an answer that asks back instead of planning (a plan states
+    them among its assumptions): why a model or a GPU named was not taken, what was left unread. The default
+    lengths are left to the ``Assumed:`` line of :func:`reading_lines`.
+
+    >>> from shardplan.agent.parse.request import parse_request
+    >>> noted_lines(parse_request("Llama 70B on 8 V100s"))[0][:61]
+    "Noted: '8 v100s': the V100 is not in shardplan's GPU catalog "
+    """
+    defaults = {default_length_note("prompt"), default_length_note("output")}
+    return [f"Noted: {note}" for note in parsed.notes if note not in defaults]

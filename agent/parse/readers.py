@@ -155,7 +155,8 @@ def _read_models(scan: Scan, found: Findings) -> None:
         try:
             repo = resolve_model_name(name)
         except InputError as exc:
-            found.notes.append(f"'{name}' is not a bundled model; {exc.fix}.")
+            fix = exc.fix or ""  # names the model itself where it says it is not bundled
+            found.notes.append(f"{fix}." if fix.startswith(f"'{name}'") else f"'{name}' is not a bundled model; {fix}.")
             continue
         found.add("model", repo, match.group())
         found.notes.append(alias_note(name) or f"Read '{name}' as {repo}.")

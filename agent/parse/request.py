@@ -67,6 +67,7 @@ __all__ = [
     "DEFAULT_OSL",
     "Intent",
     "ParsedRequest",
+    "default_length_note",
     "parse_request",
 ]
 
@@ -205,16 +206,25 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
         merged["objective"] = "goodput"
         found.notes.append("Throughput with latency targets is planned as goodput (throughput under the targets).")
     if intent == "plan":
-        for name, default, what in (("isl", DEFAULT_ISL, "prompt"), ("osl", DEFAULT_OSL, "output")):
+        for name, what in (("isl", "prompt"), ("osl", "output")):
             # a trace's lengths stand in for both, a distribution's mean for its own
             if merged[name] is None and merged["trace"] is None and merged[f"{name}_dist"] is None:
-                found.notes.append(f"No {what} length given; assuming {counted(default, 'token')}.")
+                found.notes.append(default_length_note(what))
     said_constraints = across_all(list(dict.fromkeys(found.values.get("constraints", []))), counts.gpus, found)
     constraints = merge_constraints(previous.constraints if previous else [], said_constraints, found)
     said_words = {k: v for k, v in found.said.items() if k in _SETTINGS or k.startswith("constraint ")}
     return ParsedRequest(**merged, intent=intent, about=about, constraints=constraints, said=said_words,
                          contradictions=found.contradictions, notes=found.notes,
                          weight_formats=previous.weight_formats if previous else None)
+
+
+def default_length_note(what: str) -> str:
+    """The note a reading leaves for a length no message gave; ``what`` is ``prompt`` or ``output``.
+
+    >>> default_length_note("output")
+    'No output length given; assuming 256 tokens.'
+    """
+    return f"No {what} length given; assuming {counted(DEFAULT_ISL if what == 'prompt' else DEFAULT_OSL, 'token')}."
 
 
 def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedRequest:
