@@ -137,6 +137,26 @@ def test_a_constraint_nothing_satisfies_makes_an_infeasible_plan_that_names_it()
     assert "MEM-1" not in result.explanation
 
 
+@pytest.mark.parametrize(("texts", "objective", "replicas"), [
+    (["dp=2", "tp=4"], "latency", {2}), (["dp=2"], "latency", {2}), (["dp>=2"], "latency", {2}),
+    (["dp<=2"], "throughput", {1, 2}), (["dp=2"], "throughput", {2}),
+])
+def test_a_bound_on_the_replica_count_is_kept_not_read_as_every_layout_breaking_it(
+    texts: list[str], objective: str, replicas: set[int]
+) -> None:
+    """Layouts are screened as one replica's, dp 1, so "dp=2" used to rule out every layout, and the search said the
+    allowed strategies did not fit in memory (Llama-3.1-70B on 8 H100 as 2 replicas of tp=4 fits at 45 GB a GPU);
+    and a search without a rate priced one replica (latency) or as many as the budget holds (throughput), never the
+    count a bound asks for."""
+    model, cluster = load_model("meta-llama/Llama-3.1-70B"), make_cluster("H100", 8)
+    wanted = parse_constraints(texts)
+    result = search(model, cluster, Workload(isl=1024, osl=256, objective=objective), top=20,  # type: ignore[arg-type]
+                    constraints=wanted)
+    assert result.candidates
+    assert {c.strategy.decode.dp for c in result.candidates} <= replicas
+    assert all(not strategy_violations(c.strategy, wanted, 8) for c in result.candidates)
+
+
 def test_a_budget_that_a_constrained_layout_does_not_divide_leaves_gpus_idle() -> None:
     # --gpus is a budget: pp=3 replicas of 3 GPUs fit twice into 8, leaving 2 idle rather than refusing.
     model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 8)

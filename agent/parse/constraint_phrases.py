@@ -102,6 +102,9 @@ _REPLICA = re.compile(
     rf"|(?:each|every|one)\s+(?:model\s+)?(?:replica|instance)\s+(?:on|uses?|spans?|of)\s+(?P<v3>{_COUNT})\s*gpus?"
 )
 """GPUs of one replica: "8 GPUs per replica", "replicas of 4 GPUs", "each replica on 8 GPUs"."""
+_REPLICAS = re.compile(rf"(?<![\w#.])(?P<v>{_COUNT})\s+(?:(?:model|serving|engine)\s+)?(?=(?P<word>replicas?)(?![\w]))")
+"""How many replicas: "2 replicas", "two model replicas" (data parallelism; only the count is taken, so that "2 replicas
+of 4 GPUs" still gives the replica's GPUs). "Instances" and "copies" are left alone: they name machines as often."""
 _ENGINE = re.compile(
     r"(?<![\w#])(?:vllm|sglang|trt[\s-]*llm|tensorrt[\s-]*llm)(?![\w])"
 )
@@ -159,6 +162,10 @@ def read_constraints(scan: Scan, found: Findings) -> None:
         for text in texts:
             found.add("constraints", text, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as {', '.join(texts) or 'no constraint'}.")
+    for match in scan.take(_REPLICAS):
+        value = _count(match.group("v"))
+        if value >= 1:
+            found.add("constraints", f"dp={value}", match.group() + match.group("word"))
     for match in scan.take(_REPLICA):
         value = _count(match.group("v") or match.group("v2") or match.group("v3"))
         if value >= 1:

@@ -16,6 +16,7 @@ targets and described traffic are judged by simulating the leaders (:mod:`.simul
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from pydantic import Field
 
@@ -144,12 +145,14 @@ def _aggregated(
     workload: Workload,
     pricers: list[StepPricer],
     allowed: PhaseFilter = any_layout,
+    replica_counts: Callable[[int], bool] | None = None,
 ) -> list[PricedDeployment]:
     options: list[PricedDeployment] = []
     for pricer in pricers:
         if not (allowed("prefill", pricer.layout) and allowed("decode", pricer.layout)):
             continue  # one pool serves both phases with this layout
-        options += aggregated_options(model, cluster, pricer.layout, workload, budget=cluster.world_size, pricer=pricer)
+        options += aggregated_options(model, cluster, pricer.layout, workload, budget=cluster.world_size, pricer=pricer,
+                                      replica_counts=replica_counts)
     return options
 
 
@@ -225,8 +228,16 @@ def search(
 
     split_asked = constraints is not None and constraints.serving == "disaggregated"
 
+    # Layouts are screened as one replica's (dp 1); the replica count comes with the deployment, so a bound on dp
+    # is checked on the deployment (``satisfies`` in ``price``), not on the layout: "dp=2" ruled out every layout.
+    screening = None if constraints is None else constraints.model_copy(
+        update={"degrees": [bound for bound in constraints.degrees if bound.dim != "dp"]})
+
     def allowed(phase: str, layout: PhaseStrategy) -> bool:
-        return constraints is None or not phase_violations(phase, layout, constraints, per_node)
+        return screening is None or not phase_violations(phase, layout, screening, per_node)
+
+    def replica_counts(count: int) -> bool:
+        return constraints is None or all(bound.holds(count) for bound in constraints.degrees if bound.dim == "dp")
 
     # Two GPU types serve only split pools, each pool's layouts screened on its own GPU.
     split_asked = split_asked or cluster.mixed
@@ -244,7 +255,7 @@ def search(
     decode_pricers = _screen(model, cluster.pool("decode"), workload, rejected, allowed)[0] if cluster.mixed else None
 
     def price(sized: Workload) -> list[PricedDeployment]:
-        options = [] if split_asked else _aggregated(model, cluster, sized, pricers, allowed)
+        options = [] if split_asked else _aggregated(model, cluster, sized, pricers, allowed, replica_counts)
         if split:
             options += _disaggregated(model, cluster, sized, pricers, allowed, decode_pricers=decode_pricers,
                                       prefill_pricers=prefill_pricers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from shardplan.bisection import largest_passing
 from shardplan.contracts.hardware import Cluster
@@ -42,13 +43,16 @@ def aggregated_options(
     budget: int,
     replicas: int | None = None,
     pricer: StepPricer | None = None,
+    replica_counts: Callable[[int], bool] | None = None,
 ) -> list[PricedDeployment]:
     """The deployments worth pricing with replicas of ``layout`` on up to ``budget`` GPUs.
 
     With a fixed ``workload.batch``, each replica count shares it; with a ``workload.rate``, each replica count
     that serves the rate does so at the load the rate puts on it (figures at the rate itself); otherwise the
     latency objective serves one sequence on one replica and the others fill the budget with replicas at every
-    concurrency that fits. ``replicas`` fixes the replica count (a given strategy's ``dp``).
+    concurrency that fits. ``replicas`` fixes the replica count (a given strategy's ``dp``); ``replica_counts``
+    admits only the counts it accepts (a request's bound on ``dp``): the latency objective then takes the fewest
+    of them, the others the most.
     """
     replica = layout.model_copy(update={"dp": 1})
     most = max_workers(budget, cluster.gpus_per_node, replica.gpus)
@@ -64,7 +68,11 @@ def aggregated_options(
     # TensorRT-LLM's attention-DP ranks), as :func:`~.steady.continuous_point` prices them.
     step_room = replica.adp * ((workload.max_batched_tokens - 1) // pricer.verify_tokens)
     limit = min(capacity, step_room) if workload.batching == "continuous" else capacity
-    counts = [replicas] if replicas is not None else list(range(1, most + 1))
+    counts = [replicas] if replicas is not None else [
+        count for count in range(1, most + 1) if replica_counts is None or replica_counts(count)
+    ]
+    if not counts:
+        return []
     if workload.rate is not None and workload.batch is None:
         return _at_rate(model, cluster, replica, workload, pricer, counts, limit, budget)
     plans: list[tuple[int, int]] = []  # (replicas, concurrency per replica)
@@ -73,7 +81,7 @@ def aggregated_options(
     elif workload.objective == "latency":
         plans = [(counts[0], max(1, floor))]
     else:
-        plans = [(most if replicas is None else replicas, c) for c in concurrency_grid(limit, floor)]
+        plans = [(counts[-1], c) for c in concurrency_grid(limit, floor)]
     options: list[PricedDeployment] = []
     priced: dict[int, tuple[ServingPoint, PoolMemory] | None] = {}
 
