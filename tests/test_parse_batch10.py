@@ -56,3 +56,34 @@ def test_catalogued_gpus_beside_an_uncatalogued_one_are_still_read() -> None:
     parsed = parse_request("llama 8b on 8 l40s, or 8 H800?")
     assert (parsed.gpu, parsed.gpus) == ("L40S", 8)
     assert any("the H800 is not in shardplan's GPU catalog" in note for note in parsed.notes)
+
+
+@pytest.mark.parametrize(("text", "constraints"), [
+    ("llama 70b on 8 h100, two replicas", ["dp=2"]),
+    ("llama 70b on 8 h100, 2 replicas of tp=4", ["tp=4", "dp=2"]),
+    ("llama 70b on 8 h100, 2 replicas of 4 GPUs", ["dp=2", "gpus-per-replica=4"]),
+    ("llama 70b on 16 h100 as 4 model replicas", ["dp=4"]),
+    ("llama 70b on 8 h100, 1 replica", ["dp=1"]),
+])
+def test_a_count_of_replicas_is_the_data_parallel_degree(text: str, constraints: list[str]) -> None:
+    """"two replicas" was left out without a note, and "2 replicas of tp=4" left its 2 unused."""
+    parsed = parse_request(text)
+    assert sorted(parsed.constraints) == sorted(constraints)
+    assert not any("was not used" in note for note in parsed.notes)
+
+
+def test_instances_stay_machines_not_replicas() -> None:
+    parsed = parse_request("llama 70b on 2 p5.48xlarge instances")
+    assert (parsed.nodes, parsed.gpus, parsed.constraints) == (2, 16, [])
+
+
+@pytest.mark.parametrize(("text", "constraints"), [
+    ("mixtral 8x22b on 16 h100 over 2 nodes, ep=8 within a node, tp 2", ["ep=8", "ep-in-node", "tp=2"]),
+    ("deepseek v3 on 16 h200, tp=8 inside the node, 2 nodes", ["tp=8", "tp-in-node"]),
+    ("llama 405b on 32 h100, pp=4 across the nodes", ["pp=4", "pp-across-nodes"]),
+])
+def test_a_degree_with_its_place_is_both_constraints_not_a_node_count(text: str, constraints: list[str]) -> None:
+    """"ep=8 within a node" gave ep=8 and read "a node" as a node count, which then contradicted "2 nodes"."""
+    parsed = parse_request(text)
+    assert sorted(parsed.constraints) == sorted(constraints)
+    assert parsed.contradictions == []

@@ -84,6 +84,15 @@ _WITHIN = re.compile(
     rf"|(?<=nodes\s)and\s+(?P<what4>{_DIM_WORDS['tp']})\s+(?:within|inside)(?![\w])"
 )
 """Groups kept inside a node: "TP must stay inside a node", "TP within the node", "keep EP intra-node"."""
+_SIZED_WITHIN = re.compile(
+    rf"(?<![\w#])(?P<dim>tp|ep)\s*[=:]\s*(?P<v>\d+)[\s-]+(?:inside|within|in|intra)[\s-]*{_NODE}s?(?![\w])"
+)
+"""A degree and its place at once: "ep=8 within a node" is ep=8 and ep-in-node (read before the bare "ep=8", whose
+leftover "within a node" was read as a node count)."""
+_SIZED_ACROSS = re.compile(
+    r"(?<![\w#])pp\s*[=:]\s*(?P<v>\d+)[\s-]+(?:across|between|over)[\s-]+(?:the\s+)?nodes(?![\w])"
+)
+""""pp=2 across nodes": pp=2 and pipeline boundaries on node boundaries."""
 _POW2 = re.compile(r"(?<![\w#])(?:powers?[\s-]+of[\s-]+(?:two|2)|pow2)(?![\w])")
 _ACROSS = re.compile(
     rf"(?<![\w#])(?:{_DIM_WORDS['pp']})(?:\s+(?:only|must\s+go|goes|go|runs?|spans?|split|is))*[\s-]+"
@@ -119,6 +128,15 @@ def _dim(match: re.Match[str]) -> str:
 
 def read_constraints(scan: Scan, found: Findings) -> None:
     """Constraints said in words or in SPEC form, recorded under ``constraints`` in their text form."""
+    for match in scan.take(_SIZED_WITHIN):
+        value = int(match.group("v"))
+        if value >= 1:
+            found.add("constraints", f"{match.group('dim')}={value}", match.group())
+        found.add("constraints", f"{match.group('dim')}-in-node", match.group())
+    for match in scan.take(_SIZED_ACROSS):
+        if int(match.group("v")) >= 1:
+            found.add("constraints", f"pp={int(match.group('v'))}", match.group())
+        found.add("constraints", "pp-across-nodes", match.group())
     for match in scan.take(_EXPLICIT):
         op = {"==": "=", "≤": "<=", "≥": ">="}.get(match.group("op"), match.group("op"))
         raw = match.group("value")
