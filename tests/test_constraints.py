@@ -157,6 +157,16 @@ def test_a_bound_on_the_replica_count_is_kept_not_read_as_every_layout_breaking_
     assert all(not strategy_violations(c.strategy, wanted, 8) for c in result.candidates)
 
 
+@pytest.mark.parametrize("text", ["sp=2", "prefill:sp>=2"])
+def test_a_constraint_asking_for_sequence_parallelism_says_the_search_prices_none(text: str) -> None:
+    """The search screens layouts by their decode step, which has no sequence parallelism, so "sp=2" emptied it and
+    the answer was that Llama-3.1-8B fits on no GPU count up to 1024."""
+    model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 8)
+    with pytest.raises(InfeasibleError, match="prices no prefill worker with sequence parallelism") as raised:
+        search(model, cluster, Workload(isl=8192, osl=256, rate=5.0), constraints=parse_constraints([text]))
+    assert "does not fit" not in str(raised.value)
+
+
 def test_a_budget_that_a_constrained_layout_does_not_divide_leaves_gpus_idle() -> None:
     # --gpus is a budget: pp=3 replicas of 3 GPUs fit twice into 8, leaving 2 idle rather than refusing.
     model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 8)

@@ -223,6 +223,7 @@ def search(
     began = time.perf_counter()
     rejected: dict[str, int] = {}
     per_node = cluster.gpus_per_node
+    _raise_for_sequence_parallelism(constraints)
     if constraints is not None and constraints.serving:
         disaggregated = constraints.serving == "disaggregated"
 
@@ -315,6 +316,19 @@ def search(
         notes=notes,
         simpler_preferred=simpler,
     )
+
+
+def _raise_for_sequence_parallelism(constraints: Constraints | None) -> None:
+    """Raise the InfeasibleError of constraints that ask for sequence parallelism: the search screens replica
+    layouts by their decode step, which has none, and so never prices a prefill worker sharded by sequence. Without
+    this the emptied search read as a model that fits on no GPU count."""
+    demanded = [b.to_text() for b in (constraints.degrees if constraints else []) if b.dim == "sp" and not b.holds(1)]
+    if demanded:
+        raise InfeasibleError(
+            f"the search prices no prefill worker with sequence parallelism, so the constraint "
+            f"{', '.join(demanded)} leaves no deployment to search; give the deployment itself to price it (for "
+            f"example -s 'prefill:sp=2,tp=2;decode:tp=2;disagg'), or drop the constraint"
+        )
 
 
 def _raise_for_two_pools(model: ModelSpec, cluster: Cluster, workload: Workload, allowed: PhaseFilter) -> None:
