@@ -167,6 +167,18 @@ def test_a_constraint_asking_for_sequence_parallelism_says_the_search_prices_non
     assert "does not fit" not in str(raised.value)
 
 
+def test_a_constraint_asking_for_microbatches_under_continuous_batching_says_why_none() -> None:
+    """Continuous batching keeps one microbatch; "mb=2" emptied the search, which said 9 strategies did not fit in
+    memory. Under static batching the search prices microbatches."""
+    model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 8)
+    with pytest.raises(InfeasibleError, match="continuous batching runs one microbatch") as raised:
+        search(model, cluster, Workload(isl=1024, osl=256), constraints=parse_constraints(["mb=2"]))
+    assert "do not fit" not in str(raised.value)
+    static = search(model, cluster, Workload(isl=1024, osl=256, batching="static"),
+                    constraints=parse_constraints(["mb=2"]))
+    assert static.candidates and all(c.strategy.decode.mb == 2 for c in static.candidates)
+
+
 def test_a_budget_that_a_constrained_layout_does_not_divide_leaves_gpus_idle() -> None:
     # --gpus is a budget: pp=3 replicas of 3 GPUs fit twice into 8, leaving 2 idle rather than refusing.
     model, cluster = load_model("meta-llama/Llama-3.1-8B"), make_cluster("H100", 8)

@@ -223,7 +223,7 @@ def search(
     began = time.perf_counter()
     rejected: dict[str, int] = {}
     per_node = cluster.gpus_per_node
-    _raise_for_sequence_parallelism(constraints)
+    _raise_for_unsearched(constraints, workload)
     if constraints is not None and constraints.serving:
         disaggregated = constraints.serving == "disaggregated"
 
@@ -318,16 +318,26 @@ def search(
     )
 
 
-def _raise_for_sequence_parallelism(constraints: Constraints | None) -> None:
-    """Raise the InfeasibleError of constraints that ask for sequence parallelism: the search screens replica
-    layouts by their decode step, which has none, and so never prices a prefill worker sharded by sequence. Without
-    this the emptied search read as a model that fits on no GPU count."""
-    demanded = [b.to_text() for b in (constraints.degrees if constraints else []) if b.dim == "sp" and not b.holds(1)]
+def _raise_for_unsearched(constraints: Constraints | None, workload: Workload) -> None:
+    """Raise the InfeasibleError of constraints that ask for what the search never screens, so that an emptied search
+    does not read as a model that fits on no GPU count (or strategies that do not fit in memory): sequence
+    parallelism (layouts are screened by their decode step, which has none, so no prefill worker is sharded by
+    sequence) and, under continuous batching, microbatches (engines keep one batch per pipeline stage in flight,
+    which the serving model prices instead)."""
+    bounds = constraints.degrees if constraints else []
+    demanded = [b.to_text() for b in bounds if b.dim == "sp" and not b.holds(1)]
     if demanded:
         raise InfeasibleError(
             f"the search prices no prefill worker with sequence parallelism, so the constraint "
             f"{', '.join(demanded)} leaves no deployment to search; give the deployment itself to price it (for "
             f"example -s 'prefill:sp=2,tp=2;decode:tp=2;disagg'), or drop the constraint"
+        )
+    demanded = [b.to_text() for b in bounds if b.dim == "mb" and not b.holds(1)]
+    if demanded and workload.batching == "continuous":
+        raise InfeasibleError(
+            f"continuous batching runs one microbatch, the engines keeping a batch per pipeline stage in flight, so "
+            f"the constraint {', '.join(demanded)} leaves no deployment to search; microbatches are searched under "
+            f"static batching (--batching static), or drop the constraint"
         )
 
 
