@@ -87,3 +87,27 @@ def test_a_degree_with_its_place_is_both_constraints_not_a_node_count(text: str,
     parsed = parse_request(text)
     assert sorted(parsed.constraints) == sorted(constraints)
     assert parsed.contradictions == []
+
+
+@pytest.mark.parametrize(("follow_up", "field", "value"), [
+    ("what if the outputs were 4x longer", "osl", 1024),
+    ("prompts 2x shorter", "isl", 1024),
+    ("10x the traffic", "rate", 40.0),
+    ("make it 3 times the gpus", "gpus", 24),
+    ("outputs twice as long", "osl", 512),
+    ("prompts half as long", "isl", 1024),
+    ("ttft 2x lower", "ttft_ms", 500.0),
+])
+def test_a_follow_up_scales_by_a_figure(follow_up: str, field: str, value: float) -> None:
+    """"what if the outputs were 4x longer" left the outputs as they were and said nothing."""
+    thread = parse_request("Llama 3.1 70B on 8 H100, 2k/256, 4 rps, ttft under 1 s")
+    parsed = parse_request(follow_up, thread)
+    assert getattr(parsed, field) == value
+    assert any(note.startswith("Read '") and "times the" in note for note in parsed.notes), parsed.notes
+
+
+def test_a_scaling_of_a_value_the_thread_never_set_asks_for_it() -> None:
+    thread = parse_request("Llama 3.1 70B on 8 H100, 2k/256, 4 rps")
+    parsed = parse_request("4x more users", thread)
+    assert parsed.batch is None
+    assert "There is no batch to scale by 4: say the value." in parsed.notes

@@ -1,5 +1,5 @@
 """Follow-ups that edit the thread's last request relative to itself: "double the batch", "halve the rate",
-"drop the TTFT target", "triple the GPUs".
+"drop the TTFT target", "triple the GPUs", "outputs 4x longer", "10x the traffic".
 
 A scaling edit sets the field to the earlier value times the factor (what the message says over the earlier
 request, like any other value it says); a drop clears the field, so the default or the search's choice applies.
@@ -43,6 +43,20 @@ _EDIT = re.compile(
 )
 """An edit of an earlier value ("double the rate", "half the prompt length"); not a share of something said about it
 ("half the prompt was cached" is a prefix hit)."""
+_ANY_FIELD = "|".join(f"(?:{words})" for words in _FIELDS.values())
+_TIMES = r"(?P<{n}>\d+(?:\.\d+)?)\s*(?:x|×|times)"
+_MORE = r"longer|larger|bigger|higher|more|as\s+long|as\s+large|as\s+big|as\s+high|as\s+many|as\s+much"
+_LESS = r"shorter|smaller|lower|fewer|less"
+_SCALED = re.compile(
+    rf"(?<![\w#])(?:the\s+)?(?P<what>{_ANY_FIELD})\s+(?:(?:were|are|was|is|got|get|became|become|grew|grow)\s+)?"
+    rf"{_TIMES.format(n='n')}\s+(?:(?P<more>{_MORE})|(?P<less>{_LESS}))(?![\w])(?!\s+than\b)"
+    rf"|(?<![\w#.])(?:make\s+it\s+)?{_TIMES.format(n='n2')}\s+(?:more\s+|the\s+|as\s+many\s+|as\s+much\s+)?"
+    rf"(?P<what2>{_ANY_FIELD})(?![\w])(?!\s+(?:is|are|was|were|gets?|got|being|comes?)\s)"
+    rf"|(?<![\w#])(?:the\s+)?(?P<what3>{_ANY_FIELD})\s+(?:(?:were|are|was|is|got|get|became|become)\s+)?"
+    r"(?P<word>twice|half)\s+as\s+(?:long|large|big|high|many|much)(?![\w])"
+)
+"""A scaling by a figure: "outputs 4x longer", "what if the prompts were 3 times shorter", "10x the traffic", "4x more
+users", "outputs twice as long"."""
 _LABELS = {"batch": "batch", "rate": "request rate", "isl": "prompt length", "osl": "output length",
            "gpus": "GPU count", "nodes": "node count", "ttft_ms": "TTFT target", "tpot_ms": "TPOT target"}
 _WHOLE = ("batch", "isl", "osl", "gpus", "nodes")
@@ -51,6 +65,17 @@ _WHOLE = ("batch", "isl", "osl", "gpus", "nodes")
 
 def read_edits(scan: Scan, found: Findings) -> None:
     """Edits of the earlier request, recorded under ``edits`` as (field, operation) and blanked."""
+    for match in scan.take(_SCALED):
+        word = match.group("word")
+        factor = _FACTORS[word] if word else float(match.group("n") or match.group("n2"))
+        if factor <= 0:
+            continue
+        factor = 1.0 / factor if match.group("less") else factor
+        what = match.group("what") or match.group("what2") or match.group("what3")
+        name = next(field for field, words in _FIELDS.items() if re.fullmatch(words, what))
+        for field in ("ttft_ms", "tpot_ms") if name == "targets" else (name,):
+            found.add("edits", (field, f"x{factor:g}"))
+            found.said.setdefault(field, match.group())
     for match in scan.take(_EDIT):
         op = re.sub(r"\s+", " ", match.group("op"))
         op = "drop" if op in ("remove", "clear", "forget", "lose", "ignore", "no more") else op
@@ -76,9 +101,12 @@ def apply_edits(said: dict[str, Any], before: dict[str, Any], found: Findings) -
         if said.get(field) is not None:
             continue
         if before.get(field) is None:
-            found.notes.append(f"There is no {label} to {op}: say the value.")
+            verb = f"scale by {float(op[1:]):g}" if op.startswith("x") else op
+            found.notes.append(f"There is no {label} to {verb}: say the value.")
             continue
-        value = before[field] * _FACTORS[op]
+        factor = float(op[1:]) if op.startswith("x") else _FACTORS[op]
+        value = before[field] * factor
         said[field] = max(1, round(value)) if field in _WHOLE else round(value, 3)
-        found.notes.append(f"Read '{op} the {label}' as {said[field]:g} (was {before[field]:g}).")
+        words = f"{factor:g} times the {label}" if op.startswith("x") else f"{op} the {label}"
+        found.notes.append(f"Read '{words}' as {said[field]:g} (was {before[field]:g}).")
     return dropped
