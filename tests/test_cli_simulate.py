@@ -92,3 +92,22 @@ def test_an_infeasible_plan_or_a_dag_is_refused(plans: dict[str, Path], tmp_path
     dag.write_text(json.dumps(data["dag"]))
     assert _run(["simulate", str(dag)]) == 2
     assert "is not a plan file (it looks like a DAG" in capsys.readouterr().err
+
+
+def test_a_plan_at_a_rate_simulated_at_that_rate_is_not_called_near_its_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The note on arrivals close to what the deployment serves compared the rate with the steady state's own
+    requests/s, which for a plan made at a rate is that rate: every such plan simulated at its rate was "at 100% of
+    what it serves". It now compares with what the deployment serves with its running set full."""
+    request = PlanRequest(model="meta-llama/Llama-3.1-8B", gpu="H100", gpus=1,
+                          workload=Workload(isl=1024, osl=256, rate=5.0))
+    model, cluster = resolve_request(request)
+    path = tmp_path / "at_rate.json"
+    path.write_text(plan_for_strategy(request, model, cluster, parse_strategy("tp=1")).model_dump_json())
+    assert _run(["simulate", str(path), "--rate", "5", "--requests", "300", "--json"]) == 0
+    notes = " ".join(SimulationSummary.model_validate(json.loads(capsys.readouterr().out)).notes)
+    assert "close to the most it can serve" not in notes and "100% of" not in notes
+    assert _run(["simulate", str(path), "--rate", "40", "--requests", "500", "--json"]) == 0
+    notes = " ".join(SimulationSummary.model_validate(json.loads(capsys.readouterr().out)).notes)
+    assert "the queue does not settle" in notes

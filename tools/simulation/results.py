@@ -134,6 +134,10 @@ class RunFacts:
     block_tokens: int
     targets: Targets
     notes: list[str]
+    capacity_rps: float | None = None
+    """Requests/s the serving model gives the deployment with its running set full (what its KV cache, or its cap,
+    holds): the most it serves. None where not priced; the steady state's own rate then stands in, which for a plan
+    made at a rate is that rate, not the most it serves."""
 
 
 def measured_prefix_hit(requests: Requests) -> float | None:
@@ -225,8 +229,8 @@ def _dynamics_notes(requests: Requests, measured: Latencies, facts: RunFacts, se
     """What the run's dynamics make of its figures: a queue that does not settle, a closed loop's cold start,
     identical clients in lockstep."""
     notes = []
-    served = facts.analytic.requests_per_s
-    near = facts.rate is not None and served > 0 and facts.rate >= _SATURATED * served
+    served = facts.capacity_rps
+    near = facts.rate is not None and served is not None and served > 0 and facts.rate >= _SATURATED * served
     if settled is False or near:
         quarters = [float(np.nanmean(part)) / 1e3 for part in np.array_split(measured.queue_ms, 4)]
         waits = (f"requests waited {quarters[0]:.2f} s in the first quarter of the run, {quarters[-1]:.2f} s in the "
@@ -239,9 +243,9 @@ def _dynamics_notes(requests: Requests, measured: Latencies, facts: RunFacts, se
             )
         elif facts.rate is not None:
             notes.append(
-                f"arrivals at {facts.rate / served:.0%} of the {served:.2f} requests/s the plan's steady state serves "
-                f"at its sequences in flight, close to what the deployment can serve ({waits}): the upper "
-                "percentiles depend on --requests"
+                f"arrivals at {facts.rate / (served or 1.0):.0%} of the {served or 0.0:.2f} requests/s the deployment "
+                f"serves with its running set full, close to the most it can serve ({waits}): the upper percentiles "
+                "depend on --requests"
             )
     arrival = facts.traffic.arrival
     if isinstance(arrival, ClosedLoop):

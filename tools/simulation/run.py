@@ -35,6 +35,7 @@ from shardplan.text import counted
 from shardplan.tools.cost.pricing import Backend
 from shardplan.tools.serving.disaggregated import kv_transfer_s, prefill_worker
 from shardplan.tools.serving.placement import replica_strategy
+from shardplan.tools.serving.steady import serving_point
 from shardplan.tools.serving.steps import StepPricer
 from shardplan.tools.simulation.capacity import BLOCK_TOKENS, engine_seq_cap, kv_blocks
 from shardplan.tools.simulation.engine import Engine
@@ -256,8 +257,17 @@ def simulate(
         # The rate judged is the one offered: a queue that keeps up serves it, one that grows misses it.
         targets=workload.targets.model_copy(update={"rate": rate}),
         notes=notes,
+        capacity_rps=None if strategy.disaggregated else _capacity_rps(
+            pricer, strategy.decode.dp, min(seqs, blocks * BLOCK_TOKENS // (priced.isl + priced.osl)), priced),
     )
     return Simulation(summarise(record, workers, end, facts), record, workers)
+
+
+def _capacity_rps(pricer: StepPricer, replicas: int, running: int, priced: Workload) -> float | None:
+    """Requests/s the replicas serve with ``running`` sequences each (a closed population: the full load the
+    steady state prices), the most they serve; None when no steady state holds that many."""
+    point = serving_point(pricer, max(1, running), priced.model_copy(update={"rate": None, "traffic": None}))
+    return None if point is None else replicas * point.requests_per_s
 
 
 _SEND_DELAY_STREAM = 1
