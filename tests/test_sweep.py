@@ -82,6 +82,17 @@ def test_a_malformed_grid_file_names_the_field(tmp_path, text, field):
     assert field in caught.value.field
 
 
+def test_lengths_take_the_pairs_people_write(tmp_path):
+    """'[1024, 256]' and '"1024/256"' were refused as not a mapping; they are the lengths {isl, osl}."""
+    path = tmp_path / "grid.yaml"
+    path.write_text('models: [a]\ngpus: [H100]\nlengths: [[1024, 256], "2048/128", {isl: 512, osl: 64}]\n')
+    assert [(x.isl, x.osl) for x in load_grid(path).lengths] == [(1024, 256), (2048, 128), (512, 64)]
+    path.write_text('models: [a]\ngpus: [H100]\nlengths: ["a/b"]\n')
+    with pytest.raises(InputError) as caught:
+        load_grid(path)
+    assert caught.value.field == "grid.lengths.0.isl"
+
+
 def test_cli_refuses_a_bad_grid_with_exit_2(tmp_path):
     path = tmp_path / "grid.yaml"
     path.write_text("models: [meta-llama/Llama-3.1-8B]\ngpus: [H999]\n")

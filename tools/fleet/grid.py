@@ -48,6 +48,21 @@ class TargetSet(Contract):
     tpot_ms: float | None = Field(default=None, gt=0, description="Target time per output token, ms.")
 
 
+def _as_lengths(item: Any) -> Any:
+    """``{isl, osl}`` from a pair ``[isl, osl]`` or a string ``"isl/osl"``; anything else as it is, for the contract's
+    own error.
+
+    >>> _as_lengths([1024, 256]), _as_lengths("2048/128"), _as_lengths({"isl": 1})
+    ({'isl': 1024, 'osl': 256}, {'isl': '2048', 'osl': '128'}, {'isl': 1})
+    """
+    if isinstance(item, list | tuple) and len(item) == 2:
+        return {"isl": item[0], "osl": item[1]}
+    if isinstance(item, str) and item.count("/") == 1:
+        isl, osl = (part.strip() for part in item.split("/"))
+        return {"isl": isl, "osl": osl}
+    return item
+
+
 class SweepGrid(Contract):
     """The axes of a sweep; every combination is a cell."""
 
@@ -59,7 +74,8 @@ class SweepGrid(Contract):
                                          description="Serving engines priced, one a cell: a list, or 'auto' (every "
                                          "engine) or a comma list, as shardplan plan --engine takes them.")
     lengths: list[Lengths] = Field(default_factory=lambda: [Lengths(isl=2048, osl=256)],
-                                   description="Prompt and output lengths; replaced by workloads when given.")
+                                   description="Prompt and output lengths ({isl: 2048, osl: 256}, [2048, 256] or "
+                                   "'2048/256'); replaced by workloads when given.")
     workloads: list[str] = Field(default_factory=list, description="Bundled traces (azure-code, azure-conv) or "
                                  "trace files whose lengths the cells take instead of lengths.")
     rates: list[float] = Field(default_factory=list, description="Requests per second; empty: no rate (the "
@@ -70,6 +86,14 @@ class SweepGrid(Contract):
                                         "latency otherwise (as shardplan plan).")
     prices: dict[str, float] = Field(default_factory=dict, description="Dollars per GPU-hour overriding the "
                                      "bundled list prices, by GPU name.")
+
+    @field_validator("lengths", mode="before")
+    @classmethod
+    def _length_pairs(cls, value: Any) -> Any:
+        # As people write lengths: [1024, 256] or "1024/256" beside {isl: 1024, osl: 256}.
+        if not isinstance(value, list):
+            return value
+        return [_as_lengths(item) for item in value]
 
     @field_validator("engines", mode="before")
     @classmethod
