@@ -111,3 +111,19 @@ def test_a_scaling_of_a_value_the_thread_never_set_asks_for_it() -> None:
     parsed = parse_request("4x more users", thread)
     assert parsed.batch is None
     assert "There is no batch to scale by 4: say the value." in parsed.notes
+
+
+@pytest.mark.parametrize(("text", "ttft_ms"), [
+    ("llama 70b on 8 h100, first token within half a second", 500.0),
+    ("llama 70b on 8 h100, ttft under two seconds", 2000.0),
+    ("llama 70b on 8 h100, ttft under a second", 1000.0),
+    ("llama 70b on 8 h100, ttft within a quarter of a second", 250.0),
+])
+def test_durations_said_in_words_are_targets(text: str, ttft_ms: float) -> None:
+    """"first token within half a second" was read as nothing at all, without a note."""
+    assert parse_request(text).ttft_ms == ttft_ms
+
+
+def test_a_second_that_counts_is_not_a_duration() -> None:
+    parsed = parse_request("llama 70b on 8 h100 and a second node, 2k/256")
+    assert parsed.ttft_ms is None and parsed.tpot_ms is None

@@ -126,10 +126,31 @@ def _squash(text: str) -> str:
     return re.sub(r"[\s._/-]+", "", text.lower())
 
 
+_SECONDS_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+                  "ten": 10}
+_WORD_DURATIONS = (
+    (re.compile(r"(?<![\w#])half\s+a\s+sec(?:ond)?(?![\w])"), "500 ms"),
+    (re.compile(r"(?<![\w#])a\s+quarter\s+(?:of\s+)?a\s+sec(?:ond)?(?![\w])"), "250 ms"),
+    (re.compile(rf"(?<![\w#])({'|'.join(_SECONDS_WORDS)})\s+seconds(?![\w])"),
+     lambda m: f"{_SECONDS_WORDS[m.group(1)]} s"),
+    # "a second" is a duration only after words that bound one: "a second node" is not
+    (re.compile(r"(?<![\w#])(within|under|below|than|about|around|max|most)\s+(?:a|one)\s+sec(?:ond)?(?![\w])"),
+     r"\1 1 s"),
+)
+"""Durations said in words ("first token within half a second", "under two seconds"), as figures."""
+
+
 def _normalise(text: str) -> str:
-    """Lowercase, plain dashes and spaces, thousands separators dropped ("1,000" → "1000")."""
+    """Lowercase, plain dashes and spaces, thousands separators dropped ("1,000" → "1000"), durations said in
+    words as figures ("half a second" → "500 ms").
+
+    >>> _normalise("TTFT within half a second, TPOT under a second, a second node, two seconds")
+    'ttft within 500 ms, tpot under 1 s, a second node, 2 s'
+    """
     text = text.lower().replace("\u00a0", " ")
     text = re.sub(r"[\u2010-\u2015\u2212]", "-", text)
+    for pattern, figure in _WORD_DURATIONS:
+        text = pattern.sub(figure, text)
     return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
 
 
