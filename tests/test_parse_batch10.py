@@ -7,35 +7,33 @@ import pytest
 
 from shardplan.agent.parse.request import parse_request
 
+READINGS = [
+    # rates by the day and the hour, k a thousand and M a million ("2M requests a day" was a batch of 2,000,000)
+    ("llama 8b on 1 H100, about 2M requests a day", "rate", 2e6 / 86400),
+    ("llama 8b on 1 H100, 864k requests/day", "rate", 10.0),
+    ("llama 8b on 1 H100, ~36k requests an hour", "rate", 10.0),
+    ("llama 8b on 1 H100 at 1.2k requests per minute", "rate", 20.0),
+    ("llama 8b on 1 H100, 1k rps", "rate", 1000.0),
+    ("llama 8b on 1 H100, qps=1.5k", "rate", 1500.0),
+    # an approximate acceptance ("acceptance ~80%" was left unused)
+    ("DeepSeek-V3 on 16 H200 with mtp:1, acceptance rate about 70%", "spec_accept", 0.7),
+    ("DeepSeek-V3 on 16 H200, MTP with 2 draft tokens, acceptance ~80%", "spec_accept", 1.6),
+    # a cached share of the prompt needs no verb ("60% of each prompt cached" was left unused)
+    ("llama 70b on 4 H100 at 3 rps with 60% of each prompt cached", "prefix_hit", 0.6),
+    ("llama 8b on 1 h100, half of each prompt cached, 2k/256", "prefix_hit", 0.5),
+    # durations said in words ("first token within half a second" was read as nothing, without a note)
+    ("llama 70b on 8 h100, first token within half a second", "ttft_ms", 500.0),
+    ("llama 70b on 8 h100, ttft under two seconds", "ttft_ms", 2000.0),
+    ("llama 70b on 8 h100, ttft under a second", "ttft_ms", 1000.0),
+    ("llama 70b on 8 h100, ttft within a quarter of a second", "ttft_ms", 250.0),
+]
 
-@pytest.mark.parametrize(("text", "rate"), [
-    ("llama 8b on 1 H100, about 2M requests a day", 2e6 / 86400),
-    ("llama 8b on 1 H100, 864k requests/day", 10.0),
-    ("llama 8b on 1 H100, ~36k requests an hour", 10.0),
-    ("llama 8b on 1 H100 at 1.2k requests per minute", 20.0),
-    ("llama 8b on 1 H100, 1k rps", 1000.0),
-    ("llama 8b on 1 H100, qps=1.5k", 1500.0),
-])
-def test_rates_by_the_day_and_hour_count_k_and_m_as_people_do(text: str, rate: float) -> None:
+
+@pytest.mark.parametrize(("text", "field", "value"), READINGS)
+def test_the_batch10_phrasings_read_as_people_mean_them(text: str, field: str, value: float) -> None:
     parsed = parse_request(text)
-    assert parsed.rate == pytest.approx(rate)
+    assert getattr(parsed, field) == pytest.approx(value)
     assert parsed.batch is None  # "2M requests a day" was read as 2,000,000 requests in flight
-
-
-@pytest.mark.parametrize(("text", "accepted"), [
-    ("DeepSeek-V3 on 16 H200 with mtp:1, acceptance rate about 70%", 0.7),
-    ("DeepSeek-V3 on 16 H200, MTP with 2 draft tokens, acceptance ~80%", 1.6),
-])
-def test_an_approximate_acceptance_is_read(text: str, accepted: float) -> None:
-    assert parse_request(text).spec_accept == pytest.approx(accepted)
-
-
-@pytest.mark.parametrize(("text", "hit"), [
-    ("llama 70b on 4 H100 at 3 rps with 60% of each prompt cached", 0.6),
-    ("llama 8b on 1 h100, half of each prompt cached, 2k/256", 0.5),
-])
-def test_a_cached_share_of_the_prompt_needs_no_verb(text: str, hit: float) -> None:
-    assert parse_request(text).prefix_hit == pytest.approx(hit)
 
 
 @pytest.mark.parametrize(("text", "name"), [
@@ -111,17 +109,6 @@ def test_a_scaling_of_a_value_the_thread_never_set_asks_for_it() -> None:
     parsed = parse_request("4x more users", thread)
     assert parsed.batch is None
     assert "There is no batch to scale by 4: say the value." in parsed.notes
-
-
-@pytest.mark.parametrize(("text", "ttft_ms"), [
-    ("llama 70b on 8 h100, first token within half a second", 500.0),
-    ("llama 70b on 8 h100, ttft under two seconds", 2000.0),
-    ("llama 70b on 8 h100, ttft under a second", 1000.0),
-    ("llama 70b on 8 h100, ttft within a quarter of a second", 250.0),
-])
-def test_durations_said_in_words_are_targets(text: str, ttft_ms: float) -> None:
-    """"first token within half a second" was read as nothing at all, without a note."""
-    assert parse_request(text).ttft_ms == ttft_ms
 
 
 def test_a_second_that_counts_is_not_a_duration() -> None:
