@@ -114,3 +114,18 @@ def test_a_scaling_of_a_value_the_thread_never_set_asks_for_it() -> None:
 def test_a_second_that_counts_is_not_a_duration() -> None:
     parsed = parse_request("llama 70b on 8 h100 and a second node, 2k/256")
     assert parsed.ttft_ms is None and parsed.tpot_ms is None
+
+
+@pytest.mark.parametrize(("text", "constraints"), [
+    ("llama 70b on 8 h100, 2P1D", ["prefill:dp=2", "decode:dp=1", "disaggregated"]),
+    ("llama 70b on 8 h100, 3p1d disagg, 4 rps", ["prefill:dp=3", "decode:dp=1", "disaggregated"]),
+    ("llama 405b on 16 h100, no tensor parallelism across nodes", ["tp-in-node"]),
+    ("llama 70b on 8 h100, no EP across nodes", ["ep-in-node"]),
+    ("llama 70b on 8 h100, TP shouldnt cross nodes", ["tp-in-node"]),
+    ("llama 70b on 16 h100, TP must not span nodes", ["tp-in-node"]),
+    ("llama 70b on 8 h100, no tp", ["tp=1"]),
+])
+def test_split_pool_notation_and_groups_kept_off_the_network(text: str, constraints: list[str]) -> None:
+    """"2P1D" was not read at all; "no tensor parallelism across nodes" was read as no tensor parallelism (tp=1), and
+    "TP must not span nodes" as sp=1."""
+    assert sorted(parse_request(text).constraints) == sorted(constraints)

@@ -84,6 +84,18 @@ _WITHIN = re.compile(
     rf"|(?<=nodes\s)and\s+(?P<what4>{_DIM_WORDS['tp']})\s+(?:within|inside)(?![\w])"
 )
 """Groups kept inside a node: "TP must stay inside a node", "TP within the node", "keep EP intra-node"."""
+_NOT_ACROSS = re.compile(
+    rf"(?<![\w#])(?:no|without|never)\s+(?P<what>{_DIM_WORDS['tp']}|{_DIM_WORDS['ep']})\s+"
+    r"(?:across|between|over|spanning)\s+(?:the\s+|multiple\s+|several\s+)?nodes?(?![\w])"
+    rf"|(?<![\w#])(?P<what2>{_DIM_WORDS['tp']}|{_DIM_WORDS['ep']})(?:\s+groups?)?\s+"
+    r"(?:(?:must|should|may|can|does|do|will)(?:\s+not|n'?t)|mustnt|shouldnt|cannot|doesnt|dont|wont|never|not)\s+"
+    r"(?:cross|span|leave|straddle|go\s+across|be\s+split\s+across)\s+(?:the\s+|multiple\s+|several\s+)?nodes?"
+    r"(?![\w])"
+)
+"""A group kept off the network, said as a negation: "no TP across nodes", "TP must not span nodes", "EP shouldn't
+cross nodes" (read before "no TP", which turns the dimension off)."""
+_XPYD = re.compile(r"(?<![\w#])(?P<p>\d{1,3})\s*p\s*(?P<d>\d{1,3})\s*d(?![\w])")
+"""Split pools in the xPyD notation of Dynamo and SGLang: "2P1D" is two prefill workers and one decode worker."""
 _SIZED_WITHIN = re.compile(
     rf"(?<![\w#])(?P<dim>tp|ep)\s*[=:]\s*(?P<v>\d+)[\s-]+(?:inside|within|in|intra)[\s-]*{_NODE}s?(?![\w])"
 )
@@ -128,6 +140,18 @@ def _dim(match: re.Match[str]) -> str:
 
 def read_constraints(scan: Scan, found: Findings) -> None:
     """Constraints said in words or in SPEC form, recorded under ``constraints`` in their text form."""
+    for match in scan.take(_XPYD):
+        prefill, decode = int(match.group("p")), int(match.group("d"))
+        if prefill < 1 or decode < 1:
+            found.notes.append(f"Ignored '{match.group()}': split pools need at least one worker of each kind.")
+            continue
+        for text in (f"prefill:dp={prefill}", f"decode:dp={decode}", "disaggregated"):
+            found.add("constraints", text, match.group())
+        found.notes.append(f"Read '{match.group()}' as split pools of {prefill} prefill and {decode} decode "
+                           f"{'worker' if decode == 1 else 'workers'}.")
+    for match in scan.take(_NOT_ACROSS):
+        what = match.group("what") or match.group("what2")
+        found.add("constraints", "tp-in-node" if what.startswith("t") else "ep-in-node", match.group())
     for match in scan.take(_SIZED_WITHIN):
         value = int(match.group("v"))
         if value >= 1:
