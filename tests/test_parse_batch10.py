@@ -129,3 +129,9 @@ def test_split_pool_notation_and_groups_kept_off_the_network(text: str, constrai
     """"2P1D" was not read at all; "no tensor parallelism across nodes" was read as no tensor parallelism (tp=1), and
     "TP must not span nodes" as sp=1."""
     assert sorted(parse_request(text).constraints) == sorted(constraints)
+
+
+def test_wide_ep_is_expert_parallelism_across_all_the_gpus() -> None:
+    """"wide EP" was dropped without a note."""
+    parsed = parse_request("qwen3 235b on 16 h200, wide EP, adp 16")
+    assert sorted(parsed.constraints) == ["adp=16", "ep=16"]

@@ -64,6 +64,8 @@ _ALL = re.compile(
 parallel across all 8 GPUs"."""
 ALL_GPUS = "all"
 """The value a degree "across all GPUs" takes until the GPU count is settled."""
+_WIDE_EP = re.compile(rf"(?<![\w#])(?:wide|large[\s-]*scale|full)[\s-]+(?:{_DIM_WORDS['ep']})(?![\w=])")
+"""Expert parallelism over every GPU, as DeepSeek-style deployments name it: "wide EP", "large-scale EP"."""
 _NO_MORE = r"no\s+(?:more|larger|bigger|greater|higher)\s+than"
 _SIZED_BEFORE = re.compile(
     rf"(?<![\w#])(?P<cap>(?:at\s+most|up\s+to|max(?:imum)?(?:\s+of)?|{_NO_MORE})\s+)?(?P<value>(?<![\d.])\d{{1,4}})"
@@ -185,6 +187,9 @@ def read_constraints(scan: Scan, found: Findings) -> None:
         value = int(match.group("value"))
         if value >= 1:
             found.add("constraints", f"{_dim(match)}{'<=' if match.group('cap') else '='}{value}", match.group())
+    for match in scan.take(_WIDE_EP):
+        found.add("constraints", f"ep={ALL_GPUS}", match.group())
+        found.notes.append(f"Read '{match.group().strip()}' as expert parallelism across all the GPUs (ep = the GPU count).")
     for match in scan.take(_ALL):
         width = str(_count(match.group("n"))) if match.group("n") else ALL_GPUS
         found.add("constraints", f"{'ep' if match.group('experts') else _dim(match)}={width}", match.group())
