@@ -189,7 +189,8 @@ def read_constraints(scan: Scan, found: Findings) -> None:
             found.add("constraints", f"{_dim(match)}{'<=' if match.group('cap') else '='}{value}", match.group())
     for match in scan.take(_WIDE_EP):
         found.add("constraints", f"ep={ALL_GPUS}", match.group())
-        found.notes.append(f"Read '{match.group().strip()}' as expert parallelism across all the GPUs (ep = the GPU count).")
+        found.notes.append(f"Read '{match.group().strip()}' as expert parallelism across all the GPUs (ep = the GPU "
+                           "count).")
     for match in scan.take(_ALL):
         width = str(_count(match.group("n"))) if match.group("n") else ALL_GPUS
         found.add("constraints", f"{'ep' if match.group('experts') else _dim(match)}={width}", match.group())
