@@ -62,3 +62,13 @@ def test_a_question_back_says_why_a_named_gpu_or_model_was_not_taken() -> None:
     assert answer.startswith("Could you tell me which model")
     assert "Noted: 'mistral 7b' is not bundled; the closest bundled model is mistralai/Mixtral-8x7B-v0.1" in answer
     assert "No prompt length given" not in answer  # the default lengths stay in the Assumed line
+
+
+def test_comparing_with_another_gpu_type_plans_both() -> None:
+    """"compare with H200" after a plan on H100 answered with the H100 plan's explanation; the H200 was never
+    planned."""
+    _, compared = _chat("Llama 3.1 8B on 1 H100, 1k/128, 2 rps", "compare with H200")
+    choice = compared["plan"]["gpu_choice"]
+    assert {row["gpu"] for row in choice["options"]} == {"H100", "H200"}
+    answer = _answer(compared)
+    assert "- H100:" in answer and "- H200:" in answer
