@@ -17,7 +17,7 @@ __all__ = ["read_constraints", "ALL_GPUS"]
 _DIM_WORDS = {
     "adp": r"adp|attention[\s-]*(?:dp|data[\s-]*parallel\w*)|dp[\s-]*attention"
     r"|data[\s-]*parallel\w*[\s-]+(?:for\s+)?attention",
-    "pp": r"pp|pipeline(?:[\s-]*parallel\w*|[\s-]*stages?|[\s-]*parallel)?",
+    "pp": r"pp|pipelining|pipeline(?:[\s-]*parallel\w*|[\s-]*stages?|[\s-]*parallel)?",
     "tp": r"tp|tensor[\s-]*parallel\w*",
     "ep": r"ep|expert[\s-]*parallel\w*",
     "sp": r"sp|cp|sp/cp|(?:sequence|context)(?:/(?:sequence|context))?[\s-]*parallel\w*",
@@ -42,7 +42,8 @@ _PHASE_CLAUSE = re.compile(
 )
 """Degrees said for one phase: "prefill tp 8", "decode adp 8 ep 8", "decode with TP 4 and EP 8"."""
 _OFF = re.compile(
-    rf"(?<![\w#])(?:no|without|avoid(?:ing)?|disable[ds]?|don'?t\s+use|do\s+not\s+use|never\s+use|not\s+using|skip)"
+    rf"(?<![\w#])(?:no|without|avoid(?:ing)?|disable[ds]?|don'?t\s+use|do\s+not\s+use|never\s+use|not\s+using|skip"
+    r"|forget(?:\s+about)?|drop|lose)"
     rf"\s+(?:any\s+)?(?P<d>{_DIM})(?![\w=])"
     rf"|(?<![\w#])(?P<d2>{_DIM})\s+(?:off|disabled|is\s+not\s+allowed|not\s+allowed|is\s+off)(?![\w])"
 )
@@ -73,10 +74,13 @@ _SIZED_BEFORE = re.compile(
 )
 """A degree written number first: "8-way TP", "no more than 2 pipeline stages", "2 pipeline stages"."""
 _SIZED = re.compile(
-    rf"(?<![\w#])(?P<cap>at\s+most\s+|up\s+to\s+|max(?:imum)?\s+|no\s+more\s+than\s+)?(?P<d>{_DIM})"
-    rf"(?:[\s-]*(?:degree|size|of|=|:|up\s+to|at\s+most|<=|{_NO_MORE}))*\s*(?P<value>{_COUNT})(?![\w.])"
+    rf"(?<![\w#])(?P<cap>at\s+most\s+|up\s+to\s+|max(?:imum)?\s+|no\s+more\s+than\s+"
+    rf"|(?:(?:don'?t|do\s+not|never|not\s+to)\s+go\s+)?(?:above|beyond|over)\s+)?(?P<d>{_DIM})"
+    rf"(?:(?:[\s-]*(?:degree|size|of|=|:|up\s+to|at\s+most|<=|capped\s+at|{_NO_MORE}))+\s*|[\s-]+|(?=\d))"
+    rf"(?P<value>{_COUNT})(?![\w.])"
 )
-"""A sized dimension: "TP 8", "TP of 4", "tp8", "at most TP 4", "TP up to 8"."""
+"""A sized dimension: "TP 8", "TP of 4", "tp8", "at most TP 4", "TP up to 8", "TP capped at 4". A word's letters are
+not a count: "span" is not "sp" and "an" (one)."""
 _WITHIN = re.compile(
     rf"(?<![\w#])(?P<what>{_DIM_WORDS['tp']}|{_DIM_WORDS['ep']}|experts?(?:\s+groups?)?)"
     rf"(?:\s+(?:groups?|must|should|has\s+to|needs?\s+to|to|always|only|stays?|stay|kept|keep|be|remain|within))*"
@@ -110,7 +114,7 @@ _SIZED_ACROSS = re.compile(
 _POW2 = re.compile(r"(?<![\w#])(?:powers?[\s-]+of[\s-]+(?:two|2)|pow2)(?![\w])")
 _ACROSS = re.compile(
     rf"(?<![\w#])(?:{_DIM_WORDS['pp']})(?:\s+(?:only|must\s+go|goes|go|runs?|spans?|split|is))*[\s-]+"
-    r"(?:across|between|over)[\s-]+(?:the\s+)?nodes"
+    r"(?:across|between|over)[\s-]+(?:the\s+)?(?:nodes|boxes|servers|machines|hosts)"
     rf"|(?<![\w#])(?:{_DIM_WORDS['pp']})\s+(?:inter[\s-]*node|across[\s-]*nodes)"
 )
 """Pipeline stages only between nodes: "PP across nodes", "pipeline between nodes"."""
@@ -122,7 +126,8 @@ _ONLY = re.compile(
 _REPLICA = re.compile(
     rf"(?<![\w#])(?P<v>{_COUNT})\s*gpus?\s+(?:per|a|each|for\s+each|for\s+one)\s+(?:model\s+)?(?:replica|instance|copy)"
     rf"|(?:replicas?|instances?|copies)\s+of\s+(?P<v2>{_COUNT})\s*gpus?"
-    rf"|(?:each|every|one)\s+(?:model\s+)?(?:replica|instance)\s+(?:on|uses?|spans?|of)\s+(?P<v3>{_COUNT})\s*gpus?"
+    rf"|(?:each|every|one)\s+(?:model\s+)?(?:replica|instance)\s+(?:(?:should|must|will|can|would)\s+)?"
+    rf"(?:on|uses?|spans?|of|gets?|takes?)\s+(?P<v3>{_COUNT})\s*gpus?"
 )
 """GPUs of one replica: "8 GPUs per replica", "replicas of 4 GPUs", "each replica on 8 GPUs"."""
 _REPLICAS = re.compile(rf"(?<![\w#.])(?P<v>{_COUNT})\s+(?:(?:model|serving|engine)\s+)?(?=(?P<word>replicas?)(?![\w]))")
@@ -221,7 +226,7 @@ def read_constraints(scan: Scan, found: Findings) -> None:
     for match in scan.take(_SIZED):
         value = _count(match.group("value"))
         if value >= 1:
-            capped = match.group("cap") or re.search(rf"up\s+to|at\s+most|<=|{_NO_MORE}", match.group())
+            capped = match.group("cap") or re.search(rf"up\s+to|at\s+most|<=|capped|{_NO_MORE}", match.group())
             found.add("constraints", f"{_dim(match)}{'<=' if capped else '='}{value}", match.group())
     for match in scan.take(_ON):
         said_phase = match.group("phase") or match.group("phase2")

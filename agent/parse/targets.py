@@ -38,8 +38,18 @@ _TARGETS_BEFORE = {
 """Targets written number first: "2 s TTFT", "under 30 ms per token"."""
 _RATE = re.compile(
     rf"(?:(?P<cmp>{_CMP}|min(?:imum)?(?:\s+of)?)\s*)?(?P<rate>(?<![\d.])\d+(?:\.\d+)?)\s*(?:tokens?|toks?)\s*(?:/|per\s+)\s*"
-    r"(?:s|sec|second)\b(?P<per>\s*(?:/|per|for\s+each|for|each)\s*(?:user|request|stream|sequence|session|client))?"
+    r"(?:s|sec|second)\b(?P<per>\s*(?:/|per|for\s+each|for|each)\s*(?:user|request|stream|sequence|session|client)"
+    r"|\s+each(?![\w]))?"
 )
+_WHO = r"(?:users?|each\s+user|every\s+user|answers?|responses?|replies|streams?|clients?)"
+_SEES = (r"(?:(?:should|must|will|need\s+to|needs\s+to|have\s+to|has\s+to)\s+)?"
+         r"(?:need|needs|want|wants|expect|expects|see|sees|get|gets|stream|streams|receive|receives)")
+_USER_RATE = re.compile(
+    rf"(?<![\w#]){_WHO}\s+{_SEES}\s+(?:at\s+)?(?:(?:at\s+)?least\s+|a\s+minimum\s+of\s+)?"
+    r"(?P<rate>(?<![\d.])\d+(?:\.\d+)?)\s*(?:tokens?|toks?)\s*(?:/|per\s+)\s*(?:s|sec|second)\b"
+)
+"""A per-user speed said of the users or their answers: "users need 50 tok/s", "every user should see at least 40
+tokens per second", "answers need to stream at 30 tokens/s"."""
 
 
 _PERCENTILE = re.compile(
@@ -99,6 +109,10 @@ def read_targets(scan: Scan, found: Findings) -> None:
     for name, pattern in _TARGETS_BEFORE.items():
         for match in scan.take(pattern):
             _file_bounds(found, name, [(match.group("cmp"), _ms(match.group(2), match.group(3)))], match.group())
+    for match in scan.take(_USER_RATE):
+        rate = float(match.group("rate"))
+        if rate > 0:
+            found.add("tpot_ms", round(1000.0 / rate, 3), match.group())
     for match in scan.take(_RATE):
         rate = float(match.group("rate"))
         if match.group("per") and rate > 0:
