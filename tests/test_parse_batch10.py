@@ -117,8 +117,8 @@ def test_a_second_that_counts_is_not_a_duration() -> None:
 
 
 @pytest.mark.parametrize(("text", "constraints"), [
-    ("llama 70b on 8 h100, 2P1D", ["prefill:dp=2", "decode:dp=1", "disaggregated"]),
-    ("llama 70b on 8 h100, 3p1d disagg, 4 rps", ["prefill:dp=3", "decode:dp=1", "disaggregated"]),
+    ("llama 70b on 8 h100, 2P1D", ["prefill:dp=2", "decode:dp=1"]),
+    ("llama 70b on 8 h100, 3p1d disagg, 4 rps", ["prefill:dp=3", "decode:dp=1"]),
     ("llama 405b on 16 h100, no tensor parallelism across nodes", ["tp-in-node"]),
     ("llama 70b on 8 h100, no EP across nodes", ["ep-in-node"]),
     ("llama 70b on 8 h100, TP shouldnt cross nodes", ["tp-in-node"]),
@@ -128,7 +128,9 @@ def test_a_second_that_counts_is_not_a_duration() -> None:
 def test_split_pool_notation_and_groups_kept_off_the_network(text: str, constraints: list[str]) -> None:
     """"2P1D" was not read at all; "no tensor parallelism across nodes" was read as no tensor parallelism (tp=1), and
     "TP must not span nodes" as sp=1."""
-    assert sorted(parse_request(text).constraints) == sorted(constraints)
+    parsed = parse_request(text)
+    assert sorted(parsed.constraints) == sorted(constraints)
+    assert parsed.disaggregated is (True if "p1d" in text.lower() else None)
 
 
 def test_wide_ep_is_expert_parallelism_across_all_the_gpus() -> None:

@@ -100,7 +100,11 @@ _NOT_ACROSS = re.compile(
 )
 """A group kept off the network, said as a negation: "no TP across nodes", "TP must not span nodes", "EP shouldn't
 cross nodes" (read before "no TP", which turns the dimension off)."""
-_XPYD = re.compile(r"(?<![\w#])(?P<p>\d{1,3})\s*p\s*(?P<d>\d{1,3})\s*d(?![\w])")
+_XPYD = re.compile(
+    r"(?<![\w#])(?P<p>\d{1,3})\s*p\s*(?P<d>\d{1,3})\s*d(?![\w])"
+    rf"|(?<![\w#])(?P<p2>{_COUNT})\s+prefill(?:\s+(?:workers?|instances?|engines?))?\s+(?:and|\+|,)\s+"
+    rf"(?P<d2>{_COUNT})\s+decode\s+(?:workers?|instances?|engines?)(?![\w])"
+)
 """Split pools in the xPyD notation of Dynamo and SGLang: "2P1D" is two prefill workers and one decode worker."""
 _SIZED_WITHIN = re.compile(
     rf"(?<![\w#])(?P<dim>tp|ep)\s*[=:]\s*(?P<v>\d+)[\s-]+(?:inside|within|in|intra)[\s-]*{_NODE}s?(?![\w])"
@@ -148,12 +152,14 @@ def _dim(match: re.Match[str]) -> str:
 def read_constraints(scan: Scan, found: Findings) -> None:
     """Constraints said in words or in SPEC form, recorded under ``constraints`` in their text form."""
     for match in scan.take(_XPYD):
-        prefill, decode = int(match.group("p")), int(match.group("d"))
+        prefill = int(match.group("p")) if match.group("p") else _count(match.group("p2"))
+        decode = int(match.group("d")) if match.group("d") else _count(match.group("d2"))
         if prefill < 1 or decode < 1:
             found.notes.append(f"Ignored '{match.group()}': split pools need at least one worker of each kind.")
             continue
-        for text in (f"prefill:dp={prefill}", f"decode:dp={decode}", "disaggregated"):
+        for text in (f"prefill:dp={prefill}", f"decode:dp={decode}"):
             found.add("constraints", text, match.group())
+        found.add("disaggregated", True, match.group())
         found.notes.append(f"Read '{match.group()}' as split pools of {prefill} prefill and {decode} decode "
                            f"{'worker' if decode == 1 else 'workers'}.")
     for match in scan.take(_NOT_ACROSS):

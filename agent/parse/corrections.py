@@ -21,7 +21,7 @@ __all__ = ["split_corrections", "read_with_corrections"]
 
 _CORRECTION = re.compile(
     r"(?<![\w#])(?:actually|sorry|i\s+meant?|correction\s*:|scratch\s+that|oops|make\s+that|or\s+rather"
-    r"|on\s+second\s+thought)(?![\w])"
+    r"|on\s+second\s+thought|no,?\s+wait|wait,?\s+no)(?![\w])"
 )
 """Words that take back what came just before them."""
 

@@ -85,7 +85,7 @@ _TOKENS_AFTER_DRAFTER = re.compile(
 """The count right after a drafter's name: "draft model llama-3.1-8b, 4 tokens", "mtp 2 tokens", "mtp:3", "mtp 3
 with 1.8 accepted" (a bare number only where a clause ends or goes on: "MTP 2 accepted" is an acceptance)."""
 _LENGTH = re.compile(
-    rf"(?<![\w#])(?:mean\s+|average\s+)?accept(?:ance|ed)?[\s-]+length\s*"
+    rf"(?<![\w#])(?:mean\s+|average\s+)?accept(?:ance|ed)?[\s-]+len(?:gth)?\s*"
     rf"(?:of|=|:|is|was|were|be|at|becomes?|goes\s+to|rises\s+to|falls\s+to|drops\s+to)?\s*{_num('n')}(?![\w.])"
 )
 _ABOUT = r"(?:(?:~|≈|about|around|roughly|approx(?:imately|\.)?|circa)\s*)?"
@@ -96,7 +96,8 @@ _RATE = re.compile(
     rf"|{_num('n3')}\s+(?:draft\s+)?accept(?:ance)?[\s-]+rate(?![a-z])"
 )
 _ACCEPTED = re.compile(
-    rf"{_num('n')}\s*(?:tokens?\s+|drafts?\s+|draft\s+tokens?\s+)?accepted(?:\s+(?:draft\s+)?(?:tokens?|drafts?))?"
+    rf"{_num('n')}\s*(?:tokens?\s+|drafts?\s+|draft\s+tokens?\s+|of\s+(?:them|those|these)\s+(?:are\s+|get\s+)?)?"
+    r"accepted(?:\s+(?:draft\s+)?(?:tokens?|drafts?))?(?:\s+on\s+average)?"
     rf"(?:\s+(?:per|a|each)\s+step)?(?![a-z])"
     rf"|(?<![\w#])accepts?\s+{_num('n2')}(?![\w.%])"
 )
@@ -112,14 +113,16 @@ _PREFIX_SHARE = re.compile(
     rf"(?:{_SHARE}|{_WORD_SHARE})\s+(?:of\s+)?(?:the\s+|each\s+|every\s+|a\s+)?(?:prompts?|input|context|tokens?)\s+"
     rf"(?:(?:is|are|was|were|gets?|got)\s+)?"
     rf"(?:a\s+|the\s+)?{_SHARED}(?:[\s-]+(?:system[\s-]+prompt|prefix|preamble))?"
-    rf"|(?<![\w#])(?:(?:prefix|prompt)[\s-]*)?cache[\s-]+hit(?:[\s-]+rate)?s?\s*(?:of|=|:|is)?\s*{_ABOUT}(?:(?P<p2>\d+(?:\.\d+)?)"
+    rf"|(?<![\w#])(?:(?:(?:prefix|prompt)[\s-]*)?cache|apc|automatic[\s-]+prefix[\s-]+caching)[\s-]+hit"
+    rf"(?:[\s-]+(?:rate|ratio))?s?\s*(?:of|=|:|is)?\s*{_ABOUT}(?:(?P<p2>\d+(?:\.\d+)?)"
     rf"\s*(?P<pct2>%)?)(?![\w.])"
     rf"|(?<![\w#])prefix[\s-]+(?:hit|reuse)(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*{_ABOUT}(?P<p3>\d+(?:\.\d+)?)\s*(?P<pct3>%)?"
     rf"(?![\w.])"
     rf"|{_SHARE.replace('(?P<p>', '(?P<p4>')}\s+(?:prefix[\s-]+)?{_HITS}"
     rf"|{_SHARE.replace('(?P<p>', '(?P<p5>')}\s+of\s+(?:(?:the\s+|all\s+)?(?:prompt|input|context)?[\s-]*tokens?"
     rf"|which|them|those|it)\s+"
-    rf"(?:hit|are\s+(?:found|served)\s+(?:in|from)|come\s+from)\s+(?:the\s+|a\s+)?(?:prefix[\s-]+|kv[\s-]+)?cache"
+    rf"(?:(?:hit|are\s+(?:found|served)\s+(?:in|from)|come\s+from)\s+(?:the\s+|a\s+)?(?:prefix[\s-]+|kv[\s-]+)?cache"
+    rf"|(?:are|were)\s+(?:prefix[\s-]+|kv[\s-]+)?cache[\s-]+hits)"
 )
 _PREFIX_TOKENS = re.compile(
     rf"(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]+(?:{_SHARED}[\s-]+)?(?:system[\s-]+prompt|prefix|preamble|instructions)"

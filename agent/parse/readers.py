@@ -313,13 +313,14 @@ _OBJECTIVES: tuple[tuple[Objective, re.Pattern[str]], ...] = (
             r"(?:max(?:imi[sz]e|imum)?|highest|best|most|more|high)\s+throughput|optimi[sz]e\s+(?:for\s+)?throughput"
             r"|throughput[\s-]+(?:optimi[sz]ed|oriented|first)|cheapest|lowest\s+cost|cost[\s-]+(?:efficient|effective)"
             r"|cost\s+per\s+token|tokens?\s+per\s+dollar|most\s+tokens|offline\s+batch"
+            r"|as\s+many\s+tokens?\s+(?:per\s+(?:second|sec|s)|/\s*s)\s+as\s+(?:possible|we\s+can)"
             r"|(?<![\w#])throughput(?![\w])"
         ),
     ),
     (
         "latency",
         re.compile(
-            r"(?:lowest|minimi[sz]e|min(?:imum)?|low|best|least)\s+latency|optimi[sz]e\s+(?:for\s+)?latency"
+            r"(?:lowest|minimi[sz]e|min(?:imum)?|low|best|least)[\s-]+latency|optimi[sz]e\s+(?:for\s+)?latency"
             r"|latency[\s-]+(?:optimi[sz]ed|oriented|first|sensitive|critical)|fastest|as\s+fast\s+as\s+possible"
             r"|latency\s+(?:matters|counts)\s+(?:the\s+)?most|latency\s+is\s+(?:the\s+|our\s+)?(?:top\s+|first\s+)?"
             r"priority|(?:care|cares)\s+(?:the\s+)?most\s+about\s+latency"
@@ -343,6 +344,7 @@ _DISAGG_NO = re.compile(
 _DISAGG_YES = re.compile(
     r"disaggregat\w*|(?:separate|split|dedicated|different|distinct)\s+(?:gpus\s+for\s+)?prefill\s+and\s+decode"
     r"|prefill\s+and\s+decode\s+(?:on|in)\s+(?:separate|different|distinct|dedicated)|p/?d\s+disagg\w*"
+    r"|(?:an?|one|its\s+own)\s+prefill\s+pool\s+and\s+(?:an?|one|its\s+own)\s+decode\s+pool"
 )
 
 

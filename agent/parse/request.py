@@ -265,10 +265,10 @@ def _read_message(text: str, previous: ParsedRequest | None, notes: list[str], o
         read_targets,
         read_arrival,
         read_length_ranges,
+        _read_disaggregation,  # before the quantities: "one decode pool" is no output length of one token
         read_quantities,
         _read_objective,
         read_dtypes,
-        _read_disaggregation,
         _note_leftovers,
     ):
         reader(scan, found)

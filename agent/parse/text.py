@@ -151,6 +151,7 @@ def _normalise(text: str) -> str:
     text = re.sub(r"[\u2010-\u2015\u2212]", "-", text)
     for pattern, figure in _WORD_DURATIONS:
         text = pattern.sub(figure, text)
+    text = re.sub(r"(?<=[\dk])\s*(?:->|→|=>)\s*(?=\d)", "/", text)  # "2k->512": a prompt/output pair
     return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
 
 
