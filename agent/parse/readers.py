@@ -133,6 +133,22 @@ def _by_family_and_size(family: str, size: str) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
+_BARE_SIZE = re.compile(r"(?<![\w#.])(?:the\s+)?(?P<size>\d{1,4}(?:\.\d)?b)(?![\w])")
+"""A model by its size alone, as a follow-up names a sibling of the thread's model: "switch to the 120b"."""
+
+
+def sibling_model(repo: str, size: str) -> str | None:
+    """The bundled model of ``repo``'s family of ``size`` ("openai/gpt-oss-20b", "120b" -> gpt-oss-120b); None when
+    the family has none, or several.
+
+    >>> sibling_model("openai/gpt-oss-20b", "120b"), sibling_model("meta-llama/Llama-3.1-70B", "8b")
+    ('openai/gpt-oss-120b', 'meta-llama/Llama-3.1-8B')
+    """
+    name = repo.split("/", 1)[-1]
+    family = "-".join(part for part in re.split(r"[-_]", name) if not re.fullmatch(r"[\d.x]+[bm]", part.lower()))
+    return _by_family_and_size(family, size)
+
+
 def _read_models(scan: Scan, found: Findings) -> None:
     """Bundled models by any spelling, the longest match winning; then unknown names with close suggestions."""
     hits = [(m.start(), m.end(), repo) for pattern, repo in _model_patterns() for m in pattern.finditer(scan.text)]
@@ -160,6 +176,8 @@ def _read_models(scan: Scan, found: Findings) -> None:
             continue
         found.add("model", repo, match.group())
         found.notes.append(alias_note(name) or f"Read '{name}' as {repo}.")
+    for match in scan.take(_BARE_SIZE) if "model" not in found.values else []:
+        found.add("model_size", match.group("size"), match.group())  # a sibling of the thread's model (_assemble)
 
 
 def _drop_if_rejected(scan: Scan, start: int, end: int, value: str, found: Findings) -> bool:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from functools import partial
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,6 +51,7 @@ from shardplan.agent.parse.readers import (
     _read_intent,
     _read_models,
     _read_objective,
+    sibling_model,
 )
 from shardplan.agent.parse.settle import Counts, across_all, merge_constraints, settle_counts
 from shardplan.agent.parse.targets import read_percentile, read_targets
@@ -173,6 +175,20 @@ _SETTINGS = (
 # Putting a request together
 
 
+def _switch_sibling(found: Findings, merged: dict[str, Any]) -> None:
+    """A model named by its size alone ("switch to the 120b"): the thread's model's sibling of that size; else a note
+    that the size was not used."""
+    for size in found.values.get("model_size", []):
+        sibling = sibling_model(merged["model"], size) if merged["model"] and "model" not in found.said else None
+        if sibling is None:
+            found.notes.append(f"'{size}' was not used: name the model it is the size of.")
+            continue
+        merged["model"] = sibling
+        found.said["model"] = found.said.get("model_size", size)
+        found.notes.append(f"Read '{size}' as {sibling}, the thread's model at that size.")
+        return
+
+
 def _assemble(found: Findings, intent: Intent, about: str | None, previous: ParsedRequest | None) -> ParsedRequest:
     """This message's findings laid over ``previous``, with counts settled and defaults noted."""
     said = {name: found.first(name) for name in _SETTINGS}
@@ -192,6 +208,7 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
             found.said.setdefault("arrival", found.said["batch"])
     merged.update({name: value for name, value in said.items() if value is not None})
     merged.update(dict.fromkeys(dropped))
+    _switch_sibling(found, merged)
     if said["prefix_hit"] is not None or said["prefix_tokens"] is not None:  # the latest way of saying it wins
         merged.update(prefix_hit=said["prefix_hit"], prefix_tokens=said["prefix_tokens"])
     settle_features(merged, drafter_before, found)
