@@ -43,7 +43,7 @@ __all__ = ["Token", "Reading", "tokenise", "attach", "magnitude", "headcount", "
 Kind = Literal["qty", "noun", "filler", "comma", "open", "slash", "barrier"]
 
 _ISL = {"prompt", "prompts", "question", "questions", "message", "messages", "instruction", "instructions", "input",
-        "inputs", "context", "contexts", "isl", "doc", "docs", "document", "documents", "history", "source",
+        "inputs", "context", "contexts", "ctx", "isl", "doc", "docs", "document", "documents", "history", "source",
         "sources", "query"}
 _OSL = {"output", "outputs", "answer", "answers", "completion", "completions", "response", "responses", "reply",
         "replies", "generation", "generations", "summary", "summaries", "translation", "translations", "osl",

@@ -37,7 +37,8 @@ _TARGETS_BEFORE = {
 }
 """Targets written number first: "2 s TTFT", "under 30 ms per token"."""
 _RATE = re.compile(
-    rf"(?:(?P<cmp>{_CMP}|min(?:imum)?(?:\s+of)?)\s*)?(?P<rate>(?<![\d.])\d+(?:\.\d+)?)\s*(?:tokens?|toks?)\s*(?:/|per\s+)\s*"
+    rf"(?:(?P<cmp>{_CMP}|min(?:imum)?(?:\s+of)?)\s*)?(?P<rate>(?<![\d.])\d+(?:\.\d+)?)\s*"
+    r"(?:(?:output|generated|decode|decoded)\s+)?(?:tokens?|toks?)\s*(?:/|per\s+)\s*"
     r"(?:s|sec|second)\b(?P<per>\s*(?:/|per|for\s+each|for|each)\s*(?:user|request|stream|sequence|session|client)"
     r"|\s+each(?![\w]))?"
 )
