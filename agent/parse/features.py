@@ -132,6 +132,8 @@ _PREFIX_TOKENS = re.compile(
     rf"|(?:shared|common)\s+(?:system[\s-]+prompt|prefix)\s+of\s+(?P<v2>{_LEN})\s*(?:tokens?)?"
     rf"|(?:the\s+)?first\s+(?P<v3>{_LEN})\s*(?:tokens?\s+)?(?:are|is)\s+(?:a\s+|the\s+)?{_SHARED}[\s-]+"
     rf"(?:system[\s-]+prompt|prefix|preamble|instructions|template)"
+    rf"|(?P<v4>{_LEN})\s+of\s+(?:those|these|the|its|each|every)\s+(?:{_LEN}\s+)?(?:prompt\s+)?tokens?\s+(?:is|are)\s+"
+    rf"(?:a\s+|the\s+)?{_SHARED}[\s-]+(?:system[\s-]+prompt|prefix|preamble|instructions|template)"
 )
 
 
@@ -246,7 +248,7 @@ def _read_prefix(scan: Scan, found: Findings) -> None:
         found.add("prefix_hit", share, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as a prefix-cache hit of {share:.0%} of prompt tokens.")
     for match in scan.take(_PREFIX_TOKENS):
-        tokens = _tokens(_number(match, "v", "v2", "v3"))
+        tokens = _tokens(_number(match, "v", "v2", "v3", "v4"))
         if tokens > 0:
             found.add("prefix_tokens", tokens, match.group())
             found.notes.append(f"Read '{match.group().strip()}' as a {tokens}-token prefix every prompt shares.")

@@ -288,6 +288,7 @@ def _count_patterns() -> dict[str, re.Pattern[str]]:
         "gpus": re.compile(
             rf"{_START}(?P<gpus>{_COUNT})[\s-]*(?:[x×*][\s-]*)?(?:{gpu_t}(?:[\s-]*gpus?)?|gpus?)"
             rf"(?![a-z])|(?<![\w#]){gpu_t}\s*[x×]\s*(?P<gpus2>{_COUNT})"
+            rf"|(?<![\w#]){gpu_t}s?\s*\(\s*(?P<gpus3>{_COUNT})\s+(?:of\s+them|in\s+total|total)\s*\)"
         ),
     }
 
@@ -300,13 +301,13 @@ def _group(match: re.Match[str], *names: str) -> str | None:
 
 def _read_gpu_counts(scan: Scan, found: Findings) -> None:
     """Total GPUs, nodes and GPUs per node: "two nodes of 8 H200", "2x8 H100", "8 GPUs per node",
-    "4 nodes", "8x H100", "a single A100", "16 GPUs"."""
+    "4 nodes", "8x H100", "a single A100", "16 GPUs", "H200s (four of them)"."""
     patterns = _count_patterns()
     for kind in ("cluster", "shaped", "per_node", "nodes", "gpus"):
         for match in scan.take(patterns[kind]):
             nodes = _group(match, "nodes", "nodes2") if kind in ("cluster", "shaped", "nodes") else None
             per = _group(match, "per", "per2", "per3", "per4") if kind in ("cluster", "shaped", "per_node") else None
-            gpus = _group(match, "gpus", "gpus2") if kind == "gpus" else None
+            gpus = _group(match, "gpus", "gpus2", "gpus3") if kind == "gpus" else None
             for name, text in (("nodes", nodes), ("gpus_per_node", per), ("gpus", gpus)):
                 if text is not None:
                     _add_positive(found, name, _count(text), match.group())
