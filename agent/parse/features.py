@@ -63,7 +63,8 @@ _MTP = re.compile(r"(?<![\w#])(?:mtp|multi[\s-]*token[\s-]*prediction|nextn)(?![
 _EAGLE = re.compile(r"(?<![\w#])eagle(?:[\s-]*[123])?(?![\w])")
 _WORD = r"[a-z0-9/~.][\w./-]*"
 _DRAFT_MODEL = re.compile(
-    rf"(?<![\w#])(?:draft(?:er)?[\s-]+model|drafter)\s*(?:is\s+|of\s+|=\s*|:\s*)?(?P<after>{_WORD}(?:\s+{_WORD}){{0,3}})"
+    rf"(?<![\w#])(?:draft(?:er)?[\s-]+model|drafter|draft(?=\s*[=:]))\s*(?:is\s+|of\s+|=\s*|:\s*)?"
+    rf"(?P<after>{_WORD}(?:\s+{_WORD}){{0,3}})"
     rf"|(?<![\w#./~-])(?P<before>{_WORD}(?:\s+{_WORD}){{0,3}})\s+as\s+(?:the\s+|a\s+)?draft(?:[\s-]+model)?(?![a-z])"
 )
 """A draft model named after "draft model" or before "as the draft model"; up to four words, of which the longest
@@ -75,9 +76,11 @@ _TOKENS = re.compile(
     r"\s*[=:]?)\s*"
     r"(?P<k3>\d+)(?![\w.])"
     r"|(?<![\w#.])(?P<k4>\d+)[\s-]*(?:draft[\s-]*)?tokens?[\s-]+(?=#)"
+    r"|(?<![\w#])(?:proposing|proposes|propose|drafting|guessing)\s+(?P<k5>\d+)\s+(?:draft\s+)?tokens?(?![a-z])"
 )
-"""Draft tokens per step: "3 draft tokens", "4 spec tokens", "two drafts", "k=3", "num_speculative_tokens: 3", or a
-count right before the drafter the readers above took (blanked with "#" by then): "2-token MTP"."""
+"""Draft tokens per step: "3 draft tokens", "4 spec tokens", "two drafts", "k=3", "num_speculative_tokens: 3",
+"proposing 5 tokens", or a count right before the drafter the readers above took (blanked with "#" by then): "2-token
+MTP"."""
 _TOKENS_AFTER_DRAFTER = re.compile(
     r"^(?:[\s,]*(?:with\s+)?(?P<k>\d+)\s*tokens?(?![a-z])|\s*[:=]\s*(?P<k2>\d+)(?![\w.])"
     r"|\s+(?P<k3>\d+)(?=\s*(?:[,;]|$|(?:with|and|drafts?)(?![a-z]))))"
@@ -198,7 +201,7 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
             found.notes.append(f"Read '{match.group().strip()}' as speculative decoding with {drafter}.")
             _tokens_after(scan, match.end(), found)
     for match in scan.take(_TOKENS):
-        text = _number(match, "k", "k2", "k3", "k4")
+        text = _number(match, "k", "k2", "k3", "k4", "k5")
         k = float(text) if re.fullmatch(r"\d+(?:\.\d+)?", text) else _count(text)
         if k != int(k) or not 1 <= k <= MAX_DRAFT_TOKENS:
             found.notes.append(f"Ignored '{match.group().strip()}': draft tokens are a whole number from 1 to "
