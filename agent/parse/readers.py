@@ -12,6 +12,7 @@ from shardplan.agent.parse.machines import gpu_variant, read_uncatalogued_gpus
 from shardplan.agent.parse.text import (
     _COUNT,
     _DUR,
+    _LEN,
     _REJECTED,
     _START,
     Findings,
@@ -365,6 +366,28 @@ _DISAGG_YES = re.compile(
     r"|prefill\s+and\s+decode\s+(?:on|in)\s+(?:separate|different|distinct|dedicated)|p/?d\s+disagg\w*"
     r"|(?:an?|one|its\s+own)\s+prefill\s+pool\s+and\s+(?:an?|one|its\s+own)\s+decode\s+pool"
 )
+
+
+_CONTEXT_WINDOW = re.compile(
+    rf"(?<![\w#])(?:(?P<n>{_LEN})[\s-]*(?:tokens?[\s-]+)?(?:of\s+)?context[\s-]+"
+    r"(?:window|limit|length\s+limit|support)"
+    rf"|(?:model\s+)?(?:supports?|handles?|has|with)\s+(?:up\s+to\s+|a\s+)?(?P<n2>{_LEN})[\s-]*(?:tokens?[\s-]+)?"
+    r"(?:of\s+)?context(?![\w])(?=\s+(?:but|though|although|yet|while|;|,|-|—)))"
+)
+"""The model's context window, which bounds the prompt but is not its length: "a 32k context window", "the model
+supports 128k context but our prompts are ~3k"."""
+
+
+_PROMPT_WORD = re.compile(r"(?<![\w#])(?:prompts?|inputs?|isl|in)(?![\w])")
+
+
+def _read_context_window(scan: Scan, found: Findings) -> None:
+    """A context window said beside the prompt length: noted, not read as the prompt length. Without another prompt
+    length in the message the window is the prompt length people mean ("24k context window, 1k completions")."""
+    if not _PROMPT_WORD.search(scan.text):
+        return
+    for match in scan.take(_CONTEXT_WINDOW):
+        found.notes.append(f"Read '{match.group().strip()}' as the model's context window, not the prompt length.")
 
 
 def _read_disaggregation(scan: Scan, found: Findings) -> None:

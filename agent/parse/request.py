@@ -45,6 +45,7 @@ from shardplan.agent.parse.pools import read_pools
 from shardplan.agent.parse.quantities import read_quantities
 from shardplan.agent.parse.readers import (
     _note_leftovers,
+    _read_context_window,
     _read_disaggregation,
     _read_gpu_counts,
     _read_gpu_types,
@@ -283,6 +284,7 @@ def _read_message(text: str, previous: ParsedRequest | None, notes: list[str], o
         read_arrival,
         read_length_ranges,
         _read_disaggregation,  # before the quantities: "one decode pool" is no output length of one token
+        _read_context_window,  # before the quantities: "a 32k context window" is no prompt length
         read_quantities,
         _read_objective,
         read_dtypes,
