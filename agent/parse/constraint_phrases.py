@@ -100,6 +100,11 @@ _NOT_ACROSS = re.compile(
 )
 """A group kept off the network, said as a negation: "no TP across nodes", "TP must not span nodes", "EP shouldn't
 cross nodes" (read before "no TP", which turns the dimension off)."""
+_DROP_CONSTRAINTS = re.compile(
+    r"(?<![\w#])(?:drop|remove|clear|forget|lose|lift|relax)\s+(?:all\s+)?(?:the\s+|my\s+|our\s+|any\s+)?"
+    rf"(?:(?P<d>{_DIM})\s+)?(?:parallel\w*\s+)?(?:constraints?|limits?|restrictions?|bounds?)(?![\w])"
+)
+"""An edit that lifts earlier constraints: "remove the tp constraint", "drop all the parallelism constraints"."""
 _XPYD = re.compile(
     r"(?<![\w#])(?P<p>\d{1,3})\s*p\s*(?P<d>\d{1,3})\s*d(?![\w])"
     rf"|(?<![\w#])(?P<p2>{_COUNT})\s+prefill(?:\s+(?:workers?|instances?|engines?))?\s+(?:and|\+|,)\s+"
@@ -129,12 +134,17 @@ _ONLY = re.compile(
 """One dimension alone: "DP only", "TP only", "pure data parallelism"."""
 _REPLICA = re.compile(
     rf"(?<![\w#])(?P<v>{_COUNT})\s*gpus?\s+(?:per|a|each|for\s+each|for\s+one)\s+(?:model\s+)?(?:replica|instance|copy)"
+    r"|(?<![\w#])(?:one|a|1)\s+(?:model\s+)?(?:replica|instance|copy)\s+(?:per|a|each|on\s+each|for\s+each)\s+"
+    r"(?:gpu|card|device)(?![\w])"
     rf"|(?:replicas?|instances?|copies)\s+of\s+(?P<v2>{_COUNT})\s*gpus?"
     rf"|(?:each|every|one)\s+(?:model\s+)?(?:replica|instance)\s+(?:(?:should|must|will|can|would)\s+)?"
     rf"(?:on|uses?|spans?|of|gets?|takes?)\s+(?P<v3>{_COUNT})\s*gpus?"
 )
 """GPUs of one replica: "8 GPUs per replica", "replicas of 4 GPUs", "each replica on 8 GPUs"."""
-_REPLICAS = re.compile(rf"(?<![\w#.])(?P<v>{_COUNT})\s+(?:(?:model|serving|engine)\s+)?(?=(?P<word>replicas?)(?![\w]))")
+_REPLICAS = re.compile(
+    rf"(?<![\w#.])(?P<v>{_COUNT})\s+(?:(?:model|serving|engine)\s+)?(?=(?P<word>replicas?)(?![\w])"
+    r"(?!\s+(?:per|a|each|on\s+each|for\s+each)\s+(?:gpu|card|device)))"
+)
 """How many replicas: "2 replicas", "two model replicas" (data parallelism; only the count is taken, so that "2 replicas
 of 4 GPUs" still gives the replica's GPUs). "Instances" and "copies" are left alone: they name machines as often."""
 _ENGINE = re.compile(
@@ -151,6 +161,8 @@ def _dim(match: re.Match[str]) -> str:
 
 def read_constraints(scan: Scan, found: Findings) -> None:
     """Constraints said in words or in SPEC form, recorded under ``constraints`` in their text form."""
+    for match in scan.take(_DROP_CONSTRAINTS):
+        found.add("constraint_drops", _dim(match) if match.group("d") else "all", match.group())
     for match in scan.take(_XPYD):
         prefill = int(match.group("p")) if match.group("p") else _count(match.group("p2"))
         decode = int(match.group("d")) if match.group("d") else _count(match.group("d2"))
@@ -226,7 +238,8 @@ def read_constraints(scan: Scan, found: Findings) -> None:
         if value >= 1:
             found.add("constraints", f"dp={value}", match.group() + match.group("word"))
     for match in scan.take(_REPLICA):
-        value = _count(match.group("v") or match.group("v2") or match.group("v3"))
+        counted_gpus = match.group("v") or match.group("v2") or match.group("v3")
+        value = _count(counted_gpus) if counted_gpus else 1  # "one replica per GPU"
         if value >= 1:
             found.add("constraints", f"gpus-per-replica={value}", match.group())
     for match in scan.take(_SIZED):

@@ -50,13 +50,18 @@ _LESS = r"shorter|smaller|lower|fewer|less"
 _SCALED = re.compile(
     rf"(?<![\w#])(?:the\s+)?(?P<what>{_ANY_FIELD})\s+(?:(?:were|are|was|is|got|get|became|become|grew|grow)\s+)?"
     rf"{_TIMES.format(n='n')}\s+(?:(?P<more>{_MORE})|(?P<less>{_LESS}))(?![\w])(?!\s+than\b)"
-    rf"|(?<![\w#.])(?:make\s+it\s+)?{_TIMES.format(n='n2')}\s+(?:more\s+|the\s+|as\s+many\s+|as\s+much\s+)?"
+    rf"|(?<![\w#.])(?:make\s+it\s+)?{_TIMES.format(n='n2')}\s+(?:more\s+|the\s+|that\s+|this\s+|as\s+many\s+|as\s+much\s+)?"
     rf"(?P<what2>{_ANY_FIELD})(?![\w])(?!\s+(?:is|are|was|were|gets?|got|being|comes?)\s)"
     rf"|(?<![\w#])(?:the\s+)?(?P<what3>{_ANY_FIELD})\s+(?:(?:were|are|was|is|got|get|became|become)\s+)?"
     r"(?P<word>twice|half)\s+as\s+(?:long|large|big|high|many|much)(?![\w])"
 )
 """A scaling by a figure: "outputs 4x longer", "what if the prompts were 3 times shorter", "10x the traffic", "4x more
 users", "outputs twice as long"."""
+_BY_PERCENT = re.compile(
+    r"(?<![\w#])(?P<verb>bump|raise|increase|grow|boost|up|cut|lower|reduce|decrease|trim|shrink)\s+"
+    rf"(?:the\s+|my\s+|our\s+)?(?P<what>{_ANY_FIELD})\s+(?:by\s+)?(?P<pct>\d+(?:\.\d+)?)\s*%"
+)
+"""A scaling by a share: "bump the rate 50%", "cut the prompts by 25%"."""
 _LABELS = {"batch": "batch", "rate": "request rate", "isl": "prompt length", "osl": "output length",
            "gpus": "GPU count", "nodes": "node count", "ttft_ms": "TTFT target", "tpot_ms": "TPOT target"}
 _WHOLE = ("batch", "isl", "osl", "gpus", "nodes")
@@ -65,6 +70,16 @@ _WHOLE = ("batch", "isl", "osl", "gpus", "nodes")
 
 def read_edits(scan: Scan, found: Findings) -> None:
     """Edits of the earlier request, recorded under ``edits`` as (field, operation) and blanked."""
+    for match in scan.take(_BY_PERCENT):
+        share = float(match.group("pct")) / 100
+        down = match.group("verb") in ("cut", "lower", "reduce", "decrease", "trim", "shrink")
+        factor = 1 - share if down else 1 + share
+        if factor <= 0:
+            continue
+        name = next(field for field, words in _FIELDS.items() if re.fullmatch(words, match.group("what")))
+        for field in ("ttft_ms", "tpot_ms") if name == "targets" else (name,):
+            found.add("edits", (field, f"x{factor:g}"))
+            found.said.setdefault(field, match.group())
     for match in scan.take(_SCALED):
         word = match.group("word")
         factor = _FACTORS[word] if word else float(match.group("n") or match.group("n2"))

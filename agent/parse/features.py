@@ -90,6 +90,7 @@ with 1.8 accepted" (a bare number only where a clause ends or goes on: "MTP 2 ac
 _LENGTH = re.compile(
     rf"(?<![\w#])(?:mean\s+|average\s+)?accept(?:ance|ed)?[\s-]+len(?:gth)?\s*"
     rf"(?:of|=|:|is|was|were|be|at|becomes?|goes\s+to|rises\s+to|falls\s+to|drops\s+to)?\s*{_num('n')}(?![\w.])"
+    rf"|{_num('n2')}\s+(?:mean\s+|average\s+)?accept(?:ance|ed)?[\s-]+len(?:gth)?(?![\w])"
 )
 _ABOUT = r"(?:(?:~|≈|about|around|roughly|approx(?:imately|\.)?|circa)\s*)?"
 """An approximate figure: "hit rate ~70%", "acceptance about 0.7"."""
@@ -210,7 +211,7 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
         found.add("spec_tokens", int(k), match.group())
         found.notes.append(f"Read '{match.group().strip()}' as {counted(int(k), 'draft token')} per step.")
     for match in scan.take(_LENGTH):
-        length = float(match.group("n"))
+        length = float(_number(match, "n", "n2"))
         if length < 1:
             found.notes.append(f"Ignored '{match.group().strip()}': an acceptance length counts the verify step's own "
                                "token, so it is at least 1.")

@@ -134,6 +134,8 @@ def _by_family_and_size(family: str, size: str) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
+_BARE_R1 = re.compile(r"(?<=\s)(?:(?:for|to|with|use|try|on|and|of)\s+(?:the\s+)?)r1(?![\w-])")
+"""DeepSeek-R1 by its short name where a model is asked for ("same but for R1", "switch to R1")."""
 _BARE_SIZE = re.compile(r"(?<![\w#.])(?:the\s+)?(?P<size>\d{1,4}(?:\.\d)?b)(?![\w])")
 """A model by its size alone, as a follow-up names a sibling of the thread's model: "switch to the 120b"."""
 
@@ -177,6 +179,9 @@ def _read_models(scan: Scan, found: Findings) -> None:
             continue
         found.add("model", repo, match.group())
         found.notes.append(alias_note(name) or f"Read '{name}' as {repo}.")
+    for match in scan.take(_BARE_R1) if "model" not in found.values else []:
+        found.add("model", "deepseek-ai/DeepSeek-V3", match.group())
+        found.notes.append(alias_note("deepseek-r1") or "Read 'R1' as deepseek-ai/DeepSeek-V3.")
     for match in scan.take(_BARE_SIZE) if "model" not in found.values else []:
         found.add("model_size", match.group("size"), match.group())  # a sibling of the thread's model (_assemble)
 
@@ -332,7 +337,7 @@ _OBJECTIVES: tuple[tuple[Objective, re.Pattern[str]], ...] = (
         re.compile(
             r"(?:max(?:imi[sz]e|imum)?|highest|best|most|more|high)\s+throughput|optimi[sz]e\s+(?:for\s+)?throughput"
             r"|throughput[\s-]+(?:optimi[sz]ed|oriented|first)|cheapest|lowest\s+cost|cost[\s-]+(?:efficient|effective)"
-            r"|cost\s+per\s+token|tokens?\s+per\s+dollar|most\s+tokens|offline\s+batch"
+            r"|cost\s+per\s+token|tokens?\s+per\s+dollar|most\s+tokens|offline\s+batch|cheaper|max(?:imum)?\s+tps"
             r"|as\s+many\s+tokens?\s+(?:per\s+(?:second|sec|s)|/\s*s)\s+as\s+(?:possible|we\s+can)"
             r"|(?<![\w#])throughput(?![\w])"
         ),
@@ -362,7 +367,8 @@ _DISAGG_NO = re.compile(
     r"|(?<!dis)aggregated\s+serving|same\s+gpus?\s+for\s+prefill\s+and\s+decode"
 )
 _DISAGG_YES = re.compile(
-    r"disaggregat\w*|(?:separate|split|dedicated|different|distinct)\s+(?:gpus\s+for\s+)?prefill\s+and\s+decode"
+    r"disaggregat\w*|(?<![\w#/])disagg(?![\w])"
+    r"|(?:separate|split|dedicated|different|distinct)\s+(?:gpus\s+for\s+)?prefill\s+and\s+decode"
     r"|prefill\s+and\s+decode\s+(?:on|in)\s+(?:separate|different|distinct|dedicated)|p/?d\s+disagg\w*"
     r"|(?:an?|one|its\s+own)\s+prefill\s+pool\s+and\s+(?:an?|one|its\s+own)\s+decode\s+pool"
 )

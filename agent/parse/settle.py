@@ -95,4 +95,13 @@ def merge_constraints(before: list[str], said: list[str], found: Findings) -> li
                 found.contradictions.append(f"The request gives both {fixed[key]} and {text}; say which one you mean.")
             fixed.setdefault(key, text)
     keys = {constraint_key(t) for t in said}
-    return [t for t in before if constraint_key(t) not in keys] + said
+    dropped = found.values.get("constraint_drops", [])
+    if "all" in dropped:
+        if before:
+            found.notes.append(f"Dropped the constraints {', '.join(before)}, as asked.")
+        return list(said)
+    kept = [t for t in before if constraint_key(t) not in keys and not any(t.startswith(d) for d in dropped)]
+    gone = [t for t in before if t not in kept and constraint_key(t) not in keys]
+    if gone:
+        found.notes.append(f"Dropped the constraint{'s' if len(gone) > 1 else ''} {', '.join(gone)}, as asked.")
+    return kept + said

@@ -20,7 +20,7 @@ _TPOT_WORDS = (
 )
 _FILLER = (
     r"(?:(?:is|of|at|in|be|to|should|must|needs?|has|have|stay|stays|remain|remains|kept|target|targets|slo"
-    r"|latency|goal|time|ideally)\s*[:=]?\s*)*"
+    r"|latency|goal|time|ideally|budget)\s*[:=]?\s*)*"
 )
 _NOT_PER_TOKEN = rf"(?!\s*(?:{_PER_TOKEN}|(?:tpot|itl)(?!\s*[:=]?\s*(?:{_CMP}\s*)?\d)))"
 """Not a per-token figure: "20 ms per token" and "20 ms TPOT" are; "1.5s TPOT 40ms" leaves 1.5 s to TTFT."""
@@ -38,8 +38,8 @@ _TARGETS_BEFORE = {
 """Targets written number first: "2 s TTFT", "under 30 ms per token"."""
 _RATE = re.compile(
     rf"(?:(?P<cmp>{_CMP}|min(?:imum)?(?:\s+of)?)\s*)?(?P<rate>(?<![\d.])\d+(?:\.\d+)?)\s*"
-    r"(?:(?:output|generated|decode|decoded)\s+)?(?:tokens?|toks?)\s*(?:/|per\s+)\s*"
-    r"(?:s|sec|second)\b(?P<per>\s*(?:/|per|for\s+each|for|each)\s*(?:user|request|stream|sequence|session|client)"
+    r"(?:(?:output|generated|decode|decoded)\s+)?(?:(?:tokens?|toks?)\s*(?:/|per\s+)\s*"
+    r"(?:s|sec|second)\b|tps(?![\w]))(?P<per>\s*(?:/|per|for\s+each|for|each)\s*(?:user|request|stream|sequence|session|client)"
     r"|\s+each(?![\w]))?"
 )
 _WHO = r"(?:users?|each\s+user|every\s+user|answers?|responses?|replies|streams?|clients?)"
@@ -53,6 +53,12 @@ _USER_RATE = re.compile(
 tokens per second", "answers need to stream at 30 tokens/s"."""
 
 
+_E2E_PERCENTILE = re.compile(
+    r"(?<![\w#])(?:e2e|end[\s-]*to[\s-]*end)(?:\s+latency)?\s+(?:p(?:50|90|95|99)|(?:50|90|95|99)(?:th)?\s+percentile)"
+    r"(?:\s*(?:<|<=|≤|under|below)\s*\d+(?:\.\d+)?\s*(?:ms|msecs?|s|secs?|seconds?))?"
+)
+"""A percentile of end-to-end latency ("e2e p99 < 20s"): no target shardplan plans for, so neither its percentile nor
+its bound is read as the TTFT's or TPOT's."""
 _PERCENTILE = re.compile(
     r"(?<![\w#])(?:p(?P<p>50|90|95|99)|(?P<q>50|90|95|99)(?:th)?[\s-]*(?:percentile|pct)|(?P<median>median))(?![\w])"
     r"|(?<![\w#.])(?P<share>50|90|95|99)\s*%\s+of\s+(?:all\s+|the\s+)?(?:requests|users|queries|calls|responses)"
@@ -86,6 +92,9 @@ def read_percentile(scan: Scan, found: Findings) -> None:
     >>> found.values["slo_percentile"], found.notes
     (['p99'], ['One percentile applies to both targets: P99, the highest of those named (P99, P90).'])
     """
+    for match in scan.take(_E2E_PERCENTILE):
+        found.notes.append(f"Read '{match.group().strip()}' as an end-to-end latency target, which shardplan does not "
+                           "plan for (it plans TTFT and TPOT; the plan reports end-to-end latency).")
     means = scan.take(_MEAN)  # before the set-aside percentile is blanked: "the mean instead of p99"
     for match in scan.take(_NOT_PERCENTILE):
         found.notes.append(f"Read '{match.group().strip()}' as not the percentile the targets bound.")

@@ -130,6 +130,9 @@ _SECONDS_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6
                   "ten": 10}
 _WORD_DURATIONS = (
     (re.compile(r"(?<![\w#])half\s+a\s+sec(?:ond)?(?![\w])"), "500 ms"),
+    (re.compile(r"(?<![\w#])sub[\s-]*second(?![\w])"), "under 1 s"),
+    (re.compile(r"(?<![\w#])half\s+a\s+million(?![\w])"), "0.5m"),
+    (re.compile(r"(?<![\w#])(?:a|one)\s+million(?![\w])"), "1m"),
     (re.compile(r"(?<![\w#])a\s+quarter\s+(?:of\s+)?a\s+sec(?:ond)?(?![\w])"), "250 ms"),
     (re.compile(rf"(?<![\w#])({'|'.join(_SECONDS_WORDS)})\s+seconds(?![\w])"),
      lambda m: f"{_SECONDS_WORDS[m.group(1)]} s"),
@@ -137,7 +140,8 @@ _WORD_DURATIONS = (
     (re.compile(r"(?<![\w#])(within|under|below|than|about|around|max|most)\s+(?:a|one)\s+sec(?:ond)?(?![\w])"),
      r"\1 1 s"),
 )
-"""Durations said in words ("first token within half a second", "under two seconds"), as figures."""
+"""Durations and counts said in words ("first token within half a second", "under two seconds", "sub-second", "half a
+million requests"), as figures."""
 
 
 def _normalise(text: str) -> str:
@@ -152,6 +156,9 @@ def _normalise(text: str) -> str:
     for pattern, figure in _WORD_DURATIONS:
         text = pattern.sub(figure, text)
     text = re.sub(r"(?<=[\dk])\s*(?:->|→|=>)\s*(?=\d)", "/", text)  # "2k->512": a prompt/output pair
+    # "8 k prompts": a thousand written apart from its figure
+    text = re.sub(r"(?<=\d)\s+k(?=\s+(?:tokens?|toks?|prompts?|inputs?|outputs?|in|out|context|ctx|completions?)\b)",
+                  "k", text)
     return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
 
 
