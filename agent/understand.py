@@ -71,18 +71,6 @@ def _choice_answer(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _compared_types(parsed: ParsedRequest, previous: ParsedRequest | None) -> ParsedRequest:
-    """A follow-up comparing with a GPU type the thread has not planned ("compare with H200" after a plan on H100)
-    plans the thread's type and the named one, as "H100 or H200?" does; without it the answer was the earlier plan's
-    explanation, the named type never planned."""
-    if parsed.intent != "compare" or previous is None or "gpu" not in parsed.said:
-        return parsed
-    types = list(dict.fromkeys(gpu_types(previous) + gpu_types(parsed)))
-    if len(types) < 2:
-        return parsed
-    return parsed.model_copy(update={"gpu": ",".join(types), "intent": "plan"})
-
-
 def understand_message(state: AgentState, policy: str) -> dict[str, Any]:
     """The state update of the understanding step (the caller adds the turn's bookkeeping)."""
     given = state.get("given_request")
@@ -94,10 +82,11 @@ def understand_message(state: AgentState, policy: str) -> dict[str, Any]:
     last = messages[-1] if messages else None
     text = last.content if isinstance(last, HumanMessage) and isinstance(last.content, str) else ""
     previous = ParsedRequest.model_validate(state["parsed"]) if state.get("parsed") else None
-    parsed = _compared_types(parse_request(text, previous), previous)
+    parsed = parse_request(text, previous)
     echo = reading_text(parsed.model_dump(mode="json"))
     plan = state.get("plan")
-    if parsed.intent != "plan" and plan is not None:
+    comparing_types = parsed.intent == "compare" and len(gpu_types(parsed)) > 1  # "compare with H200": plan both
+    if parsed.intent != "plan" and plan is not None and not comparing_types:
         answer = answer_follow_up(parsed.intent, parsed.about, plan)
         return {"intent": "answer", "messages": [AIMessage(content=answer)]}
     try:

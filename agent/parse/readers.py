@@ -289,6 +289,9 @@ def _count_patterns() -> dict[str, re.Pattern[str]]:
             rf"|{node}\s+of\s+(?P<per2>{_COUNT})\s*{per}"
             rf"|(?<=nodes,\s)(?P<per3>{_COUNT})\s*(?:{gpu_t}\s*)?gpus?\s+(?:each|apiece)(?![a-z])"
             rf"|(?<=nodes\s)(?:of|with)\s+(?P<per4>{_COUNT})\s*(?:{gpu_t}\s*)?gpus?\s+each(?![a-z])"
+            rf"|(?<=nodes\s)(?P<per5>{_COUNT})\s*[x×]?\s*(?:{gpu_t}|gpus?)\s+(?:each|apiece|per\s+node)(?![a-z])"
+            rf"|(?<![\w#])(?:each|every)\s+{node}\s+(?:has|have|having|with|contains?|holds?)\s+(?P<per6>{_COUNT})\s*"
+            rf"(?:(?:{gpu_t})(?:\s*gpus?)?|gpus?(?:\s+{gpu_t})?)(?![a-z])"
         ),
         "nodes": re.compile(rf"{_START}(?P<nodes>{_COUNT})[\s-]+(?:{gpu_t}[\s-]+)?(?:gpus?[\s-]+)?{node}(?![a-z])"),
         "gpus": re.compile(
@@ -312,7 +315,8 @@ def _read_gpu_counts(scan: Scan, found: Findings) -> None:
     for kind in ("cluster", "shaped", "per_node", "nodes", "gpus"):
         for match in scan.take(patterns[kind]):
             nodes = _group(match, "nodes", "nodes2") if kind in ("cluster", "shaped", "nodes") else None
-            per = _group(match, "per", "per2", "per3", "per4") if kind in ("cluster", "shaped", "per_node") else None
+            per = (_group(match, "per", "per2", "per3", "per4", "per5", "per6")
+                   if kind in ("cluster", "shaped", "per_node") else None)
             gpus = _group(match, "gpus", "gpus2", "gpus3") if kind == "gpus" else None
             for name, text in (("nodes", nodes), ("gpus_per_node", per), ("gpus", gpus)):
                 if text is not None:

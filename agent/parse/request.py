@@ -209,6 +209,9 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
             found.said.setdefault("arrival", found.said["batch"])
     merged.update({name: value for name, value in said.items() if value is not None})
     merged.update(dict.fromkeys(dropped))
+    for length in ("isl", "osl"):  # a distribution said now replaces the thread's fixed length
+        if said[f"{length}_dist"] is not None and said[length] is None:
+            merged[length] = None
     _switch_sibling(found, merged)
     if said["prefix_hit"] is not None or said["prefix_tokens"] is not None:  # the latest way of saying it wins
         merged.update(prefix_hit=said["prefix_hit"], prefix_tokens=said["prefix_tokens"])
@@ -231,6 +234,11 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
     said_constraints = across_all(list(dict.fromkeys(found.values.get("constraints", []))), counts.gpus, found)
     constraints = merge_constraints(previous.constraints if previous else [], said_constraints, found)
     said_words = {k: v for k, v in found.said.items() if k in _SETTINGS or k.startswith("constraint ")}
+    if intent == "compare" and previous is not None and previous.gpu and said["gpu"] and not about:
+        # "compare with H200" after a plan on H100: both types, planned as "H100 or H200?" is (the cheapest kept)
+        types = list(dict.fromkeys(previous.gpu.split(",") + str(said["gpu"]).split(",")))
+        if len(types) > 1:
+            merged["gpu"] = ",".join(types)
     return ParsedRequest(**merged, intent=intent, about=about, constraints=constraints, said=said_words,
                          contradictions=found.contradictions, notes=found.notes,
                          weight_formats=previous.weight_formats if previous else None)

@@ -176,10 +176,12 @@ def read_trace(scan: Scan, found: Findings) -> None:
 _RANGE_TAIL = (
     rf"\s+(?:(?:are\s+|is\s+)?(?:drawn\s+)?(?:uniformly\s+|evenly\s+)?(?:distributed\s+)?between\s+(?P<a>{_LEN})\s*"
     rf"(?:tokens?\s*)?and\s*(?P<b>{_LEN})"
-    rf"|(?:(?:are|is|of|from|ranging\s+from|range\s+from|vary\s+from|varying\s+from)\s+)?"
-    rf"(?P<a2>{_LEN})\s*(?:tokens?\s*)?(?:to|-|–)\s*(?P<b2>{_LEN}))(?:\s*tokens?)?(?![\w.])"
+    rf"|(?:(?:are|is|of|from|ranging\s+from|range\s+from|vary\s+from|varying\s+from|vary|varying|range|ranging"
+    r"|(?:are\s+|is\s+)?anywhere\s+from|(?:are\s+|is\s+)?from)\s+)?"
+    rf"(?P<a2>{_LEN})\s*(?:tokens?\s*)?(?:to|-|–|up\s+to)\s*(?P<b2>{_LEN}))(?:\s*tokens?)?(?!\w|\.\d)"
 )
-"""A range of lengths: "between A and B", "of A to B", "A-B" (tokens, or 1k and the like)."""
+"""A range of lengths: "between A and B", "of A to B", "A-B", "vary 200 to 3000", "anywhere from A to B", "from A up to
+B" (tokens, or 1k and the like)."""
 _LENGTH_NOUNS = {
     "isl_dist": r"(?:prompts?|inputs?|(?:prompt|input)\s+lengths?|contexts?)",
     "osl_dist": r"(?:outputs?|answers?|responses?|completions?|generations?|output\s+lengths?)",
@@ -235,9 +237,27 @@ def read_length_ranges(scan: Scan, found: Findings) -> None:
             found.add(name, f"uniform:{low},{high}", match.group())
 
 
+_USER_BASE = re.compile(
+    rf"{_START}(?P<v>{_HEADS})\s+(?:users?|customers?|people)\s+(?:in\s+)?(?:total|overall|altogether|all\s+told)(?![a-z])"
+)
+"""The users a service has, not those in flight at once: "1000 users total"."""
+_ACTIVE = re.compile(
+    rf"{_START}(?:about\s+|around\s+|~\s*)?(?P<v>{_HEADS})\s+(?:are\s+)?(?:active|online|concurrent|in\s+flight)\s+"
+    r"(?:at\s+once|at\s+a\s+time|at\s+the\s+same\s+time|concurrently|simultaneously)(?![a-z])"
+)
+"""Those in flight at once: "about 50 active at once"."""
+
+
 def read_arrival(scan: Scan, found: Findings) -> None:
     """Arrival processes named in words (taken from the text), and counts of concurrent users or clients (left
-    for the batch reader)."""
+    for the batch reader); a user base ("1000 users total") is not the concurrency, those active at once are."""
+    for match in scan.take(_USER_BASE):
+        found.notes.append(f"Read '{match.group().strip()}' as the users the service has, not those in flight at once.")
+    for match in scan.take(_ACTIVE):
+        heads = match.group("v")
+        active = headcount(heads) if heads.endswith("k") else _count(heads)
+        if active > 0:
+            found.add("batch", active, match.group())
     for process, pattern in _PROCESSES:
         for match in scan.take(pattern):
             found.add("arrival", _with_cv(process, match, found), match.group())
@@ -250,6 +270,10 @@ def read_arrival(scan: Scan, found: Findings) -> None:
     if closed and "clients" not in found.values:
         found.notes.append(f"'{closed[0].group().strip()}' says a closed loop; say how many users or clients to "
                            "simulate it (for example '64 users').")
+    if closed and found.values.get("arrival"):
+        named = found.values["arrival"][0]
+        found.contradictions.append(f"The request gives both {named} arrivals and a closed loop; say which one you "
+                                    "mean.")
 
 
 def _with_cv(process: str, match: re.Match[str], found: Findings) -> str:
