@@ -148,7 +148,7 @@ _REPLICAS = re.compile(
 """How many replicas: "2 replicas", "two model replicas" (data parallelism; only the count is taken, so that "2 replicas
 of 4 GPUs" still gives the replica's GPUs). "Instances" and "copies" are left alone: they name machines as often."""
 _ENGINE = re.compile(
-    r"(?<![\w#])(?:vllm|sglang|trt[\s-]*llm|tensorrt[\s-]*llm)(?![\w])"
+    r"(?<![\w#])(?:vllm|sglang|trt[\s-]*llm|tensorrt[\s-]*llm|tensorrt)(?![\w-])"
 )
 _ENGINE_NAMES = {"vllm": "vllm", "sglang": "sglang"}
 

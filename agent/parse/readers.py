@@ -298,6 +298,9 @@ def _count_patterns() -> dict[str, re.Pattern[str]]:
             rf"{_START}(?P<gpus>{_COUNT})[\s-]*(?:[x×*][\s-]*)?(?:{gpu_t}(?:[\s-]*gpus?)?|gpus?)"
             rf"(?![a-z])|(?<![\w#]){gpu_t}\s*[x×]\s*(?P<gpus2>{_COUNT})"
             rf"|(?<![\w#]){gpu_t}s?\s*\(\s*(?P<gpus3>{_COUNT})\s+(?:of\s+them|in\s+total|total)\s*\)"
+            rf"|(?<![\w#])(?:(?:on|with|using|across)\s+)?(?P<gpus4>{_COUNT})\s+of\s+them(?![\w])"
+            rf"|(?<![\w#])(?:gpus?|{gpu_t})\s+(?:quantity|qty|count)\s*[:=]?\s*(?P<gpus5>{_COUNT})(?![\w])"
+            rf"|{_START}(?P<gpus6>{_COUNT})\s+(?:numbers?|pcs|pieces|units)\s+(?:of\s+)?{gpu_t}"
         ),
     }
 
@@ -317,7 +320,7 @@ def _read_gpu_counts(scan: Scan, found: Findings) -> None:
             nodes = _group(match, "nodes", "nodes2") if kind in ("cluster", "shaped", "nodes") else None
             per = (_group(match, "per", "per2", "per3", "per4", "per5", "per6")
                    if kind in ("cluster", "shaped", "per_node") else None)
-            gpus = _group(match, "gpus", "gpus2", "gpus3") if kind == "gpus" else None
+            gpus = _group(match, "gpus", "gpus2", "gpus3", "gpus4", "gpus5", "gpus6") if kind == "gpus" else None
             for name, text in (("nodes", nodes), ("gpus_per_node", per), ("gpus", gpus)):
                 if text is not None:
                     _add_positive(found, name, _count(text), match.group())

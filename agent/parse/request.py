@@ -212,6 +212,10 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
     for length in ("isl", "osl"):  # a distribution said now replaces the thread's fixed length
         if said[f"{length}_dist"] is not None and said[length] is None:
             merged[length] = None
+        elif (said[f"{length}_dist"] or "").startswith("uniform:") and said[length] is not None:
+            what = "prompt" if length == "isl" else "output"
+            found.contradictions.append(f"The request gives the {what} length both as {said[length]} tokens and as a "
+                                        f"range ({said[f'{length}_dist']}); say which one you mean.")
     _switch_sibling(found, merged)
     if said["prefix_hit"] is not None or said["prefix_tokens"] is not None:  # the latest way of saying it wins
         merged.update(prefix_hit=said["prefix_hit"], prefix_tokens=said["prefix_tokens"])

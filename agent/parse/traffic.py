@@ -34,7 +34,7 @@ _CV = (
 """A coefficient of variation of the gaps said right after the arrival words: "bursty (cv 4)", "gamma arrivals
 with a cv of 2"; without it, bursty traffic reads as :data:`BURSTY`."""
 _PROCESSES = (
-    (BURSTY, re.compile(r"(?<![\w#])(?:(?:bursty|spiky)(?:\s+(?:traffic|arrivals?|load|requests))?"
+    (BURSTY, re.compile(r"(?<![\w#])(?:(?:bursty|spiky|spikes|spiking)(?:\s+(?:traffic|arrivals?|load|requests))?"
                         r"|burst(?:s|ing)?\s+of\s+(?:traffic|requests|load)"
                         r"|(?:(?:traffic|requests|load)\s+(?:comes?\s+|arrives?\s+)?)?in\s+bursts"
                         r"|gamma(?:[\s-]+(?:distributed\s+)?(?:arrivals?|traffic|process|gaps))?)(?![a-z])" + _CV)),
@@ -44,6 +44,9 @@ _HEADS = rf"(?:{_COUNT}|(?<![\w.#-])\d+(?:\.\d+)?k(?![a-z\d]))"
 """A count of people: "64", "two", or "1k" (a thousand: :func:`~shardplan.agent.parse.quantities.headcount`)."""
 _CLIENTS = re.compile(
     rf"{_START}(?P<v>{_HEADS})\s+(?:(?:concurrent|simultaneous|parallel)\s+(?:users?|clients?)|clients?)(?![a-z])"
+    rf"|{_START}(?P<v2>{_HEADS})\s+(?:users?|clients?|sessions?)\s+(?:\w+\s+)?(?:at\s+the\s+same\s+time|at\s+once"
+    r"|simultaneously|concurrently)(?![a-z])"
+    rf"|(?<![\w#])concurrency\s+(?:is\s+|of\s+|=\s*|:\s*)?(?P<v3>{_HEADS})\s+(?:users?|clients?)(?![a-z])"
 )
 _DONE = r"(?:finishes|completes|returns|ends|is\s+(?:done|answered|served)|comes\s+back)"
 _EARLIER = r"(?:(?:the|its|their)\s+)?(?:last|previous|prior)"
@@ -202,6 +205,11 @@ _LOGNORMAL_TAIL = (
 _LOGNORMALS = {name: re.compile(rf"(?<![\w#]){noun}{_LOGNORMAL_TAIL}") for name, noun in _LENGTH_NOUNS.items()}
 
 
+_EXACT = {name: re.compile(rf"(?<![\w#])(?:every|each|all)\s+{noun}\s+(?:is|are)\s+exactly\s+(?P<n>{_LEN})\s*tokens?")
+          for name, noun in _LENGTH_NOUNS.items()}
+"""A fixed length said as such ("every prompt is exactly 2048 tokens"), which a range beside it contradicts."""
+
+
 def read_length_ranges(scan: Scan, found: Findings) -> None:
     """Prompt or output lengths given as a range, drawn uniformly from it (``--isl-dist uniform:A,B``): "prompts of
     1k to 8k tokens", "outputs between 100 and 500 tokens", "answers 100-500 tokens"; or as a lognormal with its
@@ -213,6 +221,9 @@ def read_length_ranges(scan: Scan, found: Findings) -> None:
     >>> found.values
     {'isl_dist': ['uniform:1024,8192'], 'osl_dist': ['uniform:100,500']}
     """
+    for name, pattern in _EXACT.items():
+        for match in scan.take(pattern):
+            found.add("isl" if name == "isl_dist" else "osl", _tokens(match.group("n")), match.group())
     for name, pattern in _LOGNORMALS.items():
         for match in scan.take(pattern):
             mean, cv = _tokens(match.group("mean")), match.group("cv")
@@ -263,7 +274,7 @@ def read_arrival(scan: Scan, found: Findings) -> None:
             found.add("arrival", _with_cv(process, match, found), match.group())
     closed = scan.take(_CLOSED_LOOP)
     for match in (_USERS if closed else _CLIENTS).finditer(scan.text):
-        heads = match.group("v")
+        heads = next(v for v in (match.groupdict().get(g) for g in ("v", "v2", "v3")) if v)
         clients = headcount(heads) if heads.endswith("k") else _count(heads)
         if clients > 0:
             found.add("clients", clients, match.group())
