@@ -20,10 +20,12 @@ from shardplan.agent.parse.text import _LABELS
 __all__ = ["split_corrections", "read_with_corrections"]
 
 _CORRECTION = re.compile(
-    r"(?<![\w#])(?:actually|sorry|i\s+meant?|correction\s*:|scratch\s+that|oops|make\s+that|or\s+rather"
+    r"(?<![\w#])(?:(?:(?<=[,.;:!?\-—–(]\s)|(?<=[,.;:!?\-—–(])|^)actually|sorry|i\s+meant?|correction\s*:|scratch\s+that"
+    r"|oops|make\s+that|or\s+rather"
     r"|on\s+second\s+thought|no,?\s+wait|wait,?\s+no)(?![\w])"
 )
-"""Words that take back what came just before them."""
+"""Words that take back what came just before them; "actually" only where a clause starts ("2k/256, actually 16
+GPUs"), not as an adverb inside one ("what does EP actually buy us")."""
 
 Reading = TypeVar("Reading", bound=Any)
 

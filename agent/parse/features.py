@@ -51,9 +51,12 @@ def _num(name: str) -> str:
     return rf"(?<![\w.])(?P<{name}>\d+(?:\.\d+)?)"
 
 
+_SPEC_WORDS = (r"(?:speculative[\s-]+decoding|speculation|spec(?:ulative)?[\s-]+decod(?:e|ing)|mtp"
+               r"|eagle(?:[\s-]*[123])?|draft\s+model)")
 _SPEC_OFF = re.compile(
-    r"(?<![\w#])(?:no|without|disable[ds]?|turn\s+off|drop)\s+(?:the\s+)?(?:speculative[\s-]+decoding|speculation"
-    r"|spec(?:ulative)?[\s-]+decode|mtp|eagle(?:[\s-]*[123])?|draft\s+model)(?![\w])"
+    rf"(?<![\w#])(?:no|without|disable[ds]?|turn\s+off|switch\s+off|drop|remove|lose)\s+(?:the\s+)?{_SPEC_WORDS}"
+    r"(?![\w])"
+    rf"|(?<![\w#])(?:turn|switch|set)\s+(?:the\s+)?{_SPEC_WORDS}\s+off(?![\w])|(?<![\w#]){_SPEC_WORDS}\s+off(?![\w])"
 )
 _PREFIX_OFF = re.compile(
     r"(?<![\w#])(?:no|without|disable[ds]?|turn\s+off)\s+(?:the\s+)?(?:prefix[\s-]+(?:caching|cache|reuse)"
@@ -64,6 +67,7 @@ _EAGLE = re.compile(r"(?<![\w#])eagle(?:[\s-]*[123])?(?![\w])")
 _WORD = r"[a-z0-9/~.][\w./-]*"
 _DRAFT_MODEL = re.compile(
     rf"(?<![\w#])(?:draft(?:er)?[\s-]+model|drafter|draft(?=\s*[=:]))\s*(?:is\s+|of\s+|=\s*|:\s*)?"
+    r"(?!(?:with|and|that|which|for|to|in|on|at|proposing)\b)"
     rf"(?P<after>{_WORD}(?:\s+{_WORD}){{0,3}})"
     rf"|(?<![\w#./~-])(?P<before>{_WORD}(?:\s+{_WORD}){{0,3}})\s+as\s+(?:the\s+|a\s+)?draft(?:[\s-]+model)?(?![a-z])"
 )
@@ -83,7 +87,8 @@ _TOKENS = re.compile(
 MTP"."""
 _TOKENS_AFTER_DRAFTER = re.compile(
     r"^(?:[\s,]*(?:with\s+)?(?P<k>\d+)\s*tokens?(?![a-z])|\s*[:=]\s*(?P<k2>\d+)(?![\w.])"
-    r"|\s+(?P<k3>\d+)(?=\s*(?:[,;]|$|(?:with|and|drafts?)(?![a-z]))))"
+    r"|\s+(?P<k3>\d+)(?=\s*(?:[,;]|$|(?:with|and|drafts?)(?![a-z])))|\s+(?:(?:with|of)\s+)?depth\s*[:=]?\s*(?P<k4>\d+)"
+    r"(?![\w.]))"
 )
 """The count right after a drafter's name: "draft model llama-3.1-8b, 4 tokens", "mtp 2 tokens", "mtp:3", "mtp 3
 with 1.8 accepted" (a bare number only where a clause ends or goes on: "MTP 2 accepted" is an acceptance)."""
@@ -164,7 +169,7 @@ def _tokens_after(scan: Scan, end: int, found: Findings) -> None:
     """A draft-token count written right after the drafter ("mtp 2 tokens", "draft model X, 4 tokens")."""
     after = _TOKENS_AFTER_DRAFTER.match(scan.text[end:])
     if after:
-        k = int(after.group("k") or after.group("k2") or after.group("k3"))
+        k = int(after.group("k") or after.group("k2") or after.group("k3") or after.group("k4"))
         scan.blank(end, end + after.end())
         if not 1 <= k <= MAX_DRAFT_TOKENS:
             found.notes.append(f"Ignored '{after.group().strip(' ,')}' after the drafter: draft tokens are a whole "

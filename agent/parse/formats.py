@@ -22,16 +22,21 @@ _DTYPES: dict[str, DType] = {
     "w8a8": "int8",
     "fp4": "fp4",
     "nvfp4": "fp4",
+    "w8a8 fp8": "fp8",
+    "w8a8-fp8": "fp8",
     "mxfp4": "fp4",
     "fp32": "fp32",
     "float32": "fp32",
 }
 _DT = "(?P<dt>" + "|".join(sorted(_DTYPES, key=len, reverse=True)) + ")"
-_KV = r"kv(?:[\s-]*cache)?"
+_KV = r"(?:kv(?:[\s_-]*cache)?(?:[\s_-]*dtype)?|cache)"
 _KV_DTYPES = (
-    re.compile(rf"(?<![\w#]){_DT}[\s-]*{_KV}"),
-    re.compile(rf"(?<![\w#]){_KV}(?:\s+(?:dtype|precision|format))?\s*(?:in|at|as|of|=|:|to)?\s*{_DT}(?![\w])"),
+    re.compile(rf"(?<![\w#]){_DT}[\s-]*kv(?:[\s-]*cache)?"),
+    re.compile(rf"(?<![\w#]){_KV}(?:\s+(?:dtype|precision|format))?\s*(?:in|at|as|of|=|:|to)?\s*{_DT}(?:_e[45]m[23])?(?![\w])"),
 )
+"""The KV cache's format: "fp8 kv cache", "kv cache in fp8", "cache bf16", "kv_cache_dtype=fp8_e5m2"."""
+_KV_8_BIT = re.compile(r"(?<![\w#])8[\s-]*bit[\s-]+kv(?:[\s-]*cache)?")
+"""An 8-bit KV cache: FP8, the engines' 8-bit cache on the GPUs planned."""
 _WEIGHT_DTYPE = re.compile(rf"(?<![\w#]){_DT}(?![\w])")
 _NOT_DTYPE = re.compile(
     rf"(?<![\w#])(?:no|not|without|avoid(?:ing)?|don'?t\s+(?:use|want)|do\s+not\s+use|never)\s+(?:in\s+|any\s+)?{_DT}"
@@ -46,6 +51,8 @@ def read_dtypes(scan: Scan, found: Findings) -> None:
     for match in scan.take(_NOT_DTYPE):
         found.notes.append(f"Read '{match.group().strip()}' as ruling that format out; none is set from it (name the "
                            "one to use, e.g. 'bf16 weights', where the model's own is the one ruled out).")
+    for match in scan.take(_KV_8_BIT):
+        found.add("kv_dtype", "fp8", match.group())
     for name, pattern in (("kv_dtype", _KV_DTYPES[0]), ("kv_dtype", _KV_DTYPES[1]), ("weight_dtype", _WEIGHT_DTYPE)):
         for match in scan.take(pattern):
             found.add(name, _DTYPES[match.group("dt")], match.group())

@@ -43,16 +43,25 @@ _TOPICS = {
     "ep": r"ep|experts?(?:[\s-]*parallel\w*)",
     "sp": r"sp|cp|sequence(?:[\s-]*parallel\w*)?|context[\s-]*parallel\w*",
     "dp": r"dp|data[\s-]*parallel\w*|replicas?|replication",
-    "disagg": r"disaggregat\w*|pd[\s-]+disagg\w*|separate\s+prefill(?:\s+and\s+decode)?",
+    "disagg": r"disaggregat\w*|pd[\s-]+disagg\w*|separate\s+prefill(?:\s+and\s+decode)?"
+    r"|split\s+prefill\s+and\s+decode",
     "mb": r"mb|micro[\s-]*batch\w*",
 }
 _TOPIC = _named_alternatives(_TOPICS)
 _WHY_NOT = re.compile(
-    r"\b(?:why\s+(?:not|no|didn'?t\s+you|did\s+you\s+not|don'?t\s+you|aren'?t\s+you|isn'?t\s+it|wasn'?t)"
-    r"|what\s+about|how\s+about)\s+(?:use\s+|using\s+|try\s+|trying\s+|pick\s+|choose\s+|more\s+|some\s+|any\s+)?"
-    rf"(?:{_TOPIC})(?![\w=])"
+    r"\b(?:(?:why|how\s+come)\s+(?:not|no|didn'?t\s+you|did\s+you\s+not|don'?t\s+you|aren'?t\s+you|isn'?t\s+it"
+    r"|wasn'?t|you\s+didn'?t|you\s+did\s+not|not)"
+    r"|what\s+about|how\s+about)\s+(?:use\s+|using\s+|try\s+|trying\s+|pick\s+|choose\s+|more\s+|some\s+|any\s+"
+    rf"|go\s+with\s+)?(?:{_TOPIC})(?![\w=])"
 )
-_EXPLAIN = re.compile(r"\bexplain\b|\bwhy\b(?!\s+not\b)|\bhow\s+come\b")
+_WHY_THIS_NOT = re.compile(
+    rf"\bwhy\s+(?:{_TOPIC})\s*[=:]?\s*\d+\s+(?:and|but)\s+not\s+\d+"
+)
+"""A degree questioned against another ("why TP=4 and not 8?"): why not the other."""
+_EXPLAIN = re.compile(
+    r"\bexplain\b|\bwhy\b(?!\s+not\b)|\bhow\s+come\b|\bwalk\s+me\s+through\b|\bhow\s+did\s+you\s+(?:arrive|get|pick|choose)"
+    r"|\bwhat\s+does\s+.{1,60}?\s+(?:actually\s+)?(?:buy|give|get)\s+(?:us|me)\b"
+)
 _COMPARE = re.compile(r"\bcompare\b|\bvs\b\.?|\bversus\b|\bwhich\s+is\s+(?:better|faster|cheaper)\b")
 _ANY_TOPIC = re.compile(rf"(?<![\w#])(?:{_TOPIC})(?![\w])")
 
@@ -66,6 +75,8 @@ def _read_intent(scan: Scan) -> tuple[Intent, str | None]:
     """The intent and the technique it is about. A why-not without a technique ("why not 16 GPUs?") is a
     what-if, read as a plan. The why-not phrase is blanked so "why not disaggregate?" sets nothing."""
     for match in scan.take(_WHY_NOT):
+        return "why_not", _topic(match)
+    for match in scan.take(_WHY_THIS_NOT):
         return "why_not", _topic(match)
     if _COMPARE.search(scan.text):
         topics = list(dict.fromkeys(_topic(m) for m in _ANY_TOPIC.finditer(scan.text)))

@@ -91,7 +91,7 @@ def merge_constraints(before: list[str], said: list[str], found: Findings) -> li
     for text in said:
         key = constraint_key(text)
         if "=" in text and not re.search(r"<=|>=", text) and not text.startswith(("engine", "gpus")):
-            if key in fixed and fixed[key] != text:
+            if key in fixed and fixed[key] != text and not found.comparing:  # "EP 8 vs EP 16" compares the two
                 found.contradictions.append(f"The request gives both {fixed[key]} and {text}; say which one you mean.")
             fixed.setdefault(key, text)
     keys = {constraint_key(t) for t in said}
