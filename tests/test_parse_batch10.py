@@ -137,3 +137,13 @@ def test_wide_ep_is_expert_parallelism_across_all_the_gpus() -> None:
     """"wide EP" was dropped without a note."""
     parsed = parse_request("qwen3 235b on 16 h200, wide EP, adp 16")
     assert sorted(parsed.constraints) == ["adp=16", "ep=16"]
+
+
+@pytest.mark.parametrize("text", ["llama 8b on h100s, 1k prompts, 2 of them are long",
+                                  "llama 70b on 8 h100, 4 replicas per node"])
+def test_counts_of_other_things_are_not_gpus_or_replicas(text: str) -> None:
+    """The readers added for "on 8 of them" and "two replicas" must not take "2 of them are long" as a GPU count or
+    "4 replicas per node" as four replicas in all."""
+    parsed = parse_request(text)
+    assert parsed.gpus in (None, 8) and "dp=4" not in parsed.constraints
+    assert any("was not used" in note for note in parsed.notes)

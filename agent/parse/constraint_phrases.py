@@ -143,7 +143,7 @@ _REPLICA = re.compile(
 """GPUs of one replica: "8 GPUs per replica", "replicas of 4 GPUs", "each replica on 8 GPUs"."""
 _REPLICAS = re.compile(
     rf"(?<![\w#.])(?P<v>{_COUNT})\s+(?:(?:model|serving|engine)\s+)?(?=(?P<word>replicas?)(?![\w])"
-    r"(?!\s+(?:per|a|each|on\s+each|for\s+each)\s+(?:gpu|card|device)))"
+    r"(?!\s+(?:per|a|each|on\s+each|for\s+each)\s+(?:gpu|card|device|node|server|box|host|machine)))"
 )
 """How many replicas: "2 replicas", "two model replicas" (data parallelism; only the count is taken, so that "2 replicas
 of 4 GPUs" still gives the replica's GPUs). "Instances" and "copies" are left alone: they name machines as often."""

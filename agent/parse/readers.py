@@ -309,7 +309,8 @@ def _count_patterns() -> dict[str, re.Pattern[str]]:
             rf"{_START}(?P<gpus>{_COUNT})[\s-]*(?:[x×*][\s-]*)?(?:{gpu_t}(?:[\s-]*gpus?)?|gpus?)"
             rf"(?![a-z])|(?<![\w#]){gpu_t}\s*[x×]\s*(?P<gpus2>{_COUNT})"
             rf"|(?<![\w#]){gpu_t}s?\s*\(\s*(?P<gpus3>{_COUNT})\s+(?:of\s+them|in\s+total|total)\s*\)"
-            rf"|(?<![\w#])(?:(?:on|with|using|across)\s+)?(?P<gpus4>{_COUNT})\s+of\s+them(?![\w])"
+            rf"|(?<![\w#])(?:(?:on|with|using|across)\s+|(?<=,\s))(?P<gpus4>{_COUNT})\s+of\s+them(?![\w])"
+            r"(?!\s+(?:are|is|were|was|for|as|to|in|with|being|get|gets|do|does|have|has)\b)"
             rf"|(?<![\w#])(?:gpus?|{gpu_t})\s+(?:quantity|qty|count)\s*[:=]?\s*(?P<gpus5>{_COUNT})(?![\w])"
             rf"|{_START}(?P<gpus6>{_COUNT})\s+(?:numbers?|pcs|pieces|units)\s+(?:of\s+)?{gpu_t}"
         ),
