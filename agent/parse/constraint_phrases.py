@@ -102,7 +102,8 @@ _NOT_ACROSS = re.compile(
 cross nodes" (read before "no TP", which turns the dimension off)."""
 _DROP_CONSTRAINTS = re.compile(
     r"(?<![\w#])(?:drop|remove|clear|forget|lose|lift|relax)\s+(?:all\s+)?(?:the\s+|my\s+|our\s+|any\s+)?"
-    rf"(?:(?P<d>{_DIM})\s+)?(?:parallel\w*\s+)?(?:constraints?|limits?|restrictions?|bounds?)(?![\w])"
+    rf"(?:(?P<d>{_DIM})\s+(?:parallel\w*\s+)?(?:constraints?|limits?|restrictions?|bounds?|caps?)"
+    r"|(?:parallel\w*\s+|layout\s+)?(?:constraints?|restrictions?))(?![\w])"
 )
 """An edit that lifts earlier constraints: "remove the tp constraint", "drop all the parallelism constraints"."""
 _XPYD = re.compile(

@@ -48,9 +48,10 @@ _SEES = (r"(?:(?:should|must|will|need\s+to|needs\s+to|have\s+to|has\s+to)\s+)?"
 _USER_RATE = re.compile(
     rf"(?<![\w#]){_WHO}\s+{_SEES}\s+(?:at\s+)?(?:(?:at\s+)?least\s+|a\s+minimum\s+of\s+)?"
     r"(?P<rate>(?<![\d.])\d+(?:\.\d+)?)\s*(?:tokens?|toks?)\s*(?:/|per\s+)\s*(?:s|sec|second)\b"
+    r"(?!\s*(?:in\s+)?(?:aggregate|overall|total|combined|altogether|across|for\s+the\s+(?:fleet|cluster|deployment)))"
 )
-"""A per-user speed said of the users or their answers: "users need 50 tok/s", "every user should see at least 40
-tokens per second", "answers need to stream at 30 tokens/s"."""
+"""A per-user speed said of the users or their answers (not one said of them all, "in aggregate"): "users need 50
+tok/s", "every user should see at least 40 tokens per second", "answers need to stream at 30 tokens/s"."""
 
 
 _E2E_PERCENTILE = re.compile(
