@@ -22,14 +22,15 @@ from shardplan.agent.parse.text import Findings, Scan, _matched_name, _named_alt
 
 __all__ = ["read_edits", "apply_edits"]
 
-_FACTORS = {"double": 2.0, "twice": 2.0, "triple": 3.0, "quadruple": 4.0, "halve": 0.5, "half": 0.5}
+_FACTORS = {"double": 2.0, "twice": 2.0, "triple": 3.0, "quadruple": 4.0, "halve": 0.5, "half": 0.5,
+            "doubled": 2.0, "tripled": 3.0, "halved": 0.5}
 _FIELDS = {
     "batch": r"batch(?:[\s-]*size)?|concurrency|concurrent\s+users|users|clients",
     "rate": r"(?:request\s+|arrival\s+)?rate|qps|rps|traffic|load",
     "isl": r"prompts?(?:[\s-]*(?:length|len|size))?|inputs?(?:[\s-]*(?:length|len))?|isl|context(?:[\s-]*length)?",
     "osl": r"outputs?(?:[\s-]*(?:length|len))?|osl|generations?(?:[\s-]*length)?|answers?(?:[\s-]*length)?"
     r"|max[\s-]*tokens",
-    "gpus": r"gpus?(?:[\s-]*count)?|number\s+of\s+gpus",
+    "gpus": r"gpus?(?:[\s-]*count)?|number\s+of\s+gpus|rack|cluster|fleet",
     "nodes": r"nodes?|number\s+of\s+nodes",
     "ttft_ms": r"ttft(?:[\s-]*(?:target|bound|limit|slo))?|first[\s-]*token\s+(?:target|bound|limit)",
     "tpot_ms": r"tpot(?:[\s-]*(?:target|bound|limit|slo))?|itl(?:[\s-]*target)?",
@@ -37,7 +38,8 @@ _FIELDS = {
 }
 _WHAT = _named_alternatives(_FIELDS)
 _EDIT = re.compile(
-    rf"(?<![\w#])(?P<op>double|triple|quadruple|halve|twice|half|drop|remove|clear|forget|lose|ignore|no\s+more)\s+"
+    rf"(?<![\w#])(?P<op>doubled|tripled|halved|double|triple|quadruple|halve|twice|half|drop|remove|clear|forget|lose"
+    r"|ignore|no\s+more)\s+"
     rf"(?:the\s+|my\s+|our\s+|that\s+|as\s+many\s+|as\s+much\s+)?(?:{_WHAT})(?![\w])(?:\s+again)?"
     r"(?!\s+(?:is|are|was|were|gets?|got|being|comes?)\s)"
 )

@@ -16,9 +16,12 @@ from shardplan.text import counted
 __all__ = ["read_machines", "read_uncatalogued_gpus", "gpu_variant"]
 
 _INSTANCES: dict[str, tuple[str, int]] = {
-    r"p5\.48xlarge": ("H100", 8),
-    r"p5en\.48xlarge": ("H200", 8),
-    r"p5e\.48xlarge": ("H200", 8),
+    r"p5(?:\.48x(?:large|l))?": ("H100", 8),
+    r"p5en(?:\.48x(?:large|l))?": ("H200", 8),
+    r"p5e(?:\.48x(?:large|l))?": ("H200", 8),
+    r"g6e\.(?:xlarge|2xlarge|4xlarge|8xlarge|16xlarge)": ("L40S", 1),
+    r"g6e\.(?:12xlarge|24xlarge)": ("L40S", 4),
+    r"g6e\.48xlarge": ("L40S", 8),
     r"p4d\.24xlarge": ("A100-40GB", 8),
     r"p4de\.24xlarge": ("A100", 8),
     r"p6-b200\.48xlarge": ("B200", 8),

@@ -51,8 +51,8 @@ _TOPIC = _named_alternatives(_TOPICS)
 _WHY_NOT = re.compile(
     r"\b(?:(?:why|how\s+come)\s+(?:not|no|didn'?t\s+you|did\s+you\s+not|don'?t\s+you|aren'?t\s+you|isn'?t\s+it"
     r"|wasn'?t|you\s+didn'?t|you\s+did\s+not|not)"
-    r"|what\s+about|how\s+about)\s+(?:use\s+|using\s+|try\s+|trying\s+|pick\s+|choose\s+|more\s+|some\s+|any\s+"
-    rf"|go\s+with\s+)?(?:{_TOPIC})(?![\w=])"
+    r"|what\s+about|how\s+about)\s+(?:just\s+)?(?:use\s+|using\s+|try\s+|trying\s+|pick\s+|choose\s+|more\s+|some\s+"
+    rf"|any\s+|go\s+with\s+|run\s+|running\s+)?(?:{_TOPIC})(?![\w=])"
 )
 _WHY_THIS_NOT = re.compile(
     rf"\bwhy\s+(?:{_TOPIC})\s*[=:]?\s*\d+\s+(?:and|but)\s+not\s+\d+"
@@ -62,7 +62,10 @@ _EXPLAIN = re.compile(
     r"\bexplain\b|\bwhy\b(?!\s+not\b)|\bhow\s+come\b|\bwalk\s+me\s+through\b|\bhow\s+did\s+you\s+(?:arrive|get|pick|choose)"
     r"|\bwhat\s+does\s+.{1,60}?\s+(?:actually\s+)?(?:buy|give|get)\s+(?:us|me)\b"
 )
-_COMPARE = re.compile(r"\bcompare\b|\bvs\b\.?|\bversus\b|\bwhich\s+is\s+(?:better|faster|cheaper)\b")
+_COMPARE = re.compile(
+    r"\bcompare\b|\bvs\b\.?|\bversus\b|\bwhich\s+is\s+(?:better|faster|cheaper)\b|\bstack\s+up\s+against\b"
+    r"|\bhow\s+does\s+(?:it|that|this)\s+compare\b"
+)
 _ANY_TOPIC = re.compile(rf"(?<![\w#])(?:{_TOPIC})(?![\w])")
 
 

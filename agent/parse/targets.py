@@ -20,7 +20,7 @@ _TPOT_WORDS = (
 )
 _FILLER = (
     r"(?:(?:is|of|at|in|be|to|should|must|needs?|has|have|stay|stays|remain|remains|kept|target|targets|slo"
-    r"|latency|goal|time|ideally|budget)\s*[:=]?\s*)*"
+    r"|latency|goal|time|budget|hard\s+limit|hard\s+cap|limit|cap|~|≈|about|around|roughly|strictly)\s*[:=]?\s*)*"
 )
 _NOT_PER_TOKEN = rf"(?!\s*(?:{_PER_TOKEN}|(?:tpot|itl)(?!\s*[:=]?\s*(?:{_CMP}\s*)?\d)))"
 """Not a per-token figure: "20 ms per token" and "20 ms TPOT" are; "1.5s TPOT 40ms" leaves 1.5 s to TTFT."""
@@ -112,9 +112,32 @@ def read_percentile(scan: Scan, found: Findings) -> None:
                            f"({listed}).")
 
 
+_TARGET_RANGE = re.compile(
+    rf"(?<![\w#])(?:(?P<ttft>{_TTFT_WORDS})|(?P<tpot>{_TPOT_WORDS}))(?![a-z])"
+    r"(?:\s+(?:had|has|have|to|must|should|land|be|stay|in|within|between|at|of|p50|p90|p95|p99|:))*\s*"
+    r"(?P<a>\d+(?:\.\d+)?)\s*(?:ms|s)?\s*(?:-|–|to|and)\s*(?P<b>\d+(?:\.\d+)?)\s*"
+    r"(?P<unit>ms|msecs?|milliseconds?|s|secs?|seconds?)(?![a-z])"
+)
+"""A target given as a range ("TPOT 20-30ms", "TPOT had to land in 20–25 ms"): the upper end bounds it."""
+_WISH = re.compile(
+    r"(?<![\w#])(?:ideally|preferably|aim(?:ing)?\s+for|would\s+like|nice\s+to\s+have)\s+(?:(?:ttft|tpot|itl)\s+)?"
+    r"(?:(?:around|about|~|<|<=|≤|under|below)\s*)?\d+(?:\.\d+)?\s*(?:ms|msecs?|s|secs?|seconds?)(?![a-z])"
+    r"|(?<![\w#])(?:preferably|ideally)\s+(?:sub[\s-]*second|under\s+1\s+s)"
+)
+"""A soft wish beside a target ("TTFT ideally < 500ms, hard limit 1s"): noted, the hard bound being the target."""
+
+
 def read_targets(scan: Scan, found: Findings) -> None:
     """TTFT and TPOT targets, in ms: "first token under 2 s", "TPOT 20 ms", "under 30 ms per token",
-    "at least 50 tokens/s per user" (TPOT 1000/50 = 20 ms), "2 s TTFT"."""
+    "at least 50 tokens/s per user" (TPOT 1000/50 = 20 ms), "2 s TTFT", "TPOT 20-30ms" (the upper end); a wish beside
+    the target ("ideally < 500ms") is noted, not read."""
+    for match in scan.take(_WISH):
+        found.notes.append(f"Read '{match.group().strip()}' as a wish, not the target.")
+    for match in scan.take(_TARGET_RANGE):
+        name = "ttft_ms" if match.group("ttft") else "tpot_ms"
+        upper = _ms(match.group("b"), match.group("unit"))
+        found.add(name, upper, match.group())
+        found.notes.append(f"Read '{match.group().strip()}' as a target of {upper:g} ms, the range's upper end.")
     for name, keyword in _TARGET_KEYWORDS.items():
         _read_bounds_after(scan, found, name, keyword)
     for name, pattern in _TARGETS_BEFORE.items():

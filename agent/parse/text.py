@@ -156,6 +156,14 @@ def _normalise(text: str) -> str:
     for pattern, figure in _WORD_DURATIONS:
         text = pattern.sub(figure, text)
     text = re.sub(r"(?<=[\dk])\s*(?:->|→|=>)\s*(?=\d)", "/", text)  # "2k->512": a prompt/output pair
+    # "16 384-token prompts": a thin-space thousands separator before a token length
+    text = re.sub(r"(?<![\d.])(\d{1,3}) (\d{3})(?=[\s-]*tok)", r"\1\2", text)
+    # "1e3 rps": a rate in scientific notation
+    text = re.sub(r"(?<![\w.])(\d+(?:\.\d+)?)e\+?(\d{1,2})(?=\s*(?:rps|qps|req|requests))",
+                  lambda m: f"{float(m.group(1)) * 10 ** int(m.group(2)):g}", text)
+    # "half a node", "half an HGX H100": four GPUs of an eight-GPU node
+    text = re.sub(r"(?<![\w#])half\s+an?\s+(?:(?:hgx|dgx)\s+)?(?:node|box|server|machine)(?![\w])", "4 gpus", text)
+    text = re.sub(r"(?<![\w#])half\s+an?\s+(?:hgx|dgx)\s+(?=[a-z]+\d)", "4 ", text)
     # "8 k prompts": a thousand written apart from its figure
     text = re.sub(r"(?<=\d)\s+k(?=\s+(?:tokens?|toks?|prompts?|inputs?|outputs?|in|out|context|ctx|completions?)\b)",
                   "k", text)
