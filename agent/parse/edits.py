@@ -78,21 +78,14 @@ def read_edits(scan: Scan, found: Findings) -> None:
         factor = 1 - share if down else 1 + share
         if factor <= 0:
             continue
-        name = next(field for field, words in _FIELDS.items() if re.fullmatch(words, match.group("what")))
-        for field in ("ttft_ms", "tpot_ms") if name == "targets" else (name,):
-            found.add("edits", (field, f"x{factor:g}"))
-            found.said.setdefault(field, match.group())
+        _add_scaling(found, match.group("what"), factor, match.group())
     for match in scan.take(_SCALED):
         word = match.group("word")
         factor = _FACTORS[word] if word else float(match.group("n") or match.group("n2"))
         if factor <= 0:
             continue
         factor = 1.0 / factor if match.group("less") else factor
-        what = match.group("what") or match.group("what2") or match.group("what3")
-        name = next(field for field, words in _FIELDS.items() if re.fullmatch(words, what))
-        for field in ("ttft_ms", "tpot_ms") if name == "targets" else (name,):
-            found.add("edits", (field, f"x{factor:g}"))
-            found.said.setdefault(field, match.group())
+        _add_scaling(found, match.group("what") or match.group("what2") or match.group("what3"), factor, match.group())
     for match in scan.take(_EDIT):
         op = re.sub(r"\s+", " ", match.group("op"))
         op = "drop" if op in ("remove", "clear", "forget", "lose", "ignore", "no more") else op
@@ -100,6 +93,14 @@ def read_edits(scan: Scan, found: Findings) -> None:
         for field in ("ttft_ms", "tpot_ms") if name == "targets" else (name,):
             found.add("edits", (field, op))
             found.said.setdefault(field, match.group())
+
+
+def _add_scaling(found: Findings, what: str, factor: float, words: str) -> None:
+    """Record a scaling by ``factor`` of the field ``what`` names (both targets for "targets")."""
+    name = next(field for field, pattern in _FIELDS.items() if re.fullmatch(pattern, what))
+    for field in ("ttft_ms", "tpot_ms") if name == "targets" else (name,):
+        found.add("edits", (field, f"x{factor:g}"))
+        found.said.setdefault(field, words)
 
 
 def apply_edits(said: dict[str, Any], before: dict[str, Any], found: Findings) -> set[str]:

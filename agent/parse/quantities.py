@@ -117,15 +117,24 @@ def magnitude(text: str) -> int:
     return round(float(text.rstrip("km")) * scale)
 
 
+def people_figure(text: str) -> float:
+    """A figure of users, clients or requests: k is a thousand here and m a million, as people count them; only token
+    lengths take k = 1024.
+
+    >>> people_figure("1.5k"), people_figure("2m"), people_figure("2.5")
+    (1500.0, 2000000.0, 2.5)
+    """
+    scale = {"k": 1e3, "m": 1e6}.get(text[-1], 1.0)
+    return float(text.rstrip("km")) * scale
+
+
 def headcount(text: str) -> int:
-    """A count of users, clients or requests: k is a thousand here ("1k users" is 1000), as people count them; only
-    token lengths take k = 1024.
+    """A count of users, clients or requests (:func:`people_figure`, whole).
 
     >>> headcount("1k"), headcount("1.5k"), headcount("64")
     (1000, 1500, 64)
     """
-    scale = {"k": 1000, "m": 1000 * 1000}.get(text[-1], 1)
-    return round(float(text.rstrip("km")) * scale)
+    return round(people_figure(text))
 
 
 def _kind(word: str) -> tuple[Kind, str]:

@@ -40,6 +40,7 @@ from shardplan.agent.parse.features import (
     settle_features,
 )
 from shardplan.agent.parse.formats import read_dtypes
+from shardplan.agent.parse.intents import read_intent
 from shardplan.agent.parse.machines import read_machines
 from shardplan.agent.parse.pools import read_pools
 from shardplan.agent.parse.quantities import read_quantities
@@ -49,7 +50,6 @@ from shardplan.agent.parse.readers import (
     _read_disaggregation,
     _read_gpu_counts,
     _read_gpu_types,
-    _read_intent,
     _read_models,
     _read_objective,
     sibling_model,
@@ -277,7 +277,7 @@ def parse_request(text: str, previous: ParsedRequest | None = None) -> ParsedReq
 def _read_message(text: str, previous: ParsedRequest | None, notes: list[str], original: str = "") -> ParsedRequest:
     """One message (or one correction of it), already normalised, read over ``previous``."""
     scan = Scan(text)
-    intent, about = _read_intent(scan)
+    intent, about = read_intent(scan)
     found = Findings(comparing=intent == "compare", original=original, notes=list(notes))
     for reader in (
         read_edits,

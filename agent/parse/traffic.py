@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from shardplan.agent.parse.quantities import headcount
+from shardplan.agent.parse.quantities import headcount, people_figure
 from shardplan.agent.parse.text import _COUNT, _LEN, _START, Findings, Scan, _add_positive, _count, _tokens
 from shardplan.limits import MAX_RATE, MIN_RATE, RATE_RANGE
 from shardplan.text import counted
@@ -117,15 +117,9 @@ def read_rate(scan: Scan, found: Findings) -> None:
     for match in scan.take(_REQUEST_RATE):
         unit = match.group("unit") or match.group("unit2")
         per = _PER_UNIT[unit] if unit else 1.0
-        rate = _figure(match.group("n") or match.group("n2")) / per
+        rate = people_figure(match.group("n") or match.group("n2")) / per
         if rate > 0:
             _add_rate(found, rate, match.group())
-
-
-def _figure(text: str) -> float:
-    """A figure of requests, k a thousand and m a million as people count them: "1.5k" -> 1500.0, "2m" -> 2e6."""
-    scale = {"k": 1e3, "m": 1e6}.get(text[-1], 1.0)
-    return float(text.rstrip("km")) * scale
 
 
 def _add_rate(found: Findings, rate: float, phrase: str) -> None:
@@ -259,6 +253,11 @@ _ACTIVE = re.compile(
 """Those in flight at once: "about 50 active at once"."""
 
 
+def _heads(text: str) -> int:
+    """A count of people matched by ``_HEADS``: "64", "two", "1k" (a thousand)."""
+    return headcount(text) if text.endswith("k") else _count(text)
+
+
 def read_arrival(scan: Scan, found: Findings) -> None:
     """Arrival processes named in words (taken from the text), and counts of concurrent users or clients (left
     for the batch reader); a user base ("1000 users total") is not the concurrency, those active at once are."""
@@ -266,7 +265,7 @@ def read_arrival(scan: Scan, found: Findings) -> None:
         found.notes.append(f"Read '{match.group().strip()}' as the users the service has, not those in flight at once.")
     for match in scan.take(_ACTIVE):
         heads = match.group("v")
-        active = headcount(heads) if heads.endswith("k") else _count(heads)
+        active = _heads(heads)
         if active > 0:
             found.add("batch", active, match.group())
     for process, pattern in _PROCESSES:
@@ -275,7 +274,7 @@ def read_arrival(scan: Scan, found: Findings) -> None:
     closed = scan.take(_CLOSED_LOOP)
     for match in (_USERS if closed else _CLIENTS).finditer(scan.text):
         heads = next(v for v in (match.groupdict().get(g) for g in ("v", "v2", "v3")) if v)
-        clients = headcount(heads) if heads.endswith("k") else _count(heads)
+        clients = _heads(heads)
         if clients > 0:
             found.add("clients", clients, match.group())
     if closed and "clients" not in found.values:
