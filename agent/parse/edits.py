@@ -23,7 +23,8 @@ from shardplan.agent.parse.text import Findings, Scan, _matched_name, _named_alt
 __all__ = ["read_edits", "apply_edits"]
 
 _FACTORS = {"double": 2.0, "twice": 2.0, "triple": 3.0, "quadruple": 4.0, "halve": 0.5, "half": 0.5,
-            "doubled": 2.0, "tripled": 3.0, "halved": 0.5}
+            "doubled": 2.0, "tripled": 3.0, "halved": 0.5, "doubles": 2.0, "triples": 3.0, "quadruples": 4.0,
+            "quadrupled": 4.0, "halves": 0.5}
 _FIELDS = {
     "batch": r"batch(?:[\s-]*size)?|concurrency|concurrent\s+users|users|clients",
     "rate": r"(?:request\s+|arrival\s+)?rate|qps|rps|traffic|load",
@@ -59,6 +60,11 @@ _SCALED = re.compile(
 )
 """A scaling by a figure: "outputs 4x longer", "what if the prompts were 3 times shorter", "10x the traffic", "4x more
 users", "outputs twice as long"."""
+_BY_VERB = re.compile(
+    rf"(?<![\w#])(?:the\s+|our\s+|my\s+)?(?P<what>{_ANY_FIELD})\s+(?:(?:were|was|is|are|got|gets|get)\s+)?"
+    r"(?P<verb>doubles|triples|quadruples|halves|doubled|tripled|quadrupled|halved)(?![\w])"
+)
+"""A scaling said by its verb, the field first: "what if traffic doubles?", "the prompts halved"."""
 _BY_PERCENT = re.compile(
     r"(?<![\w#])(?P<verb>bump|raise|increase|grow|boost|up|cut|lower|reduce|decrease|trim|shrink)\s+"
     rf"(?:the\s+|my\s+|our\s+)?(?P<what>{_ANY_FIELD})\s+(?:by\s+)?(?P<pct>\d+(?:\.\d+)?)\s*%"
@@ -79,6 +85,8 @@ def read_edits(scan: Scan, found: Findings) -> None:
         if factor <= 0:
             continue
         _add_scaling(found, match.group("what"), factor, match.group())
+    for match in scan.take(_BY_VERB):
+        _add_scaling(found, match.group("what"), _FACTORS[match.group("verb")], match.group())
     for match in scan.take(_SCALED):
         word = match.group("word")
         factor = _FACTORS[word] if word else float(match.group("n") or match.group("n2"))

@@ -56,11 +56,13 @@ _SPEC_WORDS = (r"(?:speculative[\s-]+decoding|speculation|spec(?:ulative)?[\s-]+
 _SPEC_OFF = re.compile(
     rf"(?<![\w#])(?:no|without|disable[ds]?|turn\s+off|switch\s+off|drop|remove|lose)\s+(?:the\s+)?{_SPEC_WORDS}"
     r"(?![\w])"
-    rf"|(?<![\w#])(?:turn|switch|set)\s+(?:the\s+)?{_SPEC_WORDS}\s+off(?![\w])|(?<![\w#]){_SPEC_WORDS}\s+off(?![\w])"
+    rf"|(?<![\w#])(?:turn|switch|set)\s+(?:the\s+)?{_SPEC_WORDS}\s+off(?![\w])"
+    rf"|(?<![\w#]){_SPEC_WORDS}\s+(?:(?:is|was|stays)\s+)?(?:off|disabled)(?![\w])"
 )
 _PREFIX_OFF = re.compile(
     r"(?<![\w#])(?:no|without|disable[ds]?|turn\s+off)\s+(?:the\s+)?(?:prefix[\s-]+(?:caching|cache|reuse)"
-    r"|shared\s+(?:system[\s-]+)?(?:prompt|prefix)|radix\s+cache)(?![\w])"
+    r"|shared\s+(?:system[\s-]+)?(?:prompt|prefix)|radix\s+cache|(?:prefix[\s-]+)?cache[\s-]+hits?)(?![\w])"
+    r"|(?<![\w#])(?:prefix[\s-]+(?:caching|cache)|radix\s+cache|apc)\s+(?:(?:is|was|stays)\s+)?(?:off|disabled)(?![\w])"
 )
 _MTP = re.compile(r"(?<![\w#])(?:mtp|multi[\s-]*token[\s-]*prediction|nextn)(?![a-z])")
 _EAGLE = re.compile(r"(?<![\w#])eagle(?:[\s-]*[123])?(?![\w])")
@@ -69,10 +71,16 @@ _DRAFT_MODEL = re.compile(
     rf"(?<![\w#])(?:draft(?:er)?[\s-]+model|drafter|draft(?=\s*[=:]))\s*(?:is\s+|of\s+|=\s*|:\s*)?"
     r"(?!(?:with|and|that|which|for|to|in|on|at|proposing)\b)"
     rf"(?P<after>{_WORD}(?:\s+{_WORD}){{0,3}})"
-    rf"|(?<![\w#./~-])(?P<before>{_WORD}(?:\s+{_WORD}){{0,3}})\s+as\s+(?:the\s+|a\s+)?draft(?:[\s-]+model)?(?![a-z])"
+    rf"|(?<![\w#./~-])(?P<before>{_WORD}(?:\s+{_WORD}){{0,3}})\s+(?:as\s+(?:the\s+|a\s+)?draft(?:[\s-]+model)?"
+    r"|drafting\s+for|(?:as\s+)?(?:the\s+)?drafter\s+for)(?![a-z])"
 )
-"""A draft model named after "draft model" or before "as the draft model"; up to four words, of which the longest
-run that names a bundled model is taken."""
+"""A draft model named after "draft model", or before "as the draft model" or "drafting for" (the model drafted for
+follows, and is the one to plan); up to four words, of which the longest run that names a bundled model is taken."""
+_TOKENS_PER_STEP = re.compile(
+    r"(?<![\w#.])(?P<k>\d+)\s+(?:draft(?:ed)?\s+|speculative\s+|proposed\s+)?tokens?\s+(?:per|a|each)\s+"
+    r"(?:step|iteration|round)(?![a-z])"
+)
+"""Draft tokens said per step ("4 tokens per step"), read only beside a drafter this message names."""
 _TOKENS = re.compile(
     rf"{_num('k')}\s*(?:spec(?:ulative)?\s+|draft(?:ed)?\s+|lookahead\s+)tokens?(?![a-z])"
     r"|(?<![\w#.])(?P<k2>\d+|one|two|three|four|five|six|seven|eight)\s+drafts?(?![a-z])"
@@ -92,20 +100,26 @@ _TOKENS_AFTER_DRAFTER = re.compile(
 )
 """The count right after a drafter's name: "draft model llama-3.1-8b, 4 tokens", "mtp 2 tokens", "mtp:3", "mtp 3
 with 1.8 accepted" (a bare number only where a clause ends or goes on: "MTP 2 accepted" is an acceptance)."""
-_LENGTH = re.compile(
-    rf"(?<![\w#])(?:mean\s+|average\s+)?accept(?:ance|ed)?[\s-]+len(?:gth)?\s*"
-    rf"(?:of|=|:|is|was|were|be|at|becomes?|goes\s+to|rises\s+to|falls\s+to|drops\s+to)?\s*{_num('n')}(?![\w.])"
-    rf"|{_num('n2')}\s+(?:mean\s+|average\s+)?accept(?:ance|ed)?[\s-]+len(?:gth)?(?![\w])"
-)
 _ABOUT = r"(?:(?:~|≈|about|around|roughly|approx(?:imately|\.)?|circa)\s*)?"
 """An approximate figure: "hit rate ~70%", "acceptance about 0.7"."""
+_LENGTH = re.compile(
+    rf"(?<![\w#])(?:mean\s+|average\s+)?accept(?:ance|ed)?[\s-]+len(?:gth)?\s*"
+    rf"(?:of|=|:|is|was|were|be|at|becomes?|goes\s+to|rises\s+to|falls\s+to|drops\s+to)?\s*{_ABOUT}{_num('n')}"
+    r"(?!\w|\.\d)"
+    rf"|{_num('n2')}\s+(?:mean\s+|average\s+)?accept(?:ance|ed)?[\s-]+len(?:gth)?(?![\w])"
+    rf"|(?<![\w#])(?:τ|tau)\s*(?:=|:|≈|~|of|is)\s*{_ABOUT}{_num('n3')}(?!\w|\.\d)"
+)
+"""An acceptance length: "accept length 2.6", "acceptance length ~2.8", "2.6 mean acceptance length", or the EAGLE
+papers' tau ("τ = 3.1"), each counting the token the verify step adds itself."""
 _RATE = re.compile(
-    rf"(?<![\w#])accept(?:ance)?(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*{_ABOUT}{_num('n')}\s*(?P<pct>%)?(?![\w.])"
+    rf"(?<![\w#])accept(?:ance)?(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*{_ABOUT}{_num('n')}\s*(?:(?P<pct>%)|(?![\w.%]))"
     rf"|{_num('n2')}\s*(?P<pct2>%)\s+(?:acceptance|accept(?:ed)?)(?:[\s-]+rate)?(?![a-z])"
     rf"|{_num('n3')}\s+(?:draft\s+)?accept(?:ance)?[\s-]+rate(?![a-z])"
 )
 _ACCEPTED = re.compile(
-    rf"{_num('n')}\s*(?:tokens?\s+|drafts?\s+|draft\s+tokens?\s+|of\s+(?:them|those|these)\s+(?:are\s+|get\s+)?)?"
+    rf"{_num('n')}\s*(?:tokens?\s+|drafts?\s+|draft\s+tokens?\s+"
+    r"|of\s+(?:them|those|these|the\s+(?:draft(?:ed)?\s+|proposed\s+|speculative\s+)?(?:tokens|drafts))\s+"
+    r"(?:are\s+|get\s+|gets\s+|is\s+)?)?"
     r"accepted(?:\s+(?:draft\s+)?(?:tokens?|drafts?))?(?:\s+on\s+average)?"
     rf"(?:\s+(?:per|a|each)\s+step)?(?![a-z])"
     rf"|(?<![\w#])accepts?\s+{_num('n2')}(?![\w.%])"
@@ -130,11 +144,20 @@ _PREFIX_SHARE = re.compile(
     rf"|{_SHARE.replace('(?P<p>', '(?P<p4>')}\s+(?:prefix[\s-]+)?{_HITS}"
     rf"|{_SHARE.replace('(?P<p>', '(?P<p5>')}\s+of\s+(?:(?:the\s+|all\s+)?(?:prompt|input|context)?[\s-]*tokens?"
     rf"|which|them|those|it)\s+"
-    rf"(?:(?:hit|are\s+(?:found|served)\s+(?:in|from)|come\s+from)\s+(?:the\s+|a\s+)?(?:prefix[\s-]+|kv[\s-]+)?cache"
+    rf"(?:(?:hit|are\s+(?:already\s+)?(?:found\s+|served\s+)?(?:in|from)|come\s+from)\s+(?:the\s+|a\s+)?"
+    r"(?:prefix[\s-]+|kv[\s-]+)?cache"
     rf"|(?:are|were)\s+(?:prefix[\s-]+|kv[\s-]+)?cache[\s-]+hits)"
 )
+_PREFIX_NOUN = r"(?:system[\s-]+prompt|prefix|preamble|instructions|instruction[\s-]+block)"
+_PREFIX_PLUS = re.compile(
+    rf"(?P<a>{_LEN})[\s-]*(?:tokens?|toks?)?[\s-]+(?:{_SHARED}[\s-]+)?{_PREFIX_NOUN}\s*(?:\+|plus|and)\s*{_ABOUT}"
+    rf"(?P<b>{_LEN})[\s-]*(?:tokens?|toks?)?[\s-]+(?:of\s+)?(?:(?:user|unique|per[\s-]+request|own)\s+)?"
+    r"(?:messages?|quer(?:y|ies)|questions?|inputs?|turns?|content|text|documents?|docs?)(?![a-z])"
+)
+"""A prompt said as its shared prefix plus its own part ("1k shared system prompt + ~1k-token user messages"): the
+prompt is both, the prefix the first."""
 _PREFIX_TOKENS = re.compile(
-    rf"(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]+(?:{_SHARED}[\s-]+)?(?:system[\s-]+prompt|prefix|preamble|instructions)"
+    rf"(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]+(?:{_SHARED}[\s-]+)?{_PREFIX_NOUN}"
     rf"(?:[\s,]*(?:that\s+is\s+|is\s+|which\s+is\s+)?(?:shared|common|the\s+same|reused)"
     rf"(?:\s+(?:by|across|among|between|for)\s+(?:all|every|each)\s+(?:requests?|prompts?|users?|calls?))?"
     rf"|(?=\s*(?:$|[,.;])))"
@@ -181,9 +204,22 @@ def _tokens_after(scan: Scan, end: int, found: Findings) -> None:
 
 
 def _read_speculation(scan: Scan, found: Findings) -> None:
-    for match in scan.take(_SPEC_OFF):
+    offs = scan.take(_SPEC_OFF)
+    _read_drafters(scan, found)
+    for match in offs:
+        if found.comparing and found.values.get("spec_method"):
+            # "compare EAGLE-3 against no speculation": the plan is the drafter's; its answer gives the effect
+            drafter = found.values["spec_method"][0]
+            found.notes.append(f"Comparing with '{match.group().strip()}': planning with {drafter}; the plan's cost "
+                               "shows what speculative decoding changes.")
+            continue
         found.add("spec_method", "off", match.group())
         found.notes.append(f"Read '{match.group().strip()}' as no speculative decoding.")
+    _read_speculation_figures(scan, found)
+
+
+def _read_drafters(scan: Scan, found: Findings) -> None:
+    """The drafter: a draft model by name, MTP or EAGLE, each with a draft-token count written right after it."""
     for match in list(_DRAFT_MODEL.finditer(scan.text)):
         before = match.group("before") is not None
         words = match.group("before") if before else match.group("after")
@@ -206,7 +242,12 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
                 drafter += " (shardplan prices and exports EAGLE-3; an EAGLE-1/2 head is not modelled)"
             found.notes.append(f"Read '{match.group().strip()}' as speculative decoding with {drafter}.")
             _tokens_after(scan, match.end(), found)
-    for match in scan.take(_TOKENS):
+
+
+def _read_speculation_figures(scan: Scan, found: Findings) -> None:
+    """Draft tokens per step and the acceptance, in their several forms (see the module's docstring)."""
+    per_step = scan.take(_TOKENS_PER_STEP) if found.values.get("spec_method") else []
+    for match in scan.take(_TOKENS) + per_step:
         text = _number(match, "k", "k2", "k3", "k4", "k5")
         k = float(text) if re.fullmatch(r"\d+(?:\.\d+)?", text) else _count(text)
         if k != int(k) or not 1 <= k <= MAX_DRAFT_TOKENS:
@@ -216,7 +257,7 @@ def _read_speculation(scan: Scan, found: Findings) -> None:
         found.add("spec_tokens", int(k), match.group())
         found.notes.append(f"Read '{match.group().strip()}' as {counted(int(k), 'draft token')} per step.")
     for match in scan.take(_LENGTH):
-        length = float(_number(match, "n", "n2"))
+        length = float(_number(match, "n", "n2", "n3"))
         if length < 1:
             found.notes.append(f"Ignored '{match.group().strip()}': an acceptance length counts the verify step's own "
                                "token, so it is at least 1.")
@@ -256,6 +297,13 @@ def _read_prefix(scan: Scan, found: Findings) -> None:
             continue
         found.add("prefix_hit", share, match.group())
         found.notes.append(f"Read '{match.group().strip()}' as a prefix-cache hit of {share:.0%} of prompt tokens.")
+    for match in scan.take(_PREFIX_PLUS):
+        prefix, own = _tokens(match.group("a")), _tokens(match.group("b"))
+        if prefix > 0 and own > 0:
+            found.add("prefix_tokens", prefix, match.group())
+            found.add("isl", prefix + own, match.group())
+            found.notes.append(f"Read '{match.group().strip()}' as {prefix + own}-token prompts whose first {prefix} "
+                               "tokens every prompt shares.")
     for match in scan.take(_PREFIX_TOKENS):
         tokens = _tokens(_number(match, "v", "v2", "v3", "v4"))
         if tokens > 0:
@@ -281,6 +329,15 @@ def settle_features(merged: dict[str, Any], before: str | None, found: Findings)
     if said and before is not None and merged["spec_method"] != before and "spec_accept" not in found.values:
         merged["spec_accept"] = None
         found.notes.append(f"The acceptance given for {before} does not carry over to {merged['spec_method']}.")
+    _settle_rate(merged, found)
+    if said and merged.get("spec_accept") is None:
+        found.notes.append("Speculative decoding is priced from its measured acceptance, which shardplan never "
+                           "assumes: give the mean accepted draft tokens per step (your engine's reported acceptance "
+                           "length minus one).")
+
+
+def _settle_rate(merged: dict[str, Any], found: Findings) -> None:
+    """An acceptance rate read in this message as accepted drafts per step (rate x K), once K is known."""
     rates, words = found.values.get("spec_accept_rate", []), found.values.get("spec_rate_words", [])
     if not rates or merged.get("spec_accept") is not None and "spec_accept" in found.values:
         return

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shardplan.agent.parse.constraint_phrases import read_constraints
 from shardplan.agent.parse.corrections import read_with_corrections
+from shardplan.agent.parse.dates import read_dates_and_ports
 from shardplan.agent.parse.edits import apply_edits, read_edits
 from shardplan.agent.parse.features import (
     FEATURE_SETTINGS,
@@ -209,9 +210,11 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
             found.said.setdefault("arrival", found.said["batch"])
     merged.update({name: value for name, value in said.items() if value is not None})
     merged.update(dict.fromkeys(dropped))
-    for length in ("isl", "osl"):  # a distribution said now replaces the thread's fixed length
+    for length in ("isl", "osl"):  # a distribution said now replaces the thread's fixed length, and the other way
         if said[f"{length}_dist"] is not None and said[length] is None:
             merged[length] = None
+        elif said[length] is not None and said[f"{length}_dist"] is None:
+            merged[f"{length}_dist"] = None
         elif (said[f"{length}_dist"] or "").startswith("uniform:") and said[length] is not None:
             what = "prompt" if length == "isl" else "output"
             found.contradictions.append(f"The request gives the {what} length both as {said[length]} tokens and as a "
@@ -280,6 +283,7 @@ def _read_message(text: str, previous: ParsedRequest | None, notes: list[str], o
     intent, about = read_intent(scan)
     found = Findings(comparing=intent == "compare", original=original, notes=list(notes))
     for reader in (
+        read_dates_and_ports,
         read_edits,
         read_features,
         read_price,

@@ -50,6 +50,9 @@ def settle_counts(said: Counts, before: Counts, gpu: str | None, found: Findings
             per = gpus // nodes
     elif nodes and per:
         gpus = nodes * per
+    elif nodes and gpu and gpu.split(",")[0] not in gpu_catalog():  # "any GPU": no one node to count by
+        found.notes.append(f"{counted(nodes, 'node')} of any GPU type: each type is counted by its usual node; say how "
+                           "many GPUs each node has to fix the count.")
     elif nodes and gpu:
         gpu = gpu.split(",")[0]  # a choice of types ("H100,H200"): the first one's node
         per = gpu_catalog()[gpu].gpus_per_node

@@ -61,7 +61,8 @@ _E2E_PERCENTILE = re.compile(
 """A percentile of end-to-end latency ("e2e p99 < 20s"): no target shardplan plans for, so neither its percentile nor
 its bound is read as the TTFT's or TPOT's."""
 _PERCENTILE = re.compile(
-    r"(?<![\w#])(?:p(?P<p>50|90|95|99)|(?P<q>50|90|95|99)(?:th)?[\s-]*(?:percentile|pct)|(?P<median>median))(?![\w])"
+    r"(?<![\w#])(?:p(?P<p>50|90|95|99)|(?P<q>50|90|95|99)(?:th)?[\s-]*(?:percentile|pct|%ile)|(?P<median>median))"
+    r"(?![\w])"
     r"|(?<![\w#.])(?P<share>50|90|95|99)\s*%\s+of\s+(?:all\s+|the\s+)?(?:requests|users|queries|calls|responses)"
     r"(?![a-z])"
 )
@@ -77,9 +78,28 @@ _NOT_PERCENTILE = re.compile(
 _MEAN = re.compile(
     r"(?<![\w#])(?:mean|average|avg)(?=\s+(?:ttft|tpot|itl|latenc|targets?|time[\s-]+(?:to|per)|first[\s-]+token"
     r"|instead|rather)(?![\w]))"
+    r"|(?:(?<=\ds)|(?<=\d\ss)|(?<=\dms)|(?<=\d\sms))\s*\((?:mean|average|avg)\)"
 )
-"""The mean as what the targets bound ("mean TTFT under 1 s", "the mean instead of p99"); the metric words stay for the
-target reader. "mean acceptance length" and "lognormal with mean 3k" are other readers' and not matched here."""
+"""The mean as what the targets bound ("mean TTFT under 1 s", "the mean instead of p99", "TTFT 1 s (mean)"); the metric
+words stay for the target reader. "mean acceptance length" and "lognormal with mean 3k" are other readers' and not
+matched here."""
+
+
+_PERCENTILE_NAME = r"(?:p(?:50|90|95|99)|(?:50|90|95|99)(?:th)?[\s-]*(?:percentile|pct|%ile))"
+_LENGTH_PERCENTILE = re.compile(
+    rf"(?<![\w#])(?:the\s+)?{_PERCENTILE_NAME}\s+(?:prompt|input|output|request|context|completion)s?"
+    r"(?:\s+(?:length|size)s?)?(?:\s+(?:is|are|of|at|hits?|reaches|goes\s+to)|\s*[=:])?\s*(?:~|≈|about|around)?\s*"
+    r"(?:\d+(?:\.\d+)?[km]?(?![a-z\d])\s*(?:tokens?|toks?)?)?"
+)
+"""A percentile of the lengths ("the p99 prompt is 16k"): a spread of the traffic, not the percentile the targets bound,
+and not a second prompt length."""
+_OTHER_PERCENTILE = re.compile(
+    rf"(?<![\w#]){_PERCENTILE_NAME}\s+(?:disk|storage|network|db|database|dns|cpu|memory|queue|api\s+gateway|gateway"
+    r"|page\s+load|http)(?:\s+(?:latency|latencies|time|times|read|write|io))?(?![\w])"
+)
+"""A percentile of some other system's figure ("p99 disk latency"): not a target of the serving plan."""
+_TAIL = re.compile(r"(?<![\w#])(?:at\s+the\s+tail|tail[\s-]+latenc(?:y|ies)|in\s+the\s+tail)(?![\w])")
+"""The tail named without a figure ("keep tail latency in check"): read as P99, with a note."""
 
 
 def read_percentile(scan: Scan, found: Findings) -> None:
@@ -96,12 +116,23 @@ def read_percentile(scan: Scan, found: Findings) -> None:
     for match in scan.take(_E2E_PERCENTILE):
         found.notes.append(f"Read '{match.group().strip()}' as an end-to-end latency target, which shardplan does not "
                            "plan for (it plans TTFT and TPOT; the plan reports end-to-end latency).")
+    for match in scan.take(_LENGTH_PERCENTILE):
+        found.notes.append(f"Read '{match.group().strip()}' as a percentile of the lengths, not a latency target: give "
+                           "the spread as a distribution (for example 'prompts lognormal with mean 2k and cv 1') to "
+                           "draw lengths from it.")
+    for match in scan.take(_OTHER_PERCENTILE):
+        found.notes.append(f"Read '{match.group().strip()}' as another system's figure, not a target of this plan.")
     means = scan.take(_MEAN)  # before the set-aside percentile is blanked: "the mean instead of p99"
     for match in scan.take(_NOT_PERCENTILE):
         found.notes.append(f"Read '{match.group().strip()}' as not the percentile the targets bound.")
     matches = means + scan.take(_PERCENTILE)
     named = ["mean" if m.re is _MEAN else f"p{m.group('p') or m.group('q') or m.group('share') or '50'}"
              for m in matches]
+    tails = scan.take(_TAIL)
+    if tails and not named:
+        found.add("slo_percentile", "p99", tails[0].group())
+        found.notes.append(f"Read '{tails[0].group().strip()}' as P99; name another percentile (P90, P95) if you mean "
+                           "one.")
     if not named:
         return
     kept = max(named, key=lambda name: 0 if name == "mean" else int(name[1:]))

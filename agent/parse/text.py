@@ -144,6 +144,12 @@ _WORD_DURATIONS = (
 million requests"), as figures."""
 
 
+def _plain_figure(match: re.Match[str]) -> str:
+    """``2e3`` as ``2000``; a figure that is no whole number below a trillion stays as written."""
+    value = float(match.group(1)) * 10 ** int(match.group(2))
+    return str(int(value)) if value.is_integer() and value < 1e12 else match.group()
+
+
 def _normalise(text: str) -> str:
     """Lowercase, plain dashes and spaces, thousands separators dropped ("1,000" → "1000"), durations said in
     words as figures ("half a second" → "500 ms").
@@ -158,9 +164,8 @@ def _normalise(text: str) -> str:
     text = re.sub(r"(?<=[\dk])\s*(?:->|→|=>)\s*(?=\d)", "/", text)  # "2k->512": a prompt/output pair
     # "16 384-token prompts": a thin-space thousands separator before a token length
     text = re.sub(r"(?<![\d.])(\d{1,3}) (\d{3})(?=[\s-]*tok)", r"\1\2", text)
-    # "1e3 rps": a rate in scientific notation
-    text = re.sub(r"(?<![\w.])(\d+(?:\.\d+)?)e\+?(\d{1,2})(?=\s*(?:rps|qps|req|requests))",
-                  lambda m: f"{float(m.group(1)) * 10 ** int(m.group(2)):g}", text)
+    # "1e3 rps", "2e3 in / 5e2 out": figures in scientific notation, where they are whole numbers a reader can take
+    text = re.sub(r"(?<![\w.])(\d+(?:\.\d+)?)e\+?(\d{1,2})(?![\w.])", _plain_figure, text)
     # "half a node", "half an HGX H100": four GPUs of an eight-GPU node
     text = re.sub(r"(?<![\w#])half\s+an?\s+(?:(?:hgx|dgx)\s+)?(?:node|box|server|machine)(?![\w])", "4 gpus", text)
     text = re.sub(r"(?<![\w#])half\s+an?\s+(?:hgx|dgx)\s+(?=[a-z]+\d)", "4 ", text)

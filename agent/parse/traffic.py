@@ -28,7 +28,8 @@ BURSTY = "gamma:cv=3"
 """The arrival process "bursty" reads as: gamma gaps with a coefficient of variation of 3."""
 
 _CV = (
-    r"(?:\s*[(,]?\s*(?:with\s+|at\s+)?(?:an?\s+)?(?:cv|coefficient\s+of\s+variation)\s*(?:of|=|:|is)?\s*"
+    r"(?:\s*[(,]?\s*(?:with\s+|at\s+)?(?:an?\s+)?(?:cv|coefficient\s+of\s+variation)\s*(?:of|=|:|is|≈|~|about|around)?"
+    r"\s*(?:≈|~|about|around)?\s*"
     r"(?P<cv>\d+(?:\.\d+)?)\s*\)?)?"
 )
 """A coefficient of variation of the gaps said right after the arrival words: "bursty (cv 4)", "gamma arrivals
@@ -45,9 +46,13 @@ _HEADS = rf"(?:{_COUNT}|(?<![\w.#-])\d+(?:\.\d+)?k(?![a-z\d]))"
 _CLIENTS = re.compile(
     rf"{_START}(?P<v>{_HEADS})\s+(?:(?:concurrent|simultaneous|parallel)\s+(?:users?|clients?)|clients?)(?![a-z])"
     rf"|{_START}(?P<v2>{_HEADS})\s+(?:users?|clients?|sessions?)\s+(?:\w+\s+)?(?:at\s+the\s+same\s+time|at\s+once"
-    r"|simultaneously|concurrently)(?![a-z])"
+    r"|simultaneously|concurrently|in\s+parallel)(?![a-z])"
     rf"|(?<![\w#])concurrency\s+(?:is\s+|of\s+|=\s*|:\s*)?(?P<v3>{_HEADS})\s+(?:users?|clients?)(?![a-z])"
+    r"|(?<![\w#-])--(?:max-)?concurrency(?:[\s=]+|-range\s+)(?P<v4>\d+)(?![\w.:])"
 )
+"""Concurrent users or clients: "64 concurrent users", "32 clients", "200 users in parallel", or a benchmark client's
+own flag ("genai-perf --concurrency 64", "bench_serving --max-concurrency 32"), whose clients each wait for an answer
+before they send again."""
 _DONE = r"(?:finishes|completes|returns|ends|is\s+(?:done|answered|served)|comes\s+back)"
 _EARLIER = r"(?:(?:the|its|their)\s+)?(?:last|previous|prior)"
 _ANSWERED = r"(?:one|request|reply|answer|response)"
@@ -57,7 +62,9 @@ _CLOSED_LOOP = re.compile(
     r"|firing)\s+(?:its\s+|their\s+|a\s+|the\s+)?(?:next|new|another)\s+(?:request|query|prompt|call)\s+"
     r"(?:(?:right|immediately|just|straight)\s+)?(?:as\s+soon\s+as|when|once|after)\s+"
     rf"(?:(?:(?:the|its|their)\s+)?(?:(?:last|previous|prior)\s+)?(?:{_ANSWERED}\s+)?{_DONE}"
-    rf"|{_EARLIER}\s+{_ANSWERED}))(?![a-z])"
+    rf"|{_EARLIER}\s+{_ANSWERED}"
+    r"|(?:it|they|he|she)\s+(?:gets?|receives?|has|have|sees?)\s+(?:its|their|the|an?)\s+(?:answer|reply|response)))"
+    r"(?![a-z])"
 )
 """Words that say each client waits for its answer before it sends again (benchmark tools' concurrency mode): "each
 sends a new request when the last one finishes", "each firing a new request right after the previous reply"."""
@@ -71,10 +78,10 @@ _PER_UNIT = {"s": 1.0, "sec": 1.0, "second": 1.0, "min": 60.0, "minute": 60.0, "
              "day": 86400.0}
 _RATE_UNITS = "s|sec|second|min|minute|hr|hour|day"
 _REQUEST_RATE = re.compile(
-    r"(?<![\w.#+-])(?P<n>\d+(?:\.\d+)?[km]?)\s*(?:(?:qps|rps)(?![a-z])"
+    r"(?<![\w.#+-])(?P<n>\d+(?:\.\d+)?[km]?)\s*(?:(?:qps|rps|(?P<rpm>rpm))(?![a-z])"
     rf"|(?:requests?|reqs?|queries|prompts|calls)\s*(?:/|per|an?|each)\s*(?P<unit>{_RATE_UNITS})(?![a-z]))"
     r"(?!\s*[=:]\s*\d)"
-    rf"|(?<![\w#])(?:qps|rps|(?:requests?|reqs?|queries)\s*(?:/|per)\s*(?P<unit2>{_RATE_UNITS}))"
+    rf"|(?<![\w#])(?:qps|rps|(?P<rpm2>rpm)|(?:requests?|reqs?|queries)\s*(?:/|per)\s*(?P<unit2>{_RATE_UNITS}))"
     r"\s*(?:=|:|of|is)\s*(?P<n2>\d+(?:\.\d+)?[km]?)(?![\w.])"
 )
 """A rate, number first ("10 requests/s", "12 QPS") or after its unit and a sign ("requests/sec = 4", "qps: 12"); in
@@ -86,6 +93,25 @@ _EVERY = re.compile(
     r"(?P<unit>ms|milliseconds?|s|secs?|seconds?|min|minutes?)(?![a-z])"
 )
 """A rate as a gap: "1 req every 100 ms", "a request every 2 seconds", "one query every minute"."""
+
+
+_RESTATED = re.compile(
+    r"\(\s*(?:i\.?\s*e\.?,?|that\s+is,?|or|=|~|≈)?\s*(?P<n>(?<![\d.])\d+(?:\.\d+)?[km]?)\s*(?:/|per|an?|each)\s*"
+    rf"(?P<unit>{_RATE_UNITS})(?![a-z])\s*\)"
+)
+"""A rate said again another way in brackets, its noun left out: "10 requests/s (i.e. 600 per minute)"."""
+_QUIET = r"(?:troughs?|lows?|off[\s-]*peak|quiet(?:est)?(?:\s+hours?)?|overnight|at\s+night|minimum|min)"
+_QUIET_BEFORE = re.compile(rf"(?<![\w]){_QUIET}\s*(?:(?:of|at|around|about|near|is|are|~|≈|:|=)\s*){{0,2}}$")
+_QUIET_AFTER = re.compile(rf"^\s*(?:(?:in\s+the|during|at)\s+)?{_QUIET}(?![\w])")
+"""Words beside a rate that make it the quiet hours' ("troughs ~2 rps, peaks ~20 rps", "2 rps overnight"), which the
+plan does not size for when the message also gives another."""
+
+
+def _quiet(text: str, start: int, end: int) -> bool:
+    """Whether the rate at ``text[start:end]`` is said of the quiet hours (words before it, back to the clause's start,
+    or right after it)."""
+    before = re.split(r"[,;.#(]", text[max(0, start - 40):start])[-1]
+    return bool(_QUIET_BEFORE.search(before) or _QUIET_AFTER.match(text[end:end + 30]))
 
 
 def read_rate(scan: Scan, found: Findings) -> None:
@@ -114,12 +140,23 @@ def read_rate(scan: Scan, found: Findings) -> None:
             _add_rate(found, count * 1000.0 / gap_ms, match.group())
         else:
             found.notes.append(f"Ignored '{match.group().strip()}': the gap between requests must be longer than 0.")
+    rates = []
     for match in scan.take(_REQUEST_RATE):
-        unit = match.group("unit") or match.group("unit2")
+        per_minute = match.group("rpm") or match.group("rpm2")
+        unit = match.group("unit") or match.group("unit2") or ("min" if per_minute else None)
         per = _PER_UNIT[unit] if unit else 1.0
         rate = people_figure(match.group("n") or match.group("n2")) / per
         if rate > 0:
-            _add_rate(found, rate, match.group())
+            rates.append((rate, match.group(), _quiet(scan.text, match.start(), match.end())))
+    peaks = [rate for rate, _, trough in rates if not trough]
+    for rate, phrase, trough in rates:
+        if trough and peaks:
+            found.notes.append(f"Read '{phrase.strip()}' as the quiet hours' rate: planning for the busiest, "
+                               f"{max(peaks):g} requests/s.")
+            continue
+        _add_rate(found, rate, phrase)
+    for match in scan.take(_RESTATED):  # the same rate again, or a second one the contradiction check names
+        _add_rate(found, people_figure(match.group("n")) / _PER_UNIT[match.group("unit")], match.group())
 
 
 def _add_rate(found: Findings, rate: float, phrase: str) -> None:
@@ -131,9 +168,18 @@ def _add_rate(found: Findings, rate: float, phrase: str) -> None:
 
 
 _TRACE = re.compile(
-    r"(?<![\w#])(?:the\s+)?azure(?:[\s-]+llm)?(?:[\s-]+inference)?[\s-]+(?P<kind>conv(?:ersations?|ersational)?|chat|"
+    r"(?<![\w#])(?:the\s+)?(?:20\d\d[\s-]+)?azure(?:[\s-]+llm)?(?:[\s-]+inference)?[\s-]+(?P<kind>conv(?:ersations?|ersational)?|chat|"
     r"code|coding)(?:[\s-]+(?:\d{4}[\s-]+)?(?:trace|workload|traffic|dataset)s?)?(?![\w-])"
 )
+_KIND = r"(?:conv(?:ersations?|ersational)?|chat|code|coding)"
+_TRACE_KIND_AFTER = re.compile(
+    r"(?<![\w#])(?:the\s+)?(?:20\d\d[\s-]+)?azure(?:[\s-]+llm)?(?:[\s-]+inference)?(?:[\s-]+20\d\d)?[\s-]+"
+    rf"(?:traces?|workloads?|datasets?)\s*[(,:]?\s*(?:the\s+)?(?P<kind>{_KIND})(?:\s+(?:one|trace|variant))?\s*\)?"
+    r"(?![\w-])"
+)
+"""The bundled trace named with its kind after it: "the 2023 Azure LLM inference trace (coding one)"."""
+_TRACE_SHORT = re.compile(rf"(?<![\w#-])(?:the\s+)?(?P<kind>{_KIND})\s+trace(?![\w-])")
+"""A bundled trace by its kind alone: "try the code trace instead"."""
 _TRACE_KINDS = {"conv": "azure-conv", "chat": "azure-conv", "code": "azure-code", "coding": "azure-code"}
 
 
@@ -165,9 +211,13 @@ def read_trace(scan: Scan, found: Findings) -> None:
         found.add("trace", path, match.group())
         found.notes.append(f"Read '{path}' as the request trace to replay: its rows give the prompt and output "
                            "lengths.")
-    for match in scan.take(_TRACE):
-        kind = match.group("kind")
-        found.add("trace", _TRACE_KINDS["conv" if kind.startswith("conv") else kind], match.group())
+    for pattern in (_TRACE_KIND_AFTER, _TRACE, _TRACE_SHORT):
+        for match in scan.take(pattern):
+            kind = match.group("kind")
+            found.add("trace", _TRACE_KINDS["conv" if kind.startswith("conv") else kind], match.group())
+            if pattern is _TRACE_SHORT:
+                found.notes.append(f"Read '{match.group().strip()}' as the bundled "
+                                   f"{_TRACE_KINDS['conv' if kind.startswith('conv') else kind]} trace.")
 
 
 _RANGE_TAIL = (
@@ -175,13 +225,15 @@ _RANGE_TAIL = (
     rf"(?:tokens?\s*)?and\s*(?P<b>{_LEN})"
     rf"|(?:(?:are|is|of|from|ranging\s+from|range\s+from|vary\s+from|varying\s+from|vary|varying|range|ranging"
     r"|(?:are\s+|is\s+)?anywhere\s+from|(?:are\s+|is\s+)?from)\s+)?"
-    rf"(?P<a2>{_LEN})\s*(?:tokens?\s*)?(?:to|-|–|up\s+to)\s*(?P<b2>{_LEN}))(?:\s*tokens?)?(?!\w|\.\d)"
+    rf"(?P<a2>{_LEN})\s*(?:tokens?\s*)?(?:to|-|–|up\s+to)\s*(?P<b2>{_LEN})"
+    r"|(?:(?:are|is)\s+)?(?:drawn\s+)?uniform(?:ly)?(?:\s+distributed)?\s*(?:(?:in|on|over|from|between|within)\s+)?"
+    rf"[\[(]?\s*(?P<a3>{_LEN})\s*(?:tokens?\s*)?(?:,|to|-|–|and)\s*(?P<b3>{_LEN})\s*[\])]?)(?:\s*tokens?)?(?!\w|\.\d)"
 )
 """A range of lengths: "between A and B", "of A to B", "A-B", "vary 200 to 3000", "anywhere from A to B", "from A up to
-B" (tokens, or 1k and the like)."""
+B", "uniform in [A, B]", "uniformly A-B" (tokens, or 1k and the like)."""
 _LENGTH_NOUNS = {
-    "isl_dist": r"(?:prompts?|inputs?|(?:prompt|input)\s+lengths?|contexts?)",
-    "osl_dist": r"(?:outputs?|answers?|responses?|completions?|generations?|output\s+lengths?)",
+    "isl_dist": r"(?:prompts?|inputs?|(?:prompt|input)\s+lengths?|contexts?|isl)",
+    "osl_dist": r"(?:outputs?|answers?|responses?|completions?|generations?|output\s+lengths?|osl)",
 }
 """What prompts (``isl_dist``) and outputs (``osl_dist``) are called."""
 _RANGES = {name: re.compile(rf"(?<![\w#]){noun}{_RANGE_TAIL}") for name, noun in _LENGTH_NOUNS.items()}
@@ -189,19 +241,36 @@ _RANGES = {name: re.compile(rf"(?<![\w#]){noun}{_RANGE_TAIL}") for name, noun in
 
 
 _LOGNORMAL_TAIL = (
-    r"\s+(?:(?:are|is|follows?|:)\s+)?(?:an?\s+)?log[\s-]?normal(?:ly)?(?:\s+distributed|\s+distribution)?"
+    r"\s+(?:(?:are|is|follows?|:|also|too)\s+){0,2}(?:an?\s+)?log[\s-]?normal(?:ly)?(?:\s+distributed|\s+distribution)?"
     r"\s*,?\s*(?:with\s+|around\s+|about\s+|of\s+)?(?:an?\s+)?(?:(?:mean|average)\s*(?:of|=|:)?\s*)?"
     rf"(?P<mean>{_LEN})\s*(?:tokens?)?"
     r"(?:\s*(?:,|and|with)?\s*(?:an?\s+)?(?:cv|coefficient\s+of\s+variation)\s*(?:of|=|:|is)?\s*"
-    r"(?P<cv>\d+(?:\.\d+)?))?(?![\w.])"
+    r"(?P<cv>\d+(?:\.\d+)?))?(?!\w|\.\d)"
 )
 """A lognormal length: "lognormal with mean 3k and cv 0.5", "log-normal around 3k tokens" (a mean without a spread)."""
 _LOGNORMALS = {name: re.compile(rf"(?<![\w#]){noun}{_LOGNORMAL_TAIL}") for name, noun in _LENGTH_NOUNS.items()}
 
 
-_EXACT = {name: re.compile(rf"(?<![\w#])(?:every|each|all)\s+{noun}\s+(?:is|are)\s+exactly\s+(?P<n>{_LEN})\s*tokens?")
+_SD = r"(?:std(?:dev)?|sd|σ|sigma|standard\s+deviation)"
+_NORMAL_FORMS = (
+    rf"{{noun}}\s+(?:(?:are|is)\s+)?(?:~|≈)?\s*n\(\s*(?P<mean>{_LEN})\s*,\s*(?P<sd>{_LEN})\s*\)",
+    rf"(?:avg|average|mean)\s+{{noun}}(?:\s+(?:length|size))?\s*(?:of|=|:|is)?\s*(?P<mean>{_LEN})\s*(?:tokens?|toks?)?"
+    rf"\s*[(,]?\s*(?:with\s+)?(?:an?\s+)?{_SD}\s*(?:of|=|:)?\s*(?P<sd>{_LEN})\s*(?:tokens?|toks?)?\s*\)?",
+    rf"{{noun}}\s+(?:(?:are|is)\s+)?normal(?:ly)?(?:\s+distributed)?\s*,?\s*(?:with\s+)?(?:mean|average)\s*(?:of|=|:)?\s*"
+    rf"(?P<mean>{_LEN})\s*(?:tokens?)?\s*(?:,|and)?\s*(?:an?\s+)?{_SD}\s*(?:of|=|:)?\s*(?P<sd>{_LEN})",
+    rf"{{noun}}\s+(?:(?:are|is)\s+)?(?P<mean>{_LEN})\s*(?:±|\+/-)\s*(?P<sd>{_LEN})",
+)
+_NORMALS = {name: [re.compile(rf"(?<![\w#])(?:{form.format(noun=noun)})(?:\s*tokens?)?(?!\w|\.\d)")
+                   for form in _NORMAL_FORMS]
+            for name, noun in _LENGTH_NOUNS.items()}
+"""Lengths given by their mean and standard deviation: "outputs ~N(512, 128)", "avg prompt 3000 tok (std 600)",
+"prompts normally distributed with mean 2k and sd 500", "outputs 300 ± 50"."""
+_EXACT = {name: re.compile(rf"(?<![\w#])(?:(?:every|each|all)\s+{noun}\s+(?:is|are)\s+exactly\s+(?P<n>{_LEN})\s*tokens?"
+                           rf"|{noun}\s+(?:(?:is|are)\s+)?(?:fixed|held|pinned)\s+(?:(?:at|to)\s+)?(?P<n2>{_LEN})"
+                           r"(?:\s*tokens?)?(?!\w|\.\d))")
           for name, noun in _LENGTH_NOUNS.items()}
-"""A fixed length said as such ("every prompt is exactly 2048 tokens"), which a range beside it contradicts."""
+"""A fixed length said as such ("every prompt is exactly 2048 tokens", "OSL fixed 256", "inputs fixed at 1024"), which a
+range beside it contradicts."""
 
 
 def read_length_ranges(scan: Scan, found: Findings) -> None:
@@ -217,7 +286,11 @@ def read_length_ranges(scan: Scan, found: Findings) -> None:
     """
     for name, pattern in _EXACT.items():
         for match in scan.take(pattern):
-            found.add("isl" if name == "isl_dist" else "osl", _tokens(match.group("n")), match.group())
+            found.add("isl" if name == "isl_dist" else "osl", _tokens(match.group("n") or match.group("n2")),
+                      match.group())
+    for name, patterns in _NORMALS.items():
+        for match in (m for pattern in patterns for m in scan.take(pattern)):
+            _add_normal(found, name, match)
     for name, pattern in _LOGNORMALS.items():
         for match in scan.take(pattern):
             mean, cv = _tokens(match.group("mean")), match.group("cv")
@@ -233,13 +306,29 @@ def read_length_ranges(scan: Scan, found: Findings) -> None:
                                "its spread (a cv from above 0 to 20, e.g. 'cv 0.8') to draw lengths around it.")
     for name, pattern in _RANGES.items():
         for match in scan.take(pattern):
-            ends = (match.group("a") or match.group("a2"), match.group("b") or match.group("b2"))
+            ends = (match.group("a") or match.group("a2") or match.group("a3"),
+                    match.group("b") or match.group("b2") or match.group("b3"))
             low, high = sorted(_tokens(end) for end in ends)
             if low < 1 or low == high:
                 found.notes.append(f"Ignored '{match.group().strip()}': a range of lengths runs from one length to "
                                    "a longer one.")
                 continue
             found.add(name, f"uniform:{low},{high}", match.group())
+
+
+def _add_normal(found: Findings, name: str, match: re.Match[str]) -> None:
+    """Lengths of a mean and a standard deviation, drawn as the lognormal of that mean and cv, with a note saying so
+    (shardplan draws lognormal or uniform lengths)."""
+    mean, sd = _tokens(match.group("mean")), _tokens(match.group("sd"))
+    if mean < 1 or not 0 < sd / mean <= 20:
+        found.notes.append(f"Ignored '{match.group().strip()}': a spread of lengths needs a mean of at least one token "
+                           "and a standard deviation above 0 and at most 20 times it.")
+        return
+    cv = round(sd / mean, 3)
+    found.add(name, f"lognormal:mean={mean},cv={cv:g}", match.group())
+    found.notes.append(f"Read '{match.group().strip()}' as lengths of mean {mean} and standard deviation {sd}, drawn "
+                       f"as the lognormal of that mean and cv {cv:g}: shardplan draws lognormal or uniform lengths, "
+                       "not normal ones.")
 
 
 _USER_BASE = re.compile(
@@ -268,12 +357,16 @@ def read_arrival(scan: Scan, found: Findings) -> None:
         active = _heads(heads)
         if active > 0:
             found.add("batch", active, match.group())
-    for process, pattern in _PROCESSES:
-        for match in scan.take(pattern):
-            found.add("arrival", _with_cv(process, match, found), match.group())
+    arrivals = [(_with_cv(process, match, found), match.group()) for process, pattern in _PROCESSES
+                for match in scan.take(pattern)]
+    if any(arrival.startswith("gamma:") and arrival != BURSTY for arrival, _ in arrivals):
+        # "bursty (gamma arrivals, cv 2.5)": the figure said is the burstiness, not a second process
+        arrivals = [(arrival, words) for arrival, words in arrivals if arrival != BURSTY]
+    for arrival, words in arrivals:
+        found.add("arrival", arrival, words)
     closed = scan.take(_CLOSED_LOOP)
     for match in (_USERS if closed else _CLIENTS).finditer(scan.text):
-        heads = next(v for v in (match.groupdict().get(g) for g in ("v", "v2", "v3")) if v)
+        heads = next(v for v in (match.groupdict().get(g) for g in ("v", "v2", "v3", "v4")) if v)
         clients = _heads(heads)
         if clients > 0:
             found.add("clients", clients, match.group())
