@@ -181,6 +181,11 @@ class Workload(Contract):
         """This workload with its batch made explicit (1 when the search was to choose it), for building one DAG."""
         return self if self.batch is not None else self.model_copy(update={"batch": 1})
 
+    def static_prefill(self, batch: int) -> int | None:
+        """The prompts a replica of ``batch`` sequences prefills together under this workload: the prefill batch it
+        asks for (static batching), never more than the batch; None for the whole batch at once."""
+        return min(self.prefill_batch, batch) if self.prefill_batch else None
+
     def at_concurrency(self, batch: int, prefill_batch: int | None = None) -> Workload:
         """This workload with ``batch`` sequences in flight (and optionally a prefill batch)."""
         return self.model_copy(update={"batch": batch, "prefill_batch": prefill_batch})

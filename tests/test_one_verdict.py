@@ -113,3 +113,20 @@ def test_one_tolerance_for_every_bound() -> None:
     tight = figures.model_copy(update={"fits": False, "memory_per_gpu_gb": 79.0})
     (memory,) = misses(tight, Targets())
     assert memory.metric == "memory" and "MEM-1" in memory.message
+
+
+@pytest.mark.parametrize(("prefill", "status"), [([], "infeasible"), (["--prefill-batch", "4"], "ok")])
+def test_the_plan_and_the_cost_report_hold_a_static_batch_s_prefill_alike(
+    capsys: pytest.CaptureFixture[str], prefill: list[str], status: str
+) -> None:
+    """64 prompts of 4k tokens prefilled at once need 96 GB of one H100 (the activations of 262k tokens); four at a
+    time, 63 GB. The plan sized its memory as if the whole batch were prefilled together, whatever --prefill-batch
+    said, and called the deployment infeasible where `shardplan cost` of the same request fitted it."""
+    ask = ["-m", "llama-3.1-8b", "--gpu", "H100", "--gpus", "1", "-s", "tp=1", "--batch", "64", "--batching",
+           "static", "--isl", "4096", "--osl", "128", *prefill, "--json"]
+    planned = run_here(capsys, "plan", *ask)
+    costed = run_here(capsys, "cost", *ask)
+    plan, cost = json.loads(planned.stdout), json.loads(costed.stdout)
+    assert plan["status"] == status
+    assert [m["total_gb"] for m in plan["dag_cost"]["memory"]] == [m["total_gb"] for m in cost["memory"]]
+    assert all(m["fits"] for m in cost["memory"]) == (status == "ok")

@@ -134,7 +134,8 @@ def evaluate_deployment(
     floor = max(replica.decode.dp * replica.decode.adp * replica.decode.mb, replica.prefill.adp * replica.prefill.mb)
     running = option.running_cap or option.worker_concurrency if option else workload.sequences
     per_worker = max(running * groups if option else running, floor)
-    prompts = min(option.prefill_prompts, per_worker) if option and strategy.disaggregated else None
+    prompts = (min(option.prefill_prompts, per_worker) if option and strategy.disaggregated
+               else workload.static_prefill(per_worker))
     sized = workload.at_concurrency(per_worker, prompts)
     occupied = occupied_cluster(cluster, replica)
     evaluation = evaluate(model, occupied, replica, sized)

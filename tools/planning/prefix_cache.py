@@ -60,7 +60,7 @@ def worker_capacity(model: ModelSpec, cluster: Cluster, strategy: Strategy, work
     pool: Literal["decode", "shared"] = "decode" if strategy.disaggregated else "shared"
     also = None if strategy.disaggregated else replica.prefill
     tokens = workload.isl + workload.osl
-    return memory_report(model, cluster.gpu, layout, workload.at_concurrency(1), pool, tokens, also).max_batch
+    return memory_report(model, cluster.gpu, layout, workload, pool, tokens, also).max_batch
 
 
 def prefix_cache_effect(

@@ -27,11 +27,11 @@ figure. Below it the engine is idle 99.9% of the time and no figure moves by mor
 
 
 def replica_capacity(model: ModelSpec, cluster: Cluster, layout: PhaseStrategy, workload: Workload) -> int:
-    """Sequences one replica of ``layout`` holds in memory at the workload's lengths and headroom (0: none)."""
+    """Sequences one replica of ``layout`` holds in memory at the workload's lengths and headroom, its prompts
+    prefilled as the workload asks (static batching's prefill batch), 0: none."""
     replica = layout.model_copy(update={"dp": 1})
-    return memory_report(
-        model, cluster.gpu, replica, workload.at_concurrency(1), "shared", workload.isl + workload.osl, replica
-    ).max_batch
+    tokens = workload.isl + workload.osl
+    return memory_report(model, cluster.gpu, replica, workload, "shared", tokens, replica).max_batch
 
 
 def aggregated_options(

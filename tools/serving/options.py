@@ -33,7 +33,8 @@ def deployment_memory(
     """The worst GPU's memory (GB) of one replica (or one prefill and one decode worker) at its own load, and
     whether it fits: what every option of that replica and load shares, whatever the number of workers. On two
     GPU types each pool is accounted on its own GPU, and the worst is the pool nearest its capacity."""
-    sized = workload.at_concurrency(worker_concurrency, prefill_prompts if strategy.disaggregated else None)
+    sized = workload.at_concurrency(worker_concurrency, prefill_prompts if strategy.disaggregated
+                                    else workload.static_prefill(worker_concurrency))
     decode_gpu = cluster.gpu_of("decode") if cluster.mixed else None
     peaks = pool_peaks(model, cluster.gpu, replica_strategy(strategy), sized, decode_gpu=decode_gpu)
     used, capacity, _ = max(peaks, key=lambda peak: peak[0] / peak[1])
