@@ -12,6 +12,8 @@ from comparison_tables import fmt
 from feature_requests import FeatureRequest
 from speculation_rows import PublicRow, source_name
 
+from shardplan.tools.cost.measured.database import system_for_gpu
+
 __all__ = ["Figures", "FeatureRow", "PublicResult", "feature_cells", "feature_summary", "public_cells",
            "public_summary"]
 
@@ -186,8 +188,21 @@ def public_cells(result: PublicResult) -> dict[str, str]:
 
 
 def public_summary(results: list[PublicResult]) -> str:
+    """The median errors over every priced row, then apart for the rows whose GPU NVIDIA's measured tables cover and
+    for those the roofline prices (where the baseline step, not the speculation, sets most of the error)."""
+    lines = [_public_line("public MTP rows", results)]
+    measured = [r for r in results if system_for_gpu(str(r.public.row["gpu"])) is not None]
+    roofline = [r for r in results if system_for_gpu(str(r.public.row["gpu"])) is None]
+    if measured and roofline:
+        gpus = ", ".join(sorted({str(r.public.row["gpu"]) for r in roofline}))
+        lines += [_public_line("  on GPUs with measured kernel tables", measured),
+                  _public_line(f"  on GPUs the roofline prices ({gpus})", roofline)]
+    return "\n".join(lines)
+
+
+def _public_line(label: str, results: list[PublicResult]) -> str:
     errors = [result.tpot_error for result in results]
     speedups = [_error(result.speedups[1], result.speedups[0]) for result in results]
     priced = sum(1 for error in errors if error is not None)
-    return (f"public MTP rows, {priced} priced: median |TPOT error| {_abs_pct(_median_abs(errors))}, "
+    return (f"{label}, {priced} priced: median |TPOT error| {_abs_pct(_median_abs(errors))}, "
             f"median |speed-up error| {_abs_pct(_median_abs(speedups))}")

@@ -14,7 +14,8 @@ A priced row is asked of ``shardplan plan`` with its layout, batch (static, as t
 ran), engine, weight and KV formats (and the formats of the parts its checkpoint stores apart,
 ``weight_dtype_for``, whose source the row's ``weight_formats_source`` names), with and without ``--spec``:
 the measured and predicted TPOT, and the speed-up each side gives over the same table's row without
-speculation (``no_spec_value``), which separates the speculation's pricing from the baseline step's.
+speculation (``no_spec_value``), which separates the speculation's pricing from the baseline step's. A row measured
+on the decode side of a split deployment (``decode_only``) prefills one prompt per attention group.
 """
 
 from __future__ import annotations
@@ -108,6 +109,11 @@ def row_options(public: PublicRow, with_spec: bool) -> list[str]:
         *("--batch", str(row["batch"]), "--batching", "static", "--engine", table.serving_engine(row)),
         *("--isl", str(row["isl"]), "--osl", str(row["osl"])),
     ]
+    if row.get("decode_only"):
+        # Measured on the decode side of a split deployment: its prompts were prefilled on other GPUs, so the static
+        # batch is priced with the smallest prefill (one prompt per attention group), which leaves the decode step,
+        # the TPOT compared, as it is and holds no prefill activations the measured GPUs never held.
+        options += ["--prefill-batch", str(sequences_needed(parse_strategy(row["strategy"])))]
     if weights:
         options += ["--weight-dtype", weights]
     if row.get("weight_dtype_for"):  # the parts the measured checkpoint stored apart, each with its source

@@ -172,3 +172,29 @@ def test_errors_effects_and_medians() -> None:
                             own_off=cmp.Figures(50, 10), own_on=cmp.Figures(50, 5))
     overall, static = cmp.feature_summary([row, queued])
     assert "TTFT 30.0%" in overall and static.strip().startswith("the 1 static batches: TTFT 10.0%")
+
+
+def test_a_decode_side_row_prefills_one_prompt_per_attention_group() -> None:
+    """A row measured on the decode GPUs of a split deployment never prefilled there: 48 sequences a rank of 4k
+    prompts prefilled at once would not fit the 96 GB H20s the decode step ran on."""
+    base = {"id": "r", "model": "deepseek-ai/DeepSeek-V3", "gpu": "H20", "gpus": 16, "strategy": "adp=16,ep=16",
+            "weight_dtype": "fp8", "isl": 4096, "osl": 1536, "batch": 768, "metric": "tpot_ms", "value": 67.2,
+            "engine": "SGLang", "source": "s", "note": "MTP", "spec": "mtp:1", "spec_accepted": 0.85}
+    split, = spec_rows.public_rows([{**base, "decode_only": True}])
+    whole, = spec_rows.public_rows([base])
+    assert _option(spec_rows.row_options(split, True), "--prefill-batch") == "16"
+    assert "--prefill-batch" not in spec_rows.row_options(whole, True)
+
+
+def test_the_public_summary_sets_the_roofline_s_rows_apart() -> None:
+    base = {"id": "r", "model": "deepseek-ai/DeepSeek-V3", "gpus": 8, "strategy": "tp=8", "weight_dtype": "fp8",
+            "isl": 1024, "osl": 1024, "batch": 1, "metric": "tpot_ms", "engine": "SGLang", "source": "s",
+            "spec": "mtp:1", "spec_accepted": 0.8}
+    on_tables, on_roofline = spec_rows.public_rows([{**base, "gpu": "H200", "value": 10.0},
+                                                    {**base, "gpu": "MI300X", "value": 10.0}])
+    results = [cmp.PublicResult(on_tables, 10.0, own_on=cmp.Figures(1.0, 11.0)),
+               cmp.PublicResult(on_roofline, 10.0, own_on=cmp.Figures(1.0, 5.0))]
+    overall, tables, roofline = cmp.public_summary(results).splitlines()
+    assert "2 priced: median |TPOT error| 30.0%" in overall
+    assert "measured kernel tables, 1 priced: median |TPOT error| 10.0%" in tables
+    assert "roofline prices (MI300X), 1 priced: median |TPOT error| 50.0%" in roofline
