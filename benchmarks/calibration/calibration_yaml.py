@@ -9,12 +9,13 @@ import re
 from collections import Counter
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from shardplan.tools.cost.calibration import Calibration
 
-__all__ = ["CALIBRATION_YAML", "current_value", "edit_yaml", "write_yaml"]
+__all__ = ["CALIBRATION_YAML", "current_value", "edit_yaml", "write_yaml", "profile_entry", "write_profiles"]
 
 CALIBRATION_YAML = Path(str(resources.files("shardplan.tools") / "data" / "calibration.yaml"))
 
@@ -74,3 +75,22 @@ def current_value(cal: Calibration, name: str) -> float:
     sec, key, sub, _ = _YAML_SLOTS[name]
     got = getattr(getattr(cal, sec), key)
     return float(got[sub] if sub else got)
+
+
+def write_profiles(profiles: dict[str, Any]) -> None:
+    """Add ``profiles`` to the ``profiles`` section (the last one of the file), replacing those of the same name and
+    keeping every other: the tables' profiles and a public-kernel one are written by different scripts."""
+    text = CALIBRATION_YAML.read_text()
+    head = text[: text.index("\nprofiles:") + 1]
+    merged = {**(yaml.safe_load(text).get("profiles") or {}), **profiles}
+    body = yaml.safe_dump({"profiles": merged}, sort_keys=False, default_flow_style=None, width=110)
+    Calibration.model_validate(yaml.safe_load(head + body))
+    CALIBRATION_YAML.write_text(head + body)
+
+
+def profile_entry(gpu: str, cal: Calibration, residuals: dict[str, float], **about: Any) -> dict[str, Any]:
+    """The YAML entry of ``gpu``'s profile: ``cal``'s roofline sections, its fit residuals, and what ``about`` adds
+    (where a public-kernel profile came from, which categories it fitted)."""
+    return {"gpus": [gpu], **about, **{section: getattr(cal, section).model_dump()
+                                       for section in ("gemm", "memory", "attention", "collectives", "moe")},
+            "residuals": residuals}

@@ -14,7 +14,8 @@ Usage::
 
     .venv/bin/python benchmarks/calibration/fit_measured.py [--write] [--gpus H100,H200]
 
-``--write`` replaces the ``profiles`` section of ``tools/data/calibration.yaml``.
+``--write`` replaces these GPUs' profiles in ``tools/data/calibration.yaml`` and keeps any other (a public-kernel
+profile, ``fit_public_profile.py``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import yaml  # noqa: E402
-from calibration_yaml import CALIBRATION_YAML  # noqa: E402
+from calibration_yaml import CALIBRATION_YAML, profile_entry, write_profiles  # noqa: E402
 from fit_search import apply, fit, rms, search_1d, sse  # noqa: E402
 from kernel_samples import Sample, compute_node, kernel_time_s  # noqa: E402
 
@@ -221,24 +221,8 @@ def fit_gpu(gpu: str, base: Calibration) -> tuple[dict[str, Any], dict[str, floa
         residuals[title] = round(math.exp(rms(rows, cal)), 3) if rows else 1.0
         print(f"  {gpu} {title}: {len(rows)} samples, RMS log error public profile {rms(rows, base):.3f} -> "
               f"fitted {rms(rows, cal):.3f} (x{math.exp(rms(rows, cal)):.2f})")
-    profile = {
-        "gpus": [gpu],
-        "gemm": cal.gemm.model_dump(),
-        "memory": cal.memory.model_dump(),
-        "attention": cal.attention.model_dump(),
-        "collectives": cal.collectives.model_dump(),
-        "moe": cal.moe.model_dump(),
-        "residuals": residuals,
-    }
+    profile = profile_entry(gpu, cal, residuals)
     return profile, residuals
-
-
-def write_profiles(profiles: dict[str, Any]) -> None:
-    """Replace the ``profiles`` section (the last one of the file) with ``profiles``."""
-    text = CALIBRATION_YAML.read_text()
-    head = text[: text.index("\nprofiles:") + 1]
-    body = yaml.safe_dump({"profiles": profiles}, sort_keys=False, default_flow_style=None, width=110)
-    CALIBRATION_YAML.write_text(head + body)
 
 
 def main(argv: list[str] | None = None) -> int:

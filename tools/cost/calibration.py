@@ -76,9 +76,12 @@ class GridErrorCal(_Section):
 
 
 class ProfileCal(_Section):
-    """Roofline efficiencies of one GPU, fitted to its measured kernel tables."""
+    """Roofline efficiencies of one GPU, fitted to its measured kernel tables, or (a GPU the tables do not cover) to
+    public kernel measurements of it, ``source`` naming them and ``fitted`` the categories they set."""
 
     gpus: list[str]
+    source: str | None = None
+    fitted: list[str] | None = None
     gemm: GemmCal
     memory: MemoryCal
     attention: AttentionCal

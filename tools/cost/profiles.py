@@ -16,19 +16,21 @@ from shardplan.contracts.hardware import GPU
 from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.cost.calibration import Calibration, ProfileCal, calibration
 
-__all__ = ["gpu_profile", "profile_for"]
+__all__ = ["gpu_profile", "inherited_profile", "profile_for"]
 
 PUBLIC_KERNELS = "public-kernel"
 
 
 @lru_cache(maxsize=64)
-def _profile_name(gpu_name: str, bf16_flops: float, bandwidth_gb_per_s: float) -> tuple[str, str | None]:
+def _profile_name(
+    gpu_name: str, bf16_flops: float, bandwidth_gb_per_s: float, own: bool = True
+) -> tuple[str, str | None]:
     profiles = calibration().profiles
     for name, profile in profiles.items():
-        if gpu_name in profile.gpus:
+        if own and gpu_name in profile.gpus:
             return name, None
     catalog = gpu_catalog()
-    profiled = [catalog[g] for p in profiles.values() for g in p.gpus if g in catalog]
+    profiled = [catalog[g] for p in profiles.values() for g in p.gpus if g in catalog and g != gpu_name]
     if not profiled:
         return PUBLIC_KERNELS, None
 
@@ -39,6 +41,12 @@ def _profile_name(gpu_name: str, bf16_flops: float, bandwidth_gb_per_s: float) -
     closest = min(profiled, key=distance)
     name = next(n for n, p in profiles.items() if closest.name in p.gpus)
     return name, f"inherited by {gpu_name}, the closest profiled GPU by peak FLOP/s and bandwidth"
+
+
+def inherited_profile(gpu: GPU) -> str:
+    """The profile ``gpu`` would inherit without one of its own: what a profile fitted to a few public kernel rows of
+    the GPU starts from (``benchmarks/calibration/fit_public_profile.py``) and keeps where its rows say nothing."""
+    return _profile_name(gpu.name, gpu.peak_flops("bf16"), gpu.memory_bandwidth_gb_per_s, own=False)[0]
 
 
 def gpu_profile(gpu: GPU) -> tuple[str, str | None]:

@@ -1,0 +1,148 @@
+"""Fit a roofline profile of its own for a GPU the measured tables do not cover, from public kernel measurements of it.
+
+A GPU without a profile inherits the closest profiled GPU's (``tools/cost/profiles.py``): the MI300X inherits the
+H200's, fitted to NVIDIA's kernels, and the end-to-end rows price it 20 to 66% fast. This script fits what public
+kernel-level measurements of the GPU itself determine, each as ``fit.py`` fits the shared public-kernel parameters
+(its search, its predictors, its launch term per measured kernel):
+
+* ``memory.efficiency`` -- weight-streaming rows (GEMMs of one row that read their weights once);
+* ``gemm.max_efficiency.fp8`` (int8 tied to it), ``gemm.m_half``, ``gemm.k_half`` -- the GEMM rows; INT8 rows stand
+  for FP8 ones where the GPU runs both at one dense peak on the same matrix cores with one-byte operands (CDNA3:
+  2614.9 TFLOP/s each), which the script checks against the catalog before using them;
+* ``collectives.latency_factor.all_reduce``, ``collectives.bandwidth_efficiency.intra_node`` -- intra-node
+  all-reduce rows (rccl-tests) with a size and a time.
+
+Every other figure stays the one the GPU inherits today -- bf16 GEMMs, prefill and decode attention, the MoE
+row fill and imbalance, the engines' custom all-reduce -- since no public row of the GPU measures it, and the written
+profile says which were fitted (``fitted``) and from where (``source``). A category whose rows are too few, or whose fit
+does not clearly beat the inherited figures on them (``fit.py``'s rule: RMS log error down 10% and 0.01), keeps the
+inherited figures too.
+
+Usage::
+
+    .venv/bin/python benchmarks/calibration/fit_public_profile.py                # MI300X: print the fit
+    .venv/bin/python benchmarks/calibration/fit_public_profile.py --write        # add or replace profiles.mi300x
+
+``--write`` adds the profile to ``tools/data/calibration.yaml`` (or replaces the GPU's own), keeping every other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from calibration_yaml import CALIBRATION_YAML, profile_entry, write_profiles  # noqa: E402
+from fit import clear_gain  # noqa: E402
+from fit_search import apply, fit, rms  # noqa: E402
+from kernel_samples import Sample, collective_samples, gemm_samples, memory_samples  # noqa: E402
+
+from shardplan.tools.catalogs.gpus import gpu_catalog  # noqa: E402
+from shardplan.tools.cost.calibration import Calibration, calibration  # noqa: E402
+from shardplan.tools.cost.profiles import inherited_profile  # noqa: E402
+
+KERNELS = {"MI300X": HERE / "kernels_mi300x.yaml"}
+MIN_ROWS = {"memory": 5, "gemm": 10, "all_reduce": 8}
+"""Rows a category needs before its fit replaces the inherited figures."""
+
+
+def _gemm_rows(gpu: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The GEMM rows fitted: bf16 and fp8 as published (a derived TFLOP/s where only a time was), and INT8 rows read
+    as FP8 only where the GPU's int8 and fp8 dense peaks are the same."""
+    peaks = gpu_catalog()[gpu].dense_tflops
+    int8_as_fp8 = peaks.get("int8") is not None and peaks.get("int8") == peaks.get("fp8")
+    kept = []
+    for row in rows:
+        tflops = row.get("tflops") or row.get("tflops_derived")
+        if row["dtype"] == "int8" and int8_as_fp8:
+            kept.append({**row, "dtype": "fp8"})
+        elif row["dtype"] in ("bf16", "fp8") and tflops:
+            kept.append({**row, "tflops": tflops})
+    return kept
+
+
+def samples_of(gpu: str) -> list[Sample]:
+    data = yaml.safe_load(KERNELS[gpu].read_text())
+    parts = [
+        gemm_samples(_gemm_rows(gpu, data["gemm"]), "prefill"),
+        memory_samples(data["memory"]),
+        collective_samples(data["collectives"]),
+    ]
+    return [s for part in parts for s in part[0]]
+
+
+def inherited(gpu: str) -> tuple[str, Calibration]:
+    """The profile ``gpu`` inherits today, as a calibration to fit from."""
+    base = calibration()
+    name = inherited_profile(gpu_catalog()[gpu])
+    profile = base.profiles.get(name)
+    if profile is None:
+        return name, base
+    return name, base.model_copy(update={key: getattr(profile, key)
+                                         for key in ("gemm", "memory", "attention", "collectives", "moe")})
+
+
+def fit_profile(gpu: str) -> tuple[dict[str, Any], list[str]]:
+    """The GPU's profile and the lines that report its fit."""
+    samples = samples_of(gpu)
+    parent, base = inherited(gpu)
+    by_cat: dict[str, list[Sample]] = {}
+    for sample in samples:
+        by_cat.setdefault(sample.category, []).append(sample)
+    values = fit(samples, base)
+    if not by_cat.get("gemm_bf16"):
+        values["gemm.max_efficiency.bf16"] = base.gemm.max_efficiency["bf16"]  # no bf16 rows: inherited
+    # A category replaces the inherited figures only with enough rows and a clear gain on them, as fit.py writes.
+    categories = set()
+    for category, rows_of in (("memory", ("memory",)), ("gemm", ("gemm_bf16", "gemm_fp8")),
+                              ("collectives", ("all_reduce",))):
+        rows = [s for cat in rows_of for s in by_cat.get(cat, [])]
+        alone = apply(base, values, {category})
+        if len(rows) >= MIN_ROWS[category if category != "collectives" else "all_reduce"] and clear_gain(
+            rms(rows, base), rms(rows, alone)
+        ):
+            categories.add(category)
+    fitted = apply(base, values, categories)
+    lines = [f"{gpu}: inherits {parent} without a profile of its own; {len(samples)} public kernel rows "
+             f"({', '.join(f'{c} {len(r)}' for c, r in sorted(by_cat.items()))})", "",
+             "| category | rows | RMS log error, inherited | fitted | typical factor fitted |", "|---|---|---|---|---|"]
+    residuals: dict[str, float] = {}
+    for title, cats in (("gemm", ("gemm_bf16", "gemm_fp8")), ("memory", ("memory",)), ("all_reduce", ("all_reduce",))):
+        rows = [s for s in samples if s.category in cats]
+        if rows:
+            before, after = rms(rows, base), rms(rows, fitted)
+            residuals[title] = round(math.exp(after), 3)
+            lines.append(f"| {title} | {len(rows)} | {before:.3f} | {after:.3f} | x{math.exp(after):.2f} |")
+    kept = sorted({"gemm", "memory", "collectives"} - categories)
+    lines += ["", "fitted: " + (", ".join(sorted(f"{k} {v:g}" for k, v in values.items()
+                                                if k.split(".")[0] in categories)) or "nothing"),
+              f"inherited from {parent}: attention, MoE, the engines' custom all-reduce"
+              + (f", {', '.join(kept)} (too few rows or no clear gain)" if kept else "")]
+    source = (f"public kernel rows of benchmarks/calibration/{KERNELS[gpu].name} "
+              f"(benchmarks/calibration/fit_public_profile.py); the rest inherited from {parent}")
+    profile = profile_entry(gpu, fitted, residuals, source=source, fitted=sorted(categories))
+    return profile, lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", default="MI300X", choices=sorted(KERNELS))
+    parser.add_argument("--write", action="store_true", help="add or replace the profile in calibration.yaml")
+    args = parser.parse_args(argv)
+    profile, lines = fit_profile(args.gpu)
+    print("\n".join(lines))
+    if args.write:
+        write_profiles({args.gpu.lower(): profile})
+        print(f"\nwrote profiles.{args.gpu.lower()} to {CALIBRATION_YAML}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
