@@ -10,7 +10,9 @@ kernel-level measurements of the GPU itself determine, each as ``fit.py`` fits t
   for FP8 ones where the GPU runs both at one dense peak on the same matrix cores with one-byte operands (CDNA3:
   2614.9 TFLOP/s each), which the script checks against the catalog before using them;
 * ``collectives.latency_factor.all_reduce``, ``collectives.bandwidth_efficiency.intra_node`` -- intra-node
-  all-reduce rows (rccl-tests) with a size and a time.
+  all-reduce rows (rccl-tests) with a size and a time;
+* ``moe.m_half`` -- grouped (MoE) GEMM rows, priced as the routed-expert node of one GEMM over its groups (the load
+  imbalance is a serving figure, not a kernel's, and stays inherited).
 
 Every other figure stays the one the GPU inherits today -- bf16 GEMMs, prefill and decode attention, the MoE
 row fill and imbalance, the engines' custom all-reduce -- since no public row of the GPU measures it, and the written
@@ -41,15 +43,24 @@ sys.path.insert(0, str(HERE))
 
 from calibration_yaml import CALIBRATION_YAML, profile_entry, write_profiles  # noqa: E402
 from fit import clear_gain  # noqa: E402
-from fit_search import apply, fit, rms  # noqa: E402
-from kernel_samples import Sample, collective_samples, gemm_samples, memory_samples  # noqa: E402
+from fit_measured import with_moe  # noqa: E402
+from fit_search import apply, fit, rms, search_1d, sse  # noqa: E402
+from kernel_samples import (  # noqa: E402
+    Sample,
+    collective_samples,
+    compute_node,
+    gemm_samples,
+    kernel_time_s,
+    memory_samples,
+)
 
-from shardplan.tools.catalogs.gpus import gpu_catalog  # noqa: E402
+from shardplan.tools.builder import ops  # noqa: E402
+from shardplan.tools.catalogs.gpus import gpu_catalog, make_cluster  # noqa: E402
 from shardplan.tools.cost.calibration import Calibration, calibration  # noqa: E402
 from shardplan.tools.cost.profiles import inherited_profile  # noqa: E402
 
-KERNELS = {"MI300X": HERE / "kernels_mi300x.yaml"}
-MIN_ROWS = {"memory": 5, "gemm": 10, "all_reduce": 8}
+KERNELS = {"MI300X": HERE / "kernels_mi300x.yaml", "H20": HERE / "kernels_h20.yaml"}
+MIN_ROWS = {"memory": 5, "gemm": 10, "all_reduce": 8, "moe": 6}
 """Rows a category needs before its fit replaces the inherited figures."""
 
 
@@ -68,14 +79,34 @@ def _gemm_rows(gpu: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept
 
 
+def _grouped_samples(gpu: str, rows: list[dict[str, Any]]) -> list[Sample]:
+    """Grouped GEMM rows as routed-expert nodes: one GEMM of ``m`` rows in each of ``groups`` experts, filled by the
+    MoE kernels' own row-fill curve (no gated three-GEMM blend: the row times one GEMM)."""
+    cluster = make_cluster(gpu, 1)
+    samples = []
+    for row in rows:
+        m, n, k, groups = int(row["m"]), int(row["n"]), int(row["k"]), int(row["groups"])
+        work = ops.gemm(m * groups, n, k, float(groups), 1.0)
+        shape = {key: value for key, value in work.shape.items() if key != "n"} | {"experts": groups}
+        label = f"{gpu} fp8 m={m} n={n} k={k} x{groups} groups"
+        node = compute_node(label, "expert", "fp8", work.flops, work.bytes_read, m * groups * n * 2.0, shape)
+        node = node.model_copy(update={"op": "routed_experts"})
+        measured = 2.0 * m * n * k * groups / (float(row["tflops"]) * 1e12)
+        samples.append(Sample("moe", label, measured,
+                              lambda node=node: kernel_time_s(node, cluster, "prefill")))
+    return samples
+
+
 def samples_of(gpu: str) -> list[Sample]:
     data = yaml.safe_load(KERNELS[gpu].read_text())
+    gemms = _gemm_rows(gpu, data["gemm"])
     parts = [
-        gemm_samples(_gemm_rows(gpu, data["gemm"]), "prefill"),
+        gemm_samples([r for r in gemms if int(r.get("groups", 1)) == 1], "prefill"),
         memory_samples(data["memory"]),
         collective_samples(data["collectives"]),
     ]
-    return [s for part in parts for s in part[0]]
+    grouped = [r for r in gemms if int(r.get("groups", 1)) > 1 and r["dtype"] == "fp8"]
+    return [s for part in parts for s in part[0]] + _grouped_samples(gpu, grouped)
 
 
 def inherited(gpu: str) -> tuple[str, Calibration]:
@@ -89,6 +120,14 @@ def inherited(gpu: str) -> tuple[str, Calibration]:
                                          for key in ("gemm", "memory", "attention", "collectives", "moe")})
 
 
+def _applied(base: Calibration, values: dict[str, float], categories: set[str]) -> Calibration:
+    """``base`` with the fitted values of ``categories``, MoE's row fill included."""
+    cal = apply(base, values, categories & {"memory", "gemm", "attention", "collectives"})
+    if "moe" in categories:
+        cal = with_moe(cal, base.moe.imbalance_per_doubling, values["moe.m_half"])
+    return cal
+
+
 def fit_profile(gpu: str) -> tuple[dict[str, Any], list[str]]:
     """The GPU's profile and the lines that report its fit."""
     samples = samples_of(gpu)
@@ -96,34 +135,39 @@ def fit_profile(gpu: str) -> tuple[dict[str, Any], list[str]]:
     by_cat: dict[str, list[Sample]] = {}
     for sample in samples:
         by_cat.setdefault(sample.category, []).append(sample)
-    values = fit(samples, base)
+    values = fit([s for s in samples if s.category != "moe"], base)
+    moe_rows = by_cat.get("moe", [])
+    values["moe.m_half"] = round(search_1d(
+        lambda mh: sse(moe_rows, with_moe(base, base.moe.imbalance_per_doubling, mh)), 1.0, 1024.0, steps=20, log=True
+    ), 1) if moe_rows else (base.moe.m_half or 0.0)
     if not by_cat.get("gemm_bf16"):
         values["gemm.max_efficiency.bf16"] = base.gemm.max_efficiency["bf16"]  # no bf16 rows: inherited
     # A category replaces the inherited figures only with enough rows and a clear gain on them, as fit.py writes.
     categories = set()
     for category, rows_of in (("memory", ("memory",)), ("gemm", ("gemm_bf16", "gemm_fp8")),
-                              ("collectives", ("all_reduce",))):
+                              ("collectives", ("all_reduce",)), ("moe", ("moe",))):
         rows = [s for cat in rows_of for s in by_cat.get(cat, [])]
-        alone = apply(base, values, {category})
+        alone = _applied(base, values, {category})
         if len(rows) >= MIN_ROWS[category if category != "collectives" else "all_reduce"] and clear_gain(
             rms(rows, base), rms(rows, alone)
         ):
             categories.add(category)
-    fitted = apply(base, values, categories)
+    fitted = _applied(base, values, categories)
     lines = [f"{gpu}: inherits {parent} without a profile of its own; {len(samples)} public kernel rows "
              f"({', '.join(f'{c} {len(r)}' for c, r in sorted(by_cat.items()))})", "",
              "| category | rows | RMS log error, inherited | fitted | typical factor fitted |", "|---|---|---|---|---|"]
     residuals: dict[str, float] = {}
-    for title, cats in (("gemm", ("gemm_bf16", "gemm_fp8")), ("memory", ("memory",)), ("all_reduce", ("all_reduce",))):
+    for title, cats in (("gemm", ("gemm_bf16", "gemm_fp8")), ("memory", ("memory",)), ("all_reduce", ("all_reduce",)),
+                        ("moe", ("moe",))):
         rows = [s for s in samples if s.category in cats]
         if rows:
             before, after = rms(rows, base), rms(rows, fitted)
             residuals[title] = round(math.exp(after), 3)
             lines.append(f"| {title} | {len(rows)} | {before:.3f} | {after:.3f} | x{math.exp(after):.2f} |")
-    kept = sorted({"gemm", "memory", "collectives"} - categories)
+    kept = sorted({"gemm", "memory", "collectives", "moe"} - categories)
     lines += ["", "fitted: " + (", ".join(sorted(f"{k} {v:g}" for k, v in values.items()
                                                 if k.split(".")[0] in categories)) or "nothing"),
-              f"inherited from {parent}: attention, MoE, the engines' custom all-reduce"
+              f"inherited from {parent}: attention, the MoE load imbalance, the engines' custom all-reduce"
               + (f", {', '.join(kept)} (too few rows or no clear gain)" if kept else "")]
     source = (f"public kernel rows of benchmarks/calibration/{KERNELS[gpu].name} "
               f"(benchmarks/calibration/fit_public_profile.py); the rest inherited from {parent}")
