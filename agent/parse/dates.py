@@ -1,4 +1,5 @@
-"""Figures that count nothing the plan needs: a year or quarter ("we launch in 2025 Q3") and a port ("on port 8000").
+"""Figures that count nothing the plan needs: a year or quarter ("we launch in 2025 Q3"), a port ("on port 8000") and
+a machine's name ("gpu-node-07").
 
 Left in the text, the quantity reader would take "2025" for a prompt length and "8000" for an output length; they are
 taken out first, each with a note.
@@ -29,6 +30,8 @@ _DATE = re.compile(
 """A year said as one: beside a quarter or half ("2025 Q3", "H2 2026", "late 2025") or after a word of time ("launch in
 2025", "since 2024")."""
 _PORT = re.compile(r"(?<![\w#])port\s*[:#]?\s*\d{2,5}(?![\w.])")
+_HOST = re.compile(r"(?<![\w#-])(?:[a-z]+-)*(?:node|host|worker|server|box|rack|pod|machine)s?-\d{1,4}(?![\w.])")
+"""A machine's name with a number in it ("gpu-node-07"): no count of anything."""
 
 
 def read_dates_and_ports(scan: Scan, found: Findings) -> None:
@@ -37,3 +40,5 @@ def read_dates_and_ports(scan: Scan, found: Findings) -> None:
         found.notes.append(f"Read '{match.group().strip()}' as a date, not a figure of the plan.")
     for match in scan.take(_PORT):
         found.notes.append(f"Read '{match.group().strip()}' as a network port, not a figure of the plan.")
+    for match in scan.take(_HOST):
+        found.notes.append(f"Read '{match.group().strip()}' as a machine's name, not a figure of the plan.")

@@ -290,7 +290,7 @@ def _read_prefix(scan: Scan, found: Findings) -> None:
             text = _number(match, "p", "p2", "p3", "p4", "p5")
             percent = any(match.group(g) is not None for g in ("p", "p4", "p5")) or any(
                 match.groupdict().get(g) for g in ("pct2", "pct3"))
-            share = float(text) / 100 if percent or float(text) > 1 else float(text)
+            share = round(float(text) / 100, 6) if percent or float(text) > 1 else float(text)
         if not 0 <= share < 1:
             found.notes.append(f"Ignored '{match.group().strip()}': a prefix hit is a share of the prompt below 1 (a "
                                "request still computes its own last token).")

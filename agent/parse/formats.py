@@ -33,8 +33,11 @@ _KV = r"(?:kv(?:[\s_-]*cache)?(?:[\s_-]*dtype)?|cache)"
 _KV_DTYPES = (
     re.compile(rf"(?<![\w#]){_DT}[\s-]*kv(?:[\s-]*cache)?"),
     re.compile(rf"(?<![\w#]){_KV}(?:\s+(?:dtype|precision|format))?\s*(?:in|at|as|of|=|:|to)?\s*{_DT}(?:_e[45]m[23])?(?![\w])"),
+    re.compile(rf"(?<![\w#]){_KV}\s+(?:must|should|has\s+to|needs?\s+to|will)\s+(?:stay|be|remain|keep)\s+(?:in\s+)?{_DT}"
+               r"(?![\w])"),
 )
-"""The KV cache's format: "fp8 kv cache", "kv cache in fp8", "cache bf16", "kv_cache_dtype=fp8_e5m2"."""
+"""The KV cache's format: "fp8 kv cache", "kv cache in fp8", "cache bf16", "kv_cache_dtype=fp8_e5m2", "the kv cache
+must stay bf16"."""
 _KV_8_BIT = re.compile(r"(?<![\w#])8[\s-]*bit[\s-]+kv(?:[\s-]*cache)?")
 """An 8-bit KV cache: FP8, the engines' 8-bit cache on the GPUs planned."""
 _WEIGHT_DTYPE = re.compile(rf"(?<![\w#]){_DT}(?![\w])")
@@ -53,7 +56,7 @@ def read_dtypes(scan: Scan, found: Findings) -> None:
                            "one to use, e.g. 'bf16 weights', where the model's own is the one ruled out).")
     for match in scan.take(_KV_8_BIT):
         found.add("kv_dtype", "fp8", match.group())
-    for name, pattern in (("kv_dtype", _KV_DTYPES[0]), ("kv_dtype", _KV_DTYPES[1]), ("weight_dtype", _WEIGHT_DTYPE)):
+    for name, pattern in (*(("kv_dtype", kv) for kv in _KV_DTYPES), ("weight_dtype", _WEIGHT_DTYPE)):
         for match in scan.take(pattern):
             found.add(name, _DTYPES[match.group("dt")], match.group())
     for match in scan.take(re.compile(r"(?<![\w#])(?:int4|4[\s-]*bit|awq|gptq)(?![\w])")):

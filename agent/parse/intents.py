@@ -29,6 +29,13 @@ _WHY_NOT = re.compile(
     r"|what\s+about|how\s+about)\s+(?:just\s+)?(?:use\s+|using\s+|try\s+|trying\s+|pick\s+|choose\s+|more\s+|some\s+"
     rf"|any\s+|go\s+with\s+|run\s+|running\s+)?(?:{_TOPIC})(?![\w=])"
 )
+_WHY_NOT_FLAG = re.compile(
+    r"\b(?:(?:why|how\s+come)\s+not|why\s+(?:won'?t|wouldn'?t|doesn'?t|can'?t|cannot|does\s+not|will\s+not)\s+"
+    r"[^?.!]{0,60}?\b(?:accept|allow|take|run|work\s+with|support))\s+"
+    rf"(?=--?(?:{_TOPIC}))"
+)
+"""A why-not about a layout given as flags ("why not --tp 2 --dp 4?", "why won't vllm accept --tensor-parallel-size
+3?"): the flags stay for the settings reader, which reads the layout asked about."""
 _WHY_THIS_NOT = re.compile(
     rf"\bwhy\s+(?:{_TOPIC})\s*[=:]?\s*\d+\s+(?:and|but)\s+not\s+\d+"
 )
@@ -56,6 +63,9 @@ def read_intent(scan: Scan) -> tuple[Intent, str | None]:
         return "why_not", _topic(match)
     for match in scan.take(_WHY_THIS_NOT):
         return "why_not", _topic(match)
+    for match in scan.take(_WHY_NOT_FLAG):
+        topic = _ANY_TOPIC.search(scan.text, match.end())
+        return "why_not", _topic(topic) if topic else None
     if _COMPARE.search(scan.text):
         topics = list(dict.fromkeys(_topic(m) for m in _ANY_TOPIC.finditer(scan.text)))
         return "compare", ",".join(topics) or None

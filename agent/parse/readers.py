@@ -240,7 +240,10 @@ def _count_patterns() -> dict[str, re.Pattern[str]]:
         "per_node": re.compile(
             rf"{_START}(?P<per>{_COUNT})\s*{per}(?:per|a|each|/)\s*{node}"
             rf"|{node}\s+of\s+(?P<per2>{_COUNT})\s*{per}"
-            rf"|(?<=nodes,\s)(?P<per3>{_COUNT})\s*(?:{gpu_t}\s*)?gpus?\s+(?:each|apiece)(?![a-z])"
+            rf"|(?<=nodes\s\()(?P<per7>{_COUNT})\s*(?:[x×]\s*)?(?:(?:{gpu_t})(?:\s*gpus?)?|gpus?)\s+(?:each|apiece)\)"
+            rf"|(?<=total\s\()(?P<per8>{_COUNT})\s*(?:[x×]\s*)?(?:(?:{gpu_t})(?:\s*gpus?)?|gpus?)\s+(?:each|apiece)\)"
+            rf"|(?<=nodes,\s)(?P<per3>{_COUNT})\s*(?:[x×]\s*)?(?:(?:{gpu_t})(?:\s*gpus?)?|gpus?)\s+(?:each|apiece)"
+            r"(?![a-z])"
             rf"|(?<=nodes\s)(?:of|with)\s+(?P<per4>{_COUNT})\s*(?:{gpu_t}\s*)?gpus?\s+each(?![a-z])"
             rf"|(?<=nodes\s)(?P<per5>{_COUNT})\s*[x×]?\s*(?:{gpu_t}|gpus?)\s+(?:each|apiece|per\s+node)(?![a-z])"
             rf"|(?<![\w#])(?:each|every)\s+{node}\s+(?:has|have|having|with|contains?|holds?)\s+(?P<per6>{_COUNT})\s*"
@@ -272,7 +275,7 @@ def _read_gpu_counts(scan: Scan, found: Findings) -> None:
     for kind in ("cluster", "shaped", "per_node", "nodes", "gpus"):
         for match in scan.take(patterns[kind]):
             nodes = _group(match, "nodes", "nodes2") if kind in ("cluster", "shaped", "nodes") else None
-            per = (_group(match, "per", "per2", "per3", "per4", "per5", "per6")
+            per = (_group(match, "per", "per2", "per3", "per4", "per5", "per6", "per7", "per8")
                    if kind in ("cluster", "shaped", "per_node") else None)
             gpus = _group(match, "gpus", "gpus2", "gpus3", "gpus4", "gpus5", "gpus6") if kind == "gpus" else None
             for name, text in (("nodes", nodes), ("gpus_per_node", per), ("gpus", gpus)):

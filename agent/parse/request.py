@@ -55,6 +55,7 @@ from shardplan.agent.parse.readers import (
     _read_objective,
     sibling_model,
 )
+from shardplan.agent.parse.settings import read_settings
 from shardplan.agent.parse.settle import Counts, across_all, merge_constraints, settle_counts
 from shardplan.agent.parse.targets import read_percentile, read_targets
 from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
@@ -215,7 +216,7 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
             merged[length] = None
         elif said[length] is not None and said[f"{length}_dist"] is None:
             merged[f"{length}_dist"] = None
-        elif (said[f"{length}_dist"] or "").startswith("uniform:") and said[length] is not None:
+        elif _off_middle(said[f"{length}_dist"], said[length]):
             what = "prompt" if length == "isl" else "output"
             found.contradictions.append(f"The request gives the {what} length both as {said[length]} tokens and as a "
                                         f"range ({said[f'{length}_dist']}); say which one you mean.")
@@ -251,6 +252,15 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
                          weight_formats=previous.weight_formats if previous else None)
 
 
+def _off_middle(dist: str | None, length: int | None) -> bool:
+    """Whether a fixed length said beside a uniform range is not the range's middle (two lengths, then; a length at
+    the middle is the range's mean, as vLLM's ``--random-input-len`` with its range ratio is)."""
+    if length is None or not (dist or "").startswith("uniform:"):
+        return False
+    low, high = (int(end) for end in str(dist).removeprefix("uniform:").split(","))
+    return abs(length - (low + high) / 2) > 0.5
+
+
 def default_length_note(what: str) -> str:
     """The note a reading leaves for a length no message gave; ``what`` is ``prompt`` or ``output``.
 
@@ -284,6 +294,7 @@ def _read_message(text: str, previous: ParsedRequest | None, notes: list[str], o
     found = Findings(comparing=intent == "compare", original=original, notes=list(notes))
     for reader in (
         read_dates_and_ports,
+        read_settings,
         read_edits,
         read_features,
         read_price,

@@ -401,6 +401,11 @@ _PRICE = re.compile(
 )
 
 
+_PER_NODE = re.compile(r"\s*(?:for|per)\s+(?:an?\s+|one\s+|each\s+|the\s+)?(?P<n>\d+)\s*[x×]\s*[a-z0-9-]+\s+"
+                       r"(?:node|box|server|machine)(?![a-z])")
+"""A price said of a whole node of N GPUs, right after the price."""
+
+
 def read_price(scan: Scan, found: Findings) -> None:
     """The price of a GPU-hour in US dollars: "$2.5/h", "$3.60 per GPU-hour", "at $2.5/h per GPU". The GPU it is
     for is read by the GPU reader ("at $2.5/h for H100" names H100).
@@ -412,5 +417,11 @@ def read_price(scan: Scan, found: Findings) -> None:
     """
     for match in scan.take(_PRICE):
         usd = float(match.group("usd"))
-        if usd > 0:
+        node = _PER_NODE.match(scan.text[match.end():])
+        if node and usd > 0:  # "$23.60/hr for an 8x H100 node": the node's price, shared by its GPUs
+            gpus = int(node.group("n"))
+            found.add("gpu_price", round(usd / gpus, 6), match.group() + node.group())
+            found.notes.append(f"Read '{(match.group() + node.group()).strip()}' as a node's price: "
+                               f"${usd / gpus:.4g} per GPU-hour over its {gpus} GPUs.")
+        elif usd > 0:
             found.add("gpu_price", usd, match.group())
