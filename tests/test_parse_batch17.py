@@ -91,3 +91,9 @@ def test_a_kv_format_said_two_ways_is_asked_back() -> None:
                                   "llama 70b on 8 h100. why not --tp 2 --dp 4 then?"])
 def test_a_why_not_about_flags(text: str) -> None:
     assert parse_request(text).intent == "why_not"
+
+
+@pytest.mark.parametrize("text", ["{" * 3000 + "}" * 3000, '{"a": ' * 2000 + "1" + "}" * 2000, '{"isl": 5, ' * 3000])
+def test_hostile_json_is_read_without_raising(text: str) -> None:
+    """A JSON object nested past the decoder's recursion raised RecursionError out of the reader."""
+    assert parse_request(text).intent == "plan"

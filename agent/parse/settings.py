@@ -201,7 +201,7 @@ def _read_json(scan: Scan, found: Findings, said: dict[str, _Said]) -> None:
     while position >= 0:
         try:
             document, end = decoder.raw_decode(scan.text, position)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON here, or nested past what the decoder follows
             position = scan.text.find("{", position + 1)
             continue
         if isinstance(document, dict) and not _SPEC_CONFIG_BEFORE.search(scan.text[:position]):
