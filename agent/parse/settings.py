@@ -215,7 +215,8 @@ def _read_json(scan: Scan, found: Findings, said: dict[str, _Said]) -> None:
 def _pairs(document: dict[str, Any], found: Findings) -> tuple[list[str], list[str]]:
     """``key=value`` texts of a decoded JSON object's settings, nested objects flattened (a length distribution read
     into its field at once), and the text values of the other keys (names: a model, a GPU)."""
-    pairs, names = [], []
+    pairs: list[str] = []
+    names: list[str] = []
     for key, value in document.items():
         name = str(key).lower().replace("-", "_")
         if isinstance(value, dict):
@@ -245,6 +246,8 @@ def _distribution(value: dict[str, Any]) -> str | None:
         if kind == "uniform":
             low = value.get("min", value.get("low"))
             high = value.get("max", value.get("high"))
+            if low is None or high is None:
+                return None
             return f"uniform:{round(float(low))},{round(float(high))}"
     except (KeyError, TypeError, ValueError):
         return None
@@ -374,8 +377,9 @@ def _traffic(said: dict[str, _Said], found: Findings) -> None:
         found.add("arrival", "poisson", rate.words if rate else "")
     arrival = said.get("arrival")
     if arrival is not None:
-        cv = said.get("cv")
-        shape = "poisson" if arrival.value == "poisson" else f"gamma:cv={float(cv.value):g}" if cv else "gamma:cv=3"
+        spread = said.get("cv")
+        shape = ("poisson" if arrival.value == "poisson"
+                 else f"gamma:cv={float(spread.value):g}" if spread else "gamma:cv=3")
         found.add("arrival", shape, arrival.words)
 
 
