@@ -97,3 +97,13 @@ def test_a_why_not_about_flags(text: str) -> None:
 def test_hostile_json_is_read_without_raising(text: str) -> None:
     """A JSON object nested past the decoder's recursion raised RecursionError out of the reader."""
     assert parse_request(text).intent == "plan"
+
+
+def test_sglang_eagle_without_a_draft_model_is_mtp_on_a_model_with_mtp_layers() -> None:
+    mtp = parse_request("python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3-0324 --tp 8 "
+                        "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 on 8 H200")
+    assert (mtp.spec_method, mtp.spec_tokens) == ("mtp", 3)
+    eagle = parse_request("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                          "--speculative-algorithm EAGLE --speculative-draft-model-path lmsys/sglang-EAGLE-LLaMA3-"
+                          "Instruct-8B --speculative-num-steps 4 on 1 A100")
+    assert (eagle.spec_method, eagle.spec_tokens, eagle.model) == ("eagle", 4, "meta-llama/Llama-3.1-8B")

@@ -323,6 +323,7 @@ def settle_features(merged: dict[str, Any], before: str | None, found: Findings)
     drafter. An acceptance rate read in this message becomes accepted drafts per step (rate x K) once the draft
     tokens are known, this message's or the earlier ones'; until then it is noted and the acceptance stays unread."""
     said = found.values.get("spec_method")
+    _sglang_eagle_is_mtp(merged, found)
     if merged.get("spec_method") == "off":
         merged.update(spec_method=None, spec_tokens=None, spec_accept=None)
         return
@@ -334,6 +335,20 @@ def settle_features(merged: dict[str, Any], before: str | None, found: Findings)
         found.notes.append("Speculative decoding is priced from its measured acceptance, which shardplan never "
                            "assumes: give the mean accepted draft tokens per step (your engine's reported acceptance "
                            "length minus one).")
+
+
+def _sglang_eagle_is_mtp(merged: dict[str, Any], found: Findings) -> None:
+    """SGLang's ``--speculative-algorithm EAGLE`` with no draft model path, on a model with MTP layers (DeepSeek-V3),
+    drafts with those layers: MTP, not an EAGLE-3 head."""
+    words = found.said.get("spec_method", "")
+    if merged.get("spec_method") != "eagle" or not words.startswith("--speculative-algorithm"):
+        return
+    if "draft-model-path" in found.original.lower() or merged.get("model") is None:
+        return
+    if _mtp_tokens(merged["model"]):
+        merged["spec_method"] = "mtp"
+        found.notes.append(f"Read '{words}' with no draft model as SGLang's MTP path: {merged['model']} drafts with "
+                           "its own MTP layers.")
 
 
 def _settle_rate(merged: dict[str, Any], found: Findings) -> None:
