@@ -9,9 +9,7 @@ draft tokens", "mtp 1 draft", "4 tokens" right after a draft model) and the acce
 * "acceptance 0.8", "acceptance rate 80%": the share of draft tokens accepted (vLLM's draft acceptance rate), so
   rate x K drafts per step; read once the draft tokens are known.
 
-Prefix reuse: "70% of the prompt is a shared system prompt", "prefix cache hit rate 50%" (``prefix_hit``, the share
-of prompt tokens found in the cache) or "a 2k-token system prompt shared by all requests" (``prefix_tokens``, which
-becomes a share of the prompt once its length is settled).
+Prefix reuse is read by :mod:`~shardplan.agent.parse.prefix`; this module settles both into the workload.
 
 Every value read is echoed in a note with the words it came from. The reader runs before the model reader, so the
 draft model's name is not read as the model to plan.
@@ -28,7 +26,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from shardplan.agent.parse.text import _LEN, Findings, Scan, _count, _tokens
+from shardplan.agent.parse.prefix import read_prefix
+from shardplan.agent.parse.text import _ABOUT, Findings, Scan, _count, _number
 from shardplan.contracts.speculation import MAX_DRAFT_TOKENS, parse_speculation
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
@@ -39,7 +38,6 @@ from shardplan.tools.catalogs.models import load_model, resolve_model_name
 __all__ = [
     "FEATURE_SETTINGS", "read_features", "parsed_features", "settle_features", "missing_features", "workload_features",
 ]
-
 
 
 FEATURE_SETTINGS = ("spec_method", "spec_tokens", "spec_accept", "prefix_hit", "prefix_tokens")
@@ -58,11 +56,6 @@ _SPEC_OFF = re.compile(
     r"(?![\w])"
     rf"|(?<![\w#])(?:turn|switch|set)\s+(?:the\s+)?{_SPEC_WORDS}\s+off(?![\w])"
     rf"|(?<![\w#]){_SPEC_WORDS}\s+(?:(?:is|was|stays)\s+)?(?:off|disabled)(?![\w])"
-)
-_PREFIX_OFF = re.compile(
-    r"(?<![\w#])(?:no|without|disable[ds]?|turn\s+off)\s+(?:the\s+)?(?:prefix[\s-]+(?:caching|cache|reuse)"
-    r"|shared\s+(?:system[\s-]+)?(?:prompt|prefix)|radix\s+cache|(?:prefix[\s-]+)?cache[\s-]+hits?)(?![\w])"
-    r"|(?<![\w#])(?:prefix[\s-]+(?:caching|cache)|radix\s+cache|apc)\s+(?:(?:is|was|stays)\s+)?(?:off|disabled)(?![\w])"
 )
 _MTP = re.compile(r"(?<![\w#])(?:mtp|multi[\s-]*token[\s-]*prediction|nextn)(?![a-z])")
 _EAGLE = re.compile(r"(?<![\w#])eagle(?:[\s-]*[123])?(?![\w])")
@@ -100,8 +93,6 @@ _TOKENS_AFTER_DRAFTER = re.compile(
 )
 """The count right after a drafter's name: "draft model llama-3.1-8b, 4 tokens", "mtp 2 tokens", "mtp:3", "mtp 3
 with 1.8 accepted" (a bare number only where a clause ends or goes on: "MTP 2 accepted" is an acceptance)."""
-_ABOUT = r"(?:(?:~|≈|about|around|roughly|approx(?:imately|\.)?|circa)\s*)?"
-"""An approximate figure: "hit rate ~70%", "acceptance about 0.7"."""
 _LENGTH = re.compile(
     rf"(?<![\w#])(?:mean\s+|average\s+)?accept(?:ance|ed)?[\s-]+len(?:gth)?\s*"
     rf"(?:of|=|:|is|was|were|be|at|becomes?|goes\s+to|rises\s+to|falls\s+to|drops\s+to)?\s*{_ABOUT}{_num('n')}"
@@ -124,55 +115,6 @@ _ACCEPTED = re.compile(
     rf"(?:\s+(?:per|a|each)\s+step)?(?![a-z])"
     rf"|(?<![\w#])accepts?\s+{_num('n2')}(?![\w.%])"
 )
-_SHARE = r"(?<![\d.])(?P<p>\d+(?:\.\d+)?)\s*%"
-"""A percentage, read from its first digit only (which keeps the reading linear in a run of digits)."""
-_HITS = r"(?:cache\s+hits?|prefix\s+(?:reuse|hits?)|shared\s+prefix)"
-_SHARED = r"(?:shared|common|cached|reused|repeated|identical|the\s+same)"
-_FRACTIONS = {"half": 0.5, "a third": 1 / 3, "one third": 1 / 3, "two thirds": 2 / 3, "a quarter": 0.25,
-              "one quarter": 0.25, "three quarters": 0.75}
-"""Shares said in words ("half of every prompt is a shared system prompt")."""
-_WORD_SHARE = r"(?<![\w])(?P<w>half|(?:a|one)\s+third|two\s+thirds|(?:a|one)\s+quarter|three\s+quarters)"
-_PREFIX_SHARE = re.compile(
-    rf"(?:{_SHARE}|{_WORD_SHARE})\s+(?:of\s+)?(?:the\s+|each\s+|every\s+|a\s+)?(?:prompts?|input|context|tokens?)\s+"
-    rf"(?:(?:is|are|was|were|gets?|got)\s+)?"
-    rf"(?:a\s+|the\s+)?{_SHARED}(?:[\s-]+(?:system[\s-]+prompt|prefix|preamble))?"
-    rf"|(?<![\w#])(?:(?:(?:prefix|prompt)[\s-]*)?cache|apc|automatic[\s-]+prefix[\s-]+caching)[\s-]+hit"
-    rf"(?:[\s-]+(?:rate|ratio))?s?\s*(?:of|=|:|is)?\s*{_ABOUT}(?:(?P<p2>\d+(?:\.\d+)?)"
-    rf"\s*(?P<pct2>%)?)(?![\w.])"
-    rf"|(?<![\w#])prefix[\s-]+(?:hit|reuse)(?:[\s-]+rate)?\s*(?:of|=|:|is)?\s*{_ABOUT}(?P<p3>\d+(?:\.\d+)?)\s*(?P<pct3>%)?"
-    rf"(?![\w.])"
-    rf"|{_SHARE.replace('(?P<p>', '(?P<p4>')}\s+(?:prefix[\s-]+)?{_HITS}"
-    rf"|{_SHARE.replace('(?P<p>', '(?P<p5>')}\s+of\s+(?:(?:the\s+|all\s+)?(?:prompt|input|context)?[\s-]*tokens?"
-    rf"|which|them|those|it)\s+"
-    rf"(?:(?:hit|are\s+(?:already\s+)?(?:found\s+|served\s+)?(?:in|from)|come\s+from)\s+(?:the\s+|a\s+)?"
-    r"(?:prefix[\s-]+|kv[\s-]+)?cache"
-    rf"|(?:are|were)\s+(?:prefix[\s-]+|kv[\s-]+)?cache[\s-]+hits)"
-)
-_PREFIX_NOUN = r"(?:system[\s-]+prompt|prefix|preamble|instructions|instruction[\s-]+block)"
-_PREFIX_PLUS = re.compile(
-    rf"(?P<a>{_LEN})[\s-]*(?:tokens?|toks?)?[\s-]+(?:{_SHARED}[\s-]+)?{_PREFIX_NOUN}\s*(?:\+|plus|and)\s*{_ABOUT}"
-    rf"(?P<b>{_LEN})[\s-]*(?:tokens?|toks?)?[\s-]+(?:of\s+)?(?:(?:user|unique|per[\s-]+request|own)\s+)?"
-    r"(?:messages?|quer(?:y|ies)|questions?|inputs?|turns?|content|text|documents?|docs?)(?![a-z])"
-)
-"""A prompt said as its shared prefix plus its own part ("1k shared system prompt + ~1k-token user messages"): the
-prompt is both, the prefix the first."""
-_PREFIX_TOKENS = re.compile(
-    rf"(?P<v>{_LEN})[\s-]*(?:tokens?|tok)?[\s-]+(?:{_SHARED}[\s-]+)?{_PREFIX_NOUN}"
-    rf"(?:[\s,]*(?:that\s+is\s+|is\s+|which\s+is\s+)?(?:shared|common|the\s+same|reused)"
-    rf"(?:\s+(?:by|across|among|between|for)\s+(?:all|every|each)\s+(?:requests?|prompts?|users?|calls?))?"
-    rf"|(?=\s*(?:$|[,.;])))"
-    rf"|(?:shared|common)\s+(?:system[\s-]+prompt|prefix)\s+of\s+(?P<v2>{_LEN})\s*(?:tokens?)?"
-    rf"|(?:the\s+)?first\s+(?P<v3>{_LEN})\s*(?:tokens?\s+)?(?:are|is)\s+(?:a\s+|the\s+)?{_SHARED}[\s-]+"
-    rf"(?:system[\s-]+prompt|prefix|preamble|instructions|template)"
-    rf"|(?P<v4>{_LEN})\s+of\s+(?:those|these|the|its|each|every)\s+(?:{_LEN}\s+)?(?:prompt\s+)?tokens?\s+(?:is|are)\s+"
-    rf"(?:a\s+|the\s+)?{_SHARED}[\s-]+(?:system[\s-]+prompt|prefix|preamble|instructions|template)"
-)
-
-
-def _number(match: re.Match[str], *names: str) -> str:
-    return next(match.group(n) for n in names if match.groupdict().get(n) is not None)
-
-
 def _draft_model(words: str, before: bool) -> tuple[str, str]:
     """The draft model in ``words`` (the bundled id of the longest run of words that names one, nearest the marker
     first) and the words it came from; a name no bundled model matches is kept as written (a path or hub id)."""
@@ -279,42 +221,11 @@ def _read_speculation_figures(scan: Scan, found: Findings) -> None:
         found.add("spec_rate_words", match.group().strip())
 
 
-def _read_prefix(scan: Scan, found: Findings) -> None:
-    for match in scan.take(_PREFIX_OFF):
-        found.add("prefix_hit", 0.0, match.group())
-        found.notes.append(f"Read '{match.group().strip()}' as no prompt tokens found in a prefix cache.")
-    for match in scan.take(_PREFIX_SHARE):
-        if match.group("w") is not None:
-            share = _FRACTIONS[" ".join(match.group("w").lower().split())]
-        else:
-            text = _number(match, "p", "p2", "p3", "p4", "p5")
-            percent = any(match.group(g) is not None for g in ("p", "p4", "p5")) or any(
-                match.groupdict().get(g) for g in ("pct2", "pct3"))
-            share = round(float(text) / 100, 6) if percent or float(text) > 1 else float(text)
-        if not 0 <= share < 1:
-            found.notes.append(f"Ignored '{match.group().strip()}': a prefix hit is a share of the prompt below 1 (a "
-                               "request still computes its own last token).")
-            continue
-        found.add("prefix_hit", share, match.group())
-        found.notes.append(f"Read '{match.group().strip()}' as a prefix-cache hit of {share:.0%} of prompt tokens.")
-    for match in scan.take(_PREFIX_PLUS):
-        prefix, own = _tokens(match.group("a")), _tokens(match.group("b"))
-        if prefix > 0 and own > 0:
-            found.add("prefix_tokens", prefix, match.group())
-            found.add("isl", prefix + own, match.group())
-            found.notes.append(f"Read '{match.group().strip()}' as {prefix + own}-token prompts whose first {prefix} "
-                               "tokens every prompt shares.")
-    for match in scan.take(_PREFIX_TOKENS):
-        tokens = _tokens(_number(match, "v", "v2", "v3", "v4"))
-        if tokens > 0:
-            found.add("prefix_tokens", tokens, match.group())
-            found.notes.append(f"Read '{match.group().strip()}' as a {tokens}-token prefix every prompt shares.")
-
-
 def read_features(scan: Scan, found: Findings) -> None:
-    """Speculative decoding and prefix reuse, taken from the text (see the module's docstring)."""
+    """Speculative decoding and prefix reuse, taken from the text (see the module's docstring and
+    :mod:`~shardplan.agent.parse.prefix`)."""
     _read_speculation(scan, found)
-    _read_prefix(scan, found)
+    read_prefix(scan, found)
 
 
 def settle_features(merged: dict[str, Any], before: str | None, found: Findings) -> None:

@@ -42,6 +42,7 @@ from shardplan.agent.parse.features import (
 )
 from shardplan.agent.parse.formats import read_dtypes
 from shardplan.agent.parse.intents import read_intent
+from shardplan.agent.parse.lengths import read_length_ranges
 from shardplan.agent.parse.machines import read_machines
 from shardplan.agent.parse.pools import read_pools
 from shardplan.agent.parse.quantities import read_quantities
@@ -59,7 +60,7 @@ from shardplan.agent.parse.settings import read_settings
 from shardplan.agent.parse.settle import Counts, across_all, merge_constraints, settle_counts
 from shardplan.agent.parse.targets import read_percentile, read_targets
 from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
-from shardplan.agent.parse.traffic import read_arrival, read_length_ranges, read_price, read_rate, read_trace
+from shardplan.agent.parse.traffic import read_arrival, read_price, read_rate, read_trace
 from shardplan.agent.parse.typos import mend_typos
 from shardplan.contracts.common import DType, Objective
 from shardplan.contracts.model import WeightComponent

@@ -45,6 +45,8 @@ _COUNT = rf"(?:(?:{_WORDS})(?![a-z])|(?<![\d.])\d+(?![\d.k]))"
 _LEN = r"(?<![\d.])\d+(?:\.\d+)?[km]?(?![a-z\d])"
 """A token length: 2048, 8k, 1.5k. Numbers are only read from their first digit, which keeps every
 pattern linear in a long run of digits."""
+_ABOUT = r"(?:(?:~|≈|about|around|roughly|approx(?:imately|\.)?|circa)\s*)?"
+"""An approximate figure: "hit rate ~70%", "acceptance about 0.7"."""
 _DUR = r"((?<![\d.])\d+(?:\.\d+)?)\s*(ms|msecs?|millis(?:econds?)?|milliseconds?|s|secs?|seconds?)(?![a-z])"
 _UPPER = (
     r"under|below|less\s+than|lower\s+than|at\s+most|within|no\s+more\s+than|not\s+above|up\s+to"
@@ -102,6 +104,11 @@ def _named_alternatives(patterns: dict[str, str]) -> str:
 def _matched_name(match: re.Match[str], names: Iterable[str]) -> str:
     """The first of ``names`` whose group took part in ``match`` (of a :func:`_named_alternatives` pattern)."""
     return next(name for name in names if match.group(name) is not None)
+
+
+def _number(match: re.Match[str], *names: str) -> str:
+    """The text of the first of ``names`` that matched (one pattern may hold several alternatives' groups)."""
+    return next(match.group(n) for n in names if match.groupdict().get(n) is not None)
 
 
 def _count(token: str) -> int:
