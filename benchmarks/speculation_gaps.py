@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from aiconfigurator_cli import parse_error
 from speculation_rows import PublicRow, measured_tpot_ms, public_rows, row_options
 
 from shardplan.contracts.strategy import parse_strategy
@@ -47,9 +48,8 @@ SHARDPLAN = str(Path(sys.executable).parent / "shardplan")
 
 @dataclass(frozen=True)
 class Step:
-    """One priced decode step: its length, TPOT, critical path by operation kind (ms) and pricing backend."""
+    """One priced decode step: its TPOT, critical path by operation kind (ms) and pricing backend."""
 
-    step_ms: float
     tpot_ms: float
     by_kind: dict[str, float]
     backend: str
@@ -70,13 +70,12 @@ def price(options: list[str]) -> Step:
     """``shardplan cost OPTIONS --json``: the decode step of the row's deployment."""
     done = subprocess.run([SHARDPLAN, "cost", *options, "--json"], capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
-        raise RuntimeError((done.stderr or done.stdout).strip().splitlines()[-1])
+        raise RuntimeError(f"shardplan cost exited {done.returncode}: {parse_error(done.stderr or done.stdout)}")
     report: dict[str, Any] = json.loads(done.stdout)
     by_kind: dict[str, float] = defaultdict(float)
     for entry in report["decode"]["critical_path"]:
         by_kind[entry["kind"]] += entry["ms"]
-    return Step(report["decode"]["latency_ms"], report["figures"]["tpot_ms"], dict(by_kind),
-                report["pricing"]["backend"])
+    return Step(report["figures"]["tpot_ms"], dict(by_kind), report["pricing"]["backend"])
 
 
 def take_apart(public: PublicRow) -> Gap:
@@ -125,7 +124,8 @@ def rows_of(gaps: list[Gap]) -> list[str]:
         base = "-"
         base_error = "-"
         if gap.plain is not None:
-            measured_base = 1000.0 / float(row["no_spec_value"])  # the source's tokens/s per user at batch 1
+            measured_base = measured_tpot_ms({**row, "value": row["no_spec_value"]})  # same metric, without MTP
+            assert measured_base is not None  # the row's own metric is a latency (checked above)
             base = f"{measured_base:.2f} / {gap.plain.tpot_ms:.2f}"
             base_error = _pct(gap.plain.tpot_ms, measured_base)
         lines.append(f"| {gap.public.id} | {where} | {measured:.2f} / {spec.tpot_ms:.2f} | "
