@@ -10,8 +10,9 @@ step too, and prints
   (the baseline error: the part of the TPOT error that speculation's pricing does not cause);
 * the predicted step's critical path by operation kind (the four largest, in ms), and the backend that priced it;
 * for a roofline-priced MoE layout with expert parallelism, the expert-load factor the roofline applies to the
-  routed experts (``1 + imbalance_per_doubling x log2(ep)``, fitted to the measured tables' power-law routing)
-  and the milliseconds of the step it adds.
+  routed experts (the busiest rank's load, ``1 + imbalance_per_doubling x log2(ep)``, fitted to the measured tables'
+  power-law rows over their balanced ones, times the fused kernel's per-rank EP overhead where attention is
+  tensor-parallel) and the milliseconds of the step it adds.
 
 Nothing is fitted here; the figures are read off shardplan's own cost report of the row's layout (``cost`` prices
 that DAG as given; ``plan``, which the comparison script asks, may differ from it by about 1%).
@@ -99,10 +100,11 @@ def _kinds(step: Step) -> str:
 def _load_factor(gap: Gap) -> str:
     """The roofline's expert-load factor and the ms of the step it adds, for a roofline MoE layout with ep > 1."""
     step = gap.speculative
-    ep = parse_strategy(gap.public.row["strategy"]).decode.ep
+    decode = parse_strategy(gap.public.row["strategy"]).decode
+    ep = decode.ep
     if step is None or step.backend != "roofline" or ep <= 1 or "expert" not in step.by_kind:
         return "-"
-    factor = expert_load_factor(ep, gpu_catalog()[gap.public.row["gpu"]])
+    factor = expert_load_factor(ep, gpu_catalog()[gap.public.row["gpu"]], dispatched=decode.adp > 1)
     # The critical path's expert time carries the factor on the routed experts only; the shared experts' share is
     # small beside them at these batches, so this is the most the factor can add (an upper bound).
     added = step.by_kind["expert"] * (1 - 1 / factor)

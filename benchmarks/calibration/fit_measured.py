@@ -53,8 +53,8 @@ HEADS = [(32, 8), (8, 1), (64, 8)]
 HEAD_DIM = 128
 
 
-def _measured(gpu: str, queries: list[Query]) -> dict[Query, float | None]:
-    tables = measured_tables(gpu, "vllm")
+def _measured(gpu: str, queries: list[Query], engine: str = "vllm") -> dict[Query, float | None]:
+    tables = measured_tables(gpu, engine)
     assert tables is not None, f"no measured tables for {gpu}"
     return lookup_seconds(tables, queries)
 
@@ -131,14 +131,31 @@ def allreduce_samples(gpu: str) -> list[Sample]:
 
 MOE_MODELS = ["Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-235B-A22B", "openai/gpt-oss-120b"]
 MOE_TOKENS = [1, 16, 128, 1024, 8192]
+BALANCED = "balanced"
 
 
-def moe_samples(gpu: str) -> list[Sample]:
-    """Routed experts of three MoE models at EP 1/4/8 (vLLM tables measure power-law routing)."""
+def moe_samples(gpu: str) -> tuple[list[Sample], list[Sample]]:
+    """:func:`engine_moe_samples` from the vLLM tables, or from SGLang's where vLLM's hold no balanced rows (A100: its
+    vLLM 0.14 tables time the power-law routings only)."""
+    fill, skew = engine_moe_samples(gpu, "vllm")
+    return (fill, skew) if fill else engine_moe_samples(gpu, "sglang")
+
+
+def engine_moe_samples(gpu: str, engine: str) -> tuple[list[Sample], list[Sample]]:
+    """Routed experts of three MoE models at EP 1/4/8, as two sets of samples.
+
+    The tables time every shape twice: with the tokens spread evenly over the experts (``balanced``) and under
+    the power-law routing the database's own estimator uses for these families, with the busiest expert rank
+    swapped onto the timed one. The balanced rows fit the grouped GEMMs' row fill (``moe`` samples: the
+    roofline of one rank at the mean load); the ratio of the two times at the same shape is the busiest rank's
+    load factor itself (``moe_imbalance`` samples), so the imbalance is fitted to what skew does to the same
+    kernel, not to whatever else separates the roofline from the kernel at EP > 1.
+    """
     from shardplan.tools.catalogs.models import load_model
     from shardplan.tools.cost.measured.queries import _MOE_QUANT, POWER_LAW_ALPHA
 
-    samples = []
+    fill, skew = [], []
+    skewed = f"power_law_{POWER_LAW_ALPHA['default']}"
     for name in MOE_MODELS:
         spec = load_model(name)
         moe = spec.moe
@@ -147,29 +164,34 @@ def moe_samples(gpu: str) -> list[Sample]:
         for ep in (1, 4, 8):
             cluster = make_cluster(gpu, ep)
             wanted = {
-                tokens: Query("moe", (spec.hidden_size, moe.expert_intermediate_size, moe.experts_per_token,
-                                      moe.num_experts, 1, ep, _MOE_QUANT[dtype],
-                                      f"power_law_{POWER_LAW_ALPHA['default']}"), tokens > 128, tokens)
-                for tokens in MOE_TOKENS
+                (tokens, routing): Query("moe", (spec.hidden_size, moe.expert_intermediate_size, moe.experts_per_token,
+                                                 moe.num_experts, 1, ep, _MOE_QUANT[dtype], routing), tokens > 128,
+                                         tokens)
+                for tokens in MOE_TOKENS for routing in (BALANCED, skewed)
             }
-            answers = _measured(gpu, list(wanted.values()))
-            for tokens, query in wanted.items():
-                seconds = answers[query]
-                if seconds is None:
-                    continue
-                work = ops.expert_ffn(spec, tokens, moe.num_experts // ep, ep, 1)
-                node = compute_node(f"{gpu} {name.split('/')[1]} ep={ep} tokens={tokens}", "expert", dtype,
-                                     work.flops, work.bytes_read, work.bytes_written, dict(work.shape))
-                node = node.model_copy(update={"op": "routed_experts"})
-                launch = "decode" if tokens <= 128 else "prefill"
-                samples.append(Sample("moe", node.name, seconds,
-                                      lambda node=node, cluster=cluster, launch=launch, ep=ep: kernel_time_s(
-                                          node, cluster, launch) * op_time.expert_load_factor(ep, cluster.gpu)))
-    return samples
+            answers = _measured(gpu, list(wanted.values()), engine)
+            for tokens in MOE_TOKENS:
+                even, busiest = answers[wanted[tokens, BALANCED]], answers[wanted[tokens, skewed]]
+                label = f"{gpu} {engine} {name.split('/')[1]} ep={ep} tokens={tokens}"
+                if even is not None:
+                    work = ops.expert_ffn(spec, tokens, moe.num_experts // ep, ep, 1)
+                    node = compute_node(label, "expert", dtype, work.flops, work.bytes_read, work.bytes_written,
+                                        dict(work.shape)).model_copy(update={"op": "routed_experts"})
+                    launch = "decode" if tokens <= 128 else "prefill"
+                    fill.append(Sample("moe", node.name, even, lambda node=node, cluster=cluster, launch=launch, ep=ep:
+                                       kernel_time_s(node, cluster, launch)
+                                       * op_time.expert_load_factor(ep, cluster.gpu, dispatched=False, skewed=False)))
+                if even is not None and busiest is not None and ep > 1:
+                    skew.append(Sample("moe_imbalance", f"{label} {skewed}/{BALANCED}", busiest / even,
+                                       lambda ep=ep, cluster=cluster: op_time.expert_load_factor(ep, cluster.gpu)))
+    return fill, skew
 
 
-def with_moe(cal: Calibration, per_doubling: float, m_half: float) -> Calibration:
-    moe = cal.moe.model_copy(update={"imbalance_per_doubling": per_doubling, "m_half": m_half})
+def with_moe(cal: Calibration, per_doubling: float, m_half: float, ep_overhead: float | None = None) -> Calibration:
+    update: dict[str, float] = {"imbalance_per_doubling": per_doubling, "m_half": m_half}
+    if ep_overhead is not None:
+        update["ep_overhead_per_doubling"] = ep_overhead
+    moe = cal.moe.model_copy(update=update)
     return cal.model_copy(update={"moe": moe})
 
 
@@ -204,19 +226,22 @@ def fit_gpu(gpu: str, base: Calibration) -> tuple[dict[str, Any], dict[str, floa
 
     bw_eff = round(search_1d(lambda e: sse(reduce_rows, with_engine_allreduce(cal, step_us(e), e)), 0.3, 1.0), 2)
     cal = with_engine_allreduce(cal, round(step_us(bw_eff), 2), bw_eff)
-    moe_rows = moe_samples(gpu)
+    moe_rows, imbalance_rows = moe_samples(gpu)
     if moe_rows:
-        def imbalance(m_half: float) -> float:
-            return search_1d(lambda f: sse(moe_rows, with_moe(cal, f, m_half)), 0.0, 3.0, steps=20)
+        def overhead(m_half: float) -> float:
+            return search_1d(lambda o: sse(moe_rows, with_moe(cal, 0.0, m_half, o)), 0.0, 3.0, steps=20)
 
-        m_half = round(search_1d(lambda mh: sse(moe_rows, with_moe(cal, imbalance(mh), mh)), 1.0, 1024.0, steps=20,
-                                 log=True), 1)
-        cal = with_moe(cal, round(imbalance(m_half), 2), m_half)
-    samples += moe_rows
+        m_half = round(search_1d(lambda mh: sse(moe_rows, with_moe(cal, 0.0, mh, overhead(mh))), 1.0, 1024.0,
+                                 steps=20, log=True), 1)
+        per_rank = round(overhead(m_half), 2)
+        per_doubling = search_1d(lambda f: sse(imbalance_rows, with_moe(cal, f, m_half, per_rank)), 0.0, 3.0,
+                                 steps=20) if imbalance_rows else 0.0
+        cal = with_moe(cal, round(per_doubling, 2), m_half, per_rank)
+    samples += moe_rows + imbalance_rows
     residuals = {}
     for title, cats in (("gemm", ("gemm_bf16", "gemm_fp8")), ("memory", ("memory",)), ("attention", ("attention",)),
                         ("decode_attention", ("decode_attention",)), ("all_reduce", ("all_reduce",)),
-                        ("moe", ("moe",))):
+                        ("moe", ("moe",)), ("moe_imbalance", ("moe_imbalance",))):
         rows = [s for s in samples + reduce_rows if s.category in cats]
         residuals[title] = round(math.exp(rms(rows, cal)), 3) if rows else 1.0
         print(f"  {gpu} {title}: {len(rows)} samples, RMS log error public profile {rms(rows, base):.3f} -> "

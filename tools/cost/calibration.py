@@ -43,6 +43,11 @@ class MoECal(_Section):
     # Expert-load imbalance: the busiest of ep expert ranks carries 1 + imbalance_per_doubling * log2(ep)
     # times the mean load, and routed-expert time is multiplied by that.
     imbalance_per_doubling: float = 0.0
+    # What a fused MoE kernel that sees every token of the layer (expert parallelism without a token dispatch:
+    # vLLM's and SGLang's Triton path under tensor-parallel attention) costs one rank beyond its own experts' GEMMs,
+    # as a factor 1 + ep_overhead_per_doubling * log2(ep) at even load: its sort, activation and sum run over every
+    # token's routed copies, not the rank's share.
+    ep_overhead_per_doubling: float = 0.0
     # Rows per expert at which grouped expert GEMMs reach half their peak efficiency; None: the GEMM's m_half.
     m_half: float | None = None
 

@@ -101,15 +101,22 @@ def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
     return max(flops_time, moved / (bandwidth * memory_efficiency)) + _launch_s(node, node.phase)
 
 
-def expert_load_factor(ep: int, gpu: GPU) -> float:
-    """How much more than the mean load the busiest of ``ep`` expert ranks carries under skewed routing:
-    the layer waits for it. 1 without expert parallelism (one rank holds every expert).
+def expert_load_factor(ep: int, gpu: GPU, dispatched: bool = True, skewed: bool = True) -> float:
+    """How much longer than the roofline of its mean share the routed experts of the busiest of ``ep`` expert ranks
+    take: 1 without expert parallelism (one rank holds every expert).
+
+    Under skewed routing (``skewed``) the busiest rank carries more than the mean load and the layer waits for it.
+    Where the engine does not dispatch tokens to their experts' ranks (``dispatched`` False: every rank's fused MoE
+    kernel sees every token of the layer), the kernel's own per-token work over all routed copies comes on top.
 
     >>> from shardplan.tools.catalogs.gpus import gpu_catalog
     >>> expert_load_factor(1, gpu_catalog()["H100"])
     1.0
     """
-    return 1.0 + profile_for(gpu).moe.imbalance_per_doubling * math.log2(max(ep, 1))
+    moe = profile_for(gpu).moe
+    doublings = math.log2(max(ep, 1))
+    factor = 1.0 + moe.imbalance_per_doubling * doublings if skewed else 1.0
+    return factor if dispatched else factor * (1.0 + moe.ep_overhead_per_doubling * doublings)
 
 
 def bytes_on_wire(node: CommNode) -> float:

@@ -104,7 +104,10 @@ class Pricer:
             if exchange is not None:
                 return 0.0 if exchange.message_bytes <= 0 else node_time_s(exchange, self.cluster)
         if isinstance(node, ComputeNode) and node.op == "routed_experts" and phase is not None:
-            return node_time_s(node, self.cluster) * expert_load_factor(phase.ep, self.cluster.gpu)
+            # Attention-DP ranks dispatch each token to its experts' ranks (DeepEP, all-to-all), so a rank's kernel
+            # sees only its share; under tensor-parallel attention every rank's fused kernel sees every token.
+            factor = expert_load_factor(phase.ep, self.cluster.gpu, dispatched=phase.adp > 1)
+            return node_time_s(node, self.cluster) * factor
         return node_time_s(node, self.cluster)
 
     def measured_share(self, phase: str) -> float:
