@@ -40,7 +40,7 @@ from speculation_rows import PublicRow, measured_tpot_ms, public_rows, row_optio
 
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.tools.catalogs.gpus import gpu_catalog
-from shardplan.tools.cost.op_time import expert_load_factor
+from shardplan.tools.cost.op_time import layout_expert_factor
 
 HERE = Path(__file__).resolve().parent
 END_TO_END = HERE / "calibration" / "end_to_end.yaml"
@@ -101,10 +101,9 @@ def _load_factor(gap: Gap) -> str:
     """The roofline's expert-load factor and the ms of the step it adds, for a roofline MoE layout with ep > 1."""
     step = gap.speculative
     decode = parse_strategy(gap.public.row["strategy"]).decode
-    ep = decode.ep
-    if step is None or step.backend != "roofline" or ep <= 1 or "expert" not in step.by_kind:
+    if step is None or step.backend != "roofline" or decode.ep <= 1 or "expert" not in step.by_kind:
         return "-"
-    factor = expert_load_factor(ep, gpu_catalog()[gap.public.row["gpu"]], dispatched=decode.adp > 1)
+    factor = layout_expert_factor(decode, gpu_catalog()[gap.public.row["gpu"]])
     # The critical path's expert time carries the factor on the routed experts only; the shared experts' share is
     # small beside them at these batches, so this is the most the factor can add (an upper bound).
     added = step.by_kind["expert"] * (1 - 1 / factor)

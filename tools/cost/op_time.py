@@ -9,6 +9,7 @@ import math
 
 from shardplan.contracts.dag import CommNode, ComputeNode, StateNode
 from shardplan.contracts.hardware import GPU, Cluster
+from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.tools.cost.calibration import calibration
 from shardplan.tools.cost.profiles import profile_for
 
@@ -18,6 +19,7 @@ __all__ = [
     "compute_time_s",
     "engine_allreduce_s",
     "expert_load_factor",
+    "layout_expert_factor",
     "collective_time_s",
     "node_time_s",
     "bytes_on_wire",
@@ -117,6 +119,13 @@ def expert_load_factor(ep: int, gpu: GPU, dispatched: bool = True, skewed: bool 
     doublings = math.log2(max(ep, 1))
     factor = 1.0 + moe.imbalance_per_doubling * doublings if skewed else 1.0
     return factor if dispatched else factor * (1.0 + moe.ep_overhead_per_doubling * doublings)
+
+
+def layout_expert_factor(phase: PhaseStrategy, gpu: GPU) -> float:
+    """:func:`expert_load_factor` of a phase's layout. Attention-DP ranks dispatch each token to its experts' ranks
+    (DeepEP, all-to-all), so a rank's kernel sees only its share; under tensor-parallel attention every rank's fused
+    kernel sees every token."""
+    return expert_load_factor(phase.ep, gpu, dispatched=phase.adp > 1)
 
 
 def bytes_on_wire(node: CommNode) -> float:

@@ -23,7 +23,7 @@ from shardplan.tools.cost.measured.database import MeasuredTables, measured_avai
 from shardplan.tools.cost.measured.lookup import lookup_seconds
 from shardplan.tools.cost.measured.mla_block import mla_block_seconds
 from shardplan.tools.cost.measured.queries import node_query, other_scaling
-from shardplan.tools.cost.op_time import expert_load_factor, node_time_s
+from shardplan.tools.cost.op_time import layout_expert_factor, node_time_s
 
 __all__ = ["Backend", "Pricer", "TwoPoolPricer", "make_pricer", "pricing_backend"]
 
@@ -104,10 +104,7 @@ class Pricer:
             if exchange is not None:
                 return 0.0 if exchange.message_bytes <= 0 else node_time_s(exchange, self.cluster)
         if isinstance(node, ComputeNode) and node.op == "routed_experts" and phase is not None:
-            # Attention-DP ranks dispatch each token to its experts' ranks (DeepEP, all-to-all), so a rank's kernel
-            # sees only its share; under tensor-parallel attention every rank's fused kernel sees every token.
-            factor = expert_load_factor(phase.ep, self.cluster.gpu, dispatched=phase.adp > 1)
-            return node_time_s(node, self.cluster) * factor
+            return node_time_s(node, self.cluster) * layout_expert_factor(phase, self.cluster.gpu)
         return node_time_s(node, self.cluster)
 
     def measured_share(self, phase: str) -> float:
