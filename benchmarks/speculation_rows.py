@@ -120,6 +120,8 @@ def row_options(public: PublicRow, with_spec: bool) -> list[str]:
         options += ["--weight-dtype-for", str(row["weight_dtype_for"])]
     if table.kv_dtype(row):
         options += ["--kv-dtype", "fp8"]
+    if table.attention_dtype(row):
+        options += ["--attention-dtype", str(table.attention_dtype(row))]
     if with_spec:
         options += ["--spec", f"mtp:{public.draft_tokens}", "--spec-accept", f"{public.accepted:g}"]
     return options

@@ -62,6 +62,7 @@ def build_request(
     engine: str = "vllm",
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
+    attention_dtype: str | None = None,
     weight_dtype_for: list[str] | None = None,
     policy: str = "builtin",
     batching: str = "continuous",
@@ -141,6 +142,7 @@ def build_request(
                 "workload": request_workload,
                 "weight_dtype": weight_dtype,
                 "kv_dtype": kv_dtype,
+                "attention_dtype": attention_dtype,
                 "weight_formats": parse_weight_formats(weight_dtype_for),
                 "policy": policy,
                 "constraints": constraints,
@@ -178,6 +180,7 @@ _FIXES = {
     "prefix_hit": "give the share of prompt tokens found in the prefix cache, from 0 up to below 1 (e.g. 0.5)",
     "weight_dtype": "choose bf16, fp16, fp8, int8 or fp4",
     "kv_dtype": "choose bf16, fp16, fp8, int8 or fp4",
+    "attention_dtype": "choose bf16 or fp8 (fp8 needs --kv-dtype fp8)",
 }
 
 

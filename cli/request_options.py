@@ -288,6 +288,19 @@ REQUEST_PARAMETERS = [
         annotation=Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache format: bf16, fp8.")],
     ),
     inspect.Parameter(
+        "attention_dtype",
+        _KW,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                "--attention-dtype",
+                help="Format attention multiplies in: bf16 (default) or fp8, where the engine runs FP8 attention "
+                "kernels over an FP8 KV cache (FlashMLA's FP8 decode kernel, TensorRT-LLM's FP8 context FMHA).",
+            ),
+        ],
+    ),
+    inspect.Parameter(
         "weight_dtype_for",
         _KW,
         default=None,

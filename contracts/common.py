@@ -6,10 +6,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DType", "Phase", "Objective", "ServingEngine", "Contract", "DTYPE_BYTES"]
+__all__ = ["DType", "AttentionDType", "Phase", "Objective", "ServingEngine", "Contract", "DTYPE_BYTES"]
 
 DType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
 """Numeric formats for weights, activations and the KV cache."""
+
+AttentionDType = Literal["bf16", "fp8"]
+"""Formats attention's matrix products run in: bf16, or fp8 on FP8 tensor cores over an FP8 KV cache."""
 
 Phase = Literal["prefill", "decode", "handoff"]
 """Top-level branch of the DAG. ``handoff`` holds only the KV transfer of disaggregated serving."""

@@ -6,7 +6,7 @@ from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
-from shardplan.contracts.common import Contract, DType
+from shardplan.contracts.common import AttentionDType, Contract, DType
 
 __all__ = ["ModelSpec", "MoESpec", "MLASpec", "AttentionKind", "WeightComponent", "WEIGHT_COMPONENTS"]
 
@@ -100,6 +100,12 @@ class ModelSpec(Contract):
         "DeepSeek-R1: attention and the MTP layer in bf16); routed experts are expert_dtype's.",
     )
     kv_dtype: DType = Field(default="bf16", description="Storage format of the KV cache.")
+    attention_dtype: AttentionDType = Field(
+        default="bf16",
+        description="Format attention's matrix products run in: bf16, or fp8 where the engine's kernels quantise the "
+        "queries and multiply the FP8 KV cache on FP8 tensor cores (FlashMLA's FP8 decode kernel, TensorRT-LLM's FP8 "
+        "context FMHA); needs kv_dtype fp8.",
+    )
     activation_dtype: DType = Field(default="bf16", description="Format of activations and of communicated tensors.")
     warnings: list[str] = Field(
         default_factory=list,
@@ -122,6 +128,8 @@ class ModelSpec(Contract):
             )
         if "experts" in self.weight_formats:
             raise ValueError("weight_formats holds no 'experts': the routed experts' format is expert_dtype")
+        if self.attention_dtype == "fp8" and self.kv_dtype != "fp8":
+            raise ValueError(f"attention_dtype fp8 multiplies an FP8 KV cache, but kv_dtype is {self.kv_dtype}")
         return self
 
     def weight_format(self, component: WeightComponent) -> DType:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from shardplan.contracts.choice import Choice
-from shardplan.contracts.common import Contract, DType
+from shardplan.contracts.common import AttentionDType, Contract, DType
 from shardplan.contracts.constraints import Constraints
 from shardplan.contracts.dag import DAG
 from shardplan.contracts.economics import Economics, GpuPrice
@@ -73,6 +73,11 @@ class PlanRequest(Contract):
     workload: Workload = Field(description="Lengths, batch, targets and objective.")
     weight_dtype: DType | None = Field(default=None, description="Override of the model's weight format.")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
+    attention_dtype: AttentionDType | None = Field(
+        default=None,
+        description="Format attention multiplies in (--attention-dtype): fp8 where the engine runs FP8 attention "
+        "kernels over an FP8 KV cache (FlashMLA's FP8 decode kernel, TensorRT-LLM's FP8 context FMHA); None: bf16.",
+    )
     weight_formats: dict[WeightComponent, DType] | None = Field(
         default=None,
         description="Formats of the parts whose weights the checkpoint stores apart from weight_dtype "

@@ -91,6 +91,6 @@ def write_profiles(profiles: dict[str, Any]) -> None:
 def profile_entry(gpu: str, cal: Calibration, residuals: dict[str, float], **about: Any) -> dict[str, Any]:
     """The YAML entry of ``gpu``'s profile: ``cal``'s roofline sections, its fit residuals, and what ``about`` adds
     (where a public-kernel profile came from, which categories it fitted)."""
-    return {"gpus": [gpu], **about, **{section: getattr(cal, section).model_dump()
+    return {"gpus": [gpu], **about, **{section: getattr(cal, section).model_dump(exclude_none=True)
                                        for section in ("gemm", "memory", "attention", "collectives", "moe")},
             "residuals": residuals}

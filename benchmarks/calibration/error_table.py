@@ -65,6 +65,7 @@ from shardplan.contracts.strategy import parse_strategy
 from shardplan.contracts.workload import Batching, Workload
 from shardplan.tools.catalogs.gpus import gpu_catalog, make_cluster
 from shardplan.tools.catalogs.models import load_model
+from shardplan.tools.catalogs.weight_formats import with_attention_dtype
 from shardplan.tools.serving.placement import worker_cluster
 from shardplan.tools.serving.steady import ServingPoint, continuous_point, static_point
 from shardplan.tools.serving.steps import StepPricer
@@ -149,6 +150,11 @@ def kv_dtype(row: dict[str, Any]) -> str | None:
     return "fp8" if re.search(r"fp8 kv", str(row.get("note", "")), re.I) else None
 
 
+def attention_dtype(row: dict[str, Any]) -> str | None:
+    """The format the row's attention kernels multiply in where its source states FP8 attention, else None (bf16)."""
+    return row.get("attention_dtype")
+
+
 @dataclass(frozen=True)
 class Setup:
     """One row's replica: its step pricer, the workload it serves and how many replicas share the load."""
@@ -174,8 +180,10 @@ def checkpoint_dtype(model: str, weight_dtype: str) -> str | None:
 
 @cache
 def setup(model: str, weight_dtype: str | None, kv_dtype: str | None, gpu: str, gpus: int, strategy: str, isl: int,
-          osl: int, engine: str, mode: str, budget: int | None, backend: str) -> Setup:
+          osl: int, engine: str, mode: str, budget: int | None, backend: str, attention: str | None = None) -> Setup:
     spec = load_model(model, weight_dtype=weight_dtype, kv_dtype=kv_dtype)  # type: ignore[arg-type]
+    if attention:
+        spec = with_attention_dtype(spec, attention, gpu)  # type: ignore[arg-type]
     layout = parse_strategy(strategy).decode
     replica = layout.model_copy(update={"dp": 1})
     cluster = worker_cluster(make_cluster(gpu, gpus), replica.gpus)
@@ -244,6 +252,8 @@ def evaluate(row: dict[str, Any], backend: str = "auto") -> Result:
     kv = kv_dtype(row)
     if kv:
         notes.append("FP8 KV cache")
+    if attention_dtype(row):
+        notes.append(f"{attention_dtype(row)} attention")
     if "power" in note.lower() and "330" in note:
         notes.append("A100 at 330 W power cap")
     if "MAPPED MODEL" in note:
@@ -256,7 +266,7 @@ def evaluate(row: dict[str, Any], backend: str = "auto") -> Result:
     budget = row.get("max_batched_tokens")
     weights = checkpoint_dtype(row["model"], row["weight_dtype"])
     found = setup(row["model"], weights, kv, row["gpu"], int(row["gpus"]), row["strategy"],
-                  int(row["isl"]), int(osl), serving_engine(row), mode, budget, backend)
+                  int(row["isl"]), int(osl), serving_engine(row), mode, budget, backend, attention_dtype(row))
     workload = found.workload
     if row.get("batch"):
         concurrency = math.ceil(int(row["batch"]) / found.replicas)

@@ -12,9 +12,11 @@ kernel-level measurements of the GPU itself determine, each as ``fit.py`` fits t
 * ``collectives.latency_factor.all_reduce``, ``collectives.bandwidth_efficiency.intra_node`` -- intra-node
   all-reduce rows (rccl-tests) with a size and a time;
 * ``moe.m_half`` -- grouped (MoE) GEMM rows, priced as the routed-expert node of one GEMM over its groups (the load
-  imbalance is a serving figure, not a kernel's, and stays inherited).
+  imbalance is a serving figure, not a kernel's, and stays inherited);
+* ``attention.decode_max_efficiency`` -- decode attention rows (``decode_attention``: MLA decode kernels), per
+  format, each priced as the DAG's decode attention node of the same batch, query positions, heads and keys.
 
-Every other figure stays the one the GPU inherits today -- bf16 GEMMs, prefill and decode attention, the MoE
+Every other figure stays the one the GPU inherits today -- bf16 GEMMs, prefill attention, the MoE
 row fill and imbalance, the engines' custom all-reduce -- since no public row of the GPU measures it, and the written
 profile says which were fitted (``fitted``) and from where (``source``). A category whose rows are too few, or whose fit
 does not clearly beat the inherited figures on them (``fit.py``'s rule: RMS log error down 10% and 0.01), keeps the
@@ -60,7 +62,7 @@ from shardplan.tools.cost.calibration import Calibration, calibration  # noqa: E
 from shardplan.tools.cost.profiles import inherited_profile  # noqa: E402
 
 KERNELS = {"MI300X": HERE / "kernels_mi300x.yaml", "H20": HERE / "kernels_h20.yaml"}
-MIN_ROWS = {"memory": 5, "gemm": 10, "all_reduce": 8, "moe": 6}
+MIN_ROWS = {"memory": 5, "gemm": 10, "all_reduce": 8, "moe": 6, "decode_attention": 5}
 """Rows a category needs before its fit replaces the inherited figures."""
 
 
@@ -97,6 +99,43 @@ def _grouped_samples(gpu: str, rows: list[dict[str, Any]]) -> list[Sample]:
     return samples
 
 
+def _decode_attention_samples(gpu: str, rows: list[dict[str, Any]]) -> list[Sample]:
+    """MLA decode attention rows as the DAG's decode attention node: ``s_q`` query positions of ``batch`` sequences,
+    ``heads`` query heads over one latent KV head of ``kv_len`` keys, 2 x (d + dv) FLOPs per query row and key."""
+    cluster = make_cluster(gpu, 1)
+    samples = []
+    for row in rows:
+        batch, s_q, heads, kv_len = (int(row[key]) for key in ("batch", "s_q", "heads", "kv_len"))
+        d, dv, dtype = int(row["d"]), int(row["dv"]), str(row["dtype"])
+        width = 1.0 if dtype == "fp8" else 2.0
+        flops = 2.0 * (d + dv) * batch * s_q * heads * kv_len
+        read = batch * kv_len * d * width + batch * s_q * heads * d * width
+        label = f"{gpu} {dtype} MLA decode b={batch} s_q={s_q} h={heads} kv={kv_len}"
+        node = compute_node(label, "attention", dtype, flops, read, batch * s_q * heads * dv * 2.0,
+                            {"batch": batch, "q_len": s_q, "kv_len": kv_len, "heads": heads, "head_dim": d})
+        node = node.model_copy(update={"phase": "decode"})
+        samples.append(Sample(f"decode_attention_{dtype}", label, float(row["time_ms"]) * 1e-3,
+                              lambda node=node: kernel_time_s(node, cluster, "none")))
+    return samples
+
+
+def with_decode_attention(cal: Calibration, efficiency: dict[str, float]) -> Calibration:
+    """``cal`` with the decode attention kernel reaching ``efficiency`` of each format's peak."""
+    return cal.model_copy(update={"attention": cal.attention.model_copy(update={"decode_max_efficiency": efficiency})})
+
+
+def _fit_decode_attention(samples: list[Sample], base: Calibration) -> dict[str, float]:
+    """Each format's decode attention efficiency, fitted on that format's rows alone."""
+    fitted: dict[str, float] = {}
+    for dtype in sorted({s.category.removeprefix("decode_attention_") for s in samples}):
+        rows = [s for s in samples if s.category == f"decode_attention_{dtype}"]
+        def loss(efficiency: float, rows: list[Sample] = rows, dtype: str = dtype) -> float:
+            return sse(rows, with_decode_attention(base, {dtype: efficiency}))
+
+        fitted[dtype] = round(search_1d(loss, 0.05, 1.0, steps=40), 3)
+    return fitted
+
+
 def samples_of(gpu: str) -> list[Sample]:
     data = yaml.safe_load(KERNELS[gpu].read_text())
     gemms = _gemm_rows(gpu, data["gemm"])
@@ -106,7 +145,8 @@ def samples_of(gpu: str) -> list[Sample]:
         collective_samples(data["collectives"]),
     ]
     grouped = [r for r in gemms if int(r.get("groups", 1)) > 1 and r["dtype"] == "fp8"]
-    return [s for part in parts for s in part[0]] + _grouped_samples(gpu, grouped)
+    return ([s for part in parts for s in part[0]] + _grouped_samples(gpu, grouped)
+            + _decode_attention_samples(gpu, data.get("decode_attention", [])))
 
 
 def inherited(gpu: str) -> tuple[str, Calibration]:
@@ -125,6 +165,9 @@ def _applied(base: Calibration, values: dict[str, float], categories: set[str]) 
     cal = apply(base, values, categories & {"memory", "gemm", "attention", "collectives"})
     if "moe" in categories:
         cal = with_moe(cal, base.moe.imbalance_per_doubling, values["moe.m_half"])
+    if "decode_attention" in categories:
+        cal = with_decode_attention(cal, {key.split(".")[-1]: value for key, value in values.items()
+                                          if key.startswith("attention.decode_max_efficiency.")})
     return cal
 
 
@@ -135,7 +178,10 @@ def fit_profile(gpu: str) -> tuple[dict[str, Any], list[str]]:
     by_cat: dict[str, list[Sample]] = {}
     for sample in samples:
         by_cat.setdefault(sample.category, []).append(sample)
-    values = fit([s for s in samples if s.category != "moe"], base)
+    decode = [s for s in samples if s.category.startswith("decode_attention")]
+    values = fit([s for s in samples if s.category != "moe" and s not in decode], base)
+    values |= {f"attention.decode_max_efficiency.{dtype}": efficiency
+               for dtype, efficiency in _fit_decode_attention(decode, base).items()}
     moe_rows = by_cat.get("moe", [])
     values["moe.m_half"] = round(search_1d(
         lambda mh: sse(moe_rows, with_moe(base, base.moe.imbalance_per_doubling, mh)), 1.0, 1024.0, steps=20, log=True
@@ -145,7 +191,8 @@ def fit_profile(gpu: str) -> tuple[dict[str, Any], list[str]]:
     # A category replaces the inherited figures only with enough rows and a clear gain on them, as fit.py writes.
     categories = set()
     for category, rows_of in (("memory", ("memory",)), ("gemm", ("gemm_bf16", "gemm_fp8")),
-                              ("collectives", ("all_reduce",)), ("moe", ("moe",))):
+                              ("collectives", ("all_reduce",)), ("moe", ("moe",)),
+                              ("decode_attention", ("decode_attention_bf16", "decode_attention_fp8"))):
         rows = [s for cat in rows_of for s in by_cat.get(cat, [])]
         alone = _applied(base, values, {category})
         if len(rows) >= MIN_ROWS[category if category != "collectives" else "all_reduce"] and clear_gain(
@@ -158,16 +205,19 @@ def fit_profile(gpu: str) -> tuple[dict[str, Any], list[str]]:
              "| category | rows | RMS log error, inherited | fitted | typical factor fitted |", "|---|---|---|---|---|"]
     residuals: dict[str, float] = {}
     for title, cats in (("gemm", ("gemm_bf16", "gemm_fp8")), ("memory", ("memory",)), ("all_reduce", ("all_reduce",)),
-                        ("moe", ("moe",))):
+                        ("moe", ("moe",)), ("decode_attention", ("decode_attention_bf16", "decode_attention_fp8"))):
         rows = [s for s in samples if s.category in cats]
         if rows:
             before, after = rms(rows, base), rms(rows, fitted)
             residuals[title] = round(math.exp(after), 3)
             lines.append(f"| {title} | {len(rows)} | {before:.3f} | {after:.3f} | x{math.exp(after):.2f} |")
-    kept = sorted({"gemm", "memory", "collectives", "moe"} - categories)
+    kept = sorted({"gemm", "memory", "collectives", "moe", "decode_attention"} - categories)
+    def category_of(key: str) -> str:
+        return "decode_attention" if key.startswith("attention.decode_max_efficiency.") else key.split(".")[0]
+
     lines += ["", "fitted: " + (", ".join(sorted(f"{k} {v:g}" for k, v in values.items()
-                                                if k.split(".")[0] in categories)) or "nothing"),
-              f"inherited from {parent}: attention, the MoE load imbalance, the engines' custom all-reduce"
+                                                if category_of(k) in categories)) or "nothing"),
+              f"inherited from {parent}: prefill attention, the MoE load imbalance, the engines' custom all-reduce"
               + (f", {', '.join(kept)} (too few rows or no clear gain)" if kept else "")]
     source = (f"public kernel rows of benchmarks/calibration/{KERNELS[gpu].name} "
               f"(benchmarks/calibration/fit_public_profile.py); the rest inherited from {parent}")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shardplan.contracts.common import DType, Objective, ServingEngine
+from shardplan.contracts.common import AttentionDType, DType, Objective, ServingEngine
 from shardplan.contracts.constraints import parse_constraints
 from shardplan.contracts.economics import GpuPrice
 from shardplan.contracts.model import WeightComponent
@@ -145,6 +145,11 @@ class RequestArgs(Args):
     )
     weight_dtype: DType | None = Field(default=None, description="Override of the weight format (bf16, fp8, fp4).")
     kv_dtype: DType | None = Field(default=None, description="Override of the KV-cache format.")
+    attention_dtype: AttentionDType | None = Field(
+        default=None,
+        description="Format attention multiplies in: fp8 where the engine runs FP8 attention kernels over an FP8 KV "
+        "cache (FlashMLA's FP8 decode kernel, TensorRT-LLM's FP8 context FMHA); needs kv_dtype fp8. None: bf16.",
+    )
     weight_formats: dict[WeightComponent, DType] | None = Field(
         default=None,
         description="Formats of the parts whose weights the checkpoint stores apart from weight_dtype, e.g. "
@@ -237,6 +242,7 @@ class RequestArgs(Args):
             workload=workload,
             weight_dtype=self.weight_dtype,
             kv_dtype=self.kv_dtype,
+            attention_dtype=self.attention_dtype,
             weight_formats=self.weight_formats,
             constraints=parse_constraints(self.constraints) if self.constraints else None,
             price=GpuPrice(gpu=gpu, usd_per_gpu_hour=self.gpu_price, source="the request's gpu_price")
@@ -281,6 +287,7 @@ class RequestArgs(Args):
             "engine": w.engine if w.engine != "vllm" else None,
             "weight_dtype": request.weight_dtype,
             "kv_dtype": request.kv_dtype,
+            "attention_dtype": request.attention_dtype,
             "weight_formats": request.weight_formats,
             "constraints": request.constraints.to_texts() if request.constraints else None,
             "spec": speculation_text(w.speculation) if w.speculation else None,

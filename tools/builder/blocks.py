@@ -99,7 +99,8 @@ def attention_block(b: PhaseBuilder, site: Site, inputs: dict[Unit, str]) -> dic
                 **b.placement(here),
             )
             b.g.edge(b.boundary_in, read, "sync")
-        attn = b.compute(here, "attention", "attention", attn_work, parallel="column", src=qkv[unit])
+        attn = b.compute(here, "attention", "attention", attn_work, parallel="column", dtype=m.attention_dtype,
+                         src=qkv[unit])
         if s.sp > 1:
             b.g.edge(kv_gather[g], attn)
         if read is not None:

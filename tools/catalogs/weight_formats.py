@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from typing import cast, get_args
 
-from shardplan.contracts.common import DType
+from shardplan.contracts.common import AttentionDType, DType
 from shardplan.contracts.model import WEIGHT_COMPONENTS, ModelSpec, WeightComponent
 from shardplan.contracts.plan import PlanRequest
 from shardplan.errors import InputError
+from shardplan.tools.catalogs.gpus import gpu_catalog
 from shardplan.tools.catalogs.models import load_model
 
-__all__ = ["parse_weight_formats", "with_weight_formats", "request_model", "weight_formats_text"]
+__all__ = [
+    "parse_weight_formats", "with_weight_formats", "with_attention_dtype", "request_model", "weight_formats_text",
+]
 
 _FIELD = "weight_dtype_for"
 _FIX = f"write PART=FORMAT pairs, e.g. attention=bf16,mtp=bf16 (parts: {', '.join(WEIGHT_COMPONENTS)}; formats: " \
@@ -95,14 +98,34 @@ def request_model(request: PlanRequest) -> ModelSpec:
     Raises:
         InputError: unknown model, or a part format the model has no part for.
     """
-    spec = load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype)
-    return with_weight_formats(spec, request.weight_formats)
+    spec = with_weight_formats(load_model(request.model, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype),
+                               request.weight_formats)
+    return with_attention_dtype(spec, request.attention_dtype or "bf16", request.gpu)
+
+
+def with_attention_dtype(spec: ModelSpec, dtype: AttentionDType, gpu: str | None = None) -> ModelSpec:
+    """``spec`` with attention multiplying in ``dtype``.
+
+    Raises:
+        InputError: fp8 attention over a KV cache not in fp8, or on a GPU without FP8 tensor cores.
+    """
+    if dtype == spec.attention_dtype:
+        return spec
+    if dtype == "fp8" and spec.kv_dtype != "fp8":
+        raise InputError(f"FP8 attention multiplies an FP8 KV cache, and this one is {spec.kv_dtype}",
+                         field="attention_dtype", fix="add --kv-dtype fp8, or leave --attention-dtype bf16")
+    catalog = gpu_catalog()
+    if dtype == "fp8" and gpu in catalog and "fp8" not in catalog[gpu].dense_tflops:
+        raise InputError(f"{gpu} has no FP8 tensor cores, so attention cannot multiply in fp8 there",
+                         field="attention_dtype", fix="leave --attention-dtype bf16, or choose a GPU with FP8")
+    return spec.model_copy(update={"attention_dtype": dtype})
 
 
 def weight_formats_text(spec: ModelSpec) -> str:
     """The parts stored apart from ``spec.weight_dtype``, in words ('' when none).
 
-    >>> from shardplan.tools.catalogs.models import load_model
+    >>> from shardplan.tools.catalogs.gpus import gpu_catalog
+from shardplan.tools.catalogs.models import load_model
     >>> weight_formats_text(with_weight_formats(load_model("deepseek-v3"), {"attention": "bf16", "experts": "fp4"}))
     'experts fp4, attention bf16'
     """

@@ -28,6 +28,10 @@ class AttentionCal(_Section):
     max_efficiency: float
     l_half: float
     decode_memory_efficiency: float
+    # Share of a format's peak the decode attention kernel reaches with its query tiles full, per format, where
+    # public kernel rows of the GPU measure it (FlashMLA on the H20); None, or a format not given: the GEMM's
+    # row-fill curve at the kernel's query rows.
+    decode_max_efficiency: dict[str, float] | None = None
 
 
 class CollectiveCal(_Section):

@@ -68,6 +68,21 @@ def _launch_s(node: ComputeNode | StateNode, phase: str) -> float:
     return per_kernel * (1 + cal.extra_kernels.get(node.kind, 0))
 
 
+DECODE_QUERY_TILE = 64
+"""Query rows a decode attention kernel's tile holds: FlashMLA schedules ``s_q * h_q // h_kv`` query rows per KV head
+in blocks of 64 (its README's ``get_mla_metadata``), so fewer rows leave the tile part empty."""
+
+
+def _decode_attention_efficiency(node: ComputeNode, dtype: str, gpu: GPU) -> float:
+    """Share of ``dtype``'s peak a decode attention node reaches: the profile's measured kernel efficiency where it
+    gives one for ``dtype`` (scaled by how full the query tile is), else the GEMM's row-fill curve."""
+    rows = node.shape.get("q_len", 1) * node.shape.get("heads", 1)
+    measured = profile_for(gpu).attention.decode_max_efficiency or {}
+    if dtype in measured:
+        return measured[dtype] * min(1.0, rows / DECODE_QUERY_TILE)
+    return gemm_efficiency(rows, dtype, gpu=gpu)
+
+
 def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
     """Roofline time of a compute node on one of its ranks, plus kernel launch overhead."""
     gpu = cluster.gpu
@@ -75,14 +90,17 @@ def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
     bandwidth = gpu.memory_bandwidth_gb_per_s * 1e9
     moved = node.bytes_read + node.bytes_written
     if node.kind == "attention":
+        dtype = compute_dtype(node.dtype, gpu)
         if node.phase == "prefill":
             length = node.shape.get("kv_len", 1)
             efficiency = cal.attention.max_efficiency * length / (length + cal.attention.l_half)
+            # FP8 kernels reach a smaller share of their format's peak than bf16 ones, as the GEMMs do.
+            efficiency *= cal.gemm.max_efficiency.get(dtype, 1.0) / cal.gemm.max_efficiency["bf16"]
             memory_efficiency = cal.memory.efficiency
         else:
-            efficiency = gemm_efficiency(node.shape.get("q_len", 1) * node.shape.get("heads", 1), "bf16", gpu=gpu)
+            efficiency = _decode_attention_efficiency(node, dtype, gpu)
             memory_efficiency = cal.attention.decode_memory_efficiency
-        flops_time = node.flops / (gpu.peak_flops("bf16") * efficiency)
+        flops_time = node.flops / (gpu.peak_flops(dtype) * efficiency)
     else:
         rows: float = node.shape.get("m", 1)
         if node.kind == "expert" and node.shape.get("experts"):

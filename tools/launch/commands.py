@@ -116,6 +116,12 @@ def launch_command(plan: Plan, engine: Engine, spec_model: str | None = None) ->
         notes.append(f"the plan priced this {target.drafting.head_note}")
     if plan.request.weight_dtype:
         notes.append(f"the plan assumes {plan.request.weight_dtype} weights: serve a checkpoint in that format")
+    if plan.request.attention_dtype == "fp8":
+        # No engine flag names the attention math apart from the KV format; the kernel the backend picks decides.
+        notes.append("the plan prices attention in FP8 (FP8 queries over the FP8 KV cache on FP8 tensor cores): run "
+                     "an attention backend that does so (FlashMLA's FP8 decode kernel for MLA, TensorRT-LLM's FP8 "
+                     "context FMHA for prompts) as your release documents it; with a backend that widens the cache "
+                     "to bf16 the attention is slower than planned")
     if plan.request.weight_formats:
         # Engines read each part's format from the checkpoint (its quantization config), not from a flag.
         parts = ", ".join(f"{part} {dtype}" for part, dtype in plan.request.weight_formats.items())

@@ -124,9 +124,12 @@ def _attention_query(node: ComputeNode, model: ModelSpec) -> Query | None:
     # attention is the measured generation kernel with (K + 1) times the query heads, where the tables hold that
     # head count; the roofline otherwise.
     folded = heads * q_len if node.phase == "decode" else heads
+    # The prompt's attention in FP8 is TensorRT-LLM's FP8 context FMHA, which the tables key apart
+    # (``fmha_quant_mode``); the decode kernels are keyed by the KV format alone, the kernel the engine picks for it.
+    fmha = "fp8" if node.dtype == "fp8" else "bfloat16"
     if model.mla is not None:
         if node.phase == "prefill":
-            return Query("context_mla", (heads, kv_quant, "bfloat16"), True, batch, q_len, max(0, kv_len - q_len))
+            return Query("context_mla", (heads, kv_quant, fmha), True, batch, q_len, max(0, kv_len - q_len))
         return Query("generation_mla", (folded, kv_quant), False, batch, kv_len)
     tp = max(1, model.num_attention_heads // heads)
     kv_heads = max(1, model.num_kv_heads // tp)
@@ -134,7 +137,7 @@ def _attention_query(node: ComputeNode, model: ModelSpec) -> Query | None:
     window = model.sliding_window or 0 if sliding else 0
     if node.phase == "prefill":
         prefix = max(0, kv_len - q_len)
-        args = (heads, kv_heads, kv_quant, "bfloat16", model.head_dim, window)
+        args = (heads, kv_heads, kv_quant, fmha, model.head_dim, window)
         return Query("context_attention", args, True, batch, q_len, prefix)
     return Query("generation_attention", (folded, kv_heads, kv_quant, model.head_dim, window), False, batch, kv_len)
 
