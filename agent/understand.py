@@ -54,7 +54,7 @@ def _given(request: PlanRequest) -> ParsedRequest:
                          trace=w.traffic.trace if w.traffic is not None else None,
                          slo_percentile=None if w.slo_percentile == "mean" else w.slo_percentile,
                          objective=w.objective, weight_dtype=request.weight_dtype, kv_dtype=request.kv_dtype,
-                         weight_formats=request.weight_formats,
+                         weight_formats=request.weight_formats, attention_dtype=request.attention_dtype,
                          **parsed_features(w),
                          constraints=request.constraints.to_texts() if request.constraints else [])
 

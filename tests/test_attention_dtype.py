@@ -91,3 +91,15 @@ def test_the_builder_marks_the_attention_nodes_with_the_format() -> None:
     dag = build_dag(spec, make_cluster("H100", 1), parse_strategy("tp=1"), Workload(isl=128, osl=16, batch=1))
     kinds = {node.dtype for node in dag.nodes if getattr(node, "kind", None) == "attention"}
     assert kinds == {"fp8"}
+
+
+def test_the_api_takes_it_and_a_chat_follow_up_keeps_it() -> None:
+    from shardplan.agent.parse.plan_request import to_plan_request
+    from shardplan.agent.parse.request import parse_request
+    from shardplan.agent.understand import _given
+    from shardplan.tools.api.arguments import RequestArgs
+
+    given = RequestArgs(model="deepseek-v3", gpu="H20", gpus=16, kv_dtype="fp8", attention_dtype="fp8").to_request()
+    assert given.attention_dtype == "fp8"
+    request = to_plan_request(parse_request("now with 32 GPUs", _given(given)))
+    assert request.gpus == 32 and request.attention_dtype == "fp8" and request.kv_dtype == "fp8"

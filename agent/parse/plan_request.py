@@ -126,6 +126,7 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         weight_dtype=parsed.weight_dtype,
         kv_dtype=parsed.kv_dtype,
         weight_formats=parsed.weight_formats,
+        attention_dtype=parsed.attention_dtype,
         policy=policy,
         constraints=parse_constraints(texts) if texts else None,
         price=GpuPrice(gpu=gpu, usd_per_gpu_hour=parsed.gpu_price, source="the request's words")

@@ -62,7 +62,7 @@ from shardplan.agent.parse.targets import read_percentile, read_targets
 from shardplan.agent.parse.text import Findings, Intent, Scan, _normalise
 from shardplan.agent.parse.traffic import read_arrival, read_price, read_rate, read_trace
 from shardplan.agent.parse.typos import mend_typos
-from shardplan.contracts.common import DType, Objective
+from shardplan.contracts.common import AttentionDType, DType, Objective
 from shardplan.contracts.model import WeightComponent
 from shardplan.contracts.targets import SloPercentile
 from shardplan.limits import MAX_RATE, MIN_RATE
@@ -118,6 +118,9 @@ class ParsedRequest(BaseModel):
     weight_formats: dict[WeightComponent, DType] | None = Field(
         default=None, description="Parts stored apart from weight_dtype, as a request given whole stated them (the "
         "words are not read for them); a follow-up keeps them.")
+    attention_dtype: AttentionDType | None = Field(
+        default=None, description="Format attention multiplies in, as a request given whole stated it (the words are "
+        "not read for it); a follow-up keeps it.")
     disaggregated: bool | None = Field(default=None, description="Prefill and decode on separate GPUs.")
     spec_method: str | None = Field(
         default=None, description="Speculative decoding's drafter: mtp, eagle or draft:MODEL (a bundled id or path)."
@@ -250,7 +253,8 @@ def _assemble(found: Findings, intent: Intent, about: str | None, previous: Pars
             merged["gpu"] = ",".join(types)
     return ParsedRequest(**merged, intent=intent, about=about, constraints=constraints, said=said_words,
                          contradictions=found.contradictions, notes=found.notes,
-                         weight_formats=previous.weight_formats if previous else None)
+                         weight_formats=previous.weight_formats if previous else None,
+                         attention_dtype=previous.attention_dtype if previous else None)
 
 
 def _off_middle(dist: str | None, length: int | None) -> bool:
