@@ -103,3 +103,17 @@ def test_the_api_takes_it_and_a_chat_follow_up_keeps_it() -> None:
     assert given.attention_dtype == "fp8"
     request = to_plan_request(parse_request("now with 32 GPUs", _given(given)))
     assert request.gpus == 32 and request.attention_dtype == "fp8" and request.kv_dtype == "fp8"
+
+
+def test_the_plan_says_where_fp8_attention_is_priced() -> None:
+    from shardplan.contracts.plan import PlanRequest
+    from shardplan.contracts.workload import Workload
+    from shardplan.tools.planning.assumptions import request_assumptions
+
+    given = {"isl", "osl", "gpu", "batch", "objective", "weight_dtype", "kv_dtype"}
+    request = PlanRequest(model="llama-3.1-8b", gpu="H100", gpus=1, kv_dtype="fp8", attention_dtype="fp8",
+                          workload=Workload(isl=512, osl=64, batch=1))
+    lines = request_assumptions(request, given)
+    assert any(line.startswith("attention in FP8") and "bf16 math" in line for line in lines)
+    plain = request.model_copy(update={"attention_dtype": None})
+    assert not any("attention in FP8" in line for line in request_assumptions(plain, given))

@@ -95,6 +95,12 @@ def request_assumptions(request: PlanRequest, given: Collection[str]) -> list[st
                      "given")
     if "kv_dtype" not in given:
         lines.append(f"KV cache in {spec.kv_dtype}: not given")
+    if spec.attention_dtype == "fp8":
+        # The measured tables time FP8 attention math only for TensorRT-LLM's GQA prompts (its FP8 context FMHA);
+        # their MLA and decode rows are the engine's kernel for the KV format, which a Hopper engine may widen.
+        lines.append("attention in FP8, as given: the roofline prices it at the FP8 peak; measured tables keep their "
+                     "own kernels (FP8 math for TensorRT-LLM's GQA prompts, the KV format's kernel for decode and for "
+                     "MLA, whose rows are bf16 math)")
     return lines + ([] if "spec" in given else _speculation_lines(w, spec)) + spec.warnings
 
 
