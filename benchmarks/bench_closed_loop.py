@@ -114,9 +114,11 @@ class Row:
 METRICS = ("ttft_ms", "tpot_ms", "tokens_per_s")
 
 
-def simulate_point(point: Point, options: SimulationOptions = DEFAULTS) -> tuple[PricedDeployment, Simulation]:
+def simulate_point(point: Point, options: SimulationOptions = DEFAULTS,
+                   budget: int | None = None) -> tuple[PricedDeployment, Simulation]:
     """Plan the point's deployment at its concurrency and simulate its closed loop: the plan and the run. A point
-    with the client's own requests is planned at their mean lengths and replays exactly those.
+    with the client's own requests is planned at their mean lengths and replays exactly those. ``budget``: the
+    engine's tokens a step, where not its default (an experiment: the sources state no engine's).
 
     Raises:
         ValueError: no deployment of the layout fits the GPUs.
@@ -125,7 +127,8 @@ def simulate_point(point: Point, options: SimulationOptions = DEFAULTS) -> tuple
     model = load_model(d.model, weight_dtype=d.weight_dtype, kv_dtype=d.kv_dtype)  # type: ignore[arg-type]
     cluster = make_cluster(d.gpu, d.gpus)
     isl, osl = _mean_lengths(point)
-    workload = Workload(isl=isl, osl=osl, batch=point.clients, engine=d.engine)  # type: ignore[arg-type]
+    workload = Workload(isl=isl, osl=osl, batch=point.clients, engine=d.engine,  # type: ignore[arg-type]
+                        **({"max_batched_tokens": budget} if budget else {}))
     strategy = parse_strategy(d.strategy)
     needed = sequences_needed(strategy)
     if point.clients < needed:
@@ -166,14 +169,14 @@ def burst(record: Requests, kept: np.ndarray) -> float:
     return float((counts * counts).sum() / counts.sum())
 
 
-def run_point(point: Point, options: SimulationOptions = DEFAULTS) -> Row:
+def run_point(point: Point, options: SimulationOptions = DEFAULTS, budget: int | None = None) -> Row:
     """Plan the point's deployment at its concurrency and simulate its closed loop; the steady state's figures.
 
     Raises:
         ValueError: no deployment of the layout fits the GPUs.
     """
     clients = point.clients
-    option, run = simulate_point(point, options)
+    option, run = simulate_point(point, options, budget)
     record = run.requests
     measured = latencies(record)
     pick = np.nanmedian if point.statistic == "median" else np.nanmean
@@ -295,8 +298,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--send-delay", type=float, default=0.0, metavar="S",
                         help="mean seconds from a client's completion to its next request reaching the engine "
                              "(SimulationOptions.send_delay_s; default 0)")
+    parser.add_argument("--max-batched-tokens", type=int, metavar="N",
+                        help="an experiment: every engine's step carries at most N tokens (default: each engine's "
+                             "default, 8,192 here); no source states NIM's")
+    parser.add_argument("--trtllm-chunked-context", action="store_true",
+                        help="an experiment: TensorRT-LLM rows chunk their prompts under the step budget "
+                             "(enable_chunked_context; SimulationOptions.trtllm_chunked_context)")
     args = parser.parse_args(argv)
-    options = SimulationOptions(send_delay_s=args.send_delay)
+    if args.max_batched_tokens is not None and args.max_batched_tokens < 1:
+        parser.error("--max-batched-tokens: give 1 or more tokens a step")
+    options = SimulationOptions(send_delay_s=args.send_delay, trtllm_chunked_context=args.trtllm_chunked_context)
     points = yaml_points()
     covered = {(p.deployment.model, p.deployment.gpu, p.deployment.gpus, p.deployment.strategy, p.deployment.isl,
                 p.deployment.osl, p.clients) for p in points}
@@ -307,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     for point in points:
         try:
-            rows.append(run_point(point, options))
+            rows.append(run_point(point, options, args.max_batched_tokens))
         except ValueError as exc:
             skipped.append((point.id, str(exc)))
     print(f"Closed-loop rows: measured vs simulated (steady state; bench_serving rows: every request; "

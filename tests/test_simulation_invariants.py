@@ -214,3 +214,18 @@ def test_a_trace_replays_its_timestamps(tmp_path: Path) -> None:
 def test_the_examples_run() -> None:
     for module in (replica, pipeline, simulation_checks):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_trtllm_with_context_chunking_splits_prompts_under_the_budget() -> None:
+    # Two 6,000-token prompts at once under an 8,192-token step: whole prompts (trtllm-serve's default) take a step
+    # each, the second admitted a step later; with enable_chunked_context the second starts in the first step's
+    # remaining 2,192 tokens, which makes the first step longer and the first prompt's token later.
+    work = workload("closed:2", isl="fixed:6000", osl="fixed:4", engine="trtllm")
+    whole = replay("tp=1", work, requests=2, sequences=2)
+    chunked = replay("tp=1", work, requests=2, sequences=2, trtllm_chunked_context=True)
+    for run in (whole, chunked):
+        check_invariants(run, clients=2)
+    assert whole.requests.scheduled[1] > 0 and (chunked.requests.scheduled == 0).all()
+    assert chunked.requests.first_token[0] > whole.requests.first_token[0]
+    assert any("enable_chunked_context" in note for note in chunked.summary.notes)
+    assert not any("enable_chunked_context" in note for note in whole.summary.notes)

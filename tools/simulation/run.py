@@ -69,6 +69,9 @@ class SimulationOptions:
     per request (exponential, seeded by the run's seed); 0: at once. No source states this time; with identical
     requests a delay shorter than a step leaves the clients' lockstep as it is
     (``benchmarks/bench_closed_loop_jitter.py``), so it is off by default."""
+    trtllm_chunked_context: bool = False
+    """TensorRT-LLM with context chunking on (``enable_chunked_context``): its prompts are split under the step budget
+    as vLLM's are. Off, as trtllm-serve starts it: each prompt enters a step whole."""
 
 
 @dataclass
@@ -207,8 +210,9 @@ def simulate(
     # TensorRT-LLM's scheduler, as trtllm-serve starts it: no context chunking, and GUARANTEED_NO_EVICT (a request
     # waits until its whole prompt and output fit the cache); vLLM's and SGLang's chunk prompts and preempt.
     trtllm = priced.engine == "trtllm"
+    chunked = not trtllm or options.trtllm_chunked_context
     engines = _replicas(record, pricer, ranks, blocks, seqs, priced.max_batched_tokens, strategy.decode.dp,
-                        options.record_steps, trtllm, shares is not None)
+                        options.record_steps, trtllm, shares is not None, chunked)
     if priced.speculation is not None:
         spec = priced.speculation
         notes.append(f"speculative decoding: each step verifies {spec.verify_tokens} positions per decoding sequence "
@@ -216,8 +220,10 @@ def simulate(
                      "average, every sequence of a step the same whole number, a fractional carry making them average "
                      "the request's acceptance (no acceptance distribution is assumed)")
     if trtllm:
-        notes.append("TensorRT-LLM's scheduler: whole prompts (no context chunking), and a request admitted only when "
-                     "the KV cache holds its whole prompt and output (GUARANTEED_NO_EVICT): no preemption")
+        prompts = "prompts chunked under the step budget (enable_chunked_context)" if chunked else \
+            "whole prompts (no context chunking)"
+        notes.append(f"TensorRT-LLM's scheduler: {prompts}, and a request admitted only when the KV cache holds its "
+                     "whole prompt and output (GUARANTEED_NO_EVICT): no preemption")
     notes.append(f"KV cache of one {role}: {counted(blocks, 'block', spec=',')} of {counted(BLOCK_TOKENS, 'token')} "
                  f"({counted(blocks * BLOCK_TOKENS // (priced.isl + priced.osl), 'sequence', spec=',')} of "
                  f"{priced.isl + priced.osl} "
@@ -294,21 +300,23 @@ def _replicas(
     record_steps: bool,
     trtllm: bool = False,
     prefix: bool = False,
+    chunked: bool = True,
 ) -> list[Replica]:
     """``count`` replicas (or decode workers) of ``blocks`` KV-cache blocks and ``seqs`` running sequences each: one
     scheduler each, or with attention data parallelism (``ranks > 1``) a group of rank schedulers, each with its
     share of the blocks and of the sequences (``max_num_seqs`` counts per rank, as ``shardplan export`` sets it)
     and a whole token budget of its own. ``trtllm``: TensorRT-LLM's scheduler (whole prompts, whole requests
-    reserved in the cache). ``prefix``: each scheduler keeps a prefix cache in its KV cache."""
+    reserved in the cache). ``prefix``: each scheduler keeps a prefix cache in its KV cache. ``chunked``: prompts
+    split under the step budget (vLLM's and SGLang's way, TensorRT-LLM's with context chunking on)."""
     if ranks == 1:
-        return [Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps, chunked_prefill=not trtllm,
+        return [Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps, chunked_prefill=chunked,
                        reserve_whole=trtllm, emit=pricer.tokens_per_step, verify=pricer.verify_tokens,
                        prefix=PrefixCache(BLOCK_TOKENS) if prefix else None)
                 for _ in range(count)]
     return [
         RankGroup(
             [Engine(record, pricer, blocks // ranks, -(-seqs // ranks), budget, BLOCK_TOKENS,
-                    chunked_prefill=not trtllm, reserve_whole=trtllm, emit=pricer.tokens_per_step,
+                    chunked_prefill=chunked, reserve_whole=trtllm, emit=pricer.tokens_per_step,
                     verify=pricer.verify_tokens, prefix=PrefixCache(BLOCK_TOKENS) if prefix else None)
                 for _ in range(ranks)],
             pricer,
