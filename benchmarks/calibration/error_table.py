@@ -252,8 +252,9 @@ def evaluate(row: dict[str, Any], backend: str = "auto") -> Result:
     kv = kv_dtype(row)
     if kv:
         notes.append("FP8 KV cache")
-    if attention_dtype(row):
-        notes.append(f"{attention_dtype(row)} attention")
+    attention = attention_dtype(row)
+    if attention:
+        notes.append(f"{attention} attention")
     if "power" in note.lower() and "330" in note:
         notes.append("A100 at 330 W power cap")
     if "MAPPED MODEL" in note:
@@ -266,7 +267,7 @@ def evaluate(row: dict[str, Any], backend: str = "auto") -> Result:
     budget = row.get("max_batched_tokens")
     weights = checkpoint_dtype(row["model"], row["weight_dtype"])
     found = setup(row["model"], weights, kv, row["gpu"], int(row["gpus"]), row["strategy"],
-                  int(row["isl"]), int(osl), serving_engine(row), mode, budget, backend, attention_dtype(row))
+                  int(row["isl"]), int(osl), serving_engine(row), mode, budget, backend, attention)
     workload = found.workload
     if row.get("batch"):
         concurrency = math.ceil(int(row["batch"]) / found.replicas)

@@ -63,6 +63,8 @@ from shardplan.tools.cost.profiles import inherited_profile  # noqa: E402
 
 KERNELS = {"MI300X": HERE / "kernels_mi300x.yaml", "H20": HERE / "kernels_h20.yaml"}
 MIN_ROWS = {"memory": 5, "gemm": 10, "all_reduce": 8, "moe": 6, "decode_attention": 5}
+DECODE_ATTENTION = ("decode_attention_bf16", "decode_attention_fp8")
+"""The decode attention rows' categories, one per format."""
 """Rows a category needs before its fit replaces the inherited figures."""
 
 
@@ -178,7 +180,7 @@ def fit_profile(gpu: str) -> tuple[dict[str, Any], list[str]]:
     by_cat: dict[str, list[Sample]] = {}
     for sample in samples:
         by_cat.setdefault(sample.category, []).append(sample)
-    decode = [s for s in samples if s.category.startswith("decode_attention")]
+    decode = [s for s in samples if s.category in DECODE_ATTENTION]
     values = fit([s for s in samples if s.category != "moe" and s not in decode], base)
     values |= {f"attention.decode_max_efficiency.{dtype}": efficiency
                for dtype, efficiency in _fit_decode_attention(decode, base).items()}
@@ -192,7 +194,7 @@ def fit_profile(gpu: str) -> tuple[dict[str, Any], list[str]]:
     categories = set()
     for category, rows_of in (("memory", ("memory",)), ("gemm", ("gemm_bf16", "gemm_fp8")),
                               ("collectives", ("all_reduce",)), ("moe", ("moe",)),
-                              ("decode_attention", ("decode_attention_bf16", "decode_attention_fp8"))):
+                              ("decode_attention", DECODE_ATTENTION)):
         rows = [s for cat in rows_of for s in by_cat.get(cat, [])]
         alone = _applied(base, values, {category})
         if len(rows) >= MIN_ROWS[category if category != "collectives" else "all_reduce"] and clear_gain(
@@ -205,7 +207,7 @@ def fit_profile(gpu: str) -> tuple[dict[str, Any], list[str]]:
              "| category | rows | RMS log error, inherited | fitted | typical factor fitted |", "|---|---|---|---|---|"]
     residuals: dict[str, float] = {}
     for title, cats in (("gemm", ("gemm_bf16", "gemm_fp8")), ("memory", ("memory",)), ("all_reduce", ("all_reduce",)),
-                        ("moe", ("moe",)), ("decode_attention", ("decode_attention_bf16", "decode_attention_fp8"))):
+                        ("moe", ("moe",)), ("decode_attention", DECODE_ATTENTION)):
         rows = [s for s in samples if s.category in cats]
         if rows:
             before, after = rms(rows, base), rms(rows, fitted)

@@ -124,8 +124,7 @@ def with_attention_dtype(spec: ModelSpec, dtype: AttentionDType, gpu: str | None
 def weight_formats_text(spec: ModelSpec) -> str:
     """The parts stored apart from ``spec.weight_dtype``, in words ('' when none).
 
-    >>> from shardplan.tools.catalogs.gpus import gpu_catalog
-from shardplan.tools.catalogs.models import load_model
+    >>> from shardplan.tools.catalogs.models import load_model
     >>> weight_formats_text(with_weight_formats(load_model("deepseek-v3"), {"attention": "bf16", "experts": "fp4"}))
     'experts fp4, attention bf16'
     """

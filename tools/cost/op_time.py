@@ -10,7 +10,7 @@ import math
 from shardplan.contracts.dag import CommNode, ComputeNode, StateNode
 from shardplan.contracts.hardware import GPU, Cluster
 from shardplan.contracts.strategy import PhaseStrategy
-from shardplan.tools.cost.calibration import calibration
+from shardplan.tools.cost.calibration import Calibration, ProfileCal, calibration
 from shardplan.tools.cost.profiles import profile_for
 
 __all__ = [
@@ -73,11 +73,11 @@ DECODE_QUERY_TILE = 64
 in blocks of 64 (its README's ``get_mla_metadata``), so fewer rows leave the tile part empty."""
 
 
-def _decode_attention_efficiency(node: ComputeNode, dtype: str, gpu: GPU) -> float:
-    """Share of ``dtype``'s peak a decode attention node reaches: the profile's measured kernel efficiency where it
-    gives one for ``dtype`` (scaled by how full the query tile is), else the GEMM's row-fill curve."""
+def _decode_attention_efficiency(node: ComputeNode, dtype: str, gpu: GPU, cal: Calibration | ProfileCal) -> float:
+    """Share of ``dtype``'s peak a decode attention node reaches: the GPU's profile ``cal`` gives its measured kernel
+    efficiency for ``dtype`` (scaled by how full the query tile is), else the GEMM's row-fill curve."""
     rows = node.shape.get("q_len", 1) * node.shape.get("heads", 1)
-    measured = profile_for(gpu).attention.decode_max_efficiency or {}
+    measured = cal.attention.decode_max_efficiency or {}
     if dtype in measured:
         return measured[dtype] * min(1.0, rows / DECODE_QUERY_TILE)
     return gemm_efficiency(rows, dtype, gpu=gpu)
@@ -98,7 +98,7 @@ def compute_time_s(node: ComputeNode, cluster: Cluster) -> float:
             efficiency *= cal.gemm.max_efficiency.get(dtype, 1.0) / cal.gemm.max_efficiency["bf16"]
             memory_efficiency = cal.memory.efficiency
         else:
-            efficiency = _decode_attention_efficiency(node, dtype, gpu)
+            efficiency = _decode_attention_efficiency(node, dtype, gpu, cal)
             memory_efficiency = cal.attention.decode_memory_efficiency
         flops_time = node.flops / (gpu.peak_flops(dtype) * efficiency)
     else:
