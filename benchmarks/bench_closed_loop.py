@@ -29,6 +29,9 @@ Beside each simulated figure stands the analytic steady state of the same plan (
 row is *past the KV cache* when its concurrency exceeds the sequences the simulated KV cache holds at the row's
 (mean) lengths: the engine then runs what fits and queues the rest.
 
+Each sweep's error is also taken apart (:func:`base_and_growth`): at its lowest concurrency (the step prices) and
+of the growth from there (queueing, how the clients meet).
+
 What the comparison found, what was changed for it and what is left: ``docs/closed_loop.md``.
 """
 
@@ -223,6 +226,59 @@ def median_abs(rows: list[Row], metric: str, of: str = "simulated") -> tuple[flo
     return (statistics.median(errors) if errors else math.nan), len(errors)
 
 
+def base_and_growth(rows: list[Row], metric: str) -> dict[str, tuple[list[float], list[float]]]:
+    """The error of ``metric`` taken apart, per sweep: at its lowest concurrency (the *base*: the step prices, one
+    engine release's speed, time outside the engine), and of its growth from there (the *growth*: queueing and how
+    the clients meet, what the simulator adds to the step prices). A row's growth error is
+    ``(simulated / simulated at the base) / (measured / measured at the base) - 1``, in %; nothing is fitted.
+
+    Returns, by source, the |base errors| (one a sweep) and the |growth errors| (one a row past its sweep's base);
+    sweeps with a single row measuring ``metric`` have no growth and are left out.
+
+    >>> row = lambda n, m, s: Row("s-conc%d" % n, n, 1, False, 9, {"ttft_ms": m}, {"ttft_ms": s}, {}, "mean", "src")
+    >>> base_and_growth([row(1, 100.0, 50.0), row(10, 200.0, 150.0)], "ttft_ms")
+    {'src': ([50.0], [50.0])}
+    """
+    found: dict[str, tuple[list[float], list[float]]] = {}
+    for sweep in dict.fromkeys(r.sweep for r in rows):
+        chosen = sorted((r for r in rows if r.sweep == sweep and r.error(metric) is not None
+                         and r.measured[metric] > 0 and r.simulated[metric] > 0), key=lambda r: r.clients)
+        if len(chosen) < 2:
+            continue
+        first = chosen[0]
+        base, growth = found.setdefault(first.source, ([], []))
+        base.append(abs(first.error(metric) or 0.0))
+        for r in chosen[1:]:
+            ratio = (r.simulated[metric] / first.simulated[metric]) / (r.measured[metric] / first.measured[metric])
+            growth.append(abs(ratio - 1.0) * 100.0)
+    return found
+
+
+def _median_text(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f}% ({len(values)})" if values else "-"
+
+
+def print_base_and_growth(rows: list[Row]) -> dict[str, float]:
+    """Per source, the median |error| at each sweep's lowest concurrency and of the growth from there; returns the
+    medians over all sources."""
+    parts = {metric: base_and_growth(rows, metric) for metric in ("ttft_ms", "tpot_ms")}
+    print("| source | TTFT base (sweeps) | TTFT growth (rows) | TPOT base (sweeps) | TPOT growth (rows) |")
+    print("|---|---|---|---|---|")
+    for source in dict.fromkeys(r.source for r in rows):
+        cells = [_median_text(part.get(source, ([], []))[i]) for part in parts.values() for i in (0, 1)]
+        if any(c != "-" for c in cells):
+            print("| " + " | ".join([source, *cells]) + " |")
+    medians: dict[str, float] = {}
+    cells = []
+    for metric, part in parts.items():
+        for i, name in enumerate(("base", "growth")):
+            values = [v for pair in part.values() for v in pair[i]]
+            cells.append(_median_text(values))
+            medians[f"{metric}_{name}_median_abs_pct"] = statistics.median(values) if values else math.nan
+    print("| all | " + " | ".join(cells) + " |")
+    return medians
+
+
 def _cell(value: float | None) -> str:
     if value is None or math.isnan(value):
         return "-"
@@ -329,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     print_sweeps(rows)
     print("\nMedian |error| per source:\n")
     print_sweeps(rows, "source")
+    print("\nMedian |error| taken apart: at each sweep's lowest concurrency (base: the step prices) and of the "
+          "growth from there (growth: queueing, how the clients meet)\n")
+    found["base_and_growth_simulated"] = print_base_and_growth(rows)
     if any(r.whole_run for r in rows):
         print("\nWhole runs (bench_serving): simulated mean TTFT of the clients' first requests and of the rest; "
               "burst: requests of the rest entering the engine in the same step as each (N: lockstep, 1: spread)\n")
