@@ -60,6 +60,12 @@ SCENARIOS = {
     "tp1-closed-send-delay": ("tp=1", workload("closed:16", **VARIED), 200, None, 16, {"send_delay_s": 0.05}, None),
     "tp1-trtllm-small-kv": ("tp=1", workload("closed:100", **VARIED, **SMALL_KV, engine="trtllm"), 200, None, 100,
                             {"max_num_seqs": 1000}, None),
+    "tp1-sglang-small-kv": ("tp=1", workload("closed:200", **VARIED, **SMALL_KV, engine="sglang"), 300, None, 200,
+                            {"max_num_seqs": 1000}, None),
+    "bug-sglang-open-small-kv": ("tp=1", workload(isl="lognormal:mean=8000,cv=0.5,high=20000", osl="uniform:1,400",
+                                                  **SMALL_KV, engine="sglang"), 200, 4.0, None, {}, None),
+    "adp2-sglang-closed": ("adp=2,ep=2", workload("closed:64", **VARIED, engine="sglang"), 200, None, 64, {},
+                           QWEN3_30B),
     "tp1-prefix": ("tp=1", workload(**VARIED, prefix_hit=0.6), 200, 8.0, None, {}, None),
     "dp2-prefix-affinity": ("dp=2", workload(**VARIED, prefix_hit=0.6), 200, 16.0, None, {}, None),
     "bug-pp2-short-outputs": ("pp=2", workload("gamma:cv=4", **SHORT), 200, 6.0, None, {}, None),
@@ -92,7 +98,7 @@ def test_every_run_conserves_its_requests_and_keeps_its_engines_within_their_cap
                  **({"model": model} if model is not None else {}))
     check_invariants(run, clients, delayed="send_delay_s" in options)
     summary = run.summary
-    if "small-kv" in name and "trtllm" not in name:
+    if "small-kv" in name and "trtllm" not in name and "open" not in name:
         assert summary.preemptions > 0  # the scenario reaches what it is there for
         assert summary.kv_cache_peak > 0.9
     if "trtllm" in name:
@@ -229,3 +235,40 @@ def test_trtllm_with_context_chunking_splits_prompts_under_the_budget() -> None:
     assert chunked.requests.first_token[0] > whole.requests.first_token[0]
     assert any("enable_chunked_context" in note for note in chunked.summary.notes)
     assert not any("enable_chunked_context" in note for note in whole.summary.notes)
+
+
+def _steps(run: Run) -> list[replica.StepRecord]:
+    return [record for worker in run.sim.workers.engines for record in getattr(worker, "records", [])]
+
+
+@pytest.mark.parametrize("spec", ["tp=1", "pp=2"])
+def test_sglang_runs_prompt_steps_apart_from_decode_steps_and_prompts_first(spec: str) -> None:
+    # SGLang's scheduler: "Run prefill first if possible"; a step carries prompt chunks or decodes, never both
+    # (--enable-mixed-chunk off). With room in the KV cache and seats free, no decode step leaves a prompt waiting.
+    work = workload(**VARIED, engine="sglang")
+    sglang = replay(spec, work, requests=300, rate=12.0, seed=2, record_steps=True)
+    mixed = replay(spec, work, requests=300, rate=12.0, seed=2, record_steps=True, sglang_mixed_chunk=True)
+    for run in (sglang, mixed):
+        check_invariants(run)
+    steps = _steps(sglang)
+    assert steps and not any(s.decode_tokens and s.prefill_tokens for s in steps)
+    assert any(s.prefill_tokens for s in steps) and any(s.decode_tokens for s in steps)
+    assert all(s.waiting == 0 for s in steps if s.decode_tokens)
+    assert any(s.decode_tokens and s.prefill_tokens for s in _steps(mixed))
+    assert any("SGLang's scheduler" in note for note in sglang.summary.notes)
+    assert not any("SGLang's scheduler" in note for note in mixed.summary.notes)
+
+
+def test_sglang_decodes_wait_out_the_prompt_steps() -> None:
+    # One long decode and, once it runs, prompts of 4,000 tokens arriving: each prompt step holds the decode back
+    # for the whole step, where vLLM's mixed step carries its token along. Its TPOT is longer under SGLang.
+    work = workload("closed:4", isl="fixed:4000", osl="fixed:64", engine="sglang")
+    sglang = replay("tp=1", work, requests=40, seed=0)
+    vllm = replay("tp=1", work.model_copy(update={"engine": "vllm"}), requests=40, seed=0)
+    mixed = replay("tp=1", work, requests=40, seed=0, sglang_mixed_chunk=True)
+    for run in (sglang, vllm, mixed):
+        check_invariants(run, clients=4)
+    tpot = {name: float(np.mean((r.requests.finish - r.requests.first_token) / (r.requests.osl - 1)))
+            for name, r in (("sglang", sglang), ("vllm", vllm), ("mixed", mixed))}
+    assert tpot["sglang"] > tpot["vllm"]
+    assert tpot["mixed"] == pytest.approx(tpot["vllm"])

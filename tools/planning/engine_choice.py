@@ -5,8 +5,10 @@ deterministic planner; its kernels and collectives are priced from NVIDIA's meas
 engine (aiconfigurator-core) where they exist, by the roofline otherwise, and each row says which. The winner is
 the engine whose plan meets the targets at the fewest dollars per million output tokens, the GPU choice's order
 (:mod:`.choice`); one GPU type has one price, so that is the most output tokens/s per GPU, the order used where
-there is no price. The roofline does not know the engines apart: engines priced by it alone tie, and their rows
-say so rather than pretend one is faster.
+there is no price. The roofline does not know the engines' kernels apart: engines priced by it alone differ only
+by how their schedulers compose steps (SGLang runs prompt steps apart from decode steps, vLLM and TensorRT-LLM mix
+them: :mod:`~shardplan.tools.serving.steady`), and those that schedule alike tie, their rows saying so rather than
+pretending one is faster.
 """
 
 from __future__ import annotations

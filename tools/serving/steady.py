@@ -38,6 +38,12 @@ budget of ``B`` tokens (``max_batched_tokens``):
   simulated one for 8k-token prompts), it holds its rank's budget for ``I / free`` of a chunk's pass (what a
   Poisson prompt queues behind), and a closed population sees its peers as on one scheduler.
 
+SGLang (``engine="sglang"``, one scheduler per replica) composes its steps otherwise: a step carries prompt chunks
+or decodes, never both, and prompts go first (``--enable-mixed-chunk`` is off by default). A prompt step of ``p``
+tokens takes ``step(0, p)`` and the whole budget ``B``; the decoding sequences sit it out. A round is then one
+decode step and the prompt steps between two of them, ``step(D, 0) + (P / p) step(0, p)``, which is TPOT, and the
+budget does not cap ``D``. A prompt's own chunks pass without decodes.
+
 Speculative decoding: a decode step verifies ``K + 1`` positions per sequence and emits ``A + 1`` tokens per
 sequence on average, so a request decodes in ``(O - 1) / (A + 1)`` steps, each decoding sequence takes ``K + 1``
 tokens of the step budget, prompts must enter at ``D (A + 1) / (O - 1)`` requests per step, and TPOT is the mean
@@ -171,16 +177,20 @@ def continuous_point(
         rate = ranks * chunk / prompt / step
         return ServingPoint(concurrency, concurrency / rate, 0.0, rate, 0.0, chunk, out)
     per_request = (out - 1) / gained  # decode steps a request takes
-    decode_cap = budget * per_request / (per_request * verify + prompt)
+    # SGLang's prompt steps take the whole budget, none of it the decodes'; its attention data-parallel ranks are
+    # priced as the other engines' (the mixed rule of :mod:`.attention_dp`).
+    prefill_first = workload.engine == "sglang" and ranks == 1
+    decode_cap = math.inf if prefill_first else budget * per_request / (per_request * verify + prompt)
     open_arrivals = workload.open_arrivals
     decoding = min(per_rank, decode_cap)
     steps = RankSteps(0.0, 0.0, 0.0)
     chunk = ttft = 0.0
     for _ in range(8):
-        free = max(budget - decoding * verify, 1.0)
+        free = float(budget) if prefill_first else max(budget - decoding * verify, 1.0)
         needed = decoding * prompt / per_request
         chunk = min(free, max(float(prompt), needed))
-        share = min(1.0, needed / chunk)
+        # Prompt steps per decode step: at most one step in a mixed engine carries a chunk, SGLang runs as many.
+        share = needed / chunk if prefill_first else min(1.0, needed / chunk)
         if ranks > 1:
             # The ranks step together while any of them has work: the replica's whole load counts.
             steps, ttft = _ranks_steps(
@@ -188,7 +198,7 @@ def continuous_point(
             )
         else:
             steps, ttft = _replica_steps(
-                pricer, decoding, prompt, free, chunk, share, per_request, per_rank, open_arrivals
+                pricer, decoding, prompt, free, chunk, share, per_request, per_rank, open_arrivals, prefill_first
             )
         # A request decodes for ``per_request`` rounds of the length its decode lives through; the sequences a
         # round carries are the arrivals over that many rounds of the mean length (they differ where long rounds
@@ -267,7 +277,7 @@ def _ranks_steps(
 
 def _replica_steps(
     pricer: StepPricer, decoding: float, prompt: int, free: float, chunk: float, share: float, per_request: float,
-    in_flight: float, open_arrivals: bool,
+    in_flight: float, open_arrivals: bool, prefill_first: bool = False,
 ) -> tuple[RankSteps, float]:
     """One scheduler's steady steps and TTFT (the module docstring's rule). ``per_request``: decode steps a request
     takes; ``in_flight``: the sequences in flight (``C``), a mean under open arrivals.
@@ -277,30 +287,40 @@ def _replica_steps(
     A closed population's request sees the steady state of its ``C - 1`` peers (the arrival theorem of closed
     queues): it follows a completion, at the end of a step, so it waits out the whole step just begun, unless it
     has no peer and finds the engine idle; and its decode steps carry the peers' prompt chunks, (C - 1) / C of
-    them, not its own next prompt, which comes after it."""
+    them, not its own next prompt, which comes after it.
+
+    ``prefill_first`` (SGLang): ``share`` prompt steps of ``chunk`` tokens and no decode run between two decode
+    steps, and a prompt's chunks pass without decodes (the module docstring)."""
     peers = None if open_arrivals else max(in_flight - 1.0, 0.0)
+    riders = 0.0 if prefill_first else decoding  # the decoding sequences a prompt step carries
     plain = pricer.step_s(decoding, 0)
-    chunk_step = pricer.step_s(decoding, chunk)
-    mean = share * chunk_step + (1 - share) * plain
+    chunk_step = pricer.step_s(riders, chunk)
     others = 1.0 if peers is None else peers / (peers + 1)  # the share of the prompt work that is not its own
-    seen = share * others * chunk_step + (1 - share * others) * plain
-    per_prompt = prompt / free * pricer.step_s(decoding, free)
+    if prefill_first:
+        mean = plain + share * chunk_step
+        seen = plain + share * others * chunk_step
+    else:
+        mean = share * chunk_step + (1 - share) * plain
+        seen = share * others * chunk_step + (1 - share * others) * plain
+    per_prompt = prompt / free * pricer.step_s(riders, free)
     rate = decoding / (per_request * mean)
     if peers is None:
         wait = queue_wait(rate * per_prompt, per_prompt) + busy_share(in_flight) * plain / 2
     else:
         wait = seen * min(1.0, peers)
     # The prompts that join its last chunk arrived from the others.
-    ttft = wait + _prompt_passes_s(pricer, decoding, prompt, free, chunk, rate * others, wait)
+    ttft = wait + _prompt_passes_s(pricer, riders, prompt, free, chunk, rate * others, wait)
     lived = None
-    if peers is None:
+    if peers is None and prefill_first:
+        lived = pricer.step_s(decoding + 1, 0) + share * chunk_step
+    elif peers is None:
         # The steps an open arrival decodes in carry it besides the others, whose count stays Poisson of mean
         # ``decoding`` (M/G/inf, as in ``busy_share``): on average one sequence more than the steps' own mean, so
         # the mean step weighted by its decoders is the step at ``decoding + 1`` (E[D f(D)] = E[D] E[f(D + 1)] for a
         # Poisson D). It matters where each sequence's attention is a large part of the step: an 8k-token
         # context on a mostly idle engine.
         lived = share * pricer.step_s(decoding + 1, chunk) + (1 - share) * pricer.step_s(decoding + 1, 0)
-    return RankSteps(seen, pricer.chunk_pass_s(decoding, chunk), wait, lived_s=lived), ttft
+    return RankSteps(seen, pricer.chunk_pass_s(riders, chunk), wait, lived_s=lived), ttft
 
 
 def _prompt_passes_s(

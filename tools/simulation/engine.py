@@ -15,6 +15,11 @@ Each step, in order:
   whose tokens are all computed emits its next token at the end of it (its first one when its prompt's last
   chunk comes out of the pipeline: ``chunk_pass_s``).
 
+SGLang's scheduler (``prefill_first``) composes its steps differently: a step carries either prompt chunks or
+decode tokens, never both (``--enable-mixed-chunk`` is off by default), and prompts go first. While a prompt has
+tokens left or a waiting request can be admitted, the step is a prefill step under the budget and the decoding
+sequences sit it out; otherwise every running sequence decodes, the budget not counting decode tokens.
+
 Under pipeline parallelism a prompt's first token may come out of the pipeline after the step that carried its last
 chunk ends: its sequence sits out the steps until then (:mod:`.pipeline`), and a one-token request ends then.
 
@@ -76,6 +81,9 @@ class Engine:
     """Admit a request only when the free blocks hold its whole prompt and output (TensorRT-LLM's default
     GUARANTEED_NO_EVICT policy), so nothing is ever preempted; otherwise its prompt's blocks suffice and the
     running set is preempted when decoding outgrows the cache (vLLM, SGLang)."""
+    prefill_first: bool = False
+    """SGLang's steps: prompt chunks or decodes, never both, prompts first (module docstring); vLLM's and
+    TensorRT-LLM's steps mix them."""
     emit: float = 1.0
     """Output tokens a decode step adds to each decoding sequence on average (A + 1 under speculative decoding)."""
     verify: int = 1
@@ -166,6 +174,8 @@ class Engine:
             RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
         """
         count = self._state.shape[1]
+        if self.prefill_first:
+            return self._prefill_first(count)
         if self._prefilling or count * self.verify > self.max_batched_tokens or self._pipeline.latest > self.clock:
             return self._mixed()
         # Every running sequence decodes: one token each (up to ``emit`` under speculation), and a new block for
@@ -178,6 +188,23 @@ class Engine:
         if count and (not self.waiting or count >= self.max_num_seqs):
             return self._decode(count, grow)
         return self._admitting(count, grow)
+
+    def _prefill_first(self, count: int) -> StepPlan:
+        """SGLang's step (:attr:`prefill_first`): a prefill step while a prompt has tokens left or a waiting request
+        can be admitted (``get_next_batch_to_run``: "Run prefill first if possible"), else a decode step of every
+        running sequence."""
+        if self._prefilling or (self.waiting and count < self.max_num_seqs):
+            prefill = self._compose("prefill")
+            if prefill is not None:
+                return prefill
+        # A prompt its KV cache could not continue waits, out of the decode step (the fast path decodes them all).
+        if not count or self._prefilling or self._pipeline.latest > self.clock:
+            return self._mixed("decode")
+        computed = self._state[COMPUTED]
+        grow = int(np.count_nonzero(self._blocks(computed + self._emission.most) > self._blocks(computed)))
+        if self._used + grow > self._room():
+            return self._mixed("decode")
+        return self._decode(count, grow)
 
     def _decode(self, count: int, grow: int) -> StepPlan:
         """Pure decode steps: one token for every running sequence, nothing admitted."""
@@ -235,9 +262,20 @@ class Engine:
 
         return StepPlan(decode, prefill, 1, run)
 
-    def _mixed(self) -> StepPlan:
+    def _mixed(self, only: str | None = None) -> StepPlan:
         """The general step: prompt chunks under way, the token budget shared in admission order, preemption when
-        the blocks run out."""
+        the blocks run out; ``only``: SGLang's decode step (``"decode"``) or prefill step (``"prefill"``).
+
+        Raises:
+            RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
+        """
+        step = self._compose(only)
+        if step is None:
+            raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
+        return step
+
+    def _compose(self, only: str | None) -> StepPlan | None:
+        """:meth:`_mixed`'s step, or None for a prefill step (``only="prefill"``) with no prompt token to run."""
         state = self._state
         need = state[KNOWN] - state[COMPUTED]
         # Sequences whose first token is still in the pipeline sit out the step.
@@ -247,20 +285,28 @@ class Engine:
         cost = need + (self.verify - 1) * decoding if self.verify > 1 else need
         if held is not False:
             cost = np.where(held, 0, cost)
+        budget = self.max_batched_tokens
+        if only == "prefill":  # the decoding sequences sit the prefill step out
+            cost = np.where(decoding, 0, cost)
+        elif only == "decode":  # prompts wait for a prefill step; a decode step takes every decoding sequence
+            cost = np.where(decoding, cost, 0)
+            budget = int(cost.sum())
         before = np.cumsum(cost) - cost
-        room = np.maximum(self.max_batched_tokens - before, 0)
+        room = np.maximum(budget - before, 0)
         grant = np.where(cost > need, (room >= cost).astype(need.dtype), np.minimum(need, room))
-        if held is not False:
-            grant = np.where(held, 0, grant)
+        # A sequence that sits the step out (held in the pipeline, or left out of SGLang's step) gets nothing.
+        grant = np.where(cost > 0, grant, 0)
         # Its KV cache grows by the tokens it gains: up to ceil(A + 1) for a decoding sequence under speculation.
         most = self._emission.most
         grow = grant + (most - 1) * (decoding & (grant > 0)) if most > 1 else grant
         wanted = int(self._own(state[COMPUTED] + grow, state[SHARED]).sum())
         preempted = wanted > self._room()
         if preempted:
+            if only == "prefill" and decoding.any():  # SGLang runs no chunk its KV cache cannot hold: decodes free it
+                return None
             grant, wanted = self._preempt(grant, grow)
         # A step that preempted admits no one (vLLM v1), unless it preempted every sequence.
-        if self.waiting and (not preempted or self._state.shape[1] == 0):
+        if self.waiting and only != "decode" and (not preempted or self._state.shape[1] == 0):
             running = self._state
             decoding = (grant == 1) & (running[KNOWN] - running[COMPUTED] == 1) & (running[GENERATED] > 0)
             taken = int(grant.sum()) + (self.verify - 1) * int(np.count_nonzero(decoding))
@@ -269,9 +315,11 @@ class Engine:
                 grant = np.concatenate([grant, np.array(admitted.chunks, dtype=np.int64)])
                 wanted = admitted.blocks
         if not grant.size or not grant.any():
+            if only == "prefill":
+                return None
             if self._pipeline.pending(self.clock) and self._state.shape[1]:
                 return self._wait()
-            raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
+            return None
         state = self._state
         need = state[KNOWN] - state[COMPUTED]
         decode = int(np.count_nonzero((need == 1) & (state[GENERATED] > 0) & (grant > 0)))
@@ -299,7 +347,10 @@ class Engine:
                 self.requests.first_token[state[ID, first]] = now + chunk_pass
                 self._pipeline.sent(now + chunk_pass, now + duration)
             self._used = wanted if self.emit == 1 else int(self._own(state[COMPUTED], state[SHARED]).sum())
-            self._prefilling = not emitted.all()
+            if self.prefill_first:  # a prompt with tokens left, not a decoding sequence a prefill step left out
+                self._prefilling = bool(((state[KNOWN] - state[COMPUTED] > 1) | (state[GENERATED] == 0)).any())
+            else:
+                self._prefilling = not emitted.all()
             self._account(now, duration, 1, state.shape[1], decode, tokens - decode, wanted)
             left = state[OSL] - state[GENERATED]
             self._nearest = int(left.min())

@@ -72,6 +72,9 @@ class SimulationOptions:
     trtllm_chunked_context: bool = False
     """TensorRT-LLM with context chunking on (``enable_chunked_context``): its prompts are split under the step budget
     as vLLM's are. Off, as trtllm-serve starts it: each prompt enters a step whole."""
+    sglang_mixed_chunk: bool = False
+    """SGLang with ``--enable-mixed-chunk``: its steps mix prompt chunks and decodes as vLLM's do. Off, SGLang's
+    default: a step carries prompt chunks or decodes, prompts first (``Engine.prefill_first``)."""
 
 
 @dataclass
@@ -211,8 +214,10 @@ def simulate(
     # waits until its whole prompt and output fit the cache); vLLM's and SGLang's chunk prompts and preempt.
     trtllm = priced.engine == "trtllm"
     chunked = not trtllm or options.trtllm_chunked_context
+    # SGLang's scheduler runs a prompt step or a decode step, prompts first; its decode workers only decode.
+    prefill_first = priced.engine == "sglang" and not options.sglang_mixed_chunk and not strategy.disaggregated
     engines = _replicas(record, pricer, ranks, blocks, seqs, priced.max_batched_tokens, strategy.decode.dp,
-                        options.record_steps, trtllm, shares is not None, chunked)
+                        options.record_steps, trtllm, shares is not None, chunked, prefill_first)
     if priced.speculation is not None:
         spec = priced.speculation
         notes.append(f"speculative decoding: each step verifies {spec.verify_tokens} positions per decoding sequence "
@@ -224,6 +229,9 @@ def simulate(
             "whole prompts (no context chunking)"
         notes.append(f"TensorRT-LLM's scheduler: {prompts}, and a request admitted only when the KV cache holds its "
                      "whole prompt and output (GUARANTEED_NO_EVICT): no preemption")
+    if prefill_first:
+        notes.append("SGLang's scheduler: a step carries prompt chunks or decodes, never both, and prompts go first "
+                     "(--enable-mixed-chunk off, its default): the decoding sequences sit out each prompt step")
     notes.append(f"KV cache of one {role}: {counted(blocks, 'block', spec=',')} of {counted(BLOCK_TOKENS, 'token')} "
                  f"({counted(blocks * BLOCK_TOKENS // (priced.isl + priced.osl), 'sequence', spec=',')} of "
                  f"{priced.isl + priced.osl} "
@@ -301,23 +309,26 @@ def _replicas(
     trtllm: bool = False,
     prefix: bool = False,
     chunked: bool = True,
+    prefill_first: bool = False,
 ) -> list[Replica]:
     """``count`` replicas (or decode workers) of ``blocks`` KV-cache blocks and ``seqs`` running sequences each: one
     scheduler each, or with attention data parallelism (``ranks > 1``) a group of rank schedulers, each with its
     share of the blocks and of the sequences (``max_num_seqs`` counts per rank, as ``shardplan export`` sets it)
     and a whole token budget of its own. ``trtllm``: TensorRT-LLM's scheduler (whole prompts, whole requests
     reserved in the cache). ``prefix``: each scheduler keeps a prefix cache in its KV cache. ``chunked``: prompts
-    split under the step budget (vLLM's and SGLang's way, TensorRT-LLM's with context chunking on)."""
+    split under the step budget (vLLM's and SGLang's way, TensorRT-LLM's with context chunking on).
+    ``prefill_first``: SGLang's steps, prompt chunks or decodes, prompts first (:attr:`Engine.prefill_first`)."""
     if ranks == 1:
         return [Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps, chunked_prefill=chunked,
                        reserve_whole=trtllm, emit=pricer.tokens_per_step, verify=pricer.verify_tokens,
-                       prefix=PrefixCache(BLOCK_TOKENS) if prefix else None)
+                       prefix=PrefixCache(BLOCK_TOKENS) if prefix else None, prefill_first=prefill_first)
                 for _ in range(count)]
     return [
         RankGroup(
             [Engine(record, pricer, blocks // ranks, -(-seqs // ranks), budget, BLOCK_TOKENS,
                     chunked_prefill=chunked, reserve_whole=trtllm, emit=pricer.tokens_per_step,
-                    verify=pricer.verify_tokens, prefix=PrefixCache(BLOCK_TOKENS) if prefix else None)
+                    verify=pricer.verify_tokens, prefix=PrefixCache(BLOCK_TOKENS) if prefix else None,
+                    prefill_first=prefill_first)
                 for _ in range(ranks)],
             pricer,
             record_steps,
