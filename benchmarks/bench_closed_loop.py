@@ -44,7 +44,7 @@ import re
 import statistics
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +129,9 @@ def simulate_point(point: Point, options: SimulationOptions = DEFAULTS,
     d = point.deployment
     model = load_model(d.model, weight_dtype=d.weight_dtype, kv_dtype=d.kv_dtype)  # type: ignore[arg-type]
     cluster = make_cluster(d.gpu, d.gpus)
+    budget = budget or d.max_batched_tokens
+    if d.scheduler == "vllm-v0-unchunked":
+        options = replace(options, vllm_v0_unchunked=True)
     isl, osl = _mean_lengths(point)
     workload = Workload(isl=isl, osl=osl, batch=point.clients, engine=d.engine,  # type: ignore[arg-type]
                         **({"max_batched_tokens": budget} if budget else {}))

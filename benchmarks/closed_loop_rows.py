@@ -39,6 +39,12 @@ class Deployment:
     engine: str
     isl: int
     osl: int
+    scheduler: str | None = None
+    """How that engine release scheduled, where it differs from today's: ``vllm-v0-unchunked`` (vLLM's V0 engine with
+    chunked prefill off, :attr:`~shardplan.tools.simulation.run.SimulationOptions.vllm_v0_unchunked`); None: the
+    engine's own as the simulator runs it."""
+    max_batched_tokens: int | None = None
+    """The engine's step budget where the run's command or release sets it; None: the simulator's default."""
 
 
 @dataclass
@@ -64,7 +70,8 @@ def yaml_points() -> list[Point]:
         for sweep in entry["sweeps"]:
             deployment = Deployment(entry["model"], table.checkpoint_dtype(entry["model"], entry["weight_dtype"]),
                                     entry.get("kv_dtype"), entry["gpu"], int(entry["gpus"]), entry["strategy"],
-                                    entry["engine"], int(sweep["isl"]), int(sweep["osl"]))
+                                    entry["engine"], int(sweep["isl"]), int(sweep["osl"]), entry.get("scheduler"),
+                                    entry.get("max_batched_tokens"))
             name = f"{entry['id']}-{sweep['isl']}-{sweep['osl']}"
             if entry.get("client") == "bench_serving":
                 points += [_bench_serving_point(entry, deployment, name, row, source) for row in sweep["rows"]]

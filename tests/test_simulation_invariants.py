@@ -272,3 +272,23 @@ def test_sglang_decodes_wait_out_the_prompt_steps() -> None:
             for name, r in (("sglang", sglang), ("vllm", vllm), ("mixed", mixed))}
     assert tpot["sglang"] > tpot["vllm"]
     assert tpot["mixed"] == pytest.approx(tpot["vllm"])
+
+
+def test_vllm_v0_without_chunked_prefill_runs_whole_prompts_in_steps_of_their_own() -> None:
+    # vLLM's V0 engine with chunked prefill off (MLA models from v0.7.1 until MLA's chunked prefill): a step carries
+    # whole prompts, up to the budget, or decodes, prompts first. Prompts longer than the 8,192-token step of today's
+    # vLLM enter whole under the budget the run sets (max_model_len).
+    work = workload(isl="uniform:6000,12000", osl="uniform:16,128", max_batched_tokens=32768)
+    v0 = replay("tp=1", work, requests=200, rate=1.5, seed=4, record_steps=True, vllm_v0_unchunked=True)
+    v1 = replay("tp=1", work, requests=200, rate=1.5, seed=4, record_steps=True)
+    for run in (v0, v1):
+        check_invariants(run)
+    steps = _steps(v0)
+    assert not any(s.decode_tokens and s.prefill_tokens for s in steps)
+    # Whole prompts: each request's first token comes at the end of the very step that admitted it.
+    ends = {s.start_s: s.start_s + s.duration_s for s in steps if s.prefill_tokens}
+    r = v0.requests
+    assert all(r.first_token[i] == pytest.approx(ends[r.scheduled[i]]) for i in range(len(r)))
+    assert sum(s.prefill_tokens for s in steps) == int(r.isl.sum())
+    assert any("V0 scheduler" in note for note in v0.summary.notes)
+    assert any(s.decode_tokens and s.prefill_tokens for s in _steps(v1))

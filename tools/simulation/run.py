@@ -75,6 +75,12 @@ class SimulationOptions:
     sglang_mixed_chunk: bool = False
     """SGLang with ``--enable-mixed-chunk``: its steps mix prompt chunks and decodes as vLLM's do. Off, SGLang's
     default: a step carries prompt chunks or decodes, prompts first (``Engine.prefill_first``)."""
+    vllm_v0_unchunked: bool = False
+    """vLLM's V0 engine with chunked prefill off, as it ran MLA models from v0.7.1 (vLLM pull #12642, "MLA is
+    enabled; forcing chunked prefill and prefix caching to be disabled") until MLA's chunked prefill (pull #12639,
+    February 2025): a step carries whole prompts or decodes, prompts first (``_schedule_default``), under a budget of
+    ``max(max_model_len, 2048)`` tokens, which the workload's ``max_batched_tokens`` gives. For replaying runs of
+    those releases; today's vLLM (V1) mixes chunks and decodes."""
 
 
 @dataclass
@@ -213,9 +219,12 @@ def simulate(
     # TensorRT-LLM's scheduler, as trtllm-serve starts it: no context chunking, and GUARANTEED_NO_EVICT (a request
     # waits until its whole prompt and output fit the cache); vLLM's and SGLang's chunk prompts and preempt.
     trtllm = priced.engine == "trtllm"
-    chunked = not trtllm or options.trtllm_chunked_context
-    # SGLang's scheduler runs a prompt step or a decode step, prompts first; its decode workers only decode.
-    prefill_first = priced.engine == "sglang" and not options.sglang_mixed_chunk and not strategy.disaggregated
+    v0 = priced.engine == "vllm" and options.vllm_v0_unchunked and not strategy.disaggregated
+    chunked = (not trtllm or options.trtllm_chunked_context) and not v0
+    # SGLang's scheduler (and vLLM V0's without chunked prefill) runs a prompt step or a decode step, prompts first;
+    # decode workers only decode.
+    sglang = priced.engine == "sglang" and not options.sglang_mixed_chunk
+    prefill_first = (sglang or v0) and not strategy.disaggregated
     engines = _replicas(record, pricer, ranks, blocks, seqs, priced.max_batched_tokens, strategy.decode.dp,
                         options.record_steps, trtllm, shares is not None, chunked, prefill_first)
     if priced.speculation is not None:
@@ -229,7 +238,10 @@ def simulate(
             "whole prompts (no context chunking)"
         notes.append(f"TensorRT-LLM's scheduler: {prompts}, and a request admitted only when the KV cache holds its "
                      "whole prompt and output (GUARANTEED_NO_EVICT): no preemption")
-    if prefill_first:
+    if v0:
+        notes.append(f"vLLM's V0 scheduler without chunked prefill: a step carries whole prompts (up to "
+                     f"{priced.max_batched_tokens:,} tokens) or decodes, prompts first")
+    elif prefill_first:
         notes.append("SGLang's scheduler: a step carries prompt chunks or decodes, never both, and prompts go first "
                      "(--enable-mixed-chunk off, its default): the decoding sequences sit out each prompt step")
     notes.append(f"KV cache of one {role}: {counted(blocks, 'block', spec=',')} of {counted(BLOCK_TOKENS, 'token')} "
