@@ -15,8 +15,9 @@ Each step, in order:
   whose tokens are all computed emits its next token at the end of it (its first one when its prompt's last
   chunk comes out of the pipeline: ``chunk_pass_s``).
 
-SGLang's scheduler (``prefill_first``) composes its steps differently: a step carries either prompt chunks or
-decode tokens, never both (``--enable-mixed-chunk`` is off by default), and prompts go first. While a prompt has
+SGLang's scheduler (``prefill_first``; vLLM's V0 engine without chunked prefill too) composes its steps differently:
+a step carries either prompt chunks or decode tokens, never both (``--enable-mixed-chunk`` is off by default), and
+prompts go first. While a prompt has
 tokens left or a waiting request can be admitted, the step is a prefill step under the budget and the decoding
 sequences sit it out; otherwise every running sequence decodes, the budget not counting decode tokens.
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -56,6 +58,9 @@ from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepPrices, 
 from shardplan.tools.simulation.state import Requests
 
 __all__ = ["Engine"]
+
+StepKind = Literal["prefill", "decode"]
+"""What a :attr:`Engine.prefill_first` scheduler's step carries: prompt chunks, or one token per decoding sequence."""
 
 
 @dataclass
@@ -82,8 +87,8 @@ class Engine:
     GUARANTEED_NO_EVICT policy), so nothing is ever preempted; otherwise its prompt's blocks suffice and the
     running set is preempted when decoding outgrows the cache (vLLM, SGLang)."""
     prefill_first: bool = False
-    """SGLang's steps: prompt chunks or decodes, never both, prompts first (module docstring); vLLM's and
-    TensorRT-LLM's steps mix them."""
+    """SGLang's steps (and vLLM V0's without chunked prefill): prompt chunks or decodes, never both, prompts first
+    (module docstring); today's vLLM's and TensorRT-LLM's steps mix them."""
     emit: float = 1.0
     """Output tokens a decode step adds to each decoding sequence on average (A + 1 under speculative decoding)."""
     verify: int = 1
@@ -262,7 +267,7 @@ class Engine:
 
         return StepPlan(decode, prefill, 1, run)
 
-    def _mixed(self, only: str | None = None) -> StepPlan:
+    def _mixed(self, only: StepKind | None = None) -> StepPlan:
         """The general step: prompt chunks under way, the token budget shared in admission order, preemption when
         the blocks run out; ``only``: SGLang's decode step (``"decode"``) or prefill step (``"prefill"``).
 
@@ -274,7 +279,7 @@ class Engine:
             raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
         return step
 
-    def _compose(self, only: str | None) -> StepPlan | None:
+    def _compose(self, only: StepKind | None) -> StepPlan | None:
         """:meth:`_mixed`'s step, or None for a prefill step (``only="prefill"``) with no prompt token to run."""
         state = self._state
         need = state[KNOWN] - state[COMPUTED]
