@@ -46,6 +46,9 @@ def main() -> None:
                                                                   arrival=parse_arrival("poisson"))})
     cases.append((f"poisson 80% of {rate:.1f} req/s, lengths of the bundled azure-conv trace", conversation,
                   rate * 0.8))
+    # SGLang's scheduler composes its steps otherwise (prompt steps apart from decode steps, prompts first).
+    cases.append((f"poisson 80% of {rate:.1f} req/s, azure-conv lengths, SGLang's scheduler",
+                  conversation.model_copy(update={"engine": "sglang"}), rate * 0.8))
     closed = workload.model_copy(update={"traffic": Traffic(arrival=parse_arrival("closed:180"))})
     cases.append(("closed loop of 180 clients, fixed lengths", closed, None))
     simulate(model, cluster, deployment, workload, requests=100, rate=rate)  # warm the step prices
