@@ -19,8 +19,9 @@ LLAMA = "meta-llama/Llama-3.1-70B"
 QWEN_MOE = "Qwen/Qwen3-30B-A3B"
 
 
-def _plan(model: str, spec: str, gpus: int = 8, batch: int = 16) -> Plan:
-    request = PlanRequest(model=model, gpu="H100", gpus=gpus, workload=Workload(isl=2048, osl=256, batch=batch))
+def _plan(model: str, spec: str, gpus: int = 8, batch: int = 16, gpu: str = "H100", budget: int = 8192) -> Plan:
+    request = PlanRequest(model=model, gpu=gpu, gpus=gpus,
+                          workload=Workload(isl=2048, osl=256, batch=batch, max_batched_tokens=budget))
     spec_model, cluster = resolve_request(request)
     return plan_for_strategy(request, spec_model, cluster, parse_strategy(spec))
 
@@ -53,7 +54,7 @@ PINNED: dict[tuple[str, str], str] = {
         "--max-num-seqs 4",
     ("moe_adp_ep", "sglang"):
         "python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --tp-size 8 --dp-size 4 --enable-dp-attention "
-        "--ep-size 8 --moe-a2a-backend deepep --max-running-requests 16",
+        "--ep-size 8 --moe-a2a-backend deepep --max-running-requests 16 --chunked-prefill-size 32768",
     ("moe_adp_ep", "trtllm"):
         "cat > extra_llm_api_options.yaml <<'EOF'\nenable_attention_dp: true\nEOF\n"
         "trtllm-serve Qwen/Qwen3-30B-A3B --backend pytorch --tp_size 8 --ep_size 8 --max_batch_size 2 "
@@ -266,3 +267,30 @@ def test_the_launch_modules_examples_hold() -> None:
 
     for module in (commands, shell):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def _flag(command: str, flag: str) -> str | None:
+    words = command.split()
+    return words[words.index(flag) + 1] if flag in words else None
+
+
+def test_the_plan_s_step_budget_is_written_where_the_engine_s_default_differs(plans: dict[str, Plan]) -> None:
+    # Each engine launched without a budget flag runs its own default, per GPU: vLLM 2048 on an A100 (8192 on GPUs of
+    # 70 GiB or more other than the A100), SGLang 16384 on a B200 (8192 on an H100), divided among its attention-DP
+    # ranks; TensorRT-LLM 8192. The plan prices 8192 a scheduler unless told otherwise, so the command says so where
+    # the default differs, and the H100 commands above stay as short as the defaults allow.
+    a100 = _plan(LLAMA, "tp=8", gpu="A100")
+    assert _flag(launch_command(a100, "vllm").command, "--max-num-batched-tokens") == "8192"
+    assert _flag(launch_command(a100, "sglang").command, "--chunked-prefill-size") is None
+    b200 = _plan(LLAMA, "tp=8", gpu="B200")
+    assert _flag(launch_command(b200, "sglang").command, "--chunked-prefill-size") == "8192"
+    assert _flag(launch_command(b200, "vllm").command, "--max-num-batched-tokens") is None
+    # SGLang divides --chunked-prefill-size among the ranks under --enable-dp-attention: 4 ranks of 8192 each.
+    assert _flag(launch_command(plans["moe_adp_ep"], "sglang").command, "--chunked-prefill-size") == "32768"
+    assert _flag(launch_command(plans["moe_adp_ep"], "vllm").command, "--max-num-batched-tokens") is None
+    # A budget above SGLang's 16,384 prompt tokens a batch raises that cap too; TensorRT-LLM takes its own flag.
+    big = _plan(LLAMA, "tp=8", budget=32768)
+    sglang = launch_command(big, "sglang").command
+    assert _flag(sglang, "--chunked-prefill-size") == "32768" and _flag(sglang, "--max-prefill-tokens") == "32768"
+    assert _flag(launch_command(big, "trtllm").command, "--max_num_tokens") == "32768"
+    assert _flag(launch_command(big, "vllm").command, "--max-num-batched-tokens") == "32768"

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from shardplan.contracts.hardware import GPU
 from shardplan.contracts.plan import Plan
 from shardplan.contracts.strategy import PhaseStrategy
 from shardplan.packing import place_workers
@@ -17,6 +18,7 @@ from shardplan.text import counted
 from shardplan.tools.catalogs.gpus import cluster_for
 from shardplan.tools.launch.features import Drafting, drafting, prefix_hit
 from shardplan.tools.planning.planner import resolve_request
+from shardplan.tools.serving.engine_limits import engine_step_budget
 
 __all__ = [
     "Engine",
@@ -34,6 +36,7 @@ __all__ = [
     "node_labels",
     "plan_servers",
     "seqs_per_scheduler",
+    "step_budget_flag",
     "microbatch_note",
     "split_pair",
     "pool_notes",
@@ -68,6 +71,10 @@ class Target:
     """GPU type of the servers (of the prefill pool when ``decode_gpu`` is set)."""
     decode_gpu: str | None = None
     """GPU type of the decode pool when it differs: each pool then sits on nodes of its own type."""
+    max_batched_tokens: int = 8192
+    """Tokens one scheduler's step carries in the plan (the workload's step budget)."""
+    gpu_specs: dict[str, GPU] = field(default_factory=dict)
+    """Each role's GPU (``serve``, ``prefill``, ``decode``), for the engine's defaults on it."""
 
     def sequences(self, role: str) -> int:
         """Sequences the servers of ``role`` hold together (their engines' concurrency limits add up to it)."""
@@ -107,10 +114,13 @@ def plan_target(plan: Plan, spec_model: str | None = None) -> Target:
     request = plan.request
     cluster = cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster, request.decode_gpu,
                           request.decode_gpus)
+    decode = cluster.decode_pool.gpu if cluster.decode_pool is not None else cluster.gpu
     return Target(model=spec.name, moe=spec.is_moe, gpus_per_node=cluster.gpus_per_node, gpus=cluster.world_size,
                    in_flight=in_flight_by_role(plan), isl=workload.isl, kv_fp8=spec.kv_dtype == "fp8",
                    drafting=drafting(plan, spec, spec_model), prefix_hit=prefix_hit(plan), gpu=cluster.gpu.name,
-                   decode_gpu=cluster.decode_pool.gpu.name if cluster.decode_pool is not None else None)
+                   decode_gpu=cluster.decode_pool.gpu.name if cluster.decode_pool is not None else None,
+                   max_batched_tokens=workload.max_batched_tokens,
+                   gpu_specs={"serve": cluster.gpu, "prefill": cluster.gpu, "decode": decode})
 
 
 def open_arrivals(plan: Plan) -> bool:
@@ -212,6 +222,19 @@ def plan_servers(plan: Plan, notes: list[str], target: Target) -> list[Server]:
 def seqs_per_scheduler(phase: PhaseStrategy, batch: int, groups: int) -> int:
     """Sequences per engine scheduler when the deployment's batch is spread over ``groups`` schedulers."""
     return max(1, math.ceil(batch / groups))
+
+
+def step_budget_flag(target: Target, server: Server, engine: str, ranks: int = 1) -> int | None:
+    """The budget flag's value for ``server``, where the engine's default on its GPU differs from the plan's step
+    budget (each of its ``ranks`` attention data-parallel schedulers taking the plan's whole budget); None where the
+    default is the plan's, so the command stays as short as the engine allows. SGLang divides its
+    ``--chunked-prefill-size`` among the ranks under ``--enable-dp-attention``, so it is given for all of them
+    (:func:`~shardplan.tools.serving.engine_limits.engine_step_budget`)."""
+    gpu = target.gpu_specs.get(server.role)
+    planned = target.max_batched_tokens
+    if gpu is None or engine_step_budget(engine, gpu, ranks) == planned:
+        return None
+    return planned * ranks if engine == "sglang" else planned
 
 
 def microbatch_note(engine: str, role: str, phase: PhaseStrategy, notes: list[str], flag: str = "") -> None:

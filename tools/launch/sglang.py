@@ -8,7 +8,9 @@ Flag names checked against the engine's own documentation (read through the sear
   ``--node-rank``, ``--dist-init-addr``, ``--disaggregation-mode``, ``--disaggregation-transfer-backend
   nixl``); ``--enable-ep-moe`` is deprecated in favour of ``--ep-size`` (sgl-project/SpecForge#246);
   ``docs/advanced_features/pd_disaggregation.md`` (``--tp-size 16 --dp-size 8 --enable-dp-attention``,
-  ``python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL``).
+  ``python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL``). The step budget:
+  ``--chunked-prefill-size`` (default by GPU memory, divided among the ranks under ``--enable-dp-attention``) and
+  ``--max-prefill-tokens`` (16384), written where the plan's budget differs from the default.
 * Speculative decoding: ``docs/advanced_features/speculative_decoding.md`` (``--speculative-algorithm`` EAGLE,
   EAGLE3, STANDALONE or NEXTN, the alias of EAGLE that MTP models use; ``--speculative-draft-model-path``, which MTP
   models may leave out; ``--speculative-num-steps``, ``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``,
@@ -20,11 +22,21 @@ Flag names checked against the engine's own documentation (read through the sear
 from __future__ import annotations
 
 from shardplan.text import counted
-from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
+from shardplan.tools.launch.servers import (
+    Role,
+    Server,
+    Target,
+    microbatch_note,
+    pool_notes,
+    seqs_per_scheduler,
+    step_budget_flag,
+)
 
 __all__ = ["configure", "extras", "feature_notes"]
 
 _ALGORITHM = {"mtp": "NEXTN", "eagle": "EAGLE3", "draft": "STANDALONE"}
+_MAX_PREFILL_TOKENS = 16384
+"""SGLang's default ``--max-prefill-tokens``: the prompt tokens one prefill batch takes at most."""
 # SGLang's documented MTP models: MiMo (speculative_decoding.md) and DeepSeek (basic_usage/deepseek_v32.md).
 _MTP_MODEL_TYPES = frozenset({"deepseek_v3", "deepseek_v32", "mimo"})
 
@@ -92,6 +104,12 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
                          "and all-reduce (--moe-a2a-backend none), not the all-to-all the plan priced; DeepEP needs "
                          "ep equal to the TP size")
     flags["--max-running-requests"] = seqs_per_scheduler(p, target.sequences(server.role), p.dp)
+    ranks = p.adp if flags.get("--enable-dp-attention") else 1
+    budget = step_budget_flag(target, server, "sglang", ranks)
+    if budget is not None:
+        flags["--chunked-prefill-size"] = budget
+        if target.max_batched_tokens > _MAX_PREFILL_TOKENS:  # a prompt batch is capped by this too
+            flags["--max-prefill-tokens"] = target.max_batched_tokens
     if p.pp > 1 and p.mb > 1:
         flags["--pp-max-micro-batch-size"] = seqs_per_scheduler(p, target.sequences(server.role), p.dp * p.mb)
         notes.append(f"{server.role}: mb={p.mb} is approximated by capping the pipeline microbatch size "

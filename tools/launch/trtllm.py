@@ -3,7 +3,8 @@
 Flag names checked against the engine's own documentation (read through the search tool):
 
 * TensorRT-LLM: ``docs/source/commands/trtllm-serve/trtllm-serve.rst`` (``trtllm-serve MODEL --tp_size
-  --pp_size --ep_size --max_batch_size``, ``enable_attention_dp: true`` in the YAML, multi-node through
+  --pp_size --ep_size --max_batch_size --max_num_tokens``, the last written where the plan's step budget differs
+  from its default 8192, ``enable_attention_dp: true`` in the YAML, multi-node through
   ``trtllm-llmapi-launch`` under srun/mpirun; ``--config`` is the new name of ``--extra_llm_api_options``,
   which stays an equivalent alias and is what older releases accept), ``docs/source/features/
   disagg-serving.md`` (``cache_transceiver_config: {backend: NIXL, max_tokens_in_buffer}``,
@@ -23,7 +24,15 @@ import json
 import re
 
 from shardplan.text import counted
-from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
+from shardplan.tools.launch.servers import (
+    Role,
+    Server,
+    Target,
+    microbatch_note,
+    pool_notes,
+    seqs_per_scheduler,
+    step_budget_flag,
+)
 
 __all__ = ["configure", "extras", "feature_notes"]
 
@@ -86,6 +95,9 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
                          f"dp={p.adp} separate servers instead")
     groups = p.dp * (p.stage_gpus if attention_dp else 1)
     flags["--max_batch_size"] = seqs_per_scheduler(p, target.sequences(server.role), groups)
+    budget = step_budget_flag(target, server, "trtllm")  # per rank under attention DP
+    if budget is not None:
+        flags["--max_num_tokens"] = budget
     microbatch_note("TensorRT-LLM", server.role, p, notes)
     if disaggregated and server.role == "prefill":
         options.append("disable_overlap_scheduler: true")

@@ -3,8 +3,10 @@
 Flag names checked against the engine's own documentation (read through the search tool):
 
 * vLLM: ``docs/serving/data_parallel_deployment.md`` (``--data-parallel-size``, ``--tensor-parallel-size``,
-  ``--max-num-seqs`` counts per DP rank; MoE expert layers form one DP x TP group, so DP ranks of an MoE
-  model are attention-data-parallel, not independent; ``--data-parallel-backend ray``),
+  ``--max-num-seqs`` counts per DP rank; ``--max-num-batched-tokens``, each rank's step budget, written where the
+  plan's differs from the default: 8192 on GPUs of 70 GiB or more other than the A100, 2048 otherwise; MoE expert
+  layers form one DP x TP group, so DP ranks of an MoE model are attention-data-parallel, not independent;
+  ``--data-parallel-backend ray``),
   ``docs/serving/expert_parallel_deployment.md`` (``--enable-expert-parallel``, ``EP_SIZE = TP_SIZE x
   DP_SIZE``; ``--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'``),
   ``docs/features/nixl_connector_usage.md`` (``VLLM_NIXL_SIDE_CHANNEL_PORT``, prefill on port 8100 and
@@ -26,7 +28,15 @@ from __future__ import annotations
 import json
 
 from shardplan.text import counted
-from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
+from shardplan.tools.launch.servers import (
+    Role,
+    Server,
+    Target,
+    microbatch_note,
+    pool_notes,
+    seqs_per_scheduler,
+    step_budget_flag,
+)
 
 __all__ = ["configure", "extras", "feature_notes"]
 
@@ -90,6 +100,9 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
             notes.append(f"{server.role}: vLLM has no data-parallel attention for dense models; the adp={p.adp} "
                          "groups run as independent data-parallel ranks")
     flags["--max-num-seqs"] = seqs_per_scheduler(p, target.sequences(server.role), p.dp * p.adp)
+    budget = step_budget_flag(target, server, "vllm")  # each data-parallel rank's scheduler has its own
+    if budget is not None:
+        flags["--max-num-batched-tokens"] = budget
     if target.kv_fp8:
         flags["--kv-cache-dtype"] = "fp8"
     _feature_flags(target, server)

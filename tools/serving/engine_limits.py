@@ -1,30 +1,70 @@
-"""What an engine admits when not told otherwise: its default cap on the sequences one scheduler runs in a step.
+"""What an engine runs when not told otherwise: its default cap on the sequences one scheduler runs in a step, and
+its default step budget.
 
-The serving model needs it where a step could otherwise take more sequences than any engine runs (a prefill step
-of prompts almost wholly cached); the simulator, where open arrivals meet the engine's own cap.
+The serving model needs the cap where a step could otherwise take more sequences than any engine runs (a prefill
+step of prompts almost wholly cached); the simulator, where open arrivals meet the engine's own cap. The budget is
+what a server launched without a budget flag runs: ``shardplan export`` writes the flag where the plan's budget
+differs from it, and a replay of a measured run launched without one uses it.
 """
 
 from __future__ import annotations
 
 from shardplan.contracts.hardware import GPU
 
-__all__ = ["engine_seq_cap"]
+__all__ = ["engine_seq_cap", "engine_step_budget"]
+
+_GIB = 2**30
+_MIB = 2**20
+
+
+def _vllm_large(gpu: GPU) -> bool:
+    """vLLM's larger defaults: a GPU of 70 GiB or more that is not an A100 (``EngineArgs.get_batch_defaults``; the
+    A100 is left out because a larger budget lowered its throughput, vLLM pull #17885)."""
+    return gpu.memory_gb * 1e9 >= 70 * _GIB and "A100" not in gpu.name.upper()
 
 
 def engine_seq_cap(engine: str, gpu: GPU) -> int:
     """The running sequences an engine admits per scheduler when not told: what open arrivals meet, since a
     deployment sized for a rate has a mean number in flight, not a cap.
 
-    vLLM (V1) defaults ``max_num_seqs`` to 1024 on GPUs of 70 GB or more and 256 below (its ``EngineArgs``
-    defaults for the OpenAI server); TensorRT-LLM's ``max_batch_size`` defaults to 2048; SGLang sizes
-    ``max_running_requests`` from the KV cache itself, which the blocks bound here anyway.
+    vLLM (V1) defaults ``max_num_seqs`` to 1024 on GPUs of 70 GiB or more other than the A100 and to 256 otherwise
+    (its ``EngineArgs`` defaults for the OpenAI server); TensorRT-LLM's ``max_batch_size`` defaults to 2048; SGLang
+    sizes ``max_running_requests`` from the KV cache itself, which the blocks bound here anyway.
 
     >>> from shardplan.tools.catalogs.gpus import make_cluster
-    >>> engine_seq_cap("vllm", make_cluster("H100", 1).gpu), engine_seq_cap("vllm", make_cluster("L40S", 1).gpu)
-    (1024, 256)
+    >>> [engine_seq_cap("vllm", make_cluster(g, 1).gpu) for g in ("H100", "L40S", "A100")]
+    [1024, 256, 256]
     """
     if engine == "trtllm":
         return 2048
     if engine == "sglang":
         return 1 << 20
-    return 1024 if gpu.memory_gb >= 70 else 256
+    return 1024 if _vllm_large(gpu) else 256
+
+
+def engine_step_budget(engine: str, gpu: GPU, adp: int = 1) -> int:
+    """The tokens one scheduler's step carries when the engine is launched without a budget flag.
+
+    * vLLM (V1, OpenAI server): ``max_num_batched_tokens`` 8192 on GPUs of 70 GiB or more other than the A100, 2048
+      otherwise (``EngineArgs.get_batch_defaults``); each data-parallel rank's scheduler has its own.
+    * SGLang: ``chunked_prefill_size`` 2048 below 35 GiB of GPU memory, 8192 below 160 GiB, 16384 above
+      (``ServerArgs``: "B200, MI300"), divided among the attention data-parallel ranks under
+      ``--enable-dp-attention`` (``_handle_data_parallelism``: ``chunked_prefill_size // dp_size``).
+    * TensorRT-LLM: ``max_num_tokens`` 8192 (trtllm-serve).
+
+    >>> from shardplan.tools.catalogs.gpus import make_cluster
+    >>> [engine_step_budget(e, make_cluster("H100", 1).gpu) for e in ("vllm", "sglang", "trtllm")]
+    [8192, 8192, 8192]
+    >>> a100, b200 = make_cluster("A100", 1).gpu, make_cluster("B200", 1).gpu
+    >>> engine_step_budget("vllm", a100), engine_step_budget("sglang", b200)
+    (2048, 16384)
+    >>> engine_step_budget("sglang", make_cluster("H200", 8).gpu, adp=8)
+    1024
+    """
+    if engine == "trtllm":
+        return 8192
+    if engine == "sglang":
+        mib = gpu.memory_gb * 1e9 / _MIB
+        chunk = 2048 if mib < 35 * 1024 else 8192 if mib < 160 * 1024 else 16384
+        return max(1, chunk // adp)
+    return 8192 if _vllm_large(gpu) else 2048
