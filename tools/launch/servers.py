@@ -36,7 +36,6 @@ __all__ = [
     "node_labels",
     "plan_servers",
     "seqs_per_scheduler",
-    "step_budget_flag",
     "microbatch_note",
     "split_pair",
     "pool_notes",
@@ -79,6 +78,18 @@ class Target:
     def sequences(self, role: str) -> int:
         """Sequences the servers of ``role`` hold together (their engines' concurrency limits add up to it)."""
         return self.in_flight.get(role, self.in_flight["serve"])
+
+    def step_budget_flag(self, server: Server, engine: str, ranks: int = 1) -> int | None:
+        """The budget flag's value for ``server``, where the engine's default on its GPU differs from the plan's
+        step budget (each of its ``ranks`` attention data-parallel schedulers taking the plan's whole budget); None
+        where the default is the plan's, so the command stays as short as the engine allows. SGLang divides its
+        ``--chunked-prefill-size`` among the ranks under ``--enable-dp-attention``, so it is given for all of them
+        (:func:`~shardplan.tools.serving.engine_limits.engine_step_budget`)."""
+        gpu = self.gpu_specs.get(server.role)
+        planned = self.max_batched_tokens
+        if gpu is None or engine_step_budget(engine, gpu, ranks) == planned:
+            return None
+        return planned * ranks if engine == "sglang" else planned
 
 
 @dataclass
@@ -222,19 +233,6 @@ def plan_servers(plan: Plan, notes: list[str], target: Target) -> list[Server]:
 def seqs_per_scheduler(phase: PhaseStrategy, batch: int, groups: int) -> int:
     """Sequences per engine scheduler when the deployment's batch is spread over ``groups`` schedulers."""
     return max(1, math.ceil(batch / groups))
-
-
-def step_budget_flag(target: Target, server: Server, engine: str, ranks: int = 1) -> int | None:
-    """The budget flag's value for ``server``, where the engine's default on its GPU differs from the plan's step
-    budget (each of its ``ranks`` attention data-parallel schedulers taking the plan's whole budget); None where the
-    default is the plan's, so the command stays as short as the engine allows. SGLang divides its
-    ``--chunked-prefill-size`` among the ranks under ``--enable-dp-attention``, so it is given for all of them
-    (:func:`~shardplan.tools.serving.engine_limits.engine_step_budget`)."""
-    gpu = target.gpu_specs.get(server.role)
-    planned = target.max_batched_tokens
-    if gpu is None or engine_step_budget(engine, gpu, ranks) == planned:
-        return None
-    return planned * ranks if engine == "sglang" else planned
 
 
 def microbatch_note(engine: str, role: str, phase: PhaseStrategy, notes: list[str], flag: str = "") -> None:

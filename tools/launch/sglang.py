@@ -22,15 +22,7 @@ Flag names checked against the engine's own documentation (read through the sear
 from __future__ import annotations
 
 from shardplan.text import counted
-from shardplan.tools.launch.servers import (
-    Role,
-    Server,
-    Target,
-    microbatch_note,
-    pool_notes,
-    seqs_per_scheduler,
-    step_budget_flag,
-)
+from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
 
 __all__ = ["configure", "extras", "feature_notes"]
 
@@ -105,7 +97,7 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
                          "ep equal to the TP size")
     flags["--max-running-requests"] = seqs_per_scheduler(p, target.sequences(server.role), p.dp)
     ranks = p.adp if flags.get("--enable-dp-attention") else 1
-    budget = step_budget_flag(target, server, "sglang", ranks)
+    budget = target.step_budget_flag(server, "sglang", ranks)
     if budget is not None:
         flags["--chunked-prefill-size"] = budget
         if target.max_batched_tokens > _MAX_PREFILL_TOKENS:  # a prompt batch is capped by this too

@@ -24,15 +24,7 @@ import json
 import re
 
 from shardplan.text import counted
-from shardplan.tools.launch.servers import (
-    Role,
-    Server,
-    Target,
-    microbatch_note,
-    pool_notes,
-    seqs_per_scheduler,
-    step_budget_flag,
-)
+from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
 
 __all__ = ["configure", "extras", "feature_notes"]
 
@@ -95,7 +87,7 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
                          f"dp={p.adp} separate servers instead")
     groups = p.dp * (p.stage_gpus if attention_dp else 1)
     flags["--max_batch_size"] = seqs_per_scheduler(p, target.sequences(server.role), groups)
-    budget = step_budget_flag(target, server, "trtllm")  # per rank under attention DP
+    budget = target.step_budget_flag(server, "trtllm")  # per rank under attention DP
     if budget is not None:
         flags["--max_num_tokens"] = budget
     microbatch_note("TensorRT-LLM", server.role, p, notes)

@@ -28,15 +28,7 @@ from __future__ import annotations
 import json
 
 from shardplan.text import counted
-from shardplan.tools.launch.servers import (
-    Role,
-    Server,
-    Target,
-    microbatch_note,
-    pool_notes,
-    seqs_per_scheduler,
-    step_budget_flag,
-)
+from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
 
 __all__ = ["configure", "extras", "feature_notes"]
 
@@ -100,7 +92,7 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
             notes.append(f"{server.role}: vLLM has no data-parallel attention for dense models; the adp={p.adp} "
                          "groups run as independent data-parallel ranks")
     flags["--max-num-seqs"] = seqs_per_scheduler(p, target.sequences(server.role), p.dp * p.adp)
-    budget = step_budget_flag(target, server, "vllm")  # each data-parallel rank's scheduler has its own
+    budget = target.step_budget_flag(server, "vllm")  # each data-parallel rank's scheduler has its own
     if budget is not None:
         flags["--max-num-batched-tokens"] = budget
     if target.kv_fp8:
