@@ -138,14 +138,17 @@ def test_preemption_when_kv_blocks_run_out_recomputes_the_latest_admitted_and_is
     assert spacious.preemptions == 0 and roomy.finish.max() < requests.finish.max()
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 @pytest.mark.parametrize("concurrency", [2, 4])
-def test_at_low_load_it_agrees_with_the_analytic_steady_state(concurrency: int) -> None:
+def test_at_low_load_it_agrees_with_the_analytic_steady_state(concurrency: int, engine: str) -> None:
     # Open arrivals at the rate the steady state serves with ``concurrency`` sequences in flight, priced as open
-    # arrivals: fixed lengths, the same step prices, so only the dynamics differ, and at low load they barely do.
-    rate = _replica("tp=1", concurrency)[0].figures.requests_per_s
-    deployment, _ = _replica("tp=1", concurrency, WORK.model_copy(update={"rate": rate}))
+    # arrivals: fixed lengths, the same step prices, so only the dynamics differ, and at low load they barely do;
+    # under each engine's own scheduler (SGLang's prompt steps apart, TensorRT-LLM's whole prompts).
+    work = WORK.model_copy(update={"engine": engine})
+    rate = _replica("tp=1", concurrency, work)[0].figures.requests_per_s
+    deployment, _ = _replica("tp=1", concurrency, work.model_copy(update={"rate": rate}))
     options = SimulationOptions(backend="roofline", max_num_seqs=256)
-    summary = simulate(LLAMA_8B, H100, deployment, WORK, requests=3000, rate=rate, seed=1, options=options).summary
+    summary = simulate(LLAMA_8B, H100, deployment, work, requests=3000, rate=rate, seed=1, options=options).summary
     assert summary.figures.source == "simulation"
     assert summary.figures.ttft_ms == pytest.approx(deployment.figures.ttft_ms, rel=0.05)
     assert summary.figures.tpot_ms == pytest.approx(deployment.figures.tpot_ms, rel=0.05)
