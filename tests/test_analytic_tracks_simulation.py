@@ -71,10 +71,11 @@ def test_a_light_rate_finds_the_engine_mostly_idle(rate: float) -> None:
     assert plan.figures.requests_per_s == pytest.approx(rate)
 
 
-def test_a_closed_population_waits_out_the_step_under_way() -> None:
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_closed_population_waits_out_the_step_under_way(engine: str) -> None:
     # A plan for 64 sequences in flight, replayed as 64 clients whose output lengths vary (so they do not run in
     # lockstep): each next request follows a completion at the end of a step, and waits out the step just begun.
-    workload = Workload(isl=2048, osl=256, batch=64)
+    workload = Workload(isl=2048, osl=256, batch=64, engine=engine)
     clients = workload.model_copy(update={"traffic": Traffic(arrival=parse_arrival("closed:64"),
                                                              osl=parse_length("uniform:128,384"))})
     plan = given_deployment(LLAMA_8B, H100, TP1, workload)[0]
@@ -85,12 +86,13 @@ def test_a_closed_population_waits_out_the_step_under_way() -> None:
     assert plan.figures.tpot_ms == pytest.approx(float(np.nanmean(measured.tpot_ms[kept])), rel=TPOT_TOLERANCE)
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
 @pytest.mark.parametrize(("clients", "isl"), [(1, 1024), (1, 20000), (2, 4096)])
-def test_a_small_closed_population_sees_its_peers_only(clients: int, isl: int) -> None:
+def test_a_small_closed_population_sees_its_peers_only(clients: int, isl: int, engine: str) -> None:
     # The arrival theorem of closed queues: a request sees the C - 1 others. A lone client's prompt finds the engine
     # idle and its decode steps carry no prompt chunk (its own next prompt comes after it); the serving model had
     # it wait a whole step and ride its own next prompt's chunks (TPOT +39% at a 20k-token prompt).
-    workload = Workload(isl=isl, osl=256, batch=clients)
+    workload = Workload(isl=isl, osl=256, batch=clients, engine=engine)
     # Two clients' outputs vary (128 to 384 tokens), so they do not run in lockstep; one client cannot.
     spread = parse_length("uniform:128,384") if clients > 1 else None
     loop = workload.model_copy(update={"traffic": Traffic(arrival=parse_arrival(f"closed:{clients}"), osl=spread)})
