@@ -358,8 +358,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="mean seconds from a client's completion to its next request reaching the engine "
                              "(SimulationOptions.send_delay_s; default 0)")
     parser.add_argument("--max-batched-tokens", type=int, metavar="N",
-                        help="an experiment: every engine's step carries at most N tokens (default: each engine's "
-                             "default, 8,192 here); no source states NIM's")
+                        help="an experiment: every engine's step carries at most N tokens (default: the budget "
+                             "closed_loop.yaml states for the run, else 8,192); no source states NIM's")
     parser.add_argument("--trtllm-chunked-context", action="store_true",
                         help="an experiment: TensorRT-LLM rows chunk their prompts under the step budget "
                              "(enable_chunked_context; SimulationOptions.trtllm_chunked_context)")
