@@ -1,6 +1,6 @@
 """The analytic steady state against the engine simulator: mean TTFT and TPOT of the same replica at the same rate.
 
-Run: .venv/bin/python benchmarks/bench_analytic_vs_simulated.py [--requests N] [--match TEXT] [--json FILE]
+Run: .venv/bin/python benchmarks/bench_analytic_vs_simulated.py [--requests N] [--match TEXT] [--engine E] [--json FILE]
 Issue 23: improve the analytic model from the simulator, not the other way round; this prints where they agree.
 
 Each scenario is one replica (Llama-3.1-8B on one H100, Llama-3.1-70B on four at tp=4, Qwen3-30B-A3B on one
@@ -58,8 +58,9 @@ class Scenario:
         return (analytic - simulated) / simulated * 100.0
 
 
-def scenarios(requests: int, match: str | None) -> list[Scenario]:
-    """Every setup, length and load of the grid (those whose name contains ``match``), planned then simulated."""
+def scenarios(requests: int, match: str | None, engine: str = "vllm") -> list[Scenario]:
+    """Every setup, length and load of the grid (those whose name contains ``match``), planned then simulated, under
+    ``engine``'s scheduler (SGLang's runs prompt steps apart from decode steps)."""
     found = []
     for model_name, gpu, gpus, spec in SETUPS:
         model, cluster, strategy = load_model(model_name), make_cluster(gpu, gpus), parse_strategy(spec)
@@ -67,7 +68,7 @@ def scenarios(requests: int, match: str | None) -> list[Scenario]:
             name = f"{model_name} {gpus}x{gpu} {spec} {isl}/{osl}"
             if match and match not in name:
                 continue
-            workload = Workload(isl=isl, osl=osl)
+            workload = Workload(isl=isl, osl=osl, engine=engine)  # type: ignore[arg-type]
             limit = min(replica_capacity(model, cluster, strategy.decode, workload), workload.max_batched_tokens - 1)
             pricer = StepPricer.for_workload(model, cluster, strategy.decode, workload)
             fullest = serving_point(pricer, limit, workload)
@@ -108,12 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=5000, help="requests simulated per scenario (default 5000)")
     parser.add_argument("--match", help="only the setups whose name contains TEXT")
+    parser.add_argument("--engine", choices=("vllm", "sglang", "trtllm"), default="vllm",
+                        help="the engine whose scheduler both model (default vllm)")
     parser.add_argument("--json", type=Path, help="also write the scenarios and the summary to FILE")
     args = parser.parse_args(argv)
     print("Analytic steady state vs simulated mean (Poisson arrivals, fixed lengths), error in % of the simulated:\n")
     print("| replica, isl/osl | load | req/s | TTFT analytic | simulated | err | TPOT analytic | simulated | err |")
     print("|---|---|---|---|---|---|---|---|---|")
-    found = scenarios(args.requests, args.match)
+    found = scenarios(args.requests, args.match, args.engine)
     if not found:
         print("no scenario matches")
         return 1
