@@ -42,7 +42,11 @@ SGLang (``engine="sglang"``, one scheduler per replica) composes its steps other
 or decodes, never both, and prompts go first (``--enable-mixed-chunk`` is off by default). A prompt step of ``p``
 tokens takes ``step(0, p)`` and the whole budget ``B``; the decoding sequences sit it out. A round is then one
 decode step and the prompt steps between two of them, ``step(D, 0) + (P / p) step(0, p)``, which is TPOT, and the
-budget does not cap ``D``. A prompt's own chunks pass without decodes.
+budget does not cap ``D``. A prompt's own chunks pass without decodes. A prompt step takes every prompt waiting, and
+prompts arrive at random, ``m = P / I`` a round: a round has a prompt step with probability ``1 - exp(-m)``, which
+carries ``m / (1 - exp(-m))`` prompts, so ``p = min(B, I m / (1 - exp(-m)))``. Priced one prompt a step instead,
+the analytic TPOT was up to 25% over the simulator's where a prompt step's own cost is large (an MoE model's
+experts read whole by a 1k-token prompt: Qwen3-30B-A3B at 1024/256 and 70% load).
 
 Speculative decoding: a decode step verifies ``K + 1`` positions per sequence and emits ``A + 1`` tokens per
 sequence on average, so a request decodes in ``(O - 1) / (A + 1)`` steps, each decoding sequence takes ``K + 1``
@@ -188,9 +192,15 @@ def continuous_point(
     for _ in range(8):
         free = float(budget) if prefill_first else max(budget - decoding * verify, 1.0)
         needed = decoding * prompt / per_request
-        chunk = min(free, max(float(prompt), needed))
-        # Prompt steps per decode step: at most one step in a mixed engine carries a chunk, SGLang runs as many.
-        share = needed / chunk if prefill_first else min(1.0, needed / chunk)
+        if prefill_first:
+            # Prompts arrive at random, ``needed / prompt`` a round on average, and a prompt step takes every one
+            # waiting: a round has one with probability 1 - exp(-m), carrying m / (1 - exp(-m)) prompts.
+            arriving = needed / prompt
+            chunk = min(free, prompt * arriving / -math.expm1(-arriving)) if arriving > 0 else float(prompt)
+            share = needed / chunk  # prompt steps a round: SGLang runs as many as the budget needs
+        else:
+            chunk = min(free, max(float(prompt), needed))
+            share = min(1.0, needed / chunk)  # at most one step in a mixed engine carries a chunk
         if ranks > 1:
             # The ranks step together while any of them has work: the replica's whole load counts.
             steps, ttft = _ranks_steps(
