@@ -29,8 +29,8 @@ Beside each simulated figure stands the analytic steady state of the same plan (
 row is *past the KV cache* when its concurrency exceeds the sequences the simulated KV cache holds at the row's
 (mean) lengths: the engine then runs what fits and queues the rest.
 
-Each sweep's error is also taken apart (:func:`base_and_growth`): at its lowest concurrency (the step prices) and
-of the growth from there (queueing, how the clients meet).
+Each sweep's error is also taken apart (:func:`closed_loop_figures.base_and_growth`): at its lowest concurrency
+(the step prices) and of the growth from there (queueing, how the clients meet).
 
 What the comparison found, what was changed for it and what is left: ``docs/closed_loop.md``.
 """
@@ -40,14 +40,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import statistics
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
+from closed_loop_figures import METRICS, Row, base_and_growth, growth_medians, median_abs, summarise
 from closed_loop_rows import Point, table_points, yaml_points
 
 from shardplan.contracts.arithmetic.feasibility import needed_sequences_text, sequences_needed
@@ -64,57 +64,6 @@ from shardplan.tools.simulation.state import Requests
 
 TARGET_PCT = 15.0
 DEFAULTS = SimulationOptions()
-
-
-@dataclass
-class Row:
-    id: str
-    clients: int
-    osl: int
-    past_kv: bool
-    kv_sequences: int
-    measured: dict[str, float]
-    simulated: dict[str, float]
-    analytic: dict[str, float]
-    statistic: str
-    source: str
-    notes: list[str] = field(default_factory=list)
-    whole_run: bool = False
-    """Every request counted, the cold start and the wind-down included (a ``bench_serving`` row)."""
-    requests: int = 0
-    cold_ttft_ms: float = math.nan
-    """Simulated mean TTFT of the clients' first requests, sent together at the start."""
-    warm_ttft_ms: float = math.nan
-    """Simulated mean TTFT of the requests after those."""
-    burst: float = math.nan
-    """Of the requests after the first N: how many entered the engine in the same step as each, on average (N when
-    the clients run in lockstep, about 1 when they are spread)."""
-
-    def error(self, metric: str, of: str = "simulated") -> float | None:
-        """Signed error in % of the simulated (or analytic) figure, None where the row measured none."""
-        measured = self.measured.get(metric)
-        found = getattr(self, of).get(metric)
-        if measured is None or found is None:
-            return None
-        return (found - measured) / measured * 100.0
-
-    @property
-    def sweep(self) -> str:
-        """The sweep the row belongs to: its id without the concurrency."""
-        return re.sub(r"-conc\d+", "", self.id)
-
-    def little_ttft_ms(self) -> float | None:
-        """The TTFT the row's own throughput and TPOT imply by Little's law over its closed loop, N = requests/s x
-        (TTFT + (osl - 1) TPOT); a measured TTFT far from it was not taken in a steady state (a run too short for
-        its queue to build up). None for a whole run: fewer than N clients are in flight at its start and end, and
-        its lengths vary."""
-        tokens, tpot = self.measured.get("tokens_per_s"), self.measured.get("tpot_ms")
-        if tokens is None or tpot is None or self.whole_run:
-            return None
-        return self.clients * self.osl / tokens * 1e3 - (self.osl - 1) * tpot
-
-
-METRICS = ("ttft_ms", "tpot_ms", "tokens_per_s")
 
 
 def simulate_point(point: Point, options: SimulationOptions = DEFAULTS,
@@ -223,47 +172,13 @@ def run_point(point: Point, options: SimulationOptions = DEFAULTS, budget: int |
     )
 
 
-def median_abs(rows: list[Row], metric: str, of: str = "simulated") -> tuple[float, int]:
-    """Median absolute error (%) of ``metric`` over the rows that measured it, and how many they are."""
-    errors = [abs(e) for r in rows if (e := r.error(metric, of)) is not None]
-    return (statistics.median(errors) if errors else math.nan), len(errors)
-
-
-def base_and_growth(rows: list[Row], metric: str) -> dict[str, tuple[list[float], list[float]]]:
-    """The error of ``metric`` taken apart, per sweep: at its lowest concurrency (the *base*: the step prices, one
-    engine release's speed, time outside the engine), and of its growth from there (the *growth*: queueing and how
-    the clients meet, what the simulator adds to the step prices). A row's growth error is
-    ``(simulated / simulated at the base) / (measured / measured at the base) - 1``, in %; nothing is fitted.
-
-    Returns, by source, the |base errors| (one a sweep) and the |growth errors| (one a row past its sweep's base);
-    sweeps with a single row measuring ``metric`` have no growth and are left out.
-
-    >>> row = lambda n, m, s: Row("s-conc%d" % n, n, 1, False, 9, {"ttft_ms": m}, {"ttft_ms": s}, {}, "mean", "src")
-    >>> base_and_growth([row(1, 100.0, 50.0), row(10, 200.0, 150.0)], "ttft_ms")
-    {'src': ([50.0], [50.0])}
-    """
-    found: dict[str, tuple[list[float], list[float]]] = {}
-    for sweep in dict.fromkeys(r.sweep for r in rows):
-        chosen = sorted((r for r in rows if r.sweep == sweep and r.error(metric) is not None
-                         and r.measured[metric] > 0 and r.simulated[metric] > 0), key=lambda r: r.clients)
-        if len(chosen) < 2:
-            continue
-        first = chosen[0]
-        base, growth = found.setdefault(first.source, ([], []))
-        base.append(abs(first.error(metric) or 0.0))
-        for r in chosen[1:]:
-            ratio = (r.simulated[metric] / first.simulated[metric]) / (r.measured[metric] / first.measured[metric])
-            growth.append(abs(ratio - 1.0) * 100.0)
-    return found
-
-
 def _median_text(values: list[float]) -> str:
     return f"{statistics.median(values):.1f}% ({len(values)})" if values else "-"
 
 
 def print_base_and_growth(rows: list[Row]) -> dict[str, float]:
     """Per source, the median |error| at each sweep's lowest concurrency and of the growth from there; returns the
-    medians over all sources."""
+    medians over all sources (:func:`~closed_loop_figures.growth_medians`)."""
     parts = {metric: base_and_growth(rows, metric) for metric in ("ttft_ms", "tpot_ms")}
     print("| source | TTFT base (sweeps) | TTFT growth (rows) | TPOT base (sweeps) | TPOT growth (rows) |")
     print("|---|---|---|---|---|")
@@ -271,15 +186,9 @@ def print_base_and_growth(rows: list[Row]) -> dict[str, float]:
         cells = [_median_text(part.get(source, ([], []))[i]) for part in parts.values() for i in (0, 1)]
         if any(c != "-" for c in cells):
             print("| " + " | ".join([source, *cells]) + " |")
-    medians: dict[str, float] = {}
-    cells = []
-    for metric, part in parts.items():
-        for i, name in enumerate(("base", "growth")):
-            values = [v for pair in part.values() for v in pair[i]]
-            cells.append(_median_text(values))
-            medians[f"{metric}_{name}_median_abs_pct"] = statistics.median(values) if values else math.nan
+    cells = [_median_text([v for pair in part.values() for v in pair[i]]) for part in parts.values() for i in (0, 1)]
     print("| all | " + " | ".join(cells) + " |")
-    return medians
+    return growth_medians(parts)
 
 
 def _cell(value: float | None) -> str:
@@ -333,21 +242,6 @@ def print_whole_runs(rows: list[Row]) -> None:
             cells = [r.id, str(r.clients), str(r.requests), _cell(r.measured.get("ttft_ms")),
                      _cell(r.simulated["ttft_ms"]), _cell(r.cold_ttft_ms), _cell(r.warm_ttft_ms), f"{r.burst:.1f}"]
             print("| " + " | ".join(cells) + " |")
-
-
-def summarise(rows: list[Row]) -> dict[str, dict[str, float]]:
-    """Median absolute errors of TTFT and TPOT, simulated and analytic, over all rows and those past the KV cache."""
-    out: dict[str, dict[str, float]] = {}
-    for part, chosen in (("all", rows), ("past_kv", [r for r in rows if r.past_kv]),
-                         ("within_kv", [r for r in rows if not r.past_kv])):
-        for of in ("simulated", "analytic"):
-            figures: dict[str, float] = {}
-            for metric in METRICS:
-                value, count = median_abs(chosen, metric, of)
-                figures[f"{metric}_median_abs_pct"] = value
-                figures[f"{metric}_rows"] = count
-            out[f"{part}_{of}"] = figures
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_closed_loop as loop  # noqa: E402
+import closed_loop_figures as figures  # noqa: E402
 import closed_loop_rows as rows  # noqa: E402
 
 
@@ -51,8 +52,8 @@ def test_a_whole_run_replays_and_counts_every_request() -> None:
     assert row.little_ttft_ms() is None
 
 
-def _row(sweep: str, clients: int, measured: float, simulated: float, source: str = "src") -> loop.Row:
-    return loop.Row(f"{sweep}-conc{clients}", clients, 100, False, 50, {"ttft_ms": measured},
+def _row(sweep: str, clients: int, measured: float, simulated: float, source: str = "src") -> figures.Row:
+    return figures.Row(f"{sweep}-conc{clients}", clients, 100, False, 50, {"ttft_ms": measured},
                     {"ttft_ms": simulated}, {}, "mean", source)
 
 
@@ -62,9 +63,9 @@ def test_growth_is_apart_from_the_base() -> None:
     scaled = [_row("a", n, 100.0 * n, 50.0 * n) for n in (1, 4, 16)]
     # A sweep right at one client whose simulated TTFT grows 3 times as fast as the measured one.
     steep = [_row("b", 1, 100.0, 100.0, "other"), _row("b", 10, 200.0, 600.0, "other")]
-    found = loop.base_and_growth(scaled + steep, "ttft_ms")
+    found = figures.base_and_growth(scaled + steep, "ttft_ms")
     assert found["src"][0] == pytest.approx([50.0]) and found["src"][1] == pytest.approx([0.0, 0.0])
     assert found["other"] == ([0.0], [pytest.approx(200.0)])
     # A sweep with one row has no growth, and rows without the metric are left out.
-    assert loop.base_and_growth([_row("c", 8, 10.0, 12.0)], "ttft_ms") == {}
-    assert loop.base_and_growth(scaled, "tpot_ms") == {}
+    assert figures.base_and_growth([_row("c", 8, 10.0, 12.0)], "ttft_ms") == {}
+    assert figures.base_and_growth(scaled, "tpot_ms") == {}

@@ -15,11 +15,9 @@ Each step, in order:
   whose tokens are all computed emits its next token at the end of it (its first one when its prompt's last
   chunk comes out of the pipeline: ``chunk_pass_s``).
 
-SGLang's scheduler (``prefill_first``; vLLM's V0 engine without chunked prefill too) composes its steps differently:
-a step carries either prompt chunks or decode tokens, never both (``--enable-mixed-chunk`` is off by default), and
-prompts go first. While a prompt has
-tokens left or a waiting request can be admitted, the step is a prefill step under the budget and the decoding
-sequences sit it out; otherwise every running sequence decodes, the budget not counting decode tokens.
+SGLang's scheduler (``prefill_first``; vLLM's V0 engine without chunked prefill too) runs steps of one kind, prompts
+first: while a prompt has tokens left or a waiting request can be admitted, a prefill step, otherwise a decode step
+(:mod:`.grants` shares a step's budget either way).
 
 Under pipeline parallelism a prompt's first token may come out of the pipeline after the step that carried its last
 chunk ends: its sequence sits out the steps until then (:mod:`.pipeline`), and a one-token request ends then.
@@ -37,7 +35,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
@@ -52,20 +49,20 @@ from shardplan.tools.simulation.blocks import (
     room,
 )
 from shardplan.tools.simulation.emission import Emission
+from shardplan.tools.simulation.grants import StepKind, has_prompt_work, share_budget
+from shardplan.tools.simulation.meter import StepMeter
 from shardplan.tools.simulation.pipeline import FirstTokens
 from shardplan.tools.simulation.prefix_cache import PrefixCache
-from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepPrices, StepRecord, repeats_before, waited
+from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepPrices, repeats_before, waited
 from shardplan.tools.simulation.state import Requests
 
 __all__ = ["Engine"]
 
-StepKind = Literal["prefill", "decode"]
-"""What a :attr:`Engine.prefill_first` scheduler's step carries: prompt chunks, or one token per decoding sequence."""
-
 
 @dataclass
-class Engine:
-    """One replica (or decode worker): its waiting queue, running set and KV-cache blocks, and what it measured.
+class Engine(StepMeter):
+    """One replica (or decode worker): its waiting queue, running set and KV-cache blocks, and what it measured
+    (:class:`~.meter.StepMeter`).
 
     ``clock`` is when its next step starts. Times are seconds.
     """
@@ -110,21 +107,6 @@ class Engine:
     _price: StepPrices = field(init=False)
     _emission: Emission = field(init=False)
     """Tokens a decode step adds to a sequence, ``emit`` on average (:mod:`.emission`)."""
-    # What it measured: integrals over time (seconds x count) and counts.
-    running_s: float = 0.0
-    resident_s: float = 0.0
-    """Requests at this worker (waiting or running) integrated over time: Little's law's area."""
-    blocks_s: float = 0.0
-    peak_blocks: int = 0
-    step_blocks: int = 0
-    """KV-cache blocks its last step held, cached prefixes included, before the sequences that finished in it let
-    theirs go: what :attr:`peak_blocks` is the most of."""
-    peak_running: int = 0
-    steps: int = 0
-    preemptions: int = 0
-    last_finished: int = 0
-    last_end: float = 0.0
-    records: list[StepRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._price = StepPrices(self.costs)
@@ -179,22 +161,24 @@ class Engine:
             RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
         """
         count = self._state.shape[1]
-        if self.prefill_first:
-            return self._prefill_first(count)
+        step = self._prefill_first(count) if self.prefill_first else self._mixed_first(count)
+        if step is None:
+            raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
+        return step
+
+    def _mixed_first(self, count: int) -> StepPlan | None:
+        """vLLM's and TensorRT-LLM's step: pure decode steps taken together while nothing else can run, else a step
+        mixing the running set's tokens and the admitted prompts' chunks."""
         if self._prefilling or count * self.verify > self.max_batched_tokens or self._pipeline.latest > self.clock:
-            return self._mixed()
-        # Every running sequence decodes: one token each (up to ``emit`` under speculation), and a new block for
-        # those whose blocks are full.
-        computed = self._state[COMPUTED]
-        step = self._emission.most
-        grow = int(np.count_nonzero(self._blocks(computed + step) > self._blocks(computed))) if count else 0
-        if self._used + grow > self._room():
-            return self._mixed()
+            return self._compose()
+        grow = self._decode_growth()
+        if grow is None:
+            return self._compose()
         if count and (not self.waiting or count >= self.max_num_seqs):
             return self._decode(count, grow)
         return self._admitting(count, grow)
 
-    def _prefill_first(self, count: int) -> StepPlan:
+    def _prefill_first(self, count: int) -> StepPlan | None:
         """SGLang's step (:attr:`prefill_first`): a prefill step while a prompt has tokens left or a waiting request
         can be admitted (``get_next_batch_to_run``: "Run prefill first if possible"), else a decode step of every
         running sequence."""
@@ -203,13 +187,15 @@ class Engine:
             if prefill is not None:
                 return prefill
         # A prompt its KV cache could not continue waits, out of the decode step (the fast path decodes them all).
-        if not count or self._prefilling or self._pipeline.latest > self.clock:
-            return self._mixed("decode")
+        grow = self._decode_growth() if count and not self._prefilling and self._pipeline.latest <= self.clock else None
+        return self._compose("decode") if grow is None else self._decode(count, grow)
+
+    def _decode_growth(self) -> int | None:
+        """New blocks a pure decode step needs: every running sequence gains one token (up to ``emit`` under
+        speculation), and those whose blocks are full take a new one; None when the free blocks lack them."""
         computed = self._state[COMPUTED]
         grow = int(np.count_nonzero(self._blocks(computed + self._emission.most) > self._blocks(computed)))
-        if self._used + grow > self._room():
-            return self._mixed("decode")
-        return self._decode(count, grow)
+        return grow if self._used + grow <= self._room() else None
 
     def _decode(self, count: int, grow: int) -> StepPlan:
         """Pure decode steps: one token for every running sequence, nothing admitted."""
@@ -233,14 +219,13 @@ class Engine:
 
         return StepPlan(count, 0, self._most_repeats(self._emission.steps_to(nearest)), run)
 
-    def _admitting(self, count: int, grow: int) -> StepPlan:
+    def _admitting(self, count: int, grow: int) -> StepPlan | None:
         """Every running sequence decodes and waiting requests are admitted: when each admitted one computes all
         its known tokens (a whole prompt, or a decode token whose KV cache came over), every sequence emits."""
         admitted = self._admit(count * self.verify, self._used + grow, self.clock)
         if not admitted.chunks:
-            if count:  # blocked until a sequence finishes and frees blocks or a seat
-                return self._decode(count, grow)
-            raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
+            # Blocked until a sequence finishes and frees blocks or a seat; nothing to run without one.
+            return self._decode(count, grow) if count else None
         decode = count + admitted.ready
         if not admitted.whole:
             grant = np.concatenate([np.ones(count, dtype=np.int64), np.array(admitted.chunks, dtype=np.int64)])
@@ -267,40 +252,14 @@ class Engine:
 
         return StepPlan(decode, prefill, 1, run)
 
-    def _mixed(self, only: StepKind | None = None) -> StepPlan:
-        """The general step: prompt chunks under way, the token budget shared in admission order, preemption when
-        the blocks run out; ``only``: SGLang's decode step (``"decode"``) or prefill step (``"prefill"``).
-
-        Raises:
-            RuntimeError: a step with nothing to run (a request longer than the whole KV cache reached it).
-        """
-        step = self._compose(only)
-        if step is None:
-            raise RuntimeError("an engine step with nothing to run: a request needs more KV cache than the worker has")
-        return step
-
-    def _compose(self, only: StepKind | None) -> StepPlan | None:
-        """:meth:`_mixed`'s step, or None for a prefill step (``only="prefill"``) with no prompt token to run."""
+    def _compose(self, only: StepKind | None = None) -> StepPlan | None:
+        """The general step: prompt chunks under way, the token budget shared in admission order (:mod:`.grants`),
+        preemption when the blocks run out, admission; ``only``: SGLang's decode or prefill step. None when nothing
+        can run (a prefill step with no prompt token, or a request needing more KV cache than the worker has)."""
         state = self._state
-        need = state[KNOWN] - state[COMPUTED]
         # Sequences whose first token is still in the pipeline sit out the step.
         held = self._pipeline.held(state, self.requests.first_token, self.clock)
-        # A decoding sequence's one token is its K + 1 verified positions of the budget under speculation.
-        decoding = (need == 1) & (state[GENERATED] > 0)
-        cost = need + (self.verify - 1) * decoding if self.verify > 1 else need
-        if held is not False:
-            cost = np.where(held, 0, cost)
-        budget = self.max_batched_tokens
-        if only == "prefill":  # the decoding sequences sit the prefill step out
-            cost = np.where(decoding, 0, cost)
-        elif only == "decode":  # prompts wait for a prefill step; a decode step takes every decoding sequence
-            cost = np.where(decoding, cost, 0)
-            budget = int(cost.sum())
-        before = np.cumsum(cost) - cost
-        room = np.maximum(budget - before, 0)
-        grant = np.where(cost > need, (room >= cost).astype(need.dtype), np.minimum(need, room))
-        # A sequence that sits the step out (held in the pipeline, or left out of SGLang's step) gets nothing.
-        grant = np.where(cost > 0, grant, 0)
+        _, decoding, grant = share_budget(state, held, self.verify, self.max_batched_tokens, only)
         # Its KV cache grows by the tokens it gains: up to ceil(A + 1) for a decoding sequence under speculation.
         most = self._emission.most
         grow = grant + (most - 1) * (decoding & (grant > 0)) if most > 1 else grant
@@ -320,11 +279,9 @@ class Engine:
                 grant = np.concatenate([grant, np.array(admitted.chunks, dtype=np.int64)])
                 wanted = admitted.blocks
         if not grant.size or not grant.any():
-            if only == "prefill":
-                return None
-            if self._pipeline.pending(self.clock) and self._state.shape[1]:
-                return self._wait()
-            return None
+            # Sequences held in the pipeline wait for their first tokens; a prefill step with no prompt has none.
+            waiting = only != "prefill" and self._pipeline.pending(self.clock) and self._state.shape[1]
+            return self._wait() if waiting else None
         state = self._state
         need = state[KNOWN] - state[COMPUTED]
         decode = int(np.count_nonzero((need == 1) & (state[GENERATED] > 0) & (grant > 0)))
@@ -352,10 +309,8 @@ class Engine:
                 self.requests.first_token[state[ID, first]] = now + chunk_pass
                 self._pipeline.sent(now + chunk_pass, now + duration)
             self._used = wanted if self.emit == 1 else int(self._own(state[COMPUTED], state[SHARED]).sum())
-            if self.prefill_first:  # a prompt with tokens left, not a decoding sequence a prefill step left out
-                self._prefilling = bool(((state[KNOWN] - state[COMPUTED] > 1) | (state[GENERATED] == 0)).any())
-            else:
-                self._prefilling = not emitted.all()
+            # SGLang's decoding sequences a prefill step left out have no prompt work.
+            self._prefilling = has_prompt_work(state) if self.prefill_first else not emitted.all()
             self._account(now, duration, 1, state.shape[1], decode, tokens - decode, wanted)
             left = state[OSL] - state[GENERATED]
             self._nearest = int(left.min())
@@ -386,20 +341,13 @@ class Engine:
         """Count ``repeats`` steps of ``count`` sequences (``decode`` decode and ``prefill`` prompt tokens each)
         lasting ``elapsed`` in all, and move the clock on; the blocks held grow from ``first`` (the first step's)
         to the running set's at the end."""
-        self.running_s += count * elapsed
-        self.resident_s += (count + len(self.waiting)) * elapsed
         cached = 0
         if self.prefix is not None:
             # An allocation takes the least recently used unpinned prefixes' blocks when the free ones run short.
             self.prefix.evict(self.kv_blocks - self._used)
             cached = self.prefix.blocks
-        self.blocks_s += ((first + self._used) / 2 + cached) * elapsed
-        self.step_blocks = self._used + cached
-        self.peak_blocks = max(self.peak_blocks, self.step_blocks)
-        self.peak_running = max(self.peak_running, count)
-        self.steps += repeats
-        if self.record_steps and repeats:
-            self.records.append(StepRecord(now, elapsed, decode, prefill, repeats, count, len(self.waiting)))
+        self.measure(now, elapsed, repeats, count, len(self.waiting), decode, prefill, (first, self._used, cached),
+                     self.record_steps)
         self.clock = now + elapsed
 
     def _finish(self, done: np.ndarray) -> np.ndarray:
