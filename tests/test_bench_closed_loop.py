@@ -3,6 +3,7 @@ against the totals it printed, and every request of the run counted (benchmarks/
 
 from __future__ import annotations
 
+import doctest
 import sys
 from pathlib import Path
 
@@ -69,3 +70,7 @@ def test_growth_is_apart_from_the_base() -> None:
     # A sweep with one row has no growth, and rows without the metric are left out.
     assert figures.base_and_growth([_row("c", 8, 10.0, 12.0)], "ttft_ms") == {}
     assert figures.base_and_growth(scaled, "tpot_ms") == {}
+
+
+def test_the_figures_examples_hold() -> None:
+    assert doctest.testmod(figures).failed == 0

@@ -41,7 +41,7 @@ from shardplan.contracts.speculation import parse_speculation
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.contracts.traffic import Traffic, parse_arrival
 from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
-from shardplan.tools.simulation import pipeline, replica
+from shardplan.tools.simulation import grants, meter, pipeline, replica
 
 SHORT = {"isl": "lognormal:mean=2048,cv=1,high=8000", "osl": "uniform:1,8"}
 """Long prompts and outputs of a few tokens: where a prompt's pass through a pipeline matters most."""
@@ -218,7 +218,7 @@ def test_a_trace_replays_its_timestamps(tmp_path: Path) -> None:
 
 
 def test_the_examples_run() -> None:
-    for module in (replica, pipeline, simulation_checks):
+    for module in (replica, pipeline, grants, meter, simulation_checks):
         assert doctest.testmod(module).failed == 0, module.__name__
 
 
