@@ -159,6 +159,29 @@ class Workload(Contract):
         return self.isl - min(round(self.cached_prompt_tokens), self.isl - 1)
 
     @property
+    def longest_prompt(self) -> int | None:
+        """The longest prompt the workload can send: ``isl`` for fixed lengths, a distribution's cap; None where
+        nothing short of the requests themselves bounds it (a lognormal without ``high``, a trace). An engine that
+        takes prompts only whole must hold this many tokens in one step.
+
+        >>> from shardplan.contracts.traffic import LognormalLength, UniformLength
+        >>> Workload(isl=1024, osl=8).longest_prompt
+        1024
+        >>> uniform = Traffic(isl=UniformLength(kind="uniform", low=256, high=4096))
+        >>> Workload(isl=2176, osl=8, traffic=uniform).longest_prompt
+        4096
+        >>> print(Workload(isl=2048, osl=8, traffic=Traffic(isl=LognormalLength(kind="lognormal", mean=2048, cv=1))
+        ...       ).longest_prompt)
+        None
+        """
+        if self.traffic is not None and self.traffic.trace is not None:
+            return None  # the trace's rows give the lengths
+        lengths = self.traffic.isl if self.traffic is not None else None
+        if lengths is None:
+            return self.isl
+        return lengths.tokens if lengths.kind == "fixed" else lengths.high
+
+    @property
     def tokens_per_decode_step(self) -> float:
         """Output tokens one decode step emits per sequence, on average: 1, or the accepted drafts plus 1."""
         return self.speculation.tokens_per_step if self.speculation else 1.0

@@ -10,6 +10,7 @@ from cli_helpers import run_cli, run_here
 
 from shardplan.contracts.plan import Plan, PlanRequest
 from shardplan.contracts.strategy import parse_strategy
+from shardplan.contracts.traffic import Traffic, parse_length
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.launch.commands import ENGINES, LaunchSpec, launch_command
@@ -294,3 +295,44 @@ def test_the_plan_s_step_budget_is_written_where_the_engine_s_default_differs(pl
     assert _flag(sglang, "--chunked-prefill-size") == "32768" and _flag(sglang, "--max-prefill-tokens") == "32768"
     assert _flag(launch_command(big, "trtllm").command, "--max_num_tokens") == "32768"
     assert _flag(launch_command(big, "vllm").command, "--max-num-batched-tokens") == "32768"
+
+
+def _long_prompt_plan(spec: str, **lengths: object) -> Plan:
+    work = Workload(isl=20000, osl=256, batch=16)
+    if lengths:
+        work = work.model_copy(update={"isl": 3000, "traffic": Traffic(**lengths)})  # type: ignore[arg-type]
+    request = PlanRequest(model=LLAMA, gpu="H100", gpus=8, workload=work)
+    spec_model, cluster = resolve_request(request)
+    return plan_for_strategy(request, spec_model, cluster, parse_strategy(spec))
+
+
+def test_trtllm_gets_chunked_prefill_where_prompts_can_outgrow_its_step(plans: dict[str, Plan]) -> None:
+    # trtllm-serve refuses a prompt longer than max_num_tokens (8,192 here) unless chunked prefill is on: the export
+    # turns it on where the workload's prompts can be longer (20,000 fixed, an uncapped lognormal), on every server
+    # that takes prompts (a split deployment's generation servers take KV caches), and leaves it off otherwise.
+    colocated = launch_command(_long_prompt_plan("tp=8"), "trtllm")
+    assert "enable_chunked_prefill: true" in colocated.files["extra_llm_api_options.yaml"]
+    assert any("refuses a longer prompt without chunked prefill" in note for note in colocated.notes)
+    split = launch_command(_long_prompt_plan("prefill:tp=4;decode:tp=4;disagg"), "trtllm")
+    assert "enable_chunked_prefill: true" in split.files["prefill_config.yaml"]
+    assert "enable_chunked_prefill" not in split.files["decode_config.yaml"]
+    uncapped = _long_prompt_plan("tp=8", isl=parse_length("lognormal:mean=3000,cv=1"))
+    assert "enable_chunked_prefill: true" in launch_command(uncapped, "trtllm").files["extra_llm_api_options.yaml"]
+    capped = _long_prompt_plan("tp=8", isl=parse_length("lognormal:mean=3000,cv=1,high=8192"))
+    assert "extra_llm_api_options.yaml" not in launch_command(capped, "trtllm").files
+    assert "enable_chunked_prefill" not in json.dumps(launch_command(plans["dense_tp8"], "trtllm").files)
+    # vLLM and SGLang chunk by default: nothing to add.
+    assert "chunked" not in launch_command(_long_prompt_plan("tp=8"), "vllm").command
+
+
+def test_trtllm_transfer_buffer_holds_the_longest_prompt_not_the_mean() -> None:
+    # A transfer buffer shorter than a request's prompt times its transfers out and deadlocks TensorRT-LLM's split
+    # workers under load: it is sized to the workload's longest prompt (a cap of 12,000 over a mean of 3,000), or
+    # to the model's context where nothing shorter bounds the prompts.
+    split = "prefill:tp=4;decode:tp=4;disagg"
+    capped = _long_prompt_plan(split, isl=parse_length("lognormal:mean=3000,cv=1,high=12000"))
+    files = launch_command(capped, "trtllm").files
+    assert "max_tokens_in_buffer: 12000" in files["prefill_config.yaml"]
+    assert "max_tokens_in_buffer: 12000" in files["decode_config.yaml"]
+    uncapped = _long_prompt_plan(split, isl=parse_length("lognormal:mean=3000,cv=1"))
+    assert "max_tokens_in_buffer: 131072" in launch_command(uncapped, "trtllm").files["decode_config.yaml"]

@@ -40,6 +40,7 @@ from shardplan.contracts.simulation import SimulationSummary
 from shardplan.contracts.speculation import parse_speculation
 from shardplan.contracts.strategy import parse_strategy
 from shardplan.contracts.traffic import Traffic, parse_arrival
+from shardplan.errors import InputError
 from shardplan.tools.planning.planner import plan_for_strategy, resolve_request
 from shardplan.tools.simulation import grants, meter, pipeline, replica
 
@@ -224,7 +225,7 @@ def test_the_examples_run() -> None:
 
 def test_trtllm_with_context_chunking_splits_prompts_under_the_budget() -> None:
     # Two 6,000-token prompts at once under an 8,192-token step: whole prompts (trtllm-serve's default) take a step
-    # each, the second admitted a step later; with enable_chunked_context the second starts in the first step's
+    # each, the second admitted a step later; with enable_chunked_prefill the second starts in the first step's
     # remaining 2,192 tokens, which makes the first step longer and the first prompt's token later.
     work = workload("closed:2", isl="fixed:6000", osl="fixed:4", engine="trtllm")
     whole = replay("tp=1", work, requests=2, sequences=2)
@@ -233,8 +234,39 @@ def test_trtllm_with_context_chunking_splits_prompts_under_the_budget() -> None:
         check_invariants(run, clients=2)
     assert whole.requests.scheduled[1] > 0 and (chunked.requests.scheduled == 0).all()
     assert chunked.requests.first_token[0] > whole.requests.first_token[0]
-    assert any("enable_chunked_context" in note for note in chunked.summary.notes)
-    assert not any("enable_chunked_context" in note for note in whole.summary.notes)
+    assert any("enable_chunked_prefill" in note for note in chunked.summary.notes)
+    assert not any("enable_chunked_prefill" in note for note in whole.summary.notes)
+
+
+@pytest.mark.parametrize("lengths", ["fixed:12000", "uniform:2000,12000", "lognormal:mean=3000,cv=1"])
+def test_trtllm_chunks_prompts_that_can_outgrow_its_step_budget(lengths: str) -> None:
+    # TensorRT-LLM refuses a prompt longer than max_num_tokens unless chunked prefill is on, so a workload whose
+    # prompts can be longer than the 8,192-token step (a cap above it, or none) runs chunked, as shardplan export
+    # launches it: no step carries more than the budget, and short prompts of the mix share steps too.
+    work = workload(isl=lengths, osl="fixed:16", engine="trtllm")
+    run = replay("tp=1", work, requests=60, rate=2.0, seed=3, record_steps=True)
+    check_invariants(run)
+    steps = _steps(run)
+    assert max(s.prefill_tokens + s.decode_tokens for s in steps) <= 8192
+    assert sum(s.prefill_tokens for s in steps) == int(run.requests.isl.sum())
+    assert any("enable_chunked_prefill, as shardplan export sets it" in note for note in run.summary.notes)
+    # A prompt that fits a step may be split too: it starts in the room another step left.
+    ends = {s.start_s: s.start_s + s.duration_s for s in steps if s.prefill_tokens}
+    r = run.requests
+    fits = [i for i in range(len(r)) if r.isl[i] <= 8192]
+    assert not fits or any(r.first_token[i] > ends[r.scheduled[i]] + 1e-9 for i in fits)
+    # Prompts that all fit a step keep trtllm-serve's default: each enters a step whole.
+    short = replay("tp=1", workload(isl="uniform:2000,8000", osl="fixed:16", engine="trtllm"), requests=20,
+                   rate=2.0, seed=3)
+    assert not any("enable_chunked_prefill" in note for note in short.summary.notes)
+
+
+def test_vllm_v0_refuses_a_prompt_longer_than_its_budget_before_the_run() -> None:
+    # V0 without chunked prefill takes a prompt only whole: one longer than the step cannot run.
+    work = workload(isl="fixed:12000", osl="fixed:16")
+    with pytest.raises(InputError) as caught:
+        replay("tp=1", work, requests=4, rate=1.0, vllm_v0_unchunked=True)
+    assert caught.value.field == "max_batched_tokens"
 
 
 def _steps(run: Run) -> list[replica.StepRecord]:

@@ -72,6 +72,11 @@ class Target:
     """GPU type of the decode pool when it differs: each pool then sits on nodes of its own type."""
     max_batched_tokens: int = 8192
     """Tokens one scheduler's step carries in the plan (the workload's step budget)."""
+    longest_prompt: int | None = None
+    """The longest prompt the plan's workload can send (:attr:`~shardplan.contracts.workload.Workload.
+    longest_prompt`); None: no bound known (a trace, an uncapped distribution)."""
+    max_context: int = 131072
+    """The model's longest context, which bounds any prompt."""
     gpu_specs: dict[str, GPU] = field(default_factory=dict)
     """Each role's GPU (``serve``, ``prefill``, ``decode``), for the engine's defaults on it."""
 
@@ -130,7 +135,8 @@ def plan_target(plan: Plan, spec_model: str | None = None) -> Target:
                    in_flight=in_flight_by_role(plan), isl=workload.isl, kv_fp8=spec.kv_dtype == "fp8",
                    drafting=drafting(plan, spec, spec_model), prefix_hit=prefix_hit(plan), gpu=cluster.gpu.name,
                    decode_gpu=cluster.decode_pool.gpu.name if cluster.decode_pool is not None else None,
-                   max_batched_tokens=workload.max_batched_tokens,
+                   max_batched_tokens=workload.max_batched_tokens, longest_prompt=workload.longest_prompt,
+                   max_context=spec.max_position_embeddings,
                    gpu_specs={"serve": cluster.gpu, "prefill": cluster.gpu, "decode": decode})
 
 

@@ -7,7 +7,8 @@ Flag names checked against the engine's own documentation (read through the sear
   from its default 8192, ``enable_attention_dp: true`` in the YAML, multi-node through
   ``trtllm-llmapi-launch`` under srun/mpirun; ``--config`` is the new name of ``--extra_llm_api_options``,
   which stays an equivalent alias and is what older releases accept), ``docs/source/features/
-  disagg-serving.md`` (``cache_transceiver_config: {backend: NIXL, max_tokens_in_buffer}``,
+  disagg-serving.md`` (``cache_transceiver_config: {backend: NIXL, max_tokens_in_buffer}``, the buffer sized to at
+  least the longest prompt, as the guide recommends,
   ``disable_overlap_scheduler: True`` on context servers, ``trtllm-serve disaggregated -c
   disagg_config.yaml``); Dynamo's TRT-LLM guide: attention DP sets ``attention_dp_size = tp_size``.
 * Speculative decoding: ``docs/source/features/speculative-decoding.md`` (``speculative_config`` in the YAML,
@@ -16,6 +17,9 @@ Flag names checked against the engine's own documentation (read through the sear
   ``speculative_model_dir``, the older name that newer releases keep as an alias of ``speculative_model``; the
   draft/target example disables the overlap scheduler). Prefix caching: ``kv_cache_config.enable_block_reuse``
   (``KvCacheConfig``, default true in recent releases), written out where the plan counts on it.
+* Chunked prefill: ``enable_chunked_prefill`` (an LLM API argument, False by default), written out where the
+  workload's prompts can be longer than ``max_num_tokens``, which TensorRT-LLM otherwise refuses
+  (:func:`~shardplan.tools.serving.engine_limits.trtllm_chunks_prompts`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import re
 
 from shardplan.text import counted
 from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
+from shardplan.tools.serving.engine_limits import trtllm_chunks_prompts
 
 __all__ = ["configure", "extras", "feature_notes"]
 
@@ -90,12 +95,23 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
     budget = target.step_budget_flag(server, "trtllm")  # per rank under attention DP
     if budget is not None:
         flags["--max_num_tokens"] = budget
+    # A generation server of a split deployment takes its prompts' KV cache, not the prompts: no check applies there.
+    if server.role != "decode" and trtllm_chunks_prompts(target.longest_prompt, target.max_batched_tokens):
+        options.append("enable_chunked_prefill: true")
+        prompts = "no bound on the prompts" if target.longest_prompt is None else \
+            f"prompts of up to {counted(target.longest_prompt, 'token', spec=',')}"
+        notes.append(f"{server.role}: {prompts} against a step of {target.max_batched_tokens:,} tokens "
+                     "(max_num_tokens): TensorRT-LLM refuses a longer prompt without chunked prefill, so "
+                     "enable_chunked_prefill is on, which the plan's prompt chunks assume")
     microbatch_note("TensorRT-LLM", server.role, p, notes)
     if disaggregated and server.role == "prefill":
         options.append("disable_overlap_scheduler: true")
     _feature_options(target, options)
     if disaggregated:
-        options += ["cache_transceiver_config:", "  backend: NIXL", f"  max_tokens_in_buffer: {target.isl}"]
+        # The buffer must hold the longest prompt's KV cache, or transfers time out and the workers deadlock under
+        # load (Dynamo's TensorRT-LLM known issues); the model's context bounds a prompt nothing else bounds.
+        buffer = target.longest_prompt or target.max_context
+        options += ["cache_transceiver_config:", "  backend: NIXL", f"  max_tokens_in_buffer: {buffer}"]
         server.port = 8001 if server.role == "prefill" else 8101
     elif server.instances > 1:
         server.port = 8000

@@ -1,5 +1,5 @@
-"""What an engine runs when not told otherwise: its default cap on the sequences one scheduler runs in a step, and
-its default step budget.
+"""What an engine runs when not told otherwise: its default cap on the sequences one scheduler runs in a step, its
+default step budget, and when TensorRT-LLM must chunk its prompts to take them at all.
 
 The serving model needs the cap where a step could otherwise take more sequences than any engine runs (a prefill
 step of prompts almost wholly cached); the simulator, where open arrivals meet the engine's own cap. The budget is
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from shardplan.contracts.hardware import GPU
 
-__all__ = ["engine_seq_cap", "engine_step_budget"]
+__all__ = ["engine_seq_cap", "engine_step_budget", "trtllm_chunks_prompts"]
 
 _GIB = 2**30
 _MIB = 2**20
@@ -68,3 +68,21 @@ def engine_step_budget(engine: str, gpu: GPU, adp: int = 1) -> int:
         chunk = 2048 if mib < 35 * 1024 else 8192 if mib < 160 * 1024 else 16384
         return max(1, chunk // adp)
     return 8192 if _vllm_large(gpu) else 2048
+
+
+def trtllm_chunks_prompts(longest_prompt: int | None, budget: int) -> bool:
+    """Whether a TensorRT-LLM server with a step budget of ``budget`` tokens (``max_num_tokens``) must run chunked
+    prefill to take prompts of up to ``longest_prompt`` tokens (None: no bound known, as for a trace).
+
+    trtllm-serve starts without it (``enable_chunked_prefill`` False), and then refuses a prompt longer than the
+    budget: the LLM API rejects the request ("The sum of prompt length ..., query length ... should not exceed
+    max_num_tokens", ``tensorrt_llm/llmapi/llm.py`` ``_check_arguments``, PyTorch backend, every request but a
+    disaggregated generation server's), and the C++ executor's ``MicroBatchScheduler`` fails the step ("The number
+    of context tokens ... exceeds the limit value"), its context limit being ``max_num_tokens`` under context FMHA
+    (``TrtGptModelInflightBatching``). Chunked prefill splits such a prompt under the budget, which is how the plan
+    priced it; ``shardplan export`` turns it on and the simulator runs it so.
+
+    >>> trtllm_chunks_prompts(5000, 8192), trtllm_chunks_prompts(20000, 8192), trtllm_chunks_prompts(None, 8192)
+    (False, True, True)
+    """
+    return longest_prompt is None or longest_prompt > budget

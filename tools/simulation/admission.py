@@ -3,9 +3,12 @@ seats (``max_num_seqs``) and the KV-cache blocks allow, each request with a chun
 when the budget holds it).
 
 A request admitted with nothing computed finds its prefix group's cached prefix (:class:`~.prefix_cache.
-PrefixCache`) and computes only the rest of its prompt. Without chunked prefill (TensorRT-LLM's default) a prompt
-enters a step only whole, unless it is longer than the whole budget; under TensorRT-LLM's GUARANTEED_NO_EVICT a
-request is admitted only when the blocks of its whole prompt and output fit beside what the running set reserves.
+PrefixCache`) and computes only the rest of its prompt. Without chunked prefill (TensorRT-LLM's default, vLLM V0's
+for MLA) a prompt enters a step only whole; one longer than the whole budget is split all the same, which only a
+sequence recomputed after a preemption meets (a TensorRT-LLM run whose prompts can outgrow the budget runs chunked
+prefill, as the engine must, and vLLM V0's prompts are checked against its budget before the run). Under
+TensorRT-LLM's GUARANTEED_NO_EVICT a request is admitted only when the blocks of its whole prompt and output fit
+beside what the running set reserves.
 """
 
 from __future__ import annotations

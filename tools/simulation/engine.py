@@ -75,8 +75,8 @@ class Engine(StepMeter):
     block_tokens: int = 16
     record_steps: bool = False
     chunked_prefill: bool = True
-    """A prompt may be split over steps to fill the token budget (vLLM, SGLang). Without (TensorRT-LLM's default,
-    no context chunking) a prompt enters a step only whole, unless it is longer than the whole budget."""
+    """A prompt may be split over steps to fill the token budget (vLLM, SGLang, TensorRT-LLM with chunked prefill).
+    Without (TensorRT-LLM's default, no context chunking) a prompt enters a step only whole (:mod:`.admission`)."""
     prefix: PrefixCache | None = None
     """The prefix cache of this scheduler's KV cache; None: no prefix caching."""
     reserve_whole: bool = False

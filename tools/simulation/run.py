@@ -34,6 +34,7 @@ from shardplan.errors import InputError
 from shardplan.text import counted
 from shardplan.tools.cost.pricing import Backend
 from shardplan.tools.serving.disaggregated import kv_transfer_s, prefill_worker
+from shardplan.tools.serving.engine_limits import trtllm_chunks_prompts
 from shardplan.tools.serving.placement import replica_strategy
 from shardplan.tools.serving.steady import serving_point
 from shardplan.tools.serving.steps import StepPricer
@@ -70,8 +71,11 @@ class SimulationOptions:
     requests a delay shorter than a step leaves the clients' lockstep as it is
     (``benchmarks/bench_closed_loop_jitter.py``), so it is off by default."""
     trtllm_chunked_context: bool = False
-    """TensorRT-LLM with context chunking on (``enable_chunked_context``): its prompts are split under the step budget
-    as vLLM's are. Off, as trtllm-serve starts it: each prompt enters a step whole."""
+    """TensorRT-LLM with chunked prefill on (``enable_chunked_prefill``) whatever the prompts: they are split under the
+    step budget as vLLM's are. Off, as trtllm-serve starts it: each prompt enters a step whole, unless the workload's
+    prompts can outgrow the budget, which TensorRT-LLM refuses unchunked
+    (:func:`~shardplan.tools.serving.engine_limits.trtllm_chunks_prompts`): chunked prefill is then on, as
+    ``shardplan export`` sets it."""
     sglang_mixed_chunk: bool = False
     """SGLang with ``--enable-mixed-chunk``: its steps mix prompt chunks and decodes as vLLM's do. Off, SGLang's
     default: a step carries prompt chunks or decodes, prompts first (``Engine.prefill_first``)."""
@@ -216,11 +220,20 @@ def simulate(
     seqs = -(-asked // ranks) * ranks
     _check_lengths(stream, blocks // ranks, role if ranks == 1 else f"attention data-parallel rank of a {role}")
     pricer = StepPricer.for_workload(model, host, decode_layout, priced, options.backend)
-    # TensorRT-LLM's scheduler, as trtllm-serve starts it: no context chunking, and GUARANTEED_NO_EVICT (a request
-    # waits until its whole prompt and output fit the cache); vLLM's and SGLang's chunk prompts and preempt.
+    # TensorRT-LLM's scheduler, as trtllm-serve starts it: GUARANTEED_NO_EVICT (a request waits until its whole
+    # prompt and output fit the cache), and no context chunking unless the prompts can outgrow the step budget, which
+    # it refuses without (``shardplan export`` turns chunking on for them); vLLM's and SGLang's chunk and preempt.
     trtllm = priced.engine == "trtllm"
+    longest = workload.longest_prompt
+    budget = priced.max_batched_tokens
+    must_chunk = trtllm and trtllm_chunks_prompts(longest, budget)
     v0 = priced.engine == "vllm" and options.vllm_v0_unchunked and not strategy.disaggregated
-    chunked = (not trtllm or options.trtllm_chunked_context) and not v0
+    if v0 and int(stream.isl.max()) > budget:
+        raise InputError(f"vLLM's V0 scheduler without chunked prefill takes a prompt only whole, and a prompt of "
+                         f"{counted(int(stream.isl.max()), 'token', spec=',')} exceeds the step budget of "
+                         f"{budget:,}", field="max_batched_tokens",
+                         fix="give a step budget of at least the longest prompt (V0 sets max_model_len)")
+    chunked = (not trtllm or options.trtllm_chunked_context or must_chunk) and not v0
     # SGLang's scheduler (and vLLM V0's without chunked prefill) runs a prompt step or a decode step, prompts first;
     # decode workers only decode.
     sglang = priced.engine == "sglang" and not options.sglang_mixed_chunk
@@ -234,8 +247,14 @@ def simulate(
                      "average, every sequence of a step the same whole number, a fractional carry making them average "
                      "the request's acceptance (no acceptance distribution is assumed)")
     if trtllm:
-        prompts = "prompts chunked under the step budget (enable_chunked_context)" if chunked else \
-            "whole prompts (no context chunking)"
+        prompts = "whole prompts (no context chunking)"
+        if must_chunk:
+            longest_text = "no bound on the prompts" if longest is None else \
+                f"prompts of up to {counted(longest, 'token', spec=',')}"
+            prompts = (f"prompts chunked under the step budget (enable_chunked_prefill, as shardplan export sets it: "
+                       f"{longest_text} against {budget:,} a step, which TensorRT-LLM refuses unchunked)")
+        elif chunked:
+            prompts = "prompts chunked under the step budget (enable_chunked_prefill)"
         notes.append(f"TensorRT-LLM's scheduler: {prompts}, and a request admitted only when the KV cache holds its "
                      "whole prompt and output (GUARANTEED_NO_EVICT): no preemption")
     if v0:
