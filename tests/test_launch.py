@@ -129,7 +129,25 @@ def test_microbatches_and_attention_dp_limits_are_noted(plans: dict[str, Plan]) 
     trt = launch_command(plans["moe_adp_ep"], "trtllm").notes
     assert any("attention_dp_size = tp_size = 8" in note and "cannot be expressed" in note for note in trt)
     assert launch_command(plans["moe_adp_ep"], "vllm").notes == []  # vLLM's EP = TP x DP = 8 = the plan's ep
-    assert launch_command(plans["dense_tp8"], "sglang").notes == []
+    # Launched with another engine than the plan was priced for, the one note says whose figures the plan holds.
+    other = launch_command(plans["dense_tp8"], "sglang").notes
+    assert other == ["the plan was priced for vllm: its figures are vllm's, not sglang's (kernels, collectives and "
+                     "scheduling differ); plan again with --engine sglang for sglang's own"]
+
+
+def test_export_defaults_to_the_engine_the_plan_was_priced_for(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    request = PlanRequest(model=LLAMA, gpu="H100", gpus=8,
+                          workload=Workload(isl=2048, osl=256, batch=16, engine="trtllm"))
+    spec_model, cluster = resolve_request(request)
+    plan = plan_for_strategy(request, spec_model, cluster, parse_strategy("tp=8"))
+    assert launch_command(plan, "trtllm").notes == []
+    path = tmp_path / "trt.json"
+    path.write_text(plan.model_dump_json())
+    printed = run_here(capsys, "export", str(path))
+    assert printed.returncode == 0
+    assert printed.stdout.splitlines()[0].startswith("# trtllm launch") and "trtllm-serve" in printed.stdout
+    assert "priced for trtllm" in run_here(capsys, "export", str(path), "--engine", "vllm").stdout
 
 
 def test_vllm_ep_size_mismatch_and_moe_replicas() -> None:
@@ -336,3 +354,15 @@ def test_trtllm_transfer_buffer_holds_the_longest_prompt_not_the_mean() -> None:
     assert "max_tokens_in_buffer: 12000" in files["decode_config.yaml"]
     uncapped = _long_prompt_plan(split, isl=parse_length("lognormal:mean=3000,cv=1"))
     assert "max_tokens_in_buffer: 131072" in launch_command(uncapped, "trtllm").files["decode_config.yaml"]
+
+
+def test_the_report_opens_the_launch_of_the_engine_the_plan_was_priced_for() -> None:
+    from shardplan.tools.report.panels import launch_html
+
+    request = PlanRequest(model=LLAMA, gpu="H100", gpus=8,
+                          workload=Workload(isl=2048, osl=256, batch=16, engine="sglang"))
+    spec_model, cluster = resolve_request(request)
+    html = launch_html(plan_for_strategy(request, spec_model, cluster, parse_strategy("tp=8")))
+    first = html.split("</details>")[0]
+    assert "<details class=\"launch\" open><summary>SGLang" in first
+    assert html.count(" open>") == 1

@@ -60,7 +60,8 @@ def report_command(
 @app.command("export")
 def export_command(
     plan_file: PlanArg,
-    engine: Annotated[str, typer.Option("--engine", "-e", help="vllm, sglang or trtllm.")] = "vllm",
+    engine: Annotated[str | None, typer.Option(
+        "--engine", "-e", help="vllm, sglang or trtllm; default: the engine the plan was priced for.")] = None,
     spec_model: Annotated[str | None, typer.Option(
         "--spec-model", help="The drafter's weights (a folder or Hugging Face id): the EAGLE head, which a plan with "
         "--spec eagle:K needs, or a local copy of the draft model of --spec draft:MODEL:K.")] = None,
@@ -68,9 +69,10 @@ def export_command(
 ) -> None:
     """Print the launch command that serves a plan's strategy with vLLM, SGLang or TensorRT-LLM."""
 
-    if engine not in ENGINES:
+    if engine is not None and engine not in ENGINES:
         fail(f"--engine {engine!r} is not known; choose one of {', '.join(ENGINES)}")
     plan = read_plan(plan_file)
+    engine = engine or plan.request.workload.engine
     if plan.strategy is None:
         fail(f"{plan_file} is an infeasible plan: no strategy to launch ({plan.explanation})")
     spec = launch_command(plan, engine, spec_model)  # type: ignore[arg-type]

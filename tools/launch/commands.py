@@ -84,6 +84,12 @@ def launch_command(plan: Plan, engine: Engine, spec_model: str | None = None) ->
     notes: list[str] = []
     if plan.status == "infeasible":
         notes.append("the plan is marked infeasible (it does not fit in GPU memory); these commands will not start")
+    priced = plan.request.workload.engine
+    if engine != priced:
+        # Each engine has its own kernel tables, collectives and scheduler in the cost model: the plan's figures are
+        # those of the engine it was priced for.
+        notes.append(f"the plan was priced for {priced}: its figures are {priced}'s, not {engine}'s (kernels, "
+                     f"collectives and scheduling differ); plan again with --engine {engine} for {engine}'s own")
     target = plan_target(plan, spec_model)
     running = target.sequences("decode" if plan.strategy.disaggregated else "serve")
     if open_arrivals(plan) and plan.deployment is not None and running > plan.deployment.concurrency:

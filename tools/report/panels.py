@@ -312,7 +312,9 @@ def launch_html(plan: Plan) -> str:
 
     names = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
     parts = []
-    for index, engine in enumerate(ENGINES):
+    priced = plan.request.workload.engine
+    # The engine the plan was priced for first, and open: its figures are that engine's.
+    for index, engine in enumerate(sorted(ENGINES, key=lambda name: name != priced)):
         try:
             spec = launch_command(plan, engine)  # type: ignore[arg-type]
         except InputError as exc:
