@@ -47,7 +47,16 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
-from closed_loop_figures import METRICS, Row, base_and_growth, growth_medians, median_abs, summarise
+from closed_loop_figures import (
+    METRICS,
+    PERCENTILES,
+    Row,
+    base_and_growth,
+    growth_medians,
+    median_abs,
+    request_percentiles,
+    summarise,
+)
 from closed_loop_rows import Point, table_points, yaml_points
 
 from shardplan.contracts.arithmetic.feasibility import needed_sequences_text, sequences_needed
@@ -144,6 +153,10 @@ def run_point(point: Point, options: SimulationOptions = DEFAULTS, budget: int |
         # bench_serving counts every request, and its throughput is all output tokens over the whole run.
         kept = np.arange(len(record))
         tokens = float(record.osl.sum()) / float(record.finish.max() - record.arrival.min())
+    simulated = {"ttft_ms": float(pick(measured.ttft_ms[kept])), "tpot_ms": float(pick(measured.tpot_ms[kept])),
+                 "tokens_per_s": tokens}
+    if point.requests is not None:
+        simulated.update(request_percentiles(measured.ttft_ms[kept], measured.tpot_ms[kept]))
     summary = run.summary
     isl, osl = _mean_lengths(point)
     kv_sequences = summary.kv_blocks * summary.block_tokens // (isl + osl)
@@ -158,8 +171,7 @@ def run_point(point: Point, options: SimulationOptions = DEFAULTS, budget: int |
         past_kv=clients > kv_sequences,
         kv_sequences=kv_sequences,
         measured=point.measured,
-        simulated={"ttft_ms": float(pick(measured.ttft_ms[kept])), "tpot_ms": float(pick(measured.tpot_ms[kept])),
-                   "tokens_per_s": tokens},
+        simulated=simulated,
         analytic={"ttft_ms": figures.ttft_ms, "tpot_ms": figures.tpot_ms, "tokens_per_s": figures.tokens_per_s},
         statistic=point.statistic,
         source=point.source,
@@ -244,6 +256,35 @@ def print_whole_runs(rows: list[Row]) -> None:
             print("| " + " | ".join(cells) + " |")
 
 
+_STATISTICS = (("ttft_ms", "TTFT mean"), ("ttft_p50_ms", "TTFT median"), ("ttft_p99_ms", "TTFT P99"),
+               ("tpot_ms", "TPOT mean"), ("tpot_p50_ms", "TPOT median"), ("tpot_p99_ms", "TPOT P99"))
+
+
+def print_percentiles(rows: list[Row]) -> dict[str, dict[str, float]]:
+    """The whole runs whose source printed per-request medians and P99s: each beside the simulated one over the same
+    requests, then the median |error| of each statistic per source and over them all; returns those medians."""
+    chosen = [r for r in rows if all(name in r.measured for name in PERCENTILES)]
+    if not chosen:
+        return {}
+    print("| row | N | TTFT median measured | simulated | err | TTFT P99 measured | simulated | err | TPOT median "
+          "measured | simulated | err | TPOT P99 measured | simulated | err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in chosen:
+        cells = [r.id, str(r.clients)]
+        for name in PERCENTILES:
+            cells += [_cell(r.measured[name]), _cell(r.simulated.get(name)), _pct(r.error(name))]
+        print("| " + " | ".join(cells) + " |")
+    print("\n| source | rows | " + " | ".join(label for _, label in _STATISTICS) + " |")
+    print("|---|---|" + "---|" * len(_STATISTICS))
+    found: dict[str, dict[str, float]] = {}
+    for source in [*dict.fromkeys(r.source for r in chosen), "all"]:
+        group = chosen if source == "all" else [r for r in chosen if r.source == source]
+        found[source] = {f"{name}_median_abs_pct": median_abs(group, name)[0] for name, _ in _STATISTICS}
+        cells = [f"{found[source][f'{name}_median_abs_pct']:.1f}%" for name, _ in _STATISTICS]
+        print(f"| {source} | {len(group)} | " + " | ".join(cells) + " |")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--match", help="only the rows whose id contains TEXT")
@@ -289,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\nWhole runs (bench_serving): simulated mean TTFT of the clients' first requests and of the rest; "
               "burst: requests of the rest entering the engine in the same step as each (N: lockstep, 1: spread)\n")
         print_whole_runs(rows)
+        print("\nWhole runs (bench_serving) whose source printed per-request statistics: median and P99 over every "
+              "request, as the client computes them, beside its mean\n")
+        found["percentiles_simulated"] = print_percentiles(rows)  # type: ignore[assignment]
     print()
     for part, label in (("all", "all rows"), ("past_kv", "past the KV cache"), ("within_kv", "within the KV cache")):
         sim, ana = found[f"{part}_simulated"], found[f"{part}_analytic"]

@@ -9,9 +9,14 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-__all__ = ["METRICS", "Row", "base_and_growth", "growth_medians", "median_abs", "summarise"]
+import numpy as np
+
+__all__ = ["METRICS", "PERCENTILES", "Row", "base_and_growth", "growth_medians", "median_abs", "request_percentiles",
+           "summarise"]
 
 METRICS = ("ttft_ms", "tpot_ms", "tokens_per_s")
+PERCENTILES = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")
+"""The per-request statistics ``bench_serving`` prints beside its means: median and P99 of TTFT and of TPOT."""
 
 
 @dataclass
@@ -62,6 +67,22 @@ class Row:
         if tokens is None or tpot is None or self.whole_run:
             return None
         return self.clients * self.osl / tokens * 1e3 - (self.osl - 1) * tpot
+
+
+def request_percentiles(ttft_ms: np.ndarray, tpot_ms: np.ndarray) -> dict[str, float]:
+    """The median and P99 of each request's TTFT and TPOT as ``bench_serving`` computes them (``np.median`` and
+    ``np.percentile``, linear), a TPOT only for requests of two output tokens or more (NaN here otherwise).
+
+    >>> found = request_percentiles(np.arange(101.0), np.array([np.nan, 1.0, 3.0]))
+    >>> {name: round(value, 2) for name, value in found.items()}
+    {'ttft_p50_ms': 50.0, 'ttft_p99_ms': 99.0, 'tpot_p50_ms': 2.0, 'tpot_p99_ms': 2.98}
+    """
+    found = {}
+    for name, values in (("ttft", ttft_ms), ("tpot", tpot_ms)):
+        kept = values[~np.isnan(values)]
+        found[f"{name}_p50_ms"] = float(np.median(kept)) if kept.size else math.nan
+        found[f"{name}_p99_ms"] = float(np.percentile(kept, 99)) if kept.size else math.nan
+    return found
 
 
 def median_abs(rows: list[Row], metric: str, of: str = "simulated") -> tuple[float, int]:

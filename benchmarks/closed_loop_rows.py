@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "calibration"))
 
 import error_table as table  # noqa: E402
+from closed_loop_figures import PERCENTILES  # noqa: E402
 
 __all__ = ["CLOSED_LOOP", "Deployment", "Point", "bench_serving_lengths", "closed_loop_row", "table_points",
            "yaml_points"]
@@ -101,12 +102,14 @@ def bench_serving_lengths(isl: int, osl: int, prompts: int, range_ratio: float, 
 def _bench_serving_point(entry: dict[str, Any], deployment: Deployment, name: str, row: list[float],
                          source: str) -> Point:
     """One concurrency of a ``bench_serving`` sweep: ``[clients, prompts, input tokens, output tokens, mean TTFT,
-    mean TPOT, output tokens/s]`` as the client printed them, with the requests it sent.
+    mean TPOT, output tokens/s]`` as the client printed them, then its median and P99 TTFT and TPOT where the source
+    gives them, with the requests it sent.
 
     Raises:
         ValueError: the lengths drawn do not add up to the token totals the client printed.
     """
-    clients, prompts, total_in, total_out, ttft, tpot, tokens = row
+    clients, prompts, total_in, total_out, ttft, tpot, tokens = row[:7]
+    spread = dict(zip(PERCENTILES, map(float, row[7:]), strict=True)) if len(row) > 7 else {}
     isl, osl = bench_serving_lengths(deployment.isl, deployment.osl, int(prompts), float(entry["range_ratio"]),
                                      int(entry["seed"]), int(entry["output_floor"]))
     if (int(isl.sum()), int(osl.sum())) != (int(total_in), int(total_out)):
@@ -114,7 +117,7 @@ def _bench_serving_point(entry: dict[str, Any], deployment: Deployment, name: st
                          f"the client printed {total_in} and {total_out}")
     # An output of 0 tokens (max_tokens 0) still prefills; the simulator runs every request to one token at least.
     return Point(f"{name}-conc{clients}", deployment, int(clients),
-                 {"ttft_ms": ttft, "tpot_ms": tpot, "tokens_per_s": tokens}, source=source,
+                 {"ttft_ms": ttft, "tpot_ms": tpot, "tokens_per_s": tokens, **spread}, source=source,
                  requests=(isl, np.maximum(osl, 1)))
 
 

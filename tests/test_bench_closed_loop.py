@@ -51,6 +51,41 @@ def test_a_whole_run_replays_and_counts_every_request() -> None:
     assert row.whole_run and row.simulated["ttft_ms"] == pytest.approx(float(ttft.mean()))
     assert row.simulated["ttft_ms"] > float(ttft[16:-16].mean())
     assert row.little_ttft_ms() is None
+    # Its median and P99 are the client's over the same requests, each TPOT over an output of two tokens or more.
+    tpot = (record.finish - record.first_token) / (record.osl - 1) * 1e3
+    tpot = tpot[record.osl > 1]
+    assert row.simulated["ttft_p50_ms"] == pytest.approx(float(np.median(ttft)))
+    assert row.simulated["ttft_p99_ms"] == pytest.approx(float(np.percentile(ttft, 99)))
+    assert row.simulated["tpot_p99_ms"] == pytest.approx(float(np.percentile(tpot, 99)))
+    assert row.measured["ttft_p50_ms"] == 147.02 and row.error("ttft_p99_ms") is not None
+
+
+def test_every_bench_serving_row_carries_the_client_s_medians_and_p99s() -> None:
+    # Read from the same printed blocks and CSV rows as the means: for each statistic the median lies under the P99,
+    # and the P99 above the mean's share of it (no column read in the wrong place).
+    points = [p for p in rows.yaml_points() if p.requests is not None]
+    for point in points:
+        m = point.measured
+        assert set(figures.PERCENTILES) <= set(m), point.id
+        assert m["ttft_p50_ms"] <= m["ttft_p99_ms"] and m["tpot_p50_ms"] <= m["tpot_p99_ms"], point.id
+        assert m["ttft_p99_ms"] >= m["ttft_ms"] * 0.9 and m["tpot_p99_ms"] >= m["tpot_ms"] * 0.9, point.id
+
+
+def test_the_percentile_table_sums_each_statistic_per_source() -> None:
+    def row(source: str, measured: float, simulated: float) -> figures.Row:
+        stats = dict.fromkeys(figures.PERCENTILES, measured)
+        return figures.Row("r-conc1", 1, 10, False, 9, {"ttft_ms": measured, "tpot_ms": measured, **stats},
+                           {"ttft_ms": simulated, "tpot_ms": simulated, **dict.fromkeys(figures.PERCENTILES,
+                                                                                         simulated)},
+                           {}, "mean", source, whole_run=True)
+
+    found = loop.print_percentiles([row("a", 100.0, 110.0), row("b", 100.0, 50.0), row("b", 100.0, 70.0)])
+    assert found["a"]["ttft_p99_ms_median_abs_pct"] == pytest.approx(10.0)
+    assert found["b"]["tpot_p50_ms_median_abs_pct"] == pytest.approx(40.0)
+    assert found["all"]["ttft_ms_median_abs_pct"] == pytest.approx(30.0)
+    # Rows without the client's statistics (NIM's means) are left out.
+    assert loop.print_percentiles([figures.Row("n-conc1", 1, 10, False, 9, {"ttft_ms": 1.0}, {"ttft_ms": 1.0}, {},
+                                               "mean", "nim")]) == {}
 
 
 def _row(sweep: str, clients: int, measured: float, simulated: float, source: str = "src") -> figures.Row:
