@@ -28,7 +28,7 @@ from shardplan.errors import InputError
 from shardplan.limits import MAX_INT_DIGITS, RATE_RANGE
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for, get_gpu, gpu_catalog
-from shardplan.tools.catalogs.models import check_context
+from shardplan.tools.catalogs.models import check_workload_context
 from shardplan.tools.catalogs.pools import check_two_pools
 from shardplan.tools.catalogs.weight_formats import parse_weight_formats, request_model
 from shardplan.tools.planning.assumptions import request_assumptions
@@ -158,7 +158,7 @@ def build_request(
         ) from None
     # The model is read now, so a wrong name or a broken config.json fails before any planning starts.
     model_spec = request_model(request)
-    check_context(model_spec, request.workload.isl, request.workload.osl)
+    check_workload_context(model_spec, request.workload)
     check_drafter(model_spec, request.workload.speculation)
     check_two_pools(model_spec, where, request.workload, request.constraints)
     return request.model_copy(update={"assumptions": request_assumptions(request, given)})

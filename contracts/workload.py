@@ -174,11 +174,19 @@ class Workload(Contract):
         ...       ).longest_prompt)
         None
         """
+        return self._longest("isl")
+
+    @property
+    def longest_output(self) -> int | None:
+        """The longest output the workload can ask for, as :attr:`longest_prompt` bounds the prompts."""
+        return self._longest("osl")
+
+    def _longest(self, side: Literal["isl", "osl"]) -> int | None:
         if self.traffic is not None and self.traffic.trace is not None:
             return None  # the trace's rows give the lengths
-        lengths = self.traffic.isl if self.traffic is not None else None
+        lengths = getattr(self.traffic, side) if self.traffic is not None else None
         if lengths is None:
-            return self.isl
+            return int(getattr(self, side))
         return lengths.tokens if lengths.kind == "fixed" else lengths.high
 
     @property

@@ -6,16 +6,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from cli_helpers import run_here
 
 from shardplan.contracts.arithmetic.model_math import params_active, params_total
 from shardplan.contracts.plan import PlanRequest
+from shardplan.contracts.traffic import Traffic, parse_length
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.gpus import get_gpu, gpu_catalog
 from shardplan.tools.catalogs.model_names import alias_note
-from shardplan.tools.catalogs.models import check_context, load_model, model_from_config, resolve_model_name
+from shardplan.tools.catalogs.models import (
+    check_context,
+    check_drawn_context,
+    check_workload_context,
+    load_model,
+    model_from_config,
+    resolve_model_name,
+)
 from shardplan.tools.planning.assumptions import request_assumptions
 
 SCOUT = Path(__file__).parent / "data" / "llama4_scout_config.json"
@@ -84,6 +93,30 @@ def test_prompt_plus_output_beyond_the_context_names_both_numbers(capsys: pytest
     assert "200000" in str(caught.value) and "131072" in str(caught.value) and caught.value.field == "isl"
     done = run_here(capsys, "plan", "-m", "llama-3.1-70b", "--gpus", "8", "--isl", "200000")
     assert done.returncode == 2 and "131072" in done.stderr and "200000" in done.stderr
+
+
+def test_the_longest_request_lengths_allow_must_fit_the_context(capsys: pytest.CaptureFixture[str]) -> None:
+    # Every engine refuses a request whose prompt plus asked output is longer than its max_model_len: a length
+    # distribution whose cap reaches past the context is refused before planning, the setting named; an uncapped
+    # one (or a trace) is checked on the requests the simulator draws.
+    spec = load_model("llama-3.1-8b")
+
+    def work(isl: str | None = None, osl: str | None = None) -> Workload:
+        lengths = {k: parse_length(v) for k, v in (("isl", isl), ("osl", osl)) if v is not None}
+        return Workload(isl=2048, osl=256, traffic=Traffic(**lengths))  # type: ignore[arg-type]
+
+    check_workload_context(spec, work("uniform:100,130000", "uniform:1,1000"))
+    for isl, osl, field in (("uniform:100,130000", "uniform:1,2000", "isl_dist"), (None, "fixed:140000", "osl_dist")):
+        with pytest.raises(InputError) as caught:
+            check_workload_context(spec, work(isl, osl))
+        assert caught.value.field == field and "131072" in str(caught.value)
+    check_workload_context(spec, work("lognormal:mean=2048,cv=1"))
+    done = run_here(capsys, "plan", "-m", "llama-3.1-8b", "--gpus", "1", "--osl", "256",
+                    "--isl-dist", "uniform:100,140000", "--rate", "0.1")
+    assert done.returncode == 2 and "140256" in done.stderr and "cap the lengths" in done.stderr
+    with pytest.raises(InputError) as drawn:
+        check_drawn_context(spec, np.array([1000, 131000]), np.array([100, 500]))
+    assert drawn.value.field == "lengths" and "1 request" in str(drawn.value) and "131000" in str(drawn.value)
 
 
 @pytest.mark.parametrize(

@@ -324,3 +324,11 @@ def test_vllm_v0_without_chunked_prefill_runs_whole_prompts_in_steps_of_their_ow
     assert sum(s.prefill_tokens for s in steps) == int(r.isl.sum())
     assert any("V0 scheduler" in note for note in v0.summary.notes)
     assert any(s.decode_tokens and s.prefill_tokens for s in _steps(v1))
+
+
+def test_requests_longer_than_the_model_s_context_are_refused_as_the_engine_would() -> None:
+    # An uncapped distribution can draw prompts past the 131,072-token context: the engine refuses those, so the
+    # simulation does too, naming how many and the longest, rather than running requests no engine would.
+    with pytest.raises(InputError) as caught:
+        replay("tp=1", workload(isl="lognormal:mean=60000,cv=1", osl="fixed:16"), requests=200, rate=0.01)
+    assert caught.value.field == "lengths" and "context of 131072 tokens" in str(caught.value)

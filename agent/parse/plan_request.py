@@ -12,7 +12,7 @@ from shardplan.contracts.workload import Workload, default_objective
 from shardplan.errors import InputError
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import gpu_catalog
-from shardplan.tools.catalogs.models import check_context
+from shardplan.tools.catalogs.models import check_workload_context
 from shardplan.tools.catalogs.weight_formats import request_model
 from shardplan.tools.planning.assumptions import request_assumptions
 from shardplan.tools.planning.gpu_choice import ANY, parse_gpu_types
@@ -133,7 +133,7 @@ def to_plan_request(parsed: ParsedRequest, policy: str = "builtin") -> PlanReque
         if parsed.gpu_price is not None else None,
     )
     model = request_model(request)
-    check_context(model, workload.isl, workload.osl)
+    check_workload_context(model, workload)
     check_drafter(model, workload.speculation)
     given = {name for name in _SETTINGS if getattr(parsed, name) is not None}
     if parsed.spec_method is not None:

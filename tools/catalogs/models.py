@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -18,11 +18,18 @@ from shardplan.tools.catalogs.bundled import bundled_config, bundled_models
 from shardplan.tools.catalogs.config_check import check_config_types
 from shardplan.tools.catalogs.model_names import checkpoint_parts, not_bundled_fix, resolve_alias
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from shardplan.contracts.workload import Workload
+
 __all__ = [
     "load_model",
     "model_from_config",
     "resolve_model_name",
     "check_context",
+    "check_workload_context",
+    "check_drawn_context",
 ]
 
 _DTYPE_ALIASES: dict[str, DType] = {
@@ -56,6 +63,51 @@ def check_context(model: ModelSpec, isl: int, osl: int) -> None:
             field="isl",
             fix=f"keep --isl plus --osl within {model.max_position_embeddings}",
         )
+
+
+def check_workload_context(model: ModelSpec, workload: Workload) -> None:
+    """Refuse a workload whose mean request, or longest request where its length distributions bound it, is longer
+    than the model's context: every engine refuses a request whose prompt plus asked output exceeds its
+    ``max_model_len`` (the context by default). Traces and uncapped distributions are checked on the requests drawn
+    (:func:`check_drawn_context`).
+
+    Raises:
+        InputError: the mean or the longest request exceeds ``max_position_embeddings``.
+    """
+    check_context(model, workload.isl, workload.osl)
+    prompt, output = workload.longest_prompt, workload.longest_output
+    if prompt is None or output is None or prompt + output <= model.max_position_embeddings:
+        return
+    traffic = workload.traffic
+    field = "isl" if traffic is None else "isl_dist" if traffic.isl is not None else "osl_dist"
+    raise InputError(
+        f"the longest request the lengths allow, prompt {prompt} + output {output} = "
+        f"{counted(prompt + output, 'token')}, exceeds {model.name}'s context of "
+        f"{counted(model.max_position_embeddings, 'token')}, and the engine would refuse it",
+        field=field,
+        fix=f"cap the lengths (fixed:N, uniform:LOW,HIGH, lognormal:...,high=N) so the longest prompt plus the longest "
+        f"output stays within {model.max_position_embeddings}",
+    )
+
+
+def check_drawn_context(model: ModelSpec, prompts: np.ndarray, outputs: np.ndarray) -> None:
+    """Refuse drawn requests (a trace's rows, an uncapped distribution's draws) longer than the model's context.
+
+    Raises:
+        InputError: some request's prompt plus output exceeds ``max_position_embeddings``.
+    """
+    total = prompts + outputs
+    if total.size == 0 or int(total.max()) <= model.max_position_embeddings:
+        return
+    worst = int(total.argmax())
+    over = int((total > model.max_position_embeddings).sum())
+    raise InputError(
+        f"{counted(over, 'request')} of the traffic, the longest prompt {int(prompts[worst])} + output "
+        f"{int(outputs[worst])} tokens, exceed {model.name}'s context of "
+        f"{counted(model.max_position_embeddings, 'token')}, and the engine would refuse them",
+        field="lengths",
+        fix="cap the lengths (lognormal:...,high=N) or drop those rows from the trace",
+    )
 
 
 def resolve_model_name(name: str) -> str:

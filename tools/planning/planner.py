@@ -19,7 +19,7 @@ from shardplan.errors import InfeasibleError, StrategyError
 from shardplan.text import counted
 from shardplan.tools.catalogs.drafters import check_drafter
 from shardplan.tools.catalogs.gpus import cluster_for
-from shardplan.tools.catalogs.models import check_context
+from shardplan.tools.catalogs.models import check_workload_context
 from shardplan.tools.catalogs.pools import check_two_pools
 from shardplan.tools.catalogs.weight_formats import request_model
 from shardplan.tools.planning.deployment import (
@@ -60,7 +60,7 @@ def resolve_request(request: PlanRequest) -> tuple[ModelSpec, Cluster]:
             for a request that cannot split (:func:`check_two_pools`).
     """
     model = request_model(request)
-    check_context(model, request.workload.isl, request.workload.osl)
+    check_workload_context(model, request.workload)
     check_drafter(model, request.workload.speculation)
     cluster = cluster_for(request.gpu, request.gpus, request.gpus_per_node, request.cluster, request.decode_gpu,
                           request.decode_gpus)

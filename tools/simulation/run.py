@@ -32,6 +32,7 @@ from shardplan.contracts.traffic import (
 from shardplan.contracts.workload import Workload
 from shardplan.errors import InputError
 from shardplan.text import counted
+from shardplan.tools.catalogs.models import check_drawn_context
 from shardplan.tools.cost.pricing import Backend
 from shardplan.tools.serving.disaggregated import kv_transfer_s, prefill_worker
 from shardplan.tools.serving.engine_limits import trtllm_chunks_prompts
@@ -176,13 +177,15 @@ def simulate(
 
     Raises:
         InputError: static batching (the simulator runs continuous batching), an open loop without a rate, a
-            worker whose KV cache holds no sequence or one shorter than a request.
+            worker whose KV cache holds no sequence or one shorter than a request, a request longer than the
+            model's context (which the engine refuses).
     """
     if workload.batching != "continuous":
         raise InputError("the simulator runs continuous batching; this workload uses static batching",
                          field="batching", fix="plan with --batching continuous")
     traffic = workload.traffic or Traffic()
     stream = request_stream(workload, requests=requests, rate=rate, seed=seed)
+    check_drawn_context(model, stream.isl, stream.osl)
     rate = None if stream.clients is not None else (rate if rate is not None else workload.rate)
     priced = workload.model_copy(update={"isl": max(1, round(stream.mean_isl)), "osl": max(1, round(stream.mean_osl))})
     strategy = deployment.strategy
