@@ -366,3 +366,18 @@ def test_the_report_opens_the_launch_of_the_engine_the_plan_was_priced_for() -> 
     first = html.split("</details>")[0]
     assert "<details class=\"launch\" open><summary>SGLang" in first
     assert html.count(" open>") == 1
+
+
+def test_vllm_never_gets_more_running_sequences_than_its_step_carries_tokens() -> None:
+    # vLLM refuses to start with max_num_seqs above max_num_batched_tokens. A plan for 20 requests/s under a
+    # 512-token step holds 537 sequences in its KV cache: vLLM gets 512 and a note; SGLang, whose decode steps do
+    # not count against its prompt budget, keeps the 537.
+    request = PlanRequest(model="meta-llama/Llama-3.1-8B", gpu="H100", gpus=1,
+                          workload=Workload(isl=512, osl=256, rate=20.0, max_batched_tokens=512))
+    spec_model, cluster = resolve_request(request)
+    plan = plan_for_strategy(request, spec_model, cluster, parse_strategy("tp=1"))
+    vllm = launch_command(plan, "vllm")
+    assert _flag(vllm.command, "--max-num-seqs") == "512" and _flag(vllm.command, "--max-num-batched-tokens") == "512"
+    assert any("max_num_seqs <= max_num_batched_tokens" in note for note in vllm.notes)
+    sglang_seqs = _flag(launch_command(plan, "sglang").command, "--max-running-requests")
+    assert sglang_seqs is not None and int(sglang_seqs) > 512

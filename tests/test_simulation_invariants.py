@@ -332,3 +332,16 @@ def test_requests_longer_than_the_model_s_context_are_refused_as_the_engine_woul
     with pytest.raises(InputError) as caught:
         replay("tp=1", workload(isl="lognormal:mean=60000,cv=1", osl="fixed:16"), requests=200, rate=0.01)
     assert caught.value.field == "lengths" and "context of 131072 tokens" in str(caught.value)
+
+
+def test_vllm_runs_no_more_sequences_than_its_step_carries_tokens() -> None:
+    # Open arrivals meet vLLM's default cap (1,024 on an H100), which vLLM itself refuses above a 256-token step, and
+    # so is a cap asked for: the run caps the running set at the budget and says so. SGLang keeps the cap asked for.
+    work = workload(isl="fixed:64", osl="fixed:32", max_batched_tokens=256)
+    for run in (replay("tp=1", work, requests=400, rate=40.0), replay("tp=1", work, requests=40, rate=4.0,
+                                                                      max_num_seqs=300)):
+        check_invariants(run)
+        assert run.summary.max_num_seqs == 256
+        assert any("refuses max_num_seqs above max_num_batched_tokens" in note for note in run.summary.notes)
+    sglang = replay("tp=1", work.model_copy(update={"engine": "sglang"}), requests=40, rate=4.0, max_num_seqs=300)
+    assert sglang.summary.max_num_seqs == 300

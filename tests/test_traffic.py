@@ -238,3 +238,11 @@ def test_tool_arguments_keep_trace_paths_under_the_allowed_folders(tmp_path: Pat
     request = args.to_request()
     assert (request.workload.isl, request.workload.osl) == (2000, 200)
     assert RequestArgs(**RequestArgs.from_request(request)).to_request().workload == request.workload
+
+
+def test_the_workload_contract_s_examples_hold() -> None:
+    import doctest
+
+    from shardplan.contracts import workload
+
+    assert doctest.testmod(workload).failed == 0

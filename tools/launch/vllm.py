@@ -29,6 +29,7 @@ import json
 
 from shardplan.text import counted
 from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
+from shardplan.tools.serving.engine_limits import runnable_seq_cap
 
 __all__ = ["configure", "extras", "feature_notes"]
 
@@ -91,7 +92,13 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
             flags["--data-parallel-size"] = p.adp
             notes.append(f"{server.role}: vLLM has no data-parallel attention for dense models; the adp={p.adp} "
                          "groups run as independent data-parallel ranks")
-    flags["--max-num-seqs"] = seqs_per_scheduler(p, target.sequences(server.role), p.dp * p.adp)
+    seqs = seqs_per_scheduler(p, target.sequences(server.role), p.dp * p.adp)
+    runnable = runnable_seq_cap("vllm", seqs, target.max_batched_tokens)
+    if runnable < seqs:
+        notes.append(f"{server.role}: vLLM starts with at most as many running sequences as its step carries tokens "
+                     f"(max_num_seqs <= max_num_batched_tokens): {runnable} of the {seqs} the plan holds per "
+                     "scheduler, the rest queue")
+    flags["--max-num-seqs"] = runnable
     budget = target.step_budget_flag(server, "vllm")  # each data-parallel rank's scheduler has its own
     if budget is not None:
         flags["--max-num-batched-tokens"] = budget

@@ -1,5 +1,6 @@
 """What an engine runs when not told otherwise: its default cap on the sequences one scheduler runs in a step, its
-default step budget, and when TensorRT-LLM must chunk its prompts to take them at all.
+default step budget, and the settings an engine refuses: more running sequences than vLLM's step budget, a prompt
+longer than TensorRT-LLM's step without chunked prefill.
 
 The serving model needs the cap where a step could otherwise take more sequences than any engine runs (a prefill
 step of prompts almost wholly cached); the simulator, where open arrivals meet the engine's own cap. The budget is
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from shardplan.contracts.hardware import GPU
 
-__all__ = ["engine_seq_cap", "engine_step_budget", "trtllm_chunks_prompts"]
+__all__ = ["engine_seq_cap", "engine_step_budget", "runnable_seq_cap", "trtllm_chunks_prompts"]
 
 _GIB = 2**30
 _MIB = 2**20
@@ -86,3 +87,18 @@ def trtllm_chunks_prompts(longest_prompt: int | None, budget: int) -> bool:
     (False, True, True)
     """
     return longest_prompt is None or longest_prompt > budget
+
+
+def runnable_seq_cap(engine: str, seqs: int, budget: int) -> int:
+    """The most running sequences an engine with a step budget of ``budget`` tokens starts with, where ``seqs`` are
+    asked for.
+
+    vLLM refuses to start when ``max_num_seqs`` exceeds ``max_num_batched_tokens`` ("max_num_batched_tokens ... must
+    be greater than or equal to max_num_seqs", ``SchedulerConfig`` verification): every running sequence takes a
+    token of the step. SGLang's decode steps do not count against its prompt budget, and TensorRT-LLM starts with
+    any ``max_batch_size`` (a step then leaves out the generation requests its ``max_num_tokens`` cannot carry).
+
+    >>> runnable_seq_cap("vllm", 537, 512), runnable_seq_cap("sglang", 537, 512), runnable_seq_cap("vllm", 64, 8192)
+    (512, 537, 64)
+    """
+    return min(seqs, budget) if engine == "vllm" else seqs

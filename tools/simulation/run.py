@@ -35,7 +35,7 @@ from shardplan.text import counted
 from shardplan.tools.catalogs.models import check_drawn_context
 from shardplan.tools.cost.pricing import Backend
 from shardplan.tools.serving.disaggregated import kv_transfer_s, prefill_worker
-from shardplan.tools.serving.engine_limits import trtllm_chunks_prompts
+from shardplan.tools.serving.engine_limits import runnable_seq_cap, trtllm_chunks_prompts
 from shardplan.tools.serving.placement import replica_strategy
 from shardplan.tools.serving.steady import serving_point
 from shardplan.tools.serving.steps import StepPricer
@@ -220,7 +220,13 @@ def simulate(
     )
     # Each rank's scheduler admits its share rounded up (at least one), as ``shardplan export`` sets max_num_seqs:
     # the replica's cap is what the ranks admit together, the cap asked for rounded up to a multiple of the ranks.
-    seqs = -(-asked // ranks) * ranks
+    per_rank = -(-asked // ranks)
+    runnable = runnable_seq_cap(priced.engine, per_rank, priced.max_batched_tokens)
+    if runnable < per_rank:
+        # vLLM would not start with more; a step carries a token for each running sequence.
+        notes.append(f"vLLM runs at most {runnable} sequences a scheduler, its step budget (it refuses max_num_seqs "
+                     f"above max_num_batched_tokens), where {per_rank} were asked for")
+    seqs = runnable * ranks
     _check_lengths(stream, blocks // ranks, role if ranks == 1 else f"attention data-parallel rank of a {role}")
     pricer = StepPricer.for_workload(model, host, decode_layout, priced, options.backend)
     # TensorRT-LLM's scheduler, as trtllm-serve starts it: GUARANTEED_NO_EVICT (a request waits until its whole
