@@ -8,7 +8,8 @@ for MLA) a prompt enters a step only whole; one longer than the whole budget is 
 sequence recomputed after a preemption meets (a TensorRT-LLM run whose prompts can outgrow the budget runs chunked
 prefill, as the engine must, and vLLM V0's prompts are checked against its budget before the run). Under
 TensorRT-LLM's GUARANTEED_NO_EVICT a request is admitted only when the blocks of its whole prompt and output fit
-beside what the running set reserves.
+beside what the running set reserves; under SGLang's reservation (:mod:`.reservation`), its prompt and its output
+up to 4,096 tokens beside what the running set holds and holds back for its own outputs.
 """
 
 from __future__ import annotations
@@ -63,10 +64,14 @@ def admit(
     chunked: bool,
     reserved: int | None,
     now: float,
+    reserve_clip: int | None = None,
 ) -> Admitted:
     """Admit requests from the front of ``waiting`` into a step that already carries ``tokens`` of its ``budget``
     and holds ``blocks`` of ``kv_blocks``, while ``seats`` are free; ``reserved``: the blocks the running set
-    reserves to its last token (GUARANTEED_NO_EVICT), None to admit on the blocks of what a request computes.
+    reserves to its last token (GUARANTEED_NO_EVICT), None to admit on the blocks of what a request computes;
+    ``reserve_clip``: SGLang's reservation instead (:mod:`.reservation`): ``reserved`` is what the running set holds
+    and holds back, a request must find its prompt and its output up to this many tokens free beyond it, and the
+    blocks of what it computes free too.
     Admitted requests leave ``waiting``, pin their prefix in ``cache`` and get their scheduled time (``now``) and
     prefix hit recorded the first time."""
     req, size = requests, block_tokens
@@ -89,8 +94,10 @@ def admit(
             break  # the prompt waits, first in line, for a step with room for all of it
         wanted = max(-(-(computed + chunk) // size) - shared, 0)
         if reserved is not None:
-            whole_blocks = -(-(int(req.isl[rid]) + osl) // size)
-            if reserved + whole_blocks > kv_blocks:
+            output = osl if reserve_clip is None else min(osl, reserve_clip)
+            whole_blocks = -(-(int(req.isl[rid]) + output) // size)
+            free = kv_blocks if reserve_clip is None else kv_blocks - pinned - pins
+            if reserved + whole_blocks > free or (reserve_clip is not None and blocks + wanted > free):
                 break
             reserved += whole_blocks
         elif blocks + wanted > kv_blocks - pinned - pins:

@@ -17,7 +17,8 @@ Each step, in order:
 
 SGLang's scheduler (``prefill_first``; vLLM's V0 engine without chunked prefill too) runs steps of one kind, prompts
 first: while a prompt has tokens left or a waiting request can be admitted, a prefill step, otherwise a decode step
-(:mod:`.grants` shares a step's budget either way).
+(:mod:`.grants` shares a step's budget either way). SGLang admits a request only when its prompt and output fit
+beside a decaying share of the running set's remaining outputs (``reservation``, :mod:`.reservation`).
 
 Under pipeline parallelism a prompt's first token may come out of the pipeline after the step that carried its last
 chunk ends: its sequence sits out the steps until then (:mod:`.pipeline`), and a one-token request ends then.
@@ -54,6 +55,7 @@ from shardplan.tools.simulation.meter import StepMeter
 from shardplan.tools.simulation.pipeline import FirstTokens
 from shardplan.tools.simulation.prefix_cache import PrefixCache
 from shardplan.tools.simulation.replica import StepCosts, StepPlan, StepPrices, repeats_before, waited
+from shardplan.tools.simulation.reservation import CLIP_MAX_NEW_TOKENS, Reservation, request_blocks
 from shardplan.tools.simulation.state import Requests
 
 __all__ = ["Engine"]
@@ -83,6 +85,10 @@ class Engine(StepMeter):
     """Admit a request only when the free blocks hold its whole prompt and output (TensorRT-LLM's default
     GUARANTEED_NO_EVICT policy), so nothing is ever preempted; otherwise its prompt's blocks suffice and the
     running set is preempted when decoding outgrows the cache (vLLM, SGLang)."""
+    reservation: Reservation | None = None
+    """SGLang's admission reservation (:mod:`.reservation`): a request is admitted only when its prompt and output
+    (up to 4,096 tokens) fit beside what the running set holds and a decaying share of its remaining outputs; None:
+    vLLM's admission on a prompt's blocks, or TensorRT-LLM's ``reserve_whole``."""
     prefill_first: bool = False
     """SGLang's steps (and vLLM V0's without chunked prefill): prompt chunks or decodes, never both, prompts first
     (module docstring); today's vLLM's and TensorRT-LLM's steps mix them."""
@@ -135,6 +141,8 @@ class Engine(StepMeter):
         A request that arrives during a step waits for the next one: its wait until then is counted here."""
         if not self.has_work:
             self.clock = max(self.clock, now)
+            if self.reservation is not None:  # SGLang's scheduler idled: its ratio starts again
+                self.reservation.reset()
         if self.clock > now:
             self.resident_s += self.clock - now
         self.waiting.append(rid)
@@ -188,7 +196,20 @@ class Engine(StepMeter):
                 return prefill
         # A prompt its KV cache could not continue waits, out of the decode step (the fast path decodes them all).
         grow = self._decode_growth() if count and not self._prefilling and self._pipeline.latest <= self.clock else None
-        return self._compose("decode") if grow is None else self._decode(count, grow)
+        if grow is None:
+            return self._compose("decode")
+        return self._decode(count, grow, waits=self.reservation is not None and bool(self.waiting)
+                            and count < self.max_num_seqs)
+
+    def _reservation_wait(self, most: int) -> int:
+        """Of the next ``most`` decode steps, how many to take together before the waiting request SGLang's
+        reservation holds back may fit (the ratio decays each step)."""
+        assert self.reservation is not None
+        head, state, size = self.waiting[0], self._state, self.block_tokens
+        need = request_blocks(int(self.requests.isl[head]), int(self.requests.osl[head]), size)
+        pinned = self.prefix.pinned if self.prefix is not None else 0
+        return self.reservation.steps_to_admit(state[COMPUTED], state[GENERATED], state[OSL], self._used, need,
+                                               self.kv_blocks - pinned, size, most)
 
     def _decode_growth(self) -> int | None:
         """New blocks a pure decode step needs: every running sequence gains one token (up to ``emit`` under
@@ -197,8 +218,9 @@ class Engine(StepMeter):
         grow = int(np.count_nonzero(self._blocks(computed + self._emission.most) > self._blocks(computed)))
         return grow if self._used + grow <= self._room() else None
 
-    def _decode(self, count: int, grow: int) -> StepPlan:
-        """Pure decode steps: one token for every running sequence, nothing admitted."""
+    def _decode(self, count: int, grow: int, waits: bool = False) -> StepPlan:
+        """Pure decode steps: one token for every running sequence, nothing admitted; ``waits``: a request waits on
+        SGLang's reservation, so they stop where it may fit."""
         nearest = self._nearest
 
         def run(duration: float, chunk_pass: float, repeats: int) -> np.ndarray:
@@ -217,7 +239,8 @@ class Engine(StepMeter):
                 return self._none()
             return self._finish(state[GENERATED] >= state[OSL])
 
-        return StepPlan(count, 0, self._most_repeats(self._emission.steps_to(nearest)), run)
+        most = self._most_repeats(self._emission.steps_to(nearest))
+        return StepPlan(count, 0, self._reservation_wait(most) if waits and most > 1 else most, run)
 
     def _admitting(self, count: int, grow: int) -> StepPlan | None:
         """Every running sequence decodes and waiting requests are admitted: when each admitted one computes all
@@ -348,6 +371,8 @@ class Engine(StepMeter):
             cached = self.prefix.blocks
         self.measure(now, elapsed, repeats, count, len(self.waiting), decode, prefill, (first, self._used, cached),
                      self.record_steps)
+        if self.reservation is not None and decode and not prefill:
+            self.reservation.decay(repeats)
         self.clock = now + elapsed
 
     def _finish(self, done: np.ndarray) -> np.ndarray:
@@ -394,6 +419,8 @@ class Engine(StepMeter):
         keep = preempt_latest(state, grow, self._room(), self.block_tokens, self.requests, self.waiting, self.prefix)
         self.preemptions += state.shape[1] - keep
         self._state = state = state[:, :keep]
+        if self.reservation is not None:
+            self.reservation.retracted(state[GENERATED], state[OSL])
         self._used = int(self._own(state[COMPUTED], state[SHARED]).sum())
         self._nearest = int((state[OSL] - state[GENERATED]).min()) if keep else 0
         return grant[:keep], int(self._own(state[COMPUTED] + grow[:keep], state[SHARED]).sum())
@@ -401,12 +428,17 @@ class Engine(StepMeter):
     def _admit(self, tokens: int, blocks: int, now: float) -> Admitted:
         """Admit waiting requests first come, first served while the token budget (``tokens`` of it taken),
         ``max_num_seqs`` and the free blocks (``blocks`` taken) allow (:func:`~.admission.admit`)."""
-        state = self._state
-        whole = self.reserve_whole
-        reserved = reserved_blocks(state[KNOWN], state[GENERATED], state[OSL], self.block_tokens) if whole else None
+        state, size = self._state, self.block_tokens
+        reserved, clip = None, None
+        if self.reserve_whole:
+            reserved = reserved_blocks(state[KNOWN], state[GENERATED], state[OSL], size)
+        elif self.reservation is not None:
+            reserved = blocks + self.reservation.held_back(state[GENERATED], state[OSL], size)
+            clip = CLIP_MAX_NEW_TOKENS
         admitted = admit(self.requests, self.waiting, self.prefix, seats=self.max_num_seqs - state.shape[1],
                          budget=self.max_batched_tokens, tokens=tokens, blocks=blocks, kv_blocks=self.kv_blocks,
-                         block_tokens=self.block_tokens, chunked=self.chunked_prefill, reserved=reserved, now=now)
+                         block_tokens=size, chunked=self.chunked_prefill, reserved=reserved, now=now,
+                         reserve_clip=clip)
         if admitted.chunks:
             self._state = np.concatenate([state, admitted.columns], axis=1)
         return admitted

@@ -47,6 +47,7 @@ from shardplan.tools.simulation.prefix_cache import PrefixCache
 from shardplan.tools.simulation.prefixes import SharedPrefixes, shared_prefixes
 from shardplan.tools.simulation.ranks import RankGroup
 from shardplan.tools.simulation.replica import Replica
+from shardplan.tools.simulation.reservation import Reservation
 from shardplan.tools.simulation.results import RunFacts, summarise
 from shardplan.tools.simulation.state import Requests
 from shardplan.tools.traffic.stream import RequestStream, request_stream
@@ -248,7 +249,8 @@ def simulate(
     sglang = priced.engine == "sglang" and not options.sglang_mixed_chunk
     prefill_first = (sglang or v0) and not strategy.disaggregated
     engines = _replicas(record, pricer, ranks, blocks, seqs, priced.max_batched_tokens, strategy.decode.dp,
-                        options.record_steps, trtllm, shares is not None, chunked, prefill_first)
+                        options.record_steps, trtllm, shares is not None, chunked, prefill_first,
+                        priced.engine == "sglang" and not strategy.disaggregated)
     if priced.speculation is not None:
         spec = priced.speculation
         notes.append(f"speculative decoding: each step verifies {spec.verify_tokens} positions per decoding sequence "
@@ -272,6 +274,10 @@ def simulate(
     elif prefill_first:
         notes.append("SGLang's scheduler: a step carries prompt chunks or decodes, never both, and prompts go first "
                      "(--enable-mixed-chunk off, its default): the decoding sequences sit out each prompt step")
+    if priced.engine == "sglang" and not strategy.disaggregated:
+        notes.append("SGLang's admission: a request waits until its prompt and its output (up to 4,096 tokens) fit "
+                     "beside new_token_ratio of the running requests' remaining outputs (0.7, falling to 0.098 over "
+                     "600 decode steps, reset when idle, raised after a retraction)")
     notes.append(f"KV cache of one {role}: {counted(blocks, 'block', spec=',')} of {counted(BLOCK_TOKENS, 'token')} "
                  f"({counted(blocks * BLOCK_TOKENS // (priced.isl + priced.osl), 'sequence', spec=',')} of "
                  f"{priced.isl + priced.osl} "
@@ -350,6 +356,7 @@ def _replicas(
     prefix: bool = False,
     chunked: bool = True,
     prefill_first: bool = False,
+    sglang: bool = False,
 ) -> list[Replica]:
     """``count`` replicas (or decode workers) of ``blocks`` KV-cache blocks and ``seqs`` running sequences each: one
     scheduler each, or with attention data parallelism (``ranks > 1``) a group of rank schedulers, each with its
@@ -357,18 +364,23 @@ def _replicas(
     and a whole token budget of its own. ``trtllm``: TensorRT-LLM's scheduler (whole prompts, whole requests
     reserved in the cache). ``prefix``: each scheduler keeps a prefix cache in its KV cache. ``chunked``: prompts
     split under the step budget (vLLM's and SGLang's way, TensorRT-LLM's with context chunking on).
-    ``prefill_first``: SGLang's steps, prompt chunks or decodes, prompts first (:attr:`Engine.prefill_first`)."""
+    ``prefill_first``: SGLang's steps, prompt chunks or decodes, prompts first (:attr:`Engine.prefill_first`).
+    ``sglang``: SGLang's admission reservation, one per scheduler (:attr:`Engine.reservation`)."""
+    def reservation() -> Reservation | None:
+        return Reservation() if sglang else None
+
     if ranks == 1:
         return [Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps, chunked_prefill=chunked,
                        reserve_whole=trtllm, emit=pricer.tokens_per_step, verify=pricer.verify_tokens,
-                       prefix=PrefixCache(BLOCK_TOKENS) if prefix else None, prefill_first=prefill_first)
+                       prefix=PrefixCache(BLOCK_TOKENS) if prefix else None, prefill_first=prefill_first,
+                       reservation=reservation())
                 for _ in range(count)]
     return [
         RankGroup(
             [Engine(record, pricer, blocks // ranks, -(-seqs // ranks), budget, BLOCK_TOKENS,
                     chunked_prefill=chunked, reserve_whole=trtllm, emit=pricer.tokens_per_step,
                     verify=pricer.verify_tokens, prefix=PrefixCache(BLOCK_TOKENS) if prefix else None,
-                    prefill_first=prefill_first)
+                    prefill_first=prefill_first, reservation=reservation())
                 for _ in range(ranks)],
             pricer,
             record_steps,
