@@ -78,6 +78,8 @@ SCENARIOS = {
                               None, {}, None),
     "bug-spec-small-kv": ("tp=1", workload("closed:150", **VARIED, **SMALL_KV, speculation=EAGLE), 300, None, 150,
                           {"max_num_seqs": 1000}, None),
+    "tp1-sglang-spec-small-kv": ("tp=1", workload("closed:150", **VARIED, **SMALL_KV, speculation=EAGLE,
+                                                  engine="sglang"), 300, None, 150, {"max_num_seqs": 1000}, None),
     "bug-spec-prefix-small-kv": ("tp=1", workload("closed:150", **VARIED, **SMALL_KV, speculation=EAGLE,
                                                   prefix_hit=0.6), 300, None, 150, {"max_num_seqs": 1000}, None),
     "split-varied": ("prefill:tp=1;decode:tp=1;disagg", workload(isl=VARIED["isl"], osl="uniform:1,300"), 200,

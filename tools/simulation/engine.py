@@ -209,7 +209,7 @@ class Engine(StepMeter):
         need = request_blocks(int(self.requests.isl[head]), int(self.requests.osl[head]), size)
         pinned = self.prefix.pinned if self.prefix is not None else 0
         return self.reservation.steps_to_admit(state[COMPUTED], state[GENERATED], state[OSL], self._used, need,
-                                               self.kv_blocks - pinned, size, most)
+                                               self.kv_blocks - pinned, size, most, self.emit)
 
     def _decode_growth(self) -> int | None:
         """New blocks a pure decode step needs: every running sequence gains one token (up to ``emit`` under

@@ -100,12 +100,13 @@ class Reservation:
         return int(-(-math.ceil(self.ratio * float(left.sum())) // block_tokens))
 
     def steps_to_admit(self, computed: np.ndarray, generated: np.ndarray, osl: np.ndarray, used: int, need: int,
-                       room: int, block_tokens: int, most: int) -> int:
+                       room: int, block_tokens: int, most: int, emit: float = 1.0) -> int:
         """How many of the next ``most`` pure decode steps run before a request needing ``need`` blocks fits the
         reservation: the first count after which the blocks the running set holds (``used`` now), those held back
-        for its outputs and ``need`` fit ``room``. Each step every sequence gains a token (a new block when it
-        crosses into one), has one fewer left to generate, and the ratio decays. Looked at over at most
-        ``_LOOK_AHEAD`` cells (sequences x steps); the last step looked at when none fits before it.
+        for its outputs and ``need`` fit ``room``. Each step every sequence gains ``emit`` tokens on average (under
+        speculative decoding more than one; a new block when it crosses into one), has as many fewer left to
+        generate, and the ratio decays. Looked at over at most ``_LOOK_AHEAD`` cells (sequences x steps); the last
+        step looked at when none fits before it.
 
         One sequence of 16 tokens with 2,000 to generate holds back 0.7 x 2,000 tokens (88 blocks) at first; after
         89 steps it holds 7 blocks and 0.61 x 1,911 tokens back (73 blocks), and 20 more fit 100:
@@ -116,9 +117,10 @@ class Reservation:
         """
         most = max(1, min(most, _LOOK_AHEAD // max(computed.size, 1)))
         steps = np.arange(1, most + 1)
-        grown = blocks_for(computed[:, None] + steps[None, :], block_tokens).sum(axis=0)
+        gained = np.floor(steps * emit).astype(np.int64)
+        grown = blocks_for(computed[:, None] + gained[None, :], block_tokens).sum(axis=0)
         crossings = grown - int(blocks_for(computed, block_tokens).sum())
-        left = np.minimum((osl - generated)[:, None] - steps[None, :], CLIP_MAX_NEW_TOKENS).clip(min=0).sum(axis=0)
+        left = np.minimum((osl - generated)[:, None] - gained[None, :], CLIP_MAX_NEW_TOKENS).clip(min=0).sum(axis=0)
         ratio = np.maximum(self.ratio - steps * self.per_step, self.floor)
         held = -(-np.ceil(ratio * left).astype(np.int64) // block_tokens)
         fits = used + crossings + held + need <= room
