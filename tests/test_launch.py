@@ -131,8 +131,10 @@ def test_microbatches_and_attention_dp_limits_are_noted(plans: dict[str, Plan]) 
     assert launch_command(plans["moe_adp_ep"], "vllm").notes == []  # vLLM's EP = TP x DP = 8 = the plan's ep
     # Launched with another engine than the plan was priced for, the one note says whose figures the plan holds.
     other = launch_command(plans["dense_tp8"], "sglang").notes
-    assert other == ["the plan was priced for vllm: its figures are vllm's, not sglang's (kernels, collectives and "
-                     "scheduling differ); plan again with --engine sglang for sglang's own"]
+    assert other[0] == ("the plan was priced for vllm: its figures are vllm's, not sglang's (kernels, collectives and "
+                        "scheduling differ); plan again with --engine sglang for sglang's own")
+    # And SGLang sizes its KV pool with its own --mem-fraction-static, which the note says.
+    assert len(other) == 2 and "--mem-fraction-static" in other[1]
 
 
 def test_export_defaults_to_the_engine_the_plan_was_priced_for(tmp_path: Path,

@@ -77,6 +77,9 @@ class Target:
     longest_prompt`); None: no bound known (a trace, an uncapped distribution)."""
     max_context: int = 131072
     """The model's longest context, which bounds any prompt."""
+    memory_share: float = 0.9
+    """The share of GPU memory the plan gave the engine (the workload's ``gpu_memory_utilization``): of the whole GPU
+    for vLLM, of the memory left free after the weights for TensorRT-LLM (:mod:`~shardplan.tools.cost.memory`)."""
     gpu_specs: dict[str, GPU] = field(default_factory=dict)
     """Each role's GPU (``serve``, ``prefill``, ``decode``), for the engine's defaults on it."""
 
@@ -136,7 +139,7 @@ def plan_target(plan: Plan, spec_model: str | None = None) -> Target:
                    drafting=drafting(plan, spec, spec_model), prefix_hit=prefix_hit(plan), gpu=cluster.gpu.name,
                    decode_gpu=cluster.decode_pool.gpu.name if cluster.decode_pool is not None else None,
                    max_batched_tokens=workload.max_batched_tokens, longest_prompt=workload.longest_prompt,
-                   max_context=spec.max_position_embeddings,
+                   max_context=spec.max_position_embeddings, memory_share=workload.gpu_memory_utilization,
                    gpu_specs={"serve": cluster.gpu, "prefill": cluster.gpu, "decode": decode})
 
 

@@ -64,6 +64,13 @@ def feature_notes(target: Target, servers: list[Server], notes: list[str]) -> No
     if target.prefix_hit > 0:
         notes.append(f"the plan counts on {target.prefix_hit:.0%} of prompt tokens found in the prefix cache: "
                      "SGLang's radix cache, on by default, finds them (do not pass --disable-radix-cache)")
+    # SGLang sizes its KV pool with its own share of the GPU, which depends on the release and the TP size (0.4.x:
+    # 0.88 at one GPU down to 0.81 at eight and 0.79 at sixteen, ServerArgs); the plan gave the engine a share of the
+    # whole GPU as vLLM takes it. Written as a note, not a flag: SGLang's smaller default leaves room for what it
+    # captures beside the pool (CUDA graphs, communication buffers), which the plan's memory account does not hold.
+    notes.append(f"the plan sized the KV cache with {target.memory_share:g} of each GPU for the engine, as vLLM takes "
+                 "it; SGLang takes its own --mem-fraction-static (0.79 to 0.88 by TP size in its 0.4 releases), so its "
+                 "cache may hold fewer sequences than the plan's")
 
 
 def configure(target: Target, server: Server, notes: list[str], disaggregated: bool) -> None:

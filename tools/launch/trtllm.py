@@ -16,7 +16,8 @@ Flag names checked against the engine's own documentation (read through the sear
   ``num_nextn_predict_layers`` must match ``max_draft_len``; Eagle3 and DraftTarget take ``max_draft_len`` and
   ``speculative_model_dir``, the older name that newer releases keep as an alias of ``speculative_model``; the
   draft/target example disables the overlap scheduler). Prefix caching: ``kv_cache_config.enable_block_reuse``
-  (``KvCacheConfig``, default true in recent releases), written out where the plan counts on it.
+  (``KvCacheConfig``, default true in recent releases), written out where the plan counts on it;
+  ``kv_cache_config.free_gpu_memory_fraction`` (0.9 by default) where the plan gives the engine another share.
 * Chunked prefill: ``enable_chunked_prefill`` (an LLM API argument, False by default), written out where the
   workload's prompts can be longer than ``max_num_tokens``, which TensorRT-LLM otherwise refuses
   (:func:`~shardplan.tools.serving.engine_limits.trtllm_chunks_prompts`).
@@ -29,7 +30,7 @@ import re
 
 from shardplan.text import counted
 from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
-from shardplan.tools.serving.engine_limits import trtllm_chunks_prompts
+from shardplan.tools.serving.engine_limits import ENGINE_MEMORY_SHARE, trtllm_chunks_prompts
 
 __all__ = ["configure", "extras", "feature_notes"]
 
@@ -55,8 +56,11 @@ def _feature_options(target: Target, options: list[str]) -> None:
             options.append(f"  speculative_model_dir: {_yaml_text(drafting.drafter)}")
         if drafting.spec.method == "draft" and "disable_overlap_scheduler: true" not in options:
             options.append("disable_overlap_scheduler: true")
-    if target.prefix_hit > 0:
-        options += ["kv_cache_config:", "  enable_block_reuse: true"]
+    cache = ["  enable_block_reuse: true"] if target.prefix_hit > 0 else []
+    if target.memory_share != ENGINE_MEMORY_SHARE:  # KvCacheConfig.free_gpu_memory_fraction, 0.9 unless told
+        cache.append(f"  free_gpu_memory_fraction: {target.memory_share:g}")
+    if cache:
+        options += ["kv_cache_config:", *cache]
 
 
 def feature_notes(target: Target, servers: list[Server], notes: list[str]) -> None:

@@ -12,7 +12,8 @@ Flag names checked against the engine's own documentation (read through the sear
   ``docs/features/nixl_connector_usage.md`` (``VLLM_NIXL_SIDE_CHANNEL_PORT``, prefill on port 8100 and
   decode on 8200, ``toy_proxy_server.py``), ``vllm.config.parallel`` (``--pipeline-parallel-size``,
   ``--distributed-executor-backend ray``), ``docs/features/quantization/quantized_kvcache.md``
-  (``--kv-cache-dtype fp8``); context parallelism (``--prefill-context-parallel-size``) is documented only
+  (``--kv-cache-dtype fp8``), ``--gpu-memory-utilization`` (0.9 by default, written where the plan gives the
+  engine another share); context parallelism (``--prefill-context-parallel-size``) is documented only
   for a few models and backends and is not used.
 * Speculative decoding: ``docs/features/speculative_decoding/mtp.md`` (``--speculative-config
   '{"method":"mtp","num_speculative_tokens":1}'``; MTP works for model families whose checkpoints carry MTP layers,
@@ -29,7 +30,7 @@ import json
 
 from shardplan.text import counted
 from shardplan.tools.launch.servers import Role, Server, Target, microbatch_note, pool_notes, seqs_per_scheduler
-from shardplan.tools.serving.engine_limits import runnable_seq_cap
+from shardplan.tools.serving.engine_limits import ENGINE_MEMORY_SHARE, runnable_seq_cap
 
 __all__ = ["configure", "extras", "feature_notes"]
 
@@ -102,6 +103,8 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
     budget = target.step_budget_flag(server, "vllm")  # each data-parallel rank's scheduler has its own
     if budget is not None:
         flags["--max-num-batched-tokens"] = budget
+    if target.memory_share != ENGINE_MEMORY_SHARE:  # vLLM's gpu_memory_utilization, 0.9 unless told
+        flags["--gpu-memory-utilization"] = target.memory_share
     if target.kv_fp8:
         flags["--kv-cache-dtype"] = "fp8"
     _feature_flags(target, server)

@@ -1,6 +1,6 @@
 """What an engine runs when not told otherwise: its default cap on the sequences one scheduler runs in a step, its
-default step budget, and the settings an engine refuses: more running sequences than vLLM's step budget, a prompt
-longer than TensorRT-LLM's step without chunked prefill.
+default step budget and memory share, and the settings an engine refuses: more running sequences than vLLM's step
+budget, a prompt longer than TensorRT-LLM's step without chunked prefill.
 
 The serving model needs the cap where a step could otherwise take more sequences than any engine runs (a prefill
 step of prompts almost wholly cached); the simulator, where open arrivals meet the engine's own cap. The budget is
@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from shardplan.contracts.hardware import GPU
 
-__all__ = ["engine_seq_cap", "engine_step_budget", "runnable_seq_cap", "trtllm_chunks_prompts"]
+__all__ = ["ENGINE_MEMORY_SHARE", "engine_seq_cap", "engine_step_budget", "runnable_seq_cap", "trtllm_chunks_prompts"]
+
+ENGINE_MEMORY_SHARE = 0.9
+"""The memory share vLLM (``gpu_memory_utilization``, of the whole GPU) and TensorRT-LLM
+(``KvCacheConfig.free_gpu_memory_fraction``, of the memory free after the weights) take unless told otherwise."""
 
 _GIB = 2**30
 _MIB = 2**20
