@@ -104,7 +104,7 @@ def configure(target: Target, server: Server, notes: list[str], disaggregated: b
     if budget is not None:
         flags["--max-num-batched-tokens"] = budget
     if target.memory_share != ENGINE_MEMORY_SHARE:  # vLLM's gpu_memory_utilization, 0.9 unless told
-        flags["--gpu-memory-utilization"] = target.memory_share
+        flags["--gpu-memory-utilization"] = f"{target.memory_share:g}"
     if target.kv_fp8:
         flags["--kv-cache-dtype"] = "fp8"
     _feature_flags(target, server)
