@@ -383,3 +383,18 @@ def test_vllm_never_gets_more_running_sequences_than_its_step_carries_tokens() -
     assert any("max_num_seqs <= max_num_batched_tokens" in note for note in vllm.notes)
     sglang_seqs = _flag(launch_command(plan, "sglang").command, "--max-running-requests")
     assert sglang_seqs is not None and int(sglang_seqs) > 512
+
+
+def test_the_memory_share_the_plan_gave_the_engine_is_launched_with_it() -> None:
+    # The plan sizes the KV cache with the workload's gpu_memory_utilization; vLLM (of the whole GPU) and
+    # TensorRT-LLM (of the memory free after the weights) take 0.9 unless told, so another share is written out,
+    # and the default one is not.
+    request = PlanRequest(model=LLAMA, gpu="H100", gpus=8,
+                          workload=Workload(isl=2048, osl=256, batch=16, gpu_memory_utilization=0.8, prefix_hit=0.5))
+    spec_model, cluster = resolve_request(request)
+    plan = plan_for_strategy(request, spec_model, cluster, parse_strategy("tp=8"))
+    assert _flag(launch_command(plan, "vllm").command, "--gpu-memory-utilization") == "0.8"
+    options = launch_command(plan, "trtllm").files["extra_llm_api_options.yaml"]
+    assert options == "kv_cache_config:\n  enable_block_reuse: true\n  free_gpu_memory_fraction: 0.8\n"
+    default = launch_command(_plan(LLAMA, "tp=8"), "vllm").command
+    assert "--gpu-memory-utilization" not in default
