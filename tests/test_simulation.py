@@ -26,7 +26,18 @@ from shardplan.tools.serving.disaggregated import kv_transfer_s, prefill_worker
 from shardplan.tools.serving.options import priced_deployment
 from shardplan.tools.serving.steady import continuous_point
 from shardplan.tools.serving.steps import StepPricer
-from shardplan.tools.simulation import blocks, capacity, engine, pools, results, router, run, trace
+from shardplan.tools.simulation import (
+    blocks,
+    capacity,
+    engine,
+    pools,
+    reservation,
+    results,
+    router,
+    run,
+    scheduler_rules,
+    trace,
+)
 from shardplan.tools.simulation.capacity import BLOCK_TOKENS, kv_blocks
 from shardplan.tools.simulation.engine import Engine
 from shardplan.tools.simulation.loop import Workers, run_events
@@ -293,5 +304,5 @@ def test_the_summary_and_the_trace() -> None:
 
 
 def test_the_modules_examples_run() -> None:
-    for module in (blocks, capacity, engine, pools, results, router, run, trace):
+    for module in (blocks, capacity, engine, pools, reservation, results, router, run, scheduler_rules, trace):
         assert doctest.testmod(module).failed == 0, module.__name__

@@ -35,7 +35,6 @@ from shardplan.text import counted
 from shardplan.tools.catalogs.models import check_drawn_context
 from shardplan.tools.cost.pricing import Backend
 from shardplan.tools.serving.disaggregated import kv_transfer_s, prefill_worker
-from shardplan.tools.serving.engine_limits import runnable_seq_cap, trtllm_chunks_prompts
 from shardplan.tools.serving.placement import replica_strategy
 from shardplan.tools.serving.steady import serving_point
 from shardplan.tools.serving.steps import StepPricer
@@ -49,6 +48,7 @@ from shardplan.tools.simulation.ranks import RankGroup
 from shardplan.tools.simulation.replica import Replica
 from shardplan.tools.simulation.reservation import Reservation
 from shardplan.tools.simulation.results import RunFacts, summarise
+from shardplan.tools.simulation.scheduler_rules import SchedulerRules, scheduler_rules
 from shardplan.tools.simulation.state import Requests
 from shardplan.tools.traffic.stream import RequestStream, request_stream
 
@@ -221,63 +221,21 @@ def simulate(
     )
     # Each rank's scheduler admits its share rounded up (at least one), as ``shardplan export`` sets max_num_seqs:
     # the replica's cap is what the ranks admit together, the cap asked for rounded up to a multiple of the ranks.
-    per_rank = -(-asked // ranks)
-    runnable = runnable_seq_cap(priced.engine, per_rank, priced.max_batched_tokens)
-    if runnable < per_rank:
-        # vLLM would not start with more; a step carries a token for each running sequence.
-        notes.append(f"vLLM runs at most {runnable} sequences a scheduler, its step budget (it refuses max_num_seqs "
-                     f"above max_num_batched_tokens), where {per_rank} were asked for")
-    seqs = runnable * ranks
+    rules = scheduler_rules(priced, int(stream.isl.max()), -(-asked // ranks), strategy.disaggregated,
+                            trtllm_chunked_context=options.trtllm_chunked_context,
+                            vllm_v0_unchunked=options.vllm_v0_unchunked, sglang_mixed_chunk=options.sglang_mixed_chunk)
+    seqs = rules.seqs_per_rank * ranks
     _check_lengths(stream, blocks // ranks, role if ranks == 1 else f"attention data-parallel rank of a {role}")
     pricer = StepPricer.for_workload(model, host, decode_layout, priced, options.backend)
-    # TensorRT-LLM's scheduler, as trtllm-serve starts it: GUARANTEED_NO_EVICT (a request waits until its whole
-    # prompt and output fit the cache), and no context chunking unless the prompts can outgrow the step budget, which
-    # it refuses without (``shardplan export`` turns chunking on for them); vLLM's and SGLang's chunk and preempt.
-    trtllm = priced.engine == "trtllm"
-    longest = workload.longest_prompt
-    budget = priced.max_batched_tokens
-    must_chunk = trtllm and trtllm_chunks_prompts(longest, budget)
-    v0 = priced.engine == "vllm" and options.vllm_v0_unchunked and not strategy.disaggregated
-    if v0 and int(stream.isl.max()) > budget:
-        raise InputError(f"vLLM's V0 scheduler without chunked prefill takes a prompt only whole, and a prompt of "
-                         f"{counted(int(stream.isl.max()), 'token', spec=',')} exceeds the step budget of "
-                         f"{budget:,}", field="max_batched_tokens",
-                         fix="give a step budget of at least the longest prompt (V0 sets max_model_len)")
-    chunked = (not trtllm or options.trtllm_chunked_context or must_chunk) and not v0
-    # SGLang's scheduler (and vLLM V0's without chunked prefill) runs a prompt step or a decode step, prompts first;
-    # decode workers only decode.
-    sglang = priced.engine == "sglang" and not options.sglang_mixed_chunk
-    prefill_first = (sglang or v0) and not strategy.disaggregated
     engines = _replicas(record, pricer, ranks, blocks, seqs, priced.max_batched_tokens, strategy.decode.dp,
-                        options.record_steps, trtllm, shares is not None, chunked, prefill_first,
-                        priced.engine == "sglang" and not strategy.disaggregated)
+                        options.record_steps, rules, shares is not None)
+    notes += rules.notes
     if priced.speculation is not None:
         spec = priced.speculation
         notes.append(f"speculative decoding: each step verifies {spec.verify_tokens} positions per decoding sequence "
                      f"(that many tokens of the step budget) and adds {spec.tokens_per_step:g} tokens to it on "
                      "average, every sequence of a step the same whole number, a fractional carry making them average "
                      "the request's acceptance (no acceptance distribution is assumed)")
-    if trtllm:
-        prompts = "whole prompts (no context chunking)"
-        if must_chunk:
-            longest_text = "no bound on the prompts" if longest is None else \
-                f"prompts of up to {counted(longest, 'token', spec=',')}"
-            prompts = (f"prompts chunked under the step budget (enable_chunked_prefill, as shardplan export sets it: "
-                       f"{longest_text} against {budget:,} a step, which TensorRT-LLM refuses unchunked)")
-        elif chunked:
-            prompts = "prompts chunked under the step budget (enable_chunked_prefill)"
-        notes.append(f"TensorRT-LLM's scheduler: {prompts}, and a request admitted only when the KV cache holds its "
-                     "whole prompt and output (GUARANTEED_NO_EVICT): no preemption")
-    if v0:
-        notes.append(f"vLLM's V0 scheduler without chunked prefill: a step carries whole prompts (up to "
-                     f"{priced.max_batched_tokens:,} tokens) or decodes, prompts first")
-    elif prefill_first:
-        notes.append("SGLang's scheduler: a step carries prompt chunks or decodes, never both, and prompts go first "
-                     "(--enable-mixed-chunk off, its default): the decoding sequences sit out each prompt step")
-    if priced.engine == "sglang" and not strategy.disaggregated:
-        notes.append("SGLang's admission: a request waits until its prompt and its output (up to 4,096 tokens) fit "
-                     "beside new_token_ratio of the running requests' remaining outputs (0.7, falling to 0.098 over "
-                     "600 decode steps, reset when idle, raised after a retraction)")
     notes.append(f"KV cache of one {role}: {counted(blocks, 'block', spec=',')} of {counted(BLOCK_TOKENS, 'token')} "
                  f"({counted(blocks * BLOCK_TOKENS // (priced.isl + priced.osl), 'sequence', spec=',')} of "
                  f"{priced.isl + priced.osl} "
@@ -352,39 +310,25 @@ def _replicas(
     budget: int,
     count: int,
     record_steps: bool,
-    trtllm: bool = False,
+    rules: SchedulerRules,
     prefix: bool = False,
-    chunked: bool = True,
-    prefill_first: bool = False,
-    sglang: bool = False,
 ) -> list[Replica]:
     """``count`` replicas (or decode workers) of ``blocks`` KV-cache blocks and ``seqs`` running sequences each: one
     scheduler each, or with attention data parallelism (``ranks > 1``) a group of rank schedulers, each with its
     share of the blocks and of the sequences (``max_num_seqs`` counts per rank, as ``shardplan export`` sets it)
-    and a whole token budget of its own. ``trtllm``: TensorRT-LLM's scheduler (whole prompts, whole requests
-    reserved in the cache). ``prefix``: each scheduler keeps a prefix cache in its KV cache. ``chunked``: prompts
-    split under the step budget (vLLM's and SGLang's way, TensorRT-LLM's with context chunking on).
-    ``prefill_first``: SGLang's steps, prompt chunks or decodes, prompts first (:attr:`Engine.prefill_first`).
-    ``sglang``: SGLang's admission reservation, one per scheduler (:attr:`Engine.reservation`)."""
-    def reservation() -> Reservation | None:
-        return Reservation() if sglang else None
+    and a whole token budget of its own, each run by the engine's ``rules`` (:mod:`.scheduler_rules`; SGLang's
+    reservation one per scheduler). ``prefix``: each scheduler keeps a prefix cache in its KV cache."""
+
+    def engine(blocks: int, seqs: int, record_steps: bool = False) -> Engine:
+        return Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps,
+                      chunked_prefill=rules.chunked, reserve_whole=rules.reserve_whole, emit=pricer.tokens_per_step,
+                      verify=pricer.verify_tokens, prefix=PrefixCache(BLOCK_TOKENS) if prefix else None,
+                      prefill_first=rules.prefill_first, reservation=Reservation() if rules.reservation else None)
 
     if ranks == 1:
-        return [Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps, chunked_prefill=chunked,
-                       reserve_whole=trtllm, emit=pricer.tokens_per_step, verify=pricer.verify_tokens,
-                       prefix=PrefixCache(BLOCK_TOKENS) if prefix else None, prefill_first=prefill_first,
-                       reservation=reservation())
-                for _ in range(count)]
+        return [engine(blocks, seqs, record_steps) for _ in range(count)]
     return [
-        RankGroup(
-            [Engine(record, pricer, blocks // ranks, -(-seqs // ranks), budget, BLOCK_TOKENS,
-                    chunked_prefill=chunked, reserve_whole=trtllm, emit=pricer.tokens_per_step,
-                    verify=pricer.verify_tokens, prefix=PrefixCache(BLOCK_TOKENS) if prefix else None,
-                    prefill_first=prefill_first, reservation=reservation())
-                for _ in range(ranks)],
-            pricer,
-            record_steps,
-        )
+        RankGroup([engine(blocks // ranks, -(-seqs // ranks)) for _ in range(ranks)], pricer, record_steps)
         for _ in range(count)
     ]
 
