@@ -1,7 +1,7 @@
 """The engine simulator against measured public closed-loop rows: N clients, each sending its next request when
 its last one completes, at a stated concurrency.
 
-Run: .venv/bin/python benchmarks/bench_closed_loop.py [--match TEXT] [--json FILE] [--send-delay S]
+Run: .venv/bin/python benchmarks/bench_closed_loop.py [--match TEXT] [--json FILE] [--send-delay S] [--cold-cache]
 Target (issue 23): TTFT and TPOT median absolute error 15% or less across concurrency, including the rows past
 the KV cache.
 
@@ -23,7 +23,9 @@ Sweeps measured by SGLang's ``bench_serving`` (``client: bench_serving`` in the 
 dstack's) are replayed as that client runs them instead: its own requests (the lengths it draws, reproduced
 from its seed and ``--random-range-ratio`` and checked against the token totals it printed), as many as it sent,
 its ``--max-concurrency`` clients starting together, and every request counted, the cold start and the wind-down
-included, as its means and its throughput (all output tokens over the whole run) count them.
+included, as its means and its throughput (all output tokens over the whole run) count them. The cookbook's runs
+share a server that keeps SGLang's radix cache, so each finds the prompts earlier runs sent
+(``prefix_cache_kept`` in the YAML; :func:`closed_loop_rows.served_in_order`).
 
 Beside each simulated figure stands the analytic steady state of the same plan (the plan's own TTFT and TPOT). A
 row is *past the KV cache* when its concurrency exceeds the sequences the simulated KV cache holds at the row's
@@ -106,10 +108,15 @@ def simulate_point(point: Point, options: SimulationOptions = DEFAULTS,
         looped = workload.model_copy(update={"traffic": Traffic(arrival=loop)})
         return option, simulate(model, cluster, option, looped, requests=max(10 * clients, 400), options=options)
     prompts, outputs = point.requests
+    columns = {"input_lens": prompts.tolist(), "output_lens": outputs.tolist()}
+    if point.prompts_repeat:
+        # Each prompt its own prefix group, whole: what a warm server's prefix cache may hold of it.
+        columns |= {"prefix_group": list(range(len(prompts))), "prefix_tokens": prompts.tolist()}
+        options = replace(options, warm_prefixes=point.warm_prefixes)
     with tempfile.TemporaryDirectory() as folder:
         # The requests as a trace (vLLM's saved-results form), replayed row by row in the client's order.
         trace = Path(folder) / "requests.json"
-        trace.write_text(json.dumps({"input_lens": prompts.tolist(), "output_lens": outputs.tolist()}))
+        trace.write_text(json.dumps(columns))
         looped = workload.model_copy(update={"traffic": Traffic(trace=str(trace), arrival=loop)})
         return option, simulate(model, cluster, option, looped, requests=len(prompts), options=options)
 
@@ -298,11 +305,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trtllm-chunked-context", action="store_true",
                         help="an experiment: TensorRT-LLM rows chunk their prompts under the step budget "
                              "(enable_chunked_context; SimulationOptions.trtllm_chunked_context)")
+    parser.add_argument("--cold-cache", action="store_true",
+                        help="an experiment: every bench_serving run starts on an empty prefix cache, as if its "
+                             "server had been restarted or flushed before it (default: the runs of a page share a "
+                             "server and meet the prompts earlier runs left, closed_loop.yaml's prefix_cache_kept)")
     args = parser.parse_args(argv)
     if args.max_batched_tokens is not None and args.max_batched_tokens < 1:
         parser.error("--max-batched-tokens: give 1 or more tokens a step")
     options = SimulationOptions(send_delay_s=args.send_delay, trtllm_chunked_context=args.trtllm_chunked_context)
     points = yaml_points()
+    if args.cold_cache:
+        points = [replace(p, prompts_repeat=False, warm_prefixes=()) for p in points]
     covered = {(p.deployment.model, p.deployment.gpu, p.deployment.gpus, p.deployment.strategy, p.deployment.isl,
                 p.deployment.osl, p.clients) for p in points}
     more, skipped = table_points(covered)

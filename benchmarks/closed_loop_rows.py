@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,26 +62,80 @@ class Point:
     requests: tuple[np.ndarray, np.ndarray] | None = None
     """The client's own requests (prompt and output lengths, in the order it sent them): the whole run is replayed
     and every request counted; None: ``max(10 N, 400)`` requests of the deployment's lengths, the steady state."""
+    prompts_repeat: bool = False
+    """Request i's prompt is the same text in every run of its server (the i-th conversation of ``bench_serving``'s
+    seeded shuffle, cut to the length drawn for it), so a server that keeps its prefix cache finds what earlier runs
+    left of it: each request is its own prefix group, its whole prompt the prefix."""
+    warm_prefixes: tuple[tuple[int, int], ...] = ()
+    """What the server's prefix cache holds when the run starts, (request index, prompt tokens), least recently used
+    first (:attr:`~shardplan.tools.simulation.run.SimulationOptions.warm_prefixes`)."""
 
 
 def yaml_points() -> list[Point]:
     """Every concurrency of every sweep in closed_loop.yaml."""
     points = []
     for entry in yaml.safe_load(CLOSED_LOOP.read_text()):
-        source = table.short_source(entry["source"].split(";")[0])
-        for sweep in entry["sweeps"]:
-            deployment = Deployment(entry["model"], table.checkpoint_dtype(entry["model"], entry["weight_dtype"]),
-                                    entry.get("kv_dtype"), entry["gpu"], int(entry["gpus"]), entry["strategy"],
-                                    entry["engine"], int(sweep["isl"]), int(sweep["osl"]), entry.get("scheduler"),
-                                    entry.get("max_batched_tokens"))
-            name = f"{entry['id']}-{sweep['isl']}-{sweep['osl']}"
-            if entry.get("client") == "bench_serving":
-                points += [_bench_serving_point(entry, deployment, name, row, source) for row in sweep["rows"]]
-                continue
-            for clients, ttft, itl, tokens in sweep["rows"]:
-                points.append(Point(f"{name}-conc{clients}", deployment, int(clients),
-                                    {"ttft_ms": ttft, "tpot_ms": itl, "tokens_per_s": tokens}, source=source))
+        if entry.get("prefix_cache_kept"):
+            points += served_in_order(entry, _entry_points(entry))
+            continue
+        points += _entry_points(entry)
     return points
+
+
+def _entry_points(entry: dict[str, Any]) -> list[Point]:
+    """Every concurrency of one entry's sweeps, in the order listed."""
+    points = []
+    source = table.short_source(entry["source"].split(";")[0])
+    for sweep in entry["sweeps"]:
+        deployment = Deployment(entry["model"], table.checkpoint_dtype(entry["model"], entry["weight_dtype"]),
+                                entry.get("kv_dtype"), entry["gpu"], int(entry["gpus"]), entry["strategy"],
+                                entry["engine"], int(sweep["isl"]), int(sweep["osl"]), entry.get("scheduler"),
+                                entry.get("max_batched_tokens"))
+        name = f"{entry['id']}-{sweep['isl']}-{sweep['osl']}"
+        if entry.get("client") == "bench_serving":
+            points += [_bench_serving_point(entry, deployment, name, row, source) for row in sweep["rows"]]
+            continue
+        for clients, ttft, itl, tokens in sweep["rows"]:
+            points.append(Point(f"{name}-conc{clients}", deployment, int(clients),
+                                {"ttft_ms": ttft, "tpot_ms": itl, "tokens_per_s": tokens}, source=source))
+    return points
+
+
+def served_in_order(entry: dict[str, Any], points: list[Point]) -> list[Point]:
+    """The ``bench_serving`` runs of ``entry``, run one after another on servers that keep their prefix cache
+    (``prefix_cache_kept``): a sweep marked ``server_launched`` starts a new server, the others run on the one
+    before. Before each run the client's warm-up request sends the first prompt; request i's prompt is the same
+    conversation in every run (``Point.prompts_repeat``), so each run starts with the prompts of the runs before
+    it cached, the most recent last, each as long as the longest run of it (runs of another input length share
+    the shorter prompt's tokens). Capacity is left to the simulated KV cache, which keeps the most recent.
+
+    >>> lengths = (np.array([5, 6, 7]), np.ones(3, dtype=np.int64))
+    >>> d = Deployment("m", None, None, "H100", 1, "tp=1", "sglang", 6, 1)
+    >>> runs = [Point(f"s-conc{n}", d, n, {}, requests=lengths) for n in (1, 2)]
+    >>> [p.warm_prefixes for p in served_in_order({"sweeps": [{"server_launched": True, "rows": [0, 0]}]}, runs)]
+    [((0, 5),), ((1, 6), (2, 7), (0, 5))]
+    """
+    cached: OrderedDict[int, int] = OrderedDict()
+    sizes = [len(sweep["rows"]) for sweep in entry["sweeps"]]
+    launched = [bool(sweep.get("server_launched")) for sweep in entry["sweeps"]]
+    starts = {sum(sizes[:k]) for k, new in enumerate(launched) if new}
+    served = []
+    for k, point in enumerate(points):
+        if k in starts:
+            cached.clear()
+        assert point.requests is not None, "a bench_serving run replays the client's requests"
+        prompts = point.requests[0]
+        _touch(cached, 0, int(prompts[0]))  # the warm-up request
+        served.append(replace(point, prompts_repeat=True, warm_prefixes=tuple(cached.items())))
+        for index, tokens in enumerate(prompts.tolist()):
+            _touch(cached, index, tokens)
+    return served
+
+
+def _touch(cached: OrderedDict[int, int], index: int, tokens: int) -> None:
+    """Prompt ``index`` of ``tokens`` tokens served: cached at the longest it has been, the most recently used."""
+    cached[index] = max(cached.get(index, 0), tokens)
+    cached.move_to_end(index)
 
 
 def bench_serving_lengths(isl: int, osl: int, prompts: int, range_ratio: float, seed: int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -109,3 +110,40 @@ def test_growth_is_apart_from_the_base() -> None:
 
 def test_the_figures_examples_hold() -> None:
     assert doctest.testmod(figures).failed == 0
+
+
+def test_the_cookbook_runs_find_the_prompts_their_server_kept() -> None:
+    points = {p.id: p for p in rows.yaml_points()}
+    name = "sglcookbook-llama31-70b-a100-tp8"
+
+    def warm(row: str) -> dict[int, int]:
+        return dict(points[f"{name}-{row}"].warm_prefixes)
+
+    def prompts(row: str) -> list[int]:
+        found = points[f"{name}-{row}"].requests
+        assert found is not None
+        return found[0].tolist()
+
+    # A new server: only the warm-up request's prompt (the first) before the first run.
+    assert warm("1000-1000-conc1") == {0: prompts("1000-1000-conc1")[0]}
+    # Each later run finds the earlier runs' prompts, as long as they were sent.
+    assert warm("1000-1000-conc16") == dict(enumerate(prompts("1000-1000-conc1")))
+    assert warm("1000-1000-conc100") == dict(enumerate(prompts("1000-1000-conc16")))
+    # The summarisation runs ran on the same server: they find the 1000-token runs' prompts (which share their first
+    # tokens with theirs), and the warm-up's 8,000-token one.
+    before, short, long = warm("8000-1000-conc1"), prompts("1000-1000-conc100"), prompts("8000-1000-conc1")
+    assert len(before) == 500 and before[3] == short[3] and before[0] == max(short[0], long[0])
+    # The Qwen3 page deploys anew before its reasoning runs; dstack's client flushed SGLang's cache before each run.
+    assert dict(points["sglcookbook-qwen3-235b-b200-tp8-1000-8000-conc1"].warm_prefixes).keys() == {0}
+    dstack = [p for p in points.values() if p.id.startswith("dstack")]
+    assert dstack and not any(p.prompts_repeat or p.warm_prefixes for p in dstack)
+    assert doctest.testmod(rows).failed == 0
+
+
+def test_a_run_on_a_warm_server_skips_the_prefill_of_the_prompts_it_kept() -> None:
+    point = next(p for p in rows.yaml_points() if p.id == "sglcookbook-llama31-70b-a100-tp8-8000-1000-conc64")
+    warm = loop.run_point(point)
+    cold = loop.run_point(replace(point, warm_prefixes=()))
+    # The 64 clients' first prompts are all among the 80 the 16-client run sent: the cold start is spared.
+    assert warm.cold_ttft_ms < 0.25 * cold.cold_ttft_ms
+    assert warm.simulated["ttft_ms"] < cold.simulated["ttft_ms"]

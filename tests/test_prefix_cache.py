@@ -262,3 +262,32 @@ def test_a_trace_s_groups_alone_give_the_simulated_hit_rate_as_the_effect(tmp_pa
     effect = planning_prefix_cache.prefix_cache_effect(LLAMA_8B, H100, strategy, workload, simulated)
     assert effect is not None and effect.source == "simulation" and effect.hit == run.summary.prefix_hit
     assert planning_prefix_cache.prefix_cache_effect(LLAMA_8B, H100, strategy, workload, option) is None
+
+
+def test_a_warm_cache_spares_the_prompts_an_earlier_run_left(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Forty distinct prompts, each its own group and wholly its prefix (a benchmark client resending the prompts of
+    # its last run): the run that finds the first twenty cached computes only their last block, the rest in full.
+    path = tmp_path / "rerun.json"
+    prompts = [2048] * 40
+    path.write_text(f'{{"input_lens": {prompts}, "output_lens": {[32] * 40}, '
+                    f'"prefix_group": {list(range(40))}, "prefix_tokens": {prompts}}}')
+    workload = Workload(isl=2048, osl=32, rate=2.0, traffic=Traffic(trace=str(path)))
+    option = given_deployment(LLAMA_8B, H100, parse_strategy("tp=1"), workload)[0]
+
+    def run(warm: tuple[tuple[int, int], ...]):  # type: ignore[no-untyped-def]
+        options = SimulationOptions(backend="roofline", warm_prefixes=warm)
+        return simulate(LLAMA_8B, H100, option, workload, requests=40, seed=1, options=options)
+
+    cold, warm = run(()), run(tuple((i, 2048) for i in range(20)))
+    assert cold.requests.hit.max() == 0
+    assert warm.requests.hit[:20].tolist() == [2032] * 20 and warm.requests.hit[20:].max() == 0
+    ttft = (warm.requests.first_token - warm.requests.arrival)[:20]
+    assert float(ttft.mean()) < 0.5 * float((cold.requests.first_token - cold.requests.arrival)[:20].mean())
+    assert any("start warm: 20 prefixes" in note for note in warm.summary.notes)
+
+
+def test_warm_prefixes_past_the_kv_cache_keep_the_most_recent() -> None:
+    cache = PrefixCache(16)
+    cache.warm([(group, 160) for group in range(10)], room=35)
+    assert [cache.held(g) for g in range(10)] == [0] * 7 + [160] * 3
+    assert cache.pinned == 0 and cache.evictions == 0

@@ -14,6 +14,7 @@ Blocks are counted once per group here; a sequence's own blocks (beyond its shar
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = ["PrefixCache"]
@@ -81,6 +82,24 @@ class PrefixCache:
         self._resident.move_to_end(group)
         self._refs[group] = self._refs.get(group, 0) + 1
         return shared
+
+    def warm(self, prefixes: Iterable[tuple[int, int]], room: int) -> None:
+        """Hold ``prefixes`` ((group, tokens), least recently used first) before any sequence runs, as an earlier
+        run on the same engine leaves them, and as many of them as ``room`` blocks hold (the most recent kept).
+        Nothing is pinned.
+
+        >>> cache = PrefixCache(16)
+        >>> cache.warm([(0, 100), (1, 40), (2, 64)], room=7)
+        >>> cache.held(0), cache.held(1), cache.held(2)
+        (0, 32, 64)
+        """
+        for group, tokens in prefixes:
+            blocks = tokens // self.block_tokens
+            if group >= 0 and blocks > 0:
+                self._resident[group] = max(self._resident.get(group, 0), blocks)
+                self._resident.move_to_end(group)
+        self.evict(room)
+        self.evictions = 0
 
     def release(self, group: int) -> None:
         """A sequence of ``group`` that :meth:`acquire` pinned finished or was preempted: its prefix stays cached,

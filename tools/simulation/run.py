@@ -87,6 +87,13 @@ class SimulationOptions:
     February 2025): a step carries whole prompts or decodes, prompts first (``_schedule_default``), under a budget of
     ``max(max_model_len, 2048)`` tokens, which the workload's ``max_batched_tokens`` gives. For replaying runs of
     those releases; today's vLLM (V1) mixes chunks and decodes."""
+    warm_prefixes: tuple[tuple[int, int], ...] = ()
+    """Prefixes each scheduler's prefix cache (and each prefill worker's) holds when the run starts, as (prefix
+    group, tokens), least recently used first, as many as its KV cache holds: what earlier runs on the same server
+    left cached (SGLang's radix cache and vLLM's prefix caching keep finished requests' prompts until room is
+    needed, and a benchmark client that does not flush the cache between runs finds them). Groups are the
+    trace's, numbered in order of first appearance; they count only where the requests share prefixes (prefix
+    groups with their prefix tokens, or a hit rate). Empty: a cold cache."""
 
 
 @dataclass
@@ -227,9 +234,14 @@ def simulate(
     seqs = rules.seqs_per_rank * ranks
     _check_lengths(stream, blocks // ranks, role if ranks == 1 else f"attention data-parallel rank of a {role}")
     pricer = StepPricer.for_workload(model, host, decode_layout, priced, options.backend)
+    warm = options.warm_prefixes if shares is not None else ()
     engines = _replicas(record, pricer, ranks, blocks, seqs, priced.max_batched_tokens, strategy.decode.dp,
-                        options.record_steps, rules, shares is not None)
+                        options.record_steps, rules, shares is not None, warm)
     notes += rules.notes
+    if warm:
+        notes.append(f"the prefix caches start warm: {counted(len(warm), 'prefix', 'prefixes', spec=',')} of "
+                     f"{counted(sum(tokens for _, tokens in warm), 'token', spec=',')} left by earlier runs, as many "
+                     "as each KV cache holds")
     if priced.speculation is not None:
         spec = priced.speculation
         notes.append(f"speculative decoding: each step verifies {spec.verify_tokens} positions per decoding sequence "
@@ -312,17 +324,19 @@ def _replicas(
     record_steps: bool,
     rules: SchedulerRules,
     prefix: bool = False,
+    warm: tuple[tuple[int, int], ...] = (),
 ) -> list[Replica]:
     """``count`` replicas (or decode workers) of ``blocks`` KV-cache blocks and ``seqs`` running sequences each: one
     scheduler each, or with attention data parallelism (``ranks > 1``) a group of rank schedulers, each with its
     share of the blocks and of the sequences (``max_num_seqs`` counts per rank, as ``shardplan export`` sets it)
     and a whole token budget of its own, each run by the engine's ``rules`` (:mod:`.scheduler_rules`; SGLang's
-    reservation one per scheduler). ``prefix``: each scheduler keeps a prefix cache in its KV cache."""
+    reservation one per scheduler). ``prefix``: each scheduler keeps a prefix cache in its KV cache, holding the
+    ``warm`` prefixes at the start."""
 
     def engine(blocks: int, seqs: int, record_steps: bool = False) -> Engine:
         return Engine(record, pricer, blocks, seqs, budget, BLOCK_TOKENS, record_steps,
                       chunked_prefill=rules.chunked, reserve_whole=rules.reserve_whole, emit=pricer.tokens_per_step,
-                      verify=pricer.verify_tokens, prefix=PrefixCache(BLOCK_TOKENS) if prefix else None,
+                      verify=pricer.verify_tokens, prefix=_prefix_cache(warm, blocks) if prefix else None,
                       prefill_first=rules.prefill_first, reservation=Reservation() if rules.reservation else None)
 
     if ranks == 1:
@@ -331,6 +345,13 @@ def _replicas(
         RankGroup([engine(blocks // ranks, -(-seqs // ranks)) for _ in range(ranks)], pricer, record_steps)
         for _ in range(count)
     ]
+
+
+def _prefix_cache(warm: tuple[tuple[int, int], ...], blocks: int) -> PrefixCache:
+    """A scheduler's prefix cache of ``blocks`` KV-cache blocks, holding what it can of the ``warm`` prefixes."""
+    cache = PrefixCache(BLOCK_TOKENS)
+    cache.warm(warm, blocks)
+    return cache
 
 
 def _split_workers(
@@ -355,8 +376,9 @@ def _split_workers(
         raise InputError(f"a prefill worker of {replica.prefill.to_spec()} does not fit a step of prompts",
                          field="plan", fix="simulate a plan whose deployment fits")
     groups = replica.prefill.adp * replica.prefill.mb
-    caches = [PrefixCache(BLOCK_TOKENS) for _ in range(strategy.prefill.dp)] if prefix else None
     cache_blocks = kv_blocks(model, host.gpu, replica.prefill, priced, "decode") if prefix else 0
+    warm = options.warm_prefixes if prefix else ()
+    caches = [_prefix_cache(warm, cache_blocks) for _ in range(strategy.prefill.dp)] if prefix else None
     pool = PrefillPool(record, pricer, strategy.prefill.dp, worker.prompts, priced.max_batched_tokens * groups,
                        options.record_steps, caches, cache_blocks)
     same_node = strategy.gpus <= cluster.gpus_per_node and not cluster.mixed
