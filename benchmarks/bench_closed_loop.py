@@ -168,6 +168,8 @@ def run_point(point: Point, options: SimulationOptions = DEFAULTS, budget: int |
     isl, osl = _mean_lengths(point)
     kv_sequences = summary.kv_blocks * summary.block_tokens // (isl + osl)
     notes = [f"{summary.preemptions} preemptions"] if summary.preemptions else []
+    if point.warm_prefixes:
+        notes.append(f"{len(point.warm_prefixes)} earlier prompts cached at the start")
     if option.running_cap is not None:
         notes.append(f"plan runs {option.running_cap} and queues the rest")
     figures = option.figures
