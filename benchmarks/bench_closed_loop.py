@@ -109,7 +109,7 @@ def simulate_point(point: Point, options: SimulationOptions = DEFAULTS,
         return option, simulate(model, cluster, option, looped, requests=max(10 * clients, 400), options=options)
     prompts, outputs = point.requests
     columns = {"input_lens": prompts.tolist(), "output_lens": outputs.tolist()}
-    if point.prompts_repeat:
+    if point.warm_prefixes:
         # Each prompt its own prefix group, whole: what a warm server's prefix cache may hold of it.
         columns |= {"prefix_group": list(range(len(prompts))), "prefix_tokens": prompts.tolist()}
         options = replace(options, warm_prefixes=point.warm_prefixes)
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     options = SimulationOptions(send_delay_s=args.send_delay, trtllm_chunked_context=args.trtllm_chunked_context)
     points = yaml_points()
     if args.cold_cache:
-        points = [replace(p, prompts_repeat=False, warm_prefixes=()) for p in points]
+        points = [replace(p, warm_prefixes=()) for p in points]
     covered = {(p.deployment.model, p.deployment.gpu, p.deployment.gpus, p.deployment.strategy, p.deployment.isl,
                 p.deployment.osl, p.clients) for p in points}
     more, skipped = table_points(covered)

@@ -62,13 +62,12 @@ class Point:
     requests: tuple[np.ndarray, np.ndarray] | None = None
     """The client's own requests (prompt and output lengths, in the order it sent them): the whole run is replayed
     and every request counted; None: ``max(10 N, 400)`` requests of the deployment's lengths, the steady state."""
-    prompts_repeat: bool = False
-    """Request i's prompt is the same text in every run of its server (the i-th conversation of ``bench_serving``'s
-    seeded shuffle, cut to the length drawn for it), so a server that keeps its prefix cache finds what earlier runs
-    left of it: each request is its own prefix group, its whole prompt the prefix."""
     warm_prefixes: tuple[tuple[int, int], ...] = ()
     """What the server's prefix cache holds when the run starts, (request index, prompt tokens), least recently used
-    first (:attr:`~shardplan.tools.simulation.run.SimulationOptions.warm_prefixes`)."""
+    first (:attr:`~shardplan.tools.simulation.run.SimulationOptions.warm_prefixes`); empty: no cache kept. Where
+    set, request i's prompt is the same text in every run of its server (the i-th conversation of
+    ``bench_serving``'s seeded shuffle, cut to the length drawn for it): each request is its own prefix group, its
+    whole prompt the prefix."""
 
 
 def yaml_points() -> list[Point]:
@@ -105,7 +104,7 @@ def served_in_order(entry: dict[str, Any], points: list[Point]) -> list[Point]:
     """The ``bench_serving`` runs of ``entry``, run one after another on servers that keep their prefix cache
     (``prefix_cache_kept``): a sweep marked ``server_launched`` starts a new server, the others run on the one
     before. Before each run the client's warm-up request sends the first prompt; request i's prompt is the same
-    conversation in every run (``Point.prompts_repeat``), so each run starts with the prompts of the runs before
+    conversation in every run (``Point.warm_prefixes``), so each run starts with the prompts of the runs before
     it cached, the most recent last, each as long as the longest run of it (runs of another input length share
     the shorter prompt's tokens). Capacity is left to the simulated KV cache, which keeps the most recent.
 
@@ -126,7 +125,7 @@ def served_in_order(entry: dict[str, Any], points: list[Point]) -> list[Point]:
         assert point.requests is not None, "a bench_serving run replays the client's requests"
         prompts = point.requests[0]
         _touch(cached, 0, int(prompts[0]))  # the warm-up request
-        served.append(replace(point, prompts_repeat=True, warm_prefixes=tuple(cached.items())))
+        served.append(replace(point, warm_prefixes=tuple(cached.items())))
         for index, tokens in enumerate(prompts.tolist()):
             _touch(cached, index, tokens)
     return served

@@ -99,7 +99,7 @@ class PrefixCache:
                 self._resident[group] = max(self._resident.get(group, 0), blocks)
                 self._resident.move_to_end(group)
         self.evict(room)
-        self.evictions = 0
+        self.evictions = 0  # what did not fit was left out before the run, not evicted during it
 
     def release(self, group: int) -> None:
         """A sequence of ``group`` that :meth:`acquire` pinned finished or was preempted: its prefix stays cached,

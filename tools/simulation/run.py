@@ -377,8 +377,8 @@ def _split_workers(
                          field="plan", fix="simulate a plan whose deployment fits")
     groups = replica.prefill.adp * replica.prefill.mb
     cache_blocks = kv_blocks(model, host.gpu, replica.prefill, priced, "decode") if prefix else 0
-    warm = options.warm_prefixes if prefix else ()
-    caches = [_prefix_cache(warm, cache_blocks) for _ in range(strategy.prefill.dp)] if prefix else None
+    caches = ([_prefix_cache(options.warm_prefixes, cache_blocks) for _ in range(strategy.prefill.dp)]
+              if prefix else None)
     pool = PrefillPool(record, pricer, strategy.prefill.dp, worker.prompts, priced.max_batched_tokens * groups,
                        options.record_steps, caches, cache_blocks)
     same_node = strategy.gpus <= cluster.gpus_per_node and not cluster.mixed
